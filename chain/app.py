@@ -1,0 +1,211 @@
+"""The dilochain state machine, shaped as an ABCI++ application.
+
+``init_chain`` loads genesis, ``check_tx`` admits txs to the mempool against a check state,
+``finalize_block`` executes a block's txs and end-of-block work, ``commit`` persists the block
+atomically, and the query methods read committed state. A CometBFT adapter would call these
+same methods; the embedded devnet consensus (``chain.devnet``) calls them directly.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from cosmpy.protos.cosmos.base.abci.v1beta1.abci_pb2 import TxMsgData, TxResponse
+from google.protobuf.any_pb2 import Any
+
+from chain.ante import Mode, SignatureCache, run_ante
+from chain.context import Context, MsgSpec
+from chain.errors import CODESPACE, TxError, codes
+from chain.modules import bank, collateral, registry
+from chain.state import CacheStore, GasMeter
+from chain.store import ChainStore, StoredBlock, StoredTx, changeset_hash
+from chain.tx import decode_tx, tx_hash
+from genesis.models import GenesisDoc
+
+log = logging.getLogger(__name__)
+
+MSG_SPECS: list[MsgSpec] = [*bank.MSGS, *collateral.MSGS, *registry.MSGS]
+
+
+@dataclass(frozen=True)
+class FinalizedBlock:
+    """The outcome of executing a block, before it is committed."""
+
+    height: int
+    time_ns: int
+    results: list[TxResponse]
+    app_hash: bytes
+
+
+def tx_failure(code: int, log_line: str, gas_wanted: int = 0, gas_used: int = 0) -> TxResponse:
+    """A rejected tx's response: an ABCI code in the ``sdk`` codespace and a log line."""
+    return TxResponse(
+        code=code,
+        codespace=CODESPACE if code else "",
+        raw_log=log_line,
+        gas_wanted=gas_wanted,
+        gas_used=gas_used,
+    )
+
+
+class Application:
+    """The chain's ABCI-shaped application over a :class:`ChainStore`."""
+
+    def __init__(self, store: ChainStore, genesis: GenesisDoc):
+        self.store = store
+        self.genesis = genesis
+        self.chain_id = genesis.chain_id
+        self.params = genesis.params
+        self.registry = {spec.type_url: spec for spec in MSG_SPECS}
+        self.sig_cache = SignatureCache()
+        self.check_state = CacheStore(store)
+        self._pending: tuple[FinalizedBlock, CacheStore] | None = None
+
+    # ---- info --------------------------------------------------------------------------------
+    @property
+    def height(self) -> int:
+        """Last committed height."""
+        return self.store.height
+
+    @property
+    def app_hash(self) -> bytes:
+        """App hash after the last commit."""
+        return self.store.meta("app_hash") or b""
+
+    @property
+    def last_block_time_ns(self) -> int:
+        """Time of the last committed block (genesis time before the first)."""
+        raw = self.store.meta("time_ns")
+        return int(raw) if raw else int(self.genesis.genesis_time.timestamp() * 1e9)
+
+    def committed_view(self) -> CacheStore:
+        """A read-only view of committed state for queries."""
+        return CacheStore(self.store)
+
+    # ---- InitChain ---------------------------------------------------------------------------
+    def init_chain(self) -> bytes:
+        """Write genesis state if this store is new; return the app hash either way."""
+        genesis_hash = self.genesis.model_dump_json().encode()
+        stored = self.store.meta("genesis")
+        if stored is not None:
+            if stored != genesis_hash:
+                raise ValueError("the genesis file differs from the one this chain started with")
+            return self.app_hash
+        state = CacheStore(self.store)
+        for account in self.genesis.accounts:
+            bank.mint(state, account.address, {c.denom: c.amount for c in account.coins})
+        app_hash = changeset_hash(b"", state.writes)
+        self.store.commit(
+            state.writes,
+            {"genesis": genesis_hash, "app_hash": app_hash, "height": b"0"},
+        )
+        self.check_state = CacheStore(self.store)
+        return app_hash
+
+    # ---- txs ---------------------------------------------------------------------------------
+    def _run_tx(self, parent: CacheStore, raw: bytes, height: int, time_ns: int, mode: Mode):
+        try:
+            tx = decode_tx(raw, self.registry, self.params.auth)
+        except TxError as err:
+            return tx_failure(err.code, err.log)
+        gas_wanted = tx.gas_limit
+        meter = GasMeter(None if mode is Mode.SIMULATE else gas_wanted)
+        ante_store = CacheStore(parent, meter)
+        ctx = Context(ante_store, height, time_ns, self.chain_id, self.params)
+        try:
+            run_ante(ctx, tx, mode, self.sig_cache)
+        except TxError as err:
+            return tx_failure(err.code, err.log, gas_wanted, meter.consumed)
+        msg_ctx = ctx.with_store(ante_store.child())
+        msg_ctx.events = []
+        responses = []
+        try:
+            for index, (spec, msg) in enumerate(tx.msgs):
+                msg_ctx.emit(
+                    "message",
+                    action=spec.type_url,
+                    sender=getattr(msg, spec.signer_field),
+                    module=spec.message.DESCRIPTOR.full_name.split(".")[0],
+                    msg_index=index,
+                )
+                response = spec.handler(msg_ctx, msg)
+                packed = Any()
+                packed.Pack(response, type_url_prefix="/")
+                responses.append(packed)
+        except TxError as err:
+            ante_store.write()
+            result = tx_failure(err.code, f"failed to execute message; {err.log}", gas_wanted)
+            result.gas_used = meter.consumed
+            result.events.extend(ctx.events)
+            return result
+        except Exception as err:  # a handler bug must not stop the chain
+            log.exception("message handler failed")
+            ante_store.write()
+            return tx_failure(codes.INTERNAL, f"internal error: {err}", gas_wanted, meter.consumed)
+        msg_ctx.store.write()
+        ante_store.write()
+        return TxResponse(
+            code=0,
+            raw_log="",
+            data=TxMsgData(msg_responses=responses).SerializeToString().hex().upper(),
+            gas_wanted=gas_wanted,
+            gas_used=meter.consumed,
+            events=[*ctx.events, *msg_ctx.events],
+        )
+
+    def check_tx(self, raw: bytes) -> TxResponse:
+        """Mempool admission: the full tx against the check state (kept on success)."""
+        layer = self.check_state.child(GasMeter())
+        result = self._run_tx(layer, raw, self.height + 1, self.last_block_time_ns, Mode.CHECK)
+        if result.code == 0:
+            layer.write()
+        result.txhash = tx_hash(raw).hex().upper()
+        return result
+
+    def simulate(self, raw: bytes) -> TxResponse:
+        """Gas estimation: run the tx on a throw-away layer over the check state."""
+        layer = self.check_state.child(GasMeter())
+        return self._run_tx(layer, raw, self.height + 1, self.last_block_time_ns, Mode.SIMULATE)
+
+    # ---- blocks ------------------------------------------------------------------------------
+    def finalize_block(self, height: int, time_ns: int, txs: list[bytes]) -> FinalizedBlock:
+        """Execute a block's txs in order, then end-of-block work; nothing is persisted yet."""
+        if height != self.height + 1:
+            raise ValueError(f"expected block {self.height + 1}, got {height}")
+        state = CacheStore(self.store)
+        timestamp = datetime.fromtimestamp(time_ns / 1e9, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        results = []
+        for raw in txs:
+            result = self._run_tx(state, raw, height, time_ns, Mode.DELIVER)
+            result.txhash = tx_hash(raw).hex().upper()
+            result.height = height
+            result.timestamp = timestamp
+            results.append(result)
+        end_ctx = Context(state, height, time_ns, self.chain_id, self.params)
+        collateral.end_block(end_ctx)
+        block = FinalizedBlock(
+            height, time_ns, results, changeset_hash(self.app_hash, state.writes)
+        )
+        self._pending = (block, state)
+        return block
+
+    def commit(self, block: StoredBlock, txs: list[bytes]) -> None:
+        """Persist the finalized block, its txs and its state changes in one transaction."""
+        if self._pending is None or self._pending[0].height != block.height:
+            raise ValueError("commit without a matching finalize_block")
+        finalized, state = self._pending
+        stored_txs = [
+            StoredTx(tx_hash(raw), block.height, index, raw, result.SerializeToString())
+            for index, (raw, result) in enumerate(zip(txs, finalized.results, strict=True))
+        ]
+        meta = {
+            "height": str(block.height).encode(),
+            "app_hash": finalized.app_hash,
+            "time_ns": str(finalized.time_ns).encode(),
+            "last_block_hash": block.hash,
+        }
+        self.store.commit(state.writes, meta, block, stored_txs)
+        self._pending = None
+        self.check_state = CacheStore(self.store)

@@ -1,0 +1,84 @@
+"""What a message handler sees: the state, the block it runs in, the params, and its events."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from cosmpy.protos.tendermint.abci.types_pb2 import Event, EventAttribute
+from google.protobuf.message import Message
+
+from chain.errors import TxError, codes
+from chain.state import CacheStore
+from genesis.models import Params
+
+
+@dataclass
+class Context:
+    """Execution context of one tx (or of genesis / end-of-block work)."""
+
+    store: CacheStore
+    height: int
+    time_ns: int
+    chain_id: str
+    params: Params
+    events: list[Event] = field(default_factory=list)
+
+    @property
+    def time_s(self) -> int:
+        """Block time in whole seconds."""
+        return self.time_ns // 1_000_000_000
+
+    def emit(self, kind: str, **attributes: Any) -> None:
+        """Record an ABCI event."""
+        self.events.append(
+            Event(
+                type=kind,
+                attributes=[
+                    EventAttribute(key=k, value=str(v), index=True) for k, v in attributes.items()
+                ],
+            )
+        )
+
+    def with_store(self, store: CacheStore) -> Context:
+        """The same context over another cache layer (events are shared)."""
+        return Context(store, self.height, self.time_ns, self.chain_id, self.params, self.events)
+
+
+Handler = Callable[[Context, Any], Message]
+
+
+@dataclass(frozen=True)
+class MsgSpec:
+    """How the chain decodes, authorizes and executes one message type."""
+
+    message: type[Message]
+    signer_field: str
+    handler: Handler
+
+    @property
+    def type_url(self) -> str:
+        """``/full.proto.Name`` as it appears in ``google.protobuf.Any``."""
+        return "/" + self.message.DESCRIPTOR.full_name
+
+
+def parse_amount(text: str, field_name: str) -> int:
+    """A positive integer amount from a message's string field."""
+    if not text.isdigit() or int(text) <= 0:
+        raise TxError(codes.INVALID_COINS, f"{field_name}: invalid amount {text!r}")
+    return int(text)
+
+
+def get_int(store: CacheStore, key: bytes) -> int:
+    """An integer state value (0 when absent)."""
+    raw = store.get(key)
+    return int(raw) if raw else 0
+
+
+def set_int(store: CacheStore, key: bytes, value: int) -> None:
+    """Store an integer state value, deleting the key at 0."""
+    if value:
+        store.set(key, str(value).encode())
+    else:
+        store.delete(key)

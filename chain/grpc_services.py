@@ -1,0 +1,250 @@
+"""gRPC services: the Cosmos SDK ones cosmpy's LedgerClient calls, and dilochain.poc.v1.Query."""
+
+from __future__ import annotations
+
+import threading
+
+import grpc
+from cosmpy.protos.cosmos.auth.v1beta1 import query_pb2 as auth_q
+from cosmpy.protos.cosmos.auth.v1beta1 import query_pb2_grpc as auth_grpc
+from cosmpy.protos.cosmos.bank.v1beta1 import query_pb2 as bank_q
+from cosmpy.protos.cosmos.bank.v1beta1 import query_pb2_grpc as bank_grpc
+from cosmpy.protos.cosmos.base.abci.v1beta1.abci_pb2 import GasInfo, Result, TxResponse
+from cosmpy.protos.cosmos.base.tendermint.v1beta1 import query_pb2 as tm_q
+from cosmpy.protos.cosmos.base.tendermint.v1beta1 import query_pb2_grpc as tm_grpc
+from cosmpy.protos.cosmos.base.v1beta1.coin_pb2 import Coin
+from cosmpy.protos.cosmos.consensus.v1 import query_pb2 as consensus_q
+from cosmpy.protos.cosmos.consensus.v1 import query_pb2_grpc as consensus_grpc
+from cosmpy.protos.cosmos.tx.v1beta1 import service_pb2 as tx_s
+from cosmpy.protos.cosmos.tx.v1beta1 import service_pb2_grpc as tx_grpc
+from cosmpy.protos.cosmos.tx.v1beta1.tx_pb2 import Tx
+from cosmpy.protos.tendermint.p2p.types_pb2 import DefaultNodeInfo
+from cosmpy.protos.tendermint.types.block_pb2 import Block
+from cosmpy.protos.tendermint.types.params_pb2 import BlockParams, ConsensusParams
+from cosmpy.protos.tendermint.types.types_pb2 import BlockID, Data, Header
+
+from chain.address import decode_address
+from chain.app import Application
+from chain.devnet import admit
+from chain.mempool import Mempool
+from chain.modules import auth, bank, collateral, registry
+from dilochain.poc.v1 import query_pb2 as poc_q
+from dilochain.poc.v1 import query_pb2_grpc as poc_grpc
+from dilochain.poc.v1.types_pb2 import Params as PocParams
+
+APP_VERSION = "0.1.0"
+
+
+class Services:
+    """Shared state of all servicers: the app, the mempool and the lock that guards both."""
+
+    def __init__(self, app: Application, mempool: Mempool, lock: threading.RLock):
+        self.app = app
+        self.mempool = mempool
+        self.lock = lock
+
+
+def _valid_address(address: str, context: grpc.ServicerContext) -> str:
+    try:
+        decode_address(address)
+    except ValueError as err:
+        context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(err))
+    return address
+
+
+class AuthQuery(auth_grpc.QueryServicer):
+    """cosmos.auth.v1beta1.Query."""
+
+    def __init__(self, services: Services):
+        self.s = services
+
+    def Account(self, request, context):
+        address = _valid_address(request.address, context)
+        with self.s.lock:
+            account = auth.get_account(self.s.app.committed_view(), address)
+        if account is None:
+            context.abort(grpc.StatusCode.NOT_FOUND, f"account {address} not found")
+        response = auth_q.QueryAccountResponse()
+        response.account.Pack(account, type_url_prefix="/")
+        return response
+
+
+class BankQuery(bank_grpc.QueryServicer):
+    """cosmos.bank.v1beta1.Query."""
+
+    def __init__(self, services: Services):
+        self.s = services
+
+    def Balance(self, request, context):
+        address = _valid_address(request.address, context)
+        with self.s.lock:
+            amount = bank.balance(self.s.app.committed_view(), address, request.denom)
+        return bank_q.QueryBalanceResponse(balance=Coin(denom=request.denom, amount=str(amount)))
+
+    def AllBalances(self, request, context):
+        address = _valid_address(request.address, context)
+        with self.s.lock:
+            held = bank.all_balances(self.s.app.committed_view(), address)
+        return bank_q.QueryAllBalancesResponse(
+            balances=[Coin(denom=d, amount=str(a)) for d, a in sorted(held.items())]
+        )
+
+    def TotalSupply(self, request, context):
+        with self.s.lock:
+            held = bank.total_supply(self.s.app.committed_view())
+        return bank_q.QueryTotalSupplyResponse(
+            supply=[Coin(denom=d, amount=str(a)) for d, a in sorted(held.items())]
+        )
+
+    def SupplyOf(self, request, context):
+        with self.s.lock:
+            amount = bank.supply(self.s.app.committed_view(), request.denom)
+        return bank_q.QuerySupplyOfResponse(amount=Coin(denom=request.denom, amount=str(amount)))
+
+
+class TxService(tx_grpc.ServiceServicer):
+    """cosmos.tx.v1beta1.Service."""
+
+    def __init__(self, services: Services):
+        self.s = services
+
+    def Simulate(self, request, context):
+        raw = request.tx_bytes or request.tx.SerializeToString()
+        with self.s.lock:
+            result = self.s.app.simulate(raw)
+        if result.code:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, result.raw_log)
+        return tx_s.SimulateResponse(
+            gas_info=GasInfo(gas_wanted=result.gas_wanted, gas_used=result.gas_used),
+            result=Result(
+                data=bytes.fromhex(result.data), log=result.raw_log, events=result.events
+            ),
+        )
+
+    def BroadcastTx(self, request, context):
+        with self.s.lock:
+            result = admit(self.s.app, self.s.mempool, request.tx_bytes)
+        return tx_s.BroadcastTxResponse(tx_response=result)
+
+    def GetTx(self, request, context):
+        try:
+            digest = bytes.fromhex(request.hash)
+        except ValueError:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"invalid tx hash {request.hash!r}")
+        with self.s.lock:
+            stored = self.s.app.store.tx(digest)
+        if stored is None:
+            context.abort(grpc.StatusCode.NOT_FOUND, f"tx not found: {request.hash}")
+        response = TxResponse.FromString(stored.result)
+        tx = Tx.FromString(stored.raw)
+        response.tx.Pack(tx, type_url_prefix="/")
+        return tx_s.GetTxResponse(tx=tx, tx_response=response)
+
+
+def _block(services: Services, height: int, context) -> tuple[BlockID, Block]:
+    with services.lock:
+        stored = services.app.store.block(height)
+        txs = services.app.store.block_txs(height) if stored else []
+    if stored is None:
+        context.abort(grpc.StatusCode.NOT_FOUND, f"block {height} not found")
+    block = Block(header=Header.FromString(stored.header), data=Data(txs=txs))
+    return BlockID(hash=stored.hash), block
+
+
+class TendermintService(tm_grpc.ServiceServicer):
+    """cosmos.base.tendermint.v1beta1.Service."""
+
+    def __init__(self, services: Services, moniker: str):
+        self.s = services
+        self.moniker = moniker
+
+    def GetLatestBlock(self, request, context):
+        block_id, block = _block(self.s, self.s.app.height, context)
+        return tm_q.GetLatestBlockResponse(block_id=block_id, block=block)
+
+    def GetBlockByHeight(self, request, context):
+        block_id, block = _block(self.s, request.height, context)
+        return tm_q.GetBlockByHeightResponse(block_id=block_id, block=block)
+
+    def GetNodeInfo(self, request, context):
+        return tm_q.GetNodeInfoResponse(
+            default_node_info=DefaultNodeInfo(
+                network=self.s.app.chain_id, moniker=self.moniker, version="dilochain-devnet"
+            ),
+            application_version=tm_q.VersionInfo(
+                name="dilochain",
+                app_name="dilochain",
+                version=APP_VERSION,
+                cosmos_sdk_version="v0.50-compatible",
+            ),
+        )
+
+    def GetSyncing(self, request, context):
+        return tm_q.GetSyncingResponse(syncing=False)
+
+
+class ConsensusQuery(consensus_grpc.QueryServicer):
+    """cosmos.consensus.v1.Query: the block limits cosmpy clips gas estimates to."""
+
+    def __init__(self, services: Services):
+        self.s = services
+
+    def Params(self, request, context):
+        limits = self.s.app.params.consensus
+        return consensus_q.QueryParamsResponse(
+            params=ConsensusParams(
+                block=BlockParams(max_bytes=limits.max_block_bytes, max_gas=limits.max_block_gas)
+            )
+        )
+
+
+class PocQuery(poc_grpc.QueryServicer):
+    """dilochain.poc.v1.Query."""
+
+    def __init__(self, services: Services):
+        self.s = services
+
+    def Params(self, request, context):
+        params = self.s.app.params.poc
+        return poc_q.QueryParamsResponse(
+            params=PocParams(
+                collateral_denom=params.collateral_denom,
+                unbonding_period_seconds=params.unbonding_period_seconds,
+            )
+        )
+
+    def Collateral(self, request, context):
+        address = _valid_address(request.address, context)
+        with self.s.lock:
+            found = collateral.info(self.s.app.committed_view(), address)
+        return poc_q.QueryCollateralResponse(collateral=found)
+
+    def Run(self, request, context):
+        with self.s.lock:
+            run = registry.get_run(self.s.app.committed_view(), request.run_id)
+        if run is None:
+            context.abort(grpc.StatusCode.NOT_FOUND, f"run {request.run_id!r} not found")
+        return poc_q.QueryRunResponse(run=run)
+
+    def Runs(self, request, context):
+        with self.s.lock:
+            found = registry.runs(self.s.app.committed_view())
+        return poc_q.QueryRunsResponse(runs=found)
+
+    def Hosts(self, request, context):
+        with self.s.lock:
+            view = self.s.app.committed_view()
+            if registry.get_run(view, request.run_id) is None:
+                context.abort(grpc.StatusCode.NOT_FOUND, f"run {request.run_id!r} not found")
+            found = registry.hosts(view, request.run_id)
+        return poc_q.QueryHostsResponse(hosts=found)
+
+
+def register_all(server: grpc.Server, services: Services, moniker: str) -> None:
+    """Add every servicer to ``server``."""
+    auth_grpc.add_QueryServicer_to_server(AuthQuery(services), server)
+    bank_grpc.add_QueryServicer_to_server(BankQuery(services), server)
+    tx_grpc.add_ServiceServicer_to_server(TxService(services), server)
+    tm_grpc.add_ServiceServicer_to_server(TendermintService(services, moniker), server)
+    consensus_grpc.add_QueryServicer_to_server(ConsensusQuery(services), server)
+    poc_grpc.add_QueryServicer_to_server(PocQuery(services), server)

@@ -1,0 +1,1 @@
+"""The chain's modules: auth (accounts), bank (balances), collateral and the run registry."""

@@ -1,0 +1,91 @@
+"""Balances, supply and ``MsgSend``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from cosmpy.protos.cosmos.bank.v1beta1.tx_pb2 import MsgSend, MsgSendResponse
+
+from chain.address import require_address
+from chain.context import Context, MsgSpec, get_int, set_int
+from chain.errors import TxError, codes
+from chain.modules.auth import ensure_account
+from chain.state import CacheStore
+from genesis.coins import format_coins
+
+
+def _balance_key(address: str, denom: str) -> bytes:
+    return b"bal/" + address.encode() + b"/" + denom.encode()
+
+
+def _supply_key(denom: str) -> bytes:
+    return b"supply/" + denom.encode()
+
+
+def balance(store: CacheStore, address: str, denom: str) -> int:
+    """``address``'s balance of ``denom``."""
+    return get_int(store, _balance_key(address, denom))
+
+
+def all_balances(store: CacheStore, address: str) -> dict[str, int]:
+    """Every non-zero balance of ``address``, by denom."""
+    prefix = b"bal/" + address.encode() + b"/"
+    return {k[len(prefix) :].decode(): int(v) for k, v in store.iterate(prefix)}
+
+
+def supply(store: CacheStore, denom: str) -> int:
+    """Total supply of ``denom``."""
+    return get_int(store, _supply_key(denom))
+
+
+def total_supply(store: CacheStore) -> dict[str, int]:
+    """Total supply of every denom."""
+    return {k[len(b"supply/") :].decode(): int(v) for k, v in store.iterate(b"supply/")}
+
+
+def mint(store: CacheStore, address: str, coins: dict[str, int]) -> None:
+    """Create ``coins`` in ``address`` (genesis and rewards), growing the supply."""
+    ensure_account(store, address)
+    for denom, amount in coins.items():
+        set_int(store, _balance_key(address, denom), balance(store, address, denom) + amount)
+        set_int(store, _supply_key(denom), supply(store, denom) + amount)
+
+
+def send(ctx: Context, sender: str, recipient: str, coins: dict[str, int]) -> None:
+    """Move ``coins`` from ``sender`` to ``recipient``; raises insufficient funds."""
+    store = ctx.store
+    for denom, amount in coins.items():
+        have = balance(store, sender, denom)
+        if have < amount:
+            raise TxError(
+                codes.INSUFFICIENT_FUNDS,
+                f"spendable balance {have}{denom} is smaller than {amount}{denom}: "
+                "insufficient funds",
+            )
+        set_int(store, _balance_key(sender, denom), have - amount)
+    ensure_account(store, recipient)
+    for denom, amount in coins.items():
+        set_int(store, _balance_key(recipient, denom), balance(store, recipient, denom) + amount)
+    ctx.emit("transfer", recipient=recipient, sender=sender, amount=format_coins(coins))
+
+
+def coins_from_proto(coins: Iterable, field_name: str) -> dict[str, int]:
+    """Validate repeated ``cosmos.base.v1beta1.Coin`` into ``{denom: amount}``."""
+    result: dict[str, int] = {}
+    for coin in coins:
+        if not coin.amount.isdigit() or not coin.denom or coin.denom in result:
+            raise TxError(codes.INVALID_COINS, f"{field_name}: invalid coins")
+        if int(coin.amount):
+            result[coin.denom] = int(coin.amount)
+    if not result:
+        raise TxError(codes.INVALID_COINS, f"{field_name}: must be positive")
+    return result
+
+
+def _handle_send(ctx: Context, msg: MsgSend) -> MsgSendResponse:
+    require_address(msg.to_address, "to_address")
+    send(ctx, msg.from_address, msg.to_address, coins_from_proto(msg.amount, "amount"))
+    return MsgSendResponse()
+
+
+MSGS = [MsgSpec(MsgSend, "from_address", _handle_send)]

@@ -1,0 +1,116 @@
+"""Collateral: bonded stake held by the poc module account, withdrawn through an unbonding period.
+
+Bonded collateral sits in the module account (so total supply is unchanged) and is what a later
+slash takes from. A withdrawal starts an unbonding entry paid out at the end of the first block
+whose time passes its completion time. The registry locks the minimum a registered host must keep.
+"""
+
+from __future__ import annotations
+
+from chain.address import module_address
+from chain.context import Context, MsgSpec, get_int, parse_amount, set_int
+from chain.errors import TxError, codes
+from chain.modules import bank
+from chain.state import CacheStore
+from dilochain.poc.v1.tx_pb2 import (
+    MsgDepositCollateral,
+    MsgDepositCollateralResponse,
+    MsgWithdrawCollateral,
+    MsgWithdrawCollateralResponse,
+)
+from dilochain.poc.v1.types_pb2 import CollateralInfo, UnbondingEntry
+
+MODULE_ACCOUNT = module_address("poc")
+_NEXT_ID = b"unb/next_id"
+
+
+def _bonded_key(address: str) -> bytes:
+    return b"col/" + address.encode()
+
+
+def _locked_key(address: str) -> bytes:
+    return b"lock/" + address.encode()
+
+
+def _entry_key(address: str, completion: int, entry_id: int) -> bytes:
+    return b"unb/" + address.encode() + b"/%012d/%d" % (completion, entry_id)
+
+
+def _queue_key(completion: int, address: str, entry_id: int) -> bytes:
+    return b"unbq/%012d/" % completion + address.encode() + b"/%d" % entry_id
+
+
+def bonded(store: CacheStore, address: str) -> int:
+    """Collateral ``address`` has bonded."""
+    return get_int(store, _bonded_key(address))
+
+
+def lock(store: CacheStore, address: str, amount: int) -> None:
+    """Forbid withdrawals that would leave ``address`` with less than ``amount`` bonded."""
+    key = _locked_key(address)
+    set_int(store, key, max(get_int(store, key), amount))
+
+
+def info(store: CacheStore, address: str) -> CollateralInfo:
+    """Bonded and unbonding collateral of ``address``."""
+    prefix = b"unb/" + address.encode() + b"/"
+    entries = [
+        UnbondingEntry(amount=value.decode(), completion_time_unix=int(key.split(b"/")[-2]))
+        for key, value in store.iterate(prefix)
+    ]
+    return CollateralInfo(address=address, bonded=str(bonded(store, address)), unbonding=entries)
+
+
+def _handle_deposit(ctx: Context, msg: MsgDepositCollateral) -> MsgDepositCollateralResponse:
+    amount = parse_amount(msg.amount, "amount")
+    denom = ctx.params.poc.collateral_denom
+    bank.send(ctx, msg.depositor, MODULE_ACCOUNT, {denom: amount})
+    set_int(ctx.store, _bonded_key(msg.depositor), bonded(ctx.store, msg.depositor) + amount)
+    ctx.emit("deposit_collateral", depositor=msg.depositor, amount=f"{amount}{denom}")
+    return MsgDepositCollateralResponse()
+
+
+def _handle_withdraw(ctx: Context, msg: MsgWithdrawCollateral) -> MsgWithdrawCollateralResponse:
+    amount = parse_amount(msg.amount, "amount")
+    store, who = ctx.store, msg.depositor
+    have = bonded(store, who)
+    if amount > have:
+        raise TxError(
+            codes.INSUFFICIENT_FUNDS, f"bonded collateral {have} is smaller than {amount}"
+        )
+    locked = get_int(store, _locked_key(who))
+    if have - amount < locked:
+        raise TxError(
+            codes.INVALID_REQUEST,
+            f"withdrawal would leave {have - amount} bonded; registered runs require {locked}",
+        )
+    set_int(store, _bonded_key(who), have - amount)
+    completion = ctx.time_s + ctx.params.poc.unbonding_period_seconds
+    entry_id = get_int(store, _NEXT_ID)
+    set_int(store, _NEXT_ID, entry_id + 1)
+    store.set(_entry_key(who, completion, entry_id), str(amount).encode())
+    store.set(_queue_key(completion, who, entry_id), str(amount).encode())
+    ctx.emit("withdraw_collateral", depositor=who, amount=amount, completion_time=completion)
+    return MsgWithdrawCollateralResponse(completion_time_unix=completion)
+
+
+def end_block(ctx: Context) -> None:
+    """Pay out every unbonding entry whose completion time has passed."""
+    denom = ctx.params.poc.collateral_denom
+    due = []
+    for key, value in ctx.store.iterate(b"unbq/"):
+        _, completion, address, entry_id = key.decode().split("/")
+        if int(completion) > ctx.time_s:
+            break
+        due.append((key, int(completion), address, int(entry_id), int(value)))
+    for key, completion, address, entry_id, amount in due:
+        ctx.store.delete(key)
+        ctx.store.delete(_entry_key(address, completion, entry_id))
+        bank.send(ctx, MODULE_ACCOUNT, address, {denom: amount})
+        ctx.emit("complete_unbonding", depositor=address, amount=f"{amount}{denom}")
+
+
+MSGS = [
+    MsgSpec(MsgDepositCollateral, "depositor", _handle_deposit),
+    MsgSpec(MsgWithdrawCollateral, "depositor", _handle_withdraw),
+]

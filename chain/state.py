@@ -1,0 +1,114 @@
+"""Layered, gas-metered views of the chain state.
+
+``CacheStore`` buffers writes over a parent (the committed store or another cache): a block's
+deliver state is a cache over the committed store, each tx a cache over the block's, each
+message a cache over its tx's. ``write()`` pushes a layer's writes down one level.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Protocol
+
+from chain.errors import TxError, codes
+
+
+class ReadableStore(Protocol):
+    """Anything a cache can sit on."""
+
+    def get(self, key: bytes) -> bytes | None: ...
+
+    def iterate(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]: ...
+
+
+class GasMeter:
+    """Counts gas against a limit; ``None`` limit meters without bound (queries, genesis)."""
+
+    # Costs as in the Cosmos SDK's default KVStore gas config.
+    READ_FLAT, READ_PER_BYTE = 1000, 3
+    WRITE_FLAT, WRITE_PER_BYTE = 2000, 30
+    DELETE = 1000
+    ITER_NEXT = 30
+
+    def __init__(self, limit: int | None = None):
+        self.limit = limit
+        self.consumed = 0
+
+    def consume(self, amount: int, descriptor: str) -> None:
+        """Add ``amount``; raises an out-of-gas tx error past the limit."""
+        self.consumed += amount
+        if self.limit is not None and self.consumed > self.limit:
+            raise TxError(
+                codes.OUT_OF_GAS,
+                f"out of gas in location: {descriptor}; gasWanted: {self.limit}, "
+                f"gasUsed: {self.consumed}: out of gas",
+            )
+
+
+class CacheStore:
+    """A write buffer over a parent store, metering gas on every access."""
+
+    def __init__(self, parent: ReadableStore, meter: GasMeter | None = None):
+        self.parent = parent
+        self.meter = meter or GasMeter()
+        self.writes: dict[bytes, bytes | None] = {}
+
+    def _lookup(self, key: bytes) -> bytes | None:
+        if key in self.writes:
+            return self.writes[key]
+        parent = self.parent
+        return parent._lookup(key) if isinstance(parent, CacheStore) else parent.get(key)
+
+    def _merged(self, prefix: bytes) -> dict[bytes, bytes]:
+        parent = self.parent
+        merged = (
+            parent._merged(prefix)
+            if isinstance(parent, CacheStore)
+            else dict(parent.iterate(prefix))
+        )
+        for key, value in self.writes.items():
+            if key.startswith(prefix):
+                if value is None:
+                    merged.pop(key, None)
+                else:
+                    merged[key] = value
+        return merged
+
+    def get(self, key: bytes) -> bytes | None:
+        """The value of ``key`` as this layer sees it."""
+        value = self._lookup(key)
+        self.meter.consume(
+            GasMeter.READ_FLAT + GasMeter.READ_PER_BYTE * len(value or b""), "ReadFlat"
+        )
+        return value
+
+    def set(self, key: bytes, value: bytes) -> None:
+        """Buffer a write of ``key``."""
+        self.meter.consume(
+            GasMeter.WRITE_FLAT + GasMeter.WRITE_PER_BYTE * (len(key) + len(value)), "WriteFlat"
+        )
+        self.writes[key] = value
+
+    def delete(self, key: bytes) -> None:
+        """Buffer a deletion of ``key``."""
+        self.meter.consume(GasMeter.DELETE, "Delete")
+        self.writes[key] = None
+
+    def iterate(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+        """(key, value) pairs under ``prefix`` in key order, this layer's writes merged in."""
+        merged = self._merged(prefix)
+        for key in sorted(merged):
+            self.meter.consume(GasMeter.ITER_NEXT, "IterNext")
+            yield key, merged[key]
+
+    def child(self, meter: GasMeter | None = None) -> CacheStore:
+        """A new cache layer over this one (sharing this meter unless given another)."""
+        return CacheStore(self, meter or self.meter)
+
+    def write(self) -> None:
+        """Push this layer's writes into its parent cache (gas already paid here)."""
+        parent = self.parent
+        if not isinstance(parent, CacheStore):
+            raise TypeError("write() pushes into a parent cache; commit the root via the store")
+        parent.writes.update(self.writes)
+        self.writes = {}

@@ -1,0 +1,193 @@
+"""The chain's embedded store: SQLite in WAL mode, one transaction per committed block.
+
+Tables: ``state`` (the key-value state of all modules), ``blocks`` (one row per block), ``txs``
+(raw txs with their results, indexed by hash) and ``meta`` (last height and app hash).
+A block's state writes, its block row and its txs land in a single SQLite transaction, so a
+``kill -9`` at any moment leaves either all of a block or none of it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS state (key BLOB PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS blocks (
+    height INTEGER PRIMARY KEY, hash BLOB NOT NULL, header BLOB NOT NULL, signature BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS txs (
+    hash BLOB PRIMARY KEY, height INTEGER NOT NULL, idx INTEGER NOT NULL,
+    raw BLOB NOT NULL, result BLOB NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS txs_by_block ON txs (height, idx);
+"""
+
+
+@dataclass(frozen=True)
+class StoredBlock:
+    """A committed block as the store keeps it."""
+
+    height: int
+    hash: bytes
+    header: bytes
+    signature: bytes
+
+
+@dataclass(frozen=True)
+class StoredTx:
+    """A committed tx: its raw bytes and its serialized result."""
+
+    hash: bytes
+    height: int
+    index: int
+    raw: bytes
+    result: bytes
+
+
+def changeset_hash(prev_app_hash: bytes, writes: dict[bytes, bytes | None]) -> bytes:
+    """The next app hash: ``sha256(prev || sorted (key, value|tombstone) writes)``.
+
+    The hash chains every committed state change since genesis, so two nodes with the same app
+    hash hold the same state. An empty changeset leaves the app hash as it was.
+    """
+    if not writes:
+        return prev_app_hash
+    h = hashlib.sha256(prev_app_hash)
+    for key in sorted(writes):
+        value = writes[key]
+        h.update(len(key).to_bytes(4, "big") + key)
+        if value is None:
+            h.update(b"\xff\xff\xff\xff")
+        else:
+            h.update(len(value).to_bytes(4, "big") + value)
+    return h.digest()
+
+
+def _prefix_end(prefix: bytes) -> bytes | None:
+    """The smallest key greater than every key that starts with ``prefix`` (None: no bound)."""
+    stripped = prefix.rstrip(b"\xff")
+    if not stripped:
+        return None
+    return stripped[:-1] + bytes([stripped[-1] + 1])
+
+
+class ChainStore:
+    """SQLite-backed store; safe to use from several threads (one connection behind a lock)."""
+
+    def __init__(self, path: Path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        self._lock = threading.Lock()
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=FULL")
+        self._db.executescript(_SCHEMA)
+
+    def close(self) -> None:
+        """Close the database."""
+        with self._lock:
+            self._db.close()
+
+    # ---- state -------------------------------------------------------------------------------
+    def get(self, key: bytes) -> bytes | None:
+        """The committed value of ``key``."""
+        with self._lock:
+            row = self._db.execute("SELECT value FROM state WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def iterate(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+        """Committed (key, value) pairs whose key starts with ``prefix``, in key order."""
+        end = _prefix_end(prefix)
+        with self._lock:
+            if end is None:
+                rows = self._db.execute(
+                    "SELECT key, value FROM state WHERE key >= ? ORDER BY key", (prefix,)
+                ).fetchall()
+            else:
+                rows = self._db.execute(
+                    "SELECT key, value FROM state WHERE key >= ? AND key < ? ORDER BY key",
+                    (prefix, end),
+                ).fetchall()
+        return iter(rows)
+
+    # ---- meta --------------------------------------------------------------------------------
+    def meta(self, key: str) -> bytes | None:
+        """A metadata value (``height``, ``app_hash``, ``genesis_hash``…)."""
+        with self._lock:
+            row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else None
+
+    @property
+    def height(self) -> int:
+        """Height of the last committed block (0 before the first block)."""
+        raw = self.meta("height")
+        return int(raw) if raw is not None else 0
+
+    # ---- commits -----------------------------------------------------------------------------
+    def commit(
+        self,
+        writes: dict[bytes, bytes | None],
+        meta: dict[str, bytes],
+        block: StoredBlock | None = None,
+        txs: list[StoredTx] = (),  # type: ignore[assignment]
+    ) -> None:
+        """Atomically apply state ``writes``, ``meta`` updates, a block and its txs."""
+        with self._lock:
+            cur = self._db.cursor()
+            cur.execute("BEGIN IMMEDIATE")
+            try:
+                cur.executemany(
+                    "INSERT OR REPLACE INTO state (key, value) VALUES (?, ?)",
+                    [(k, v) for k, v in writes.items() if v is not None],
+                )
+                cur.executemany(
+                    "DELETE FROM state WHERE key = ?",
+                    [(k,) for k, v in writes.items() if v is None],
+                )
+                cur.executemany(
+                    "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", list(meta.items())
+                )
+                if block is not None:
+                    cur.execute(
+                        "INSERT INTO blocks (height, hash, header, signature) VALUES (?, ?, ?, ?)",
+                        (block.height, block.hash, block.header, block.signature),
+                    )
+                cur.executemany(
+                    "INSERT OR REPLACE INTO txs (hash, height, idx, raw, result) "
+                    "VALUES (?, ?, ?, ?, ?)",
+                    [(t.hash, t.height, t.index, t.raw, t.result) for t in txs],
+                )
+                cur.execute("COMMIT")
+            except BaseException:
+                cur.execute("ROLLBACK")
+                raise
+
+    # ---- blocks and txs ----------------------------------------------------------------------
+    def block(self, height: int) -> StoredBlock | None:
+        """The committed block at ``height``."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT height, hash, header, signature FROM blocks WHERE height = ?", (height,)
+            ).fetchone()
+        return StoredBlock(*row) if row else None
+
+    def block_txs(self, height: int) -> list[bytes]:
+        """Raw txs of the block at ``height``, in block order."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT raw FROM txs WHERE height = ? ORDER BY idx", (height,)
+            ).fetchall()
+        return [r[0] for r in rows]
+
+    def tx(self, tx_hash: bytes) -> StoredTx | None:
+        """The committed tx with this hash."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT hash, height, idx, raw, result FROM txs WHERE hash = ?", (tx_hash,)
+            ).fetchone()
+        return StoredTx(*row) if row else None

@@ -1,0 +1,99 @@
+"""Decoding and stateless validation of Cosmos SDK txs (``cosmos.tx.v1beta1.TxRaw``)."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from cosmpy.protos.cosmos.tx.v1beta1.tx_pb2 import AuthInfo, TxBody, TxRaw
+from google.protobuf.message import Message
+
+from chain.address import decode_address
+from chain.context import MsgSpec
+from chain.errors import TxError, codes
+from genesis.models import AuthParams
+
+
+@dataclass(frozen=True)
+class DecodedTx:
+    """A tx whose bytes parsed and whose messages are all known to the chain."""
+
+    raw: bytes
+    hash: bytes
+    body_bytes: bytes
+    auth_info_bytes: bytes
+    body: TxBody
+    auth_info: AuthInfo
+    signatures: list[bytes]
+    msgs: list[tuple[MsgSpec, Message]]
+    signers: list[str]
+
+    @property
+    def gas_limit(self) -> int:
+        """Gas the tx pays for."""
+        return self.auth_info.fee.gas_limit
+
+
+def tx_hash(raw: bytes) -> bytes:
+    """The tx hash CometBFT and the SDK use: sha256 of the raw bytes."""
+    return hashlib.sha256(raw).digest()
+
+
+def _parse(message: type[Message], data: bytes, what: str) -> Message:
+    try:
+        return message.FromString(data)
+    except Exception as err:  # protobuf raises DecodeError and, for bad UTF-8, others
+        raise TxError(codes.TX_DECODE, f"{what}: {err}: tx parse error") from None
+
+
+def decode_tx(raw: bytes, registry: dict[str, MsgSpec], params: AuthParams) -> DecodedTx:
+    """Parse ``raw`` and run the SDK's stateless checks; raises :class:`TxError` with a code."""
+    if len(raw) > params.max_tx_bytes:
+        raise TxError(codes.TX_TOO_LARGE, f"tx too large: {len(raw)} > {params.max_tx_bytes}")
+    tx_raw = _parse(TxRaw, raw, "tx")
+    body = _parse(TxBody, tx_raw.body_bytes, "body")
+    auth_info = _parse(AuthInfo, tx_raw.auth_info_bytes, "auth_info")
+    if not body.messages:
+        raise TxError(codes.INVALID_REQUEST, "must contain at least one message")
+    if len(body.memo) > params.max_memo_characters:
+        raise TxError(codes.MEMO_TOO_LARGE, f"memo longer than {params.max_memo_characters}")
+    if body.extension_options or body.non_critical_extension_options:
+        raise TxError(codes.UNKNOWN_REQUEST, "tx extension options are not supported")
+    msgs: list[tuple[MsgSpec, Message]] = []
+    signers: list[str] = []
+    for index, packed in enumerate(body.messages):
+        spec = registry.get(packed.type_url)
+        if spec is None:
+            raise TxError(
+                codes.TX_DECODE, f"unable to resolve type URL {packed.type_url}: tx parse error"
+            )
+        msg = _parse(spec.message, packed.value, f"message {index}")
+        signer = getattr(msg, spec.signer_field)
+        try:
+            decode_address(signer)
+        except ValueError as err:
+            raise TxError(codes.INVALID_ADDRESS, f"message {index} signer: {err}") from None
+        if signer not in signers:
+            signers.append(signer)
+        msgs.append((spec, msg))
+    if not tx_raw.signatures:
+        raise TxError(codes.NO_SIGNATURES, "no signatures supplied")
+    if len(tx_raw.signatures) != len(signers) or len(auth_info.signer_infos) != len(signers):
+        raise TxError(
+            codes.UNAUTHORIZED,
+            f"wrong number of signers; expected {len(signers)}, got "
+            f"{len(tx_raw.signatures)} signatures and {len(auth_info.signer_infos)} signer infos",
+        )
+    if auth_info.fee.payer or auth_info.fee.granter:
+        raise TxError(codes.INVALID_REQUEST, "fee payer and fee granter are not supported")
+    return DecodedTx(
+        raw=raw,
+        hash=tx_hash(raw),
+        body_bytes=tx_raw.body_bytes,
+        auth_info_bytes=tx_raw.auth_info_bytes,
+        body=body,
+        auth_info=auth_info,
+        signatures=list(tx_raw.signatures),
+        msgs=msgs,
+        signers=signers,
+    )

@@ -1,0 +1,1 @@
+"""The ``dilochain`` console script."""

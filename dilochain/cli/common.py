@@ -1,0 +1,57 @@
+"""What the subcommands share: the user-error type, homes, durations, passwords."""
+
+from __future__ import annotations
+
+import getpass
+import os
+import re
+import sys
+from pathlib import Path
+
+from dilochain.keyring import Keyring
+
+PASSWORD_ENV = "DILOCHAIN_KEYRING_PASSWORD"
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m)$")
+
+
+class CliError(Exception):
+    """A mistake the user can fix; printed as one line, exit code 1."""
+
+
+def default_home() -> Path:
+    """``$DILOCHAIN_HOME`` or ``~/.dilochain``."""
+    return Path(os.environ.get("DILOCHAIN_HOME", Path.home() / ".dilochain"))
+
+
+def parse_duration(text: str) -> float:
+    """``"1s"``, ``"100ms"``, ``"0.5s"``, ``"2m"`` in seconds."""
+    match = _DURATION.match(text.strip())
+    if not match:
+        raise CliError(f"invalid duration {text!r} (use e.g. 1s, 500ms)")
+    value, unit = float(match.group(1)), match.group(2)
+    return value * {"ms": 0.001, "s": 1.0, "m": 60.0}[unit]
+
+
+def keyring(home: Path) -> Keyring:
+    """The keyring of a home directory."""
+    return Keyring(home / "keyring")
+
+
+def read_secret(prompt: str, confirm: bool = False) -> str:
+    """A secret from the terminal, or one line of piped standard input."""
+    if not sys.stdin.isatty():
+        line = sys.stdin.readline()
+        if not line:
+            raise CliError(f"{prompt.rstrip(': ')} expected on standard input")
+        return line.rstrip("\n")
+    value = getpass.getpass(prompt)
+    if confirm and getpass.getpass("Repeat " + prompt[0].lower() + prompt[1:]) != value:
+        raise CliError("the two entries differ")
+    return value
+
+
+def keyring_password(confirm: bool = False) -> str:
+    """The keyring password: ``$DILOCHAIN_KEYRING_PASSWORD`` or asked for."""
+    if PASSWORD_ENV in os.environ:
+        return os.environ[PASSWORD_ENV]
+    return read_secret("Keyring password: ", confirm)

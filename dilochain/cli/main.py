@@ -1,0 +1,46 @@
+"""Entry point of the ``dilochain`` console script."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from chain.home import HomeError
+from chain.server import ChainStartError
+from dilochain.cli import chain_cmd, devnet_cmd, keys_cmd
+from dilochain.cli.common import CliError
+from dilochain.client import ChainUnreachable
+from dilochain.keyring import KeyringError
+from genesis.models import GenesisError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full command tree."""
+    parser = argparse.ArgumentParser(
+        prog="dilochain", description="DiLoCo training proven and paid on a Cosmos chain"
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    chain_cmd.register(sub)
+    keys_cmd.register(sub)
+    devnet_cmd.register(sub)
+    return parser
+
+
+USER_ERRORS = (CliError, HomeError, ChainStartError, ChainUnreachable, KeyringError, GenesisError)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one command; user errors print one line and exit 1."""
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except USER_ERRORS as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

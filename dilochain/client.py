@@ -1,0 +1,68 @@
+"""Talking to a dilochain node with cosmpy: connection, tx building and the poc query stub."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import grpc
+from cosmpy.aerial.client import LedgerClient
+from cosmpy.aerial.client.utils import prepare_and_broadcast_basic_transaction
+from cosmpy.aerial.config import NetworkConfig
+from cosmpy.aerial.tx import Transaction
+from cosmpy.aerial.tx_helpers import SubmittedTx
+from cosmpy.aerial.wallet import Wallet
+from cosmpy.protos.cosmos.base.tendermint.v1beta1 import query_pb2 as tm_q
+from cosmpy.protos.cosmos.base.tendermint.v1beta1 import query_pb2_grpc as tm_grpc
+from google.protobuf.message import Message
+
+from dilochain.poc.v1 import query_pb2_grpc as poc_grpc
+from genesis.models import DENOM, FeeParams
+
+
+class ChainUnreachable(Exception):
+    """No dilochain node answers at the given address."""
+
+
+def network_config(
+    chain_id: str, grpc_address: str, min_gas_price: Decimal = FeeParams().min_gas_price
+) -> NetworkConfig:
+    """cosmpy's network config for a dilochain node at ``grpc_address`` (host:port)."""
+    return NetworkConfig(
+        chain_id=chain_id,
+        fee_minimum_gas_price=float(min_gas_price),
+        fee_denomination=DENOM,
+        staking_denomination=DENOM,
+        url=f"grpc+http://{grpc_address}",
+    )
+
+
+def query_chain_id(grpc_address: str, timeout: float = 5.0) -> str:
+    """Ask the node at ``grpc_address`` for its chain id."""
+    with grpc.insecure_channel(grpc_address) as channel:
+        try:
+            info = tm_grpc.ServiceStub(channel).GetNodeInfo(
+                tm_q.GetNodeInfoRequest(), timeout=timeout
+            )
+        except grpc.RpcError:
+            raise ChainUnreachable(f"no dilochain node answers at {grpc_address}") from None
+    return info.default_node_info.network
+
+
+def connect(grpc_address: str, chain_id: str | None = None) -> LedgerClient:
+    """An unmodified cosmpy ``LedgerClient`` for the node at ``grpc_address``."""
+    return LedgerClient(network_config(chain_id or query_chain_id(grpc_address), grpc_address))
+
+
+def poc_query(grpc_address: str) -> poc_grpc.QueryStub:
+    """A stub for ``dilochain.poc.v1.Query`` on the node at ``grpc_address``."""
+    return poc_grpc.QueryStub(grpc.insecure_channel(grpc_address))
+
+
+def broadcast(
+    client: LedgerClient, wallet: Wallet, *msgs: Message, memo: str | None = None
+) -> SubmittedTx:
+    """Sign ``msgs`` in one tx (gas by simulation, fee at the chain's price) and broadcast it."""
+    tx = Transaction()
+    for msg in msgs:
+        tx.add_message(msg)
+    return prepare_and_broadcast_basic_transaction(client, tx, wallet, memo=memo)

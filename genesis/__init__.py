@@ -1,0 +1,1 @@
+"""Genesis documents: chain parameters, accounts and balances, validated with pydantic."""
