@@ -77,6 +77,7 @@ def _start(args: argparse.Namespace) -> int:
     node.start()
     print(f"gRPC server listening on {node.bound_address}", flush=True)
     stopping.wait()
+    height = node.app.height
     node.stop()
-    print(f"stopped at height {node.app.height}", flush=True)
+    print(f"stopped at height {height}", flush=True)
     return 0

@@ -1,0 +1,42 @@
+"""Shared fixtures: a real chain process on an ephemeral loopback port."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from cosmpy.aerial.client import LedgerClient
+from cosmpy.aerial.wallet import LocalWallet
+
+from dilochain.client import network_config
+from dilochain.localnet import ChainProcess, init_localnet
+from genesis.models import DENOM
+from tests.helpers import CHAIN_ID, wallet
+
+FUNDS = 10**12
+
+
+@dataclass
+class RunningChain:
+    """A chain process, its address, a cosmpy client and funded wallets."""
+
+    home: Path
+    process: ChainProcess
+    address: str
+    client: LedgerClient
+    wallets: list[LocalWallet]
+
+
+@pytest.fixture(scope="module")
+def running_chain(tmp_path_factory) -> Iterator[RunningChain]:
+    """A chain process with four funded wallets, 200 ms blocks."""
+    home = tmp_path_factory.mktemp("chain")
+    wallets = [wallet(100 + i) for i in range(4)]
+    init_localnet(home, CHAIN_ID, {str(w.address()): {DENOM: FUNDS} for w in wallets})
+    process = ChainProcess(home, block_time="200ms")
+    address = process.start()
+    client = LedgerClient(network_config(CHAIN_ID, address))
+    yield RunningChain(home, process, address, client, wallets)
+    assert process.stop() == 0

@@ -1,0 +1,221 @@
+"""The state machine in process: txs, fees, rejections, collateral and the run registry."""
+
+from __future__ import annotations
+
+import pytest
+from cosmpy.protos.cosmos.bank.v1beta1.tx_pb2 import MsgSend
+from cosmpy.protos.cosmos.base.v1beta1.coin_pb2 import Coin
+from dilochain.poc.v1.tx_pb2 import (
+    MsgCreateRun,
+    MsgDepositCollateral,
+    MsgRegisterHost,
+    MsgWithdrawCollateral,
+)
+from dilochain.poc.v1.types_pb2 import RunConfig
+
+from chain.ante import FEE_COLLECTOR
+from chain.errors import codes
+from chain.modules import bank, collateral, registry
+from chain.modules.collateral import MODULE_ACCOUNT
+from chain.tx import tx_hash
+from genesis.models import DENOM
+from tests.helpers import local_chain, signed_tx, wallet
+
+ALICE, BOB = wallet(1), wallet(2)
+A, B = str(ALICE.address()), str(BOB.address())
+GAS = 200_000
+FEE = GAS // 40
+
+
+def send(to: str, amount: int) -> MsgSend:
+    return MsgSend(from_address=A, to_address=to, amount=[Coin(denom=DENOM, amount=str(amount))])
+
+
+@pytest.fixture
+def chain(tmp_path):
+    c = local_chain(tmp_path, {A: 10_000_000, B: 1_000_000})
+    yield c
+    c.app.store.close()
+
+
+def balance(chain, address: str) -> int:
+    return bank.balance(chain.app.committed_view(), address, DENOM)
+
+
+def test_send_moves_tokens_and_charges_fee(chain):
+    raw = signed_tx(ALICE, [send(B, 1234)], sequence=0, account_number=0)
+    assert chain.broadcast(raw).code == 0
+    (result,) = chain.block()
+    assert result.code == 0, result.raw_log
+    assert 0 < result.gas_used <= result.gas_wanted == GAS
+    assert balance(chain, A) == 10_000_000 - 1234 - FEE
+    assert balance(chain, B) == 1_000_000 + 1234
+    assert balance(chain, FEE_COLLECTOR) == FEE
+    assert bank.supply(chain.app.committed_view(), DENOM) == 11_000_000
+    assert {e.type for e in result.events} >= {"tx", "message", "transfer"}
+
+
+def test_sequences_allow_several_txs_per_block(chain):
+    for seq in range(3):
+        raw = signed_tx(ALICE, [send(B, 10)], sequence=seq, account_number=0)
+        assert chain.broadcast(raw).code == 0
+    assert [r.code for r in chain.block()] == [0, 0, 0]
+    assert balance(chain, B) == 1_000_030
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "code"),
+    [
+        ({"chain_id": "other-chain"}, codes.UNAUTHORIZED),
+        ({"account_number": 7}, codes.UNAUTHORIZED),
+        ({"sequence": 5}, codes.WRONG_SEQUENCE),
+        ({"fee": 1}, codes.INSUFFICIENT_FEE),
+        ({"gas_limit": 1000, "fee": 25}, codes.OUT_OF_GAS),
+    ],
+)
+def test_check_tx_rejections(chain, kwargs, code):
+    args = {"sequence": 0, "account_number": 0, **kwargs}
+    result = chain.broadcast(signed_tx(ALICE, [send(B, 1)], **args))
+    assert result.code == code, result.raw_log
+    assert result.codespace == "sdk" and result.raw_log
+    assert len(chain.mempool) == 0
+
+
+def test_bad_signature_is_rejected(chain):
+    raw = bytearray(signed_tx(ALICE, [send(B, 1)], sequence=0, account_number=0))
+    raw[-1] ^= 0x01  # the signature is the last field
+    result = chain.broadcast(bytes(raw))
+    assert result.code == codes.UNAUTHORIZED
+    assert "signature verification failed" in result.raw_log
+
+
+def test_high_s_signature_is_rejected(chain):
+    from cosmpy.protos.cosmos.tx.v1beta1.tx_pb2 import TxRaw
+
+    from chain.signature import SECP256K1_ORDER
+
+    tx = TxRaw.FromString(signed_tx(ALICE, [send(B, 1)], sequence=0, account_number=0))
+    sig = tx.signatures[0]
+    high_s = SECP256K1_ORDER - int.from_bytes(sig[32:], "big")
+    tx.signatures[0] = sig[:32] + high_s.to_bytes(32, "big")  # same point, malleated
+    assert chain.broadcast(tx.SerializeToString()).code == codes.UNAUTHORIZED
+
+
+def test_replayed_tx_is_rejected(chain):
+    raw = signed_tx(ALICE, [send(B, 1)], sequence=0, account_number=0)
+    assert chain.broadcast(raw).code == 0
+    assert chain.broadcast(raw).code == codes.TX_IN_MEMPOOL
+    chain.block()
+    assert chain.broadcast(raw).code == codes.WRONG_SEQUENCE
+
+
+def test_signer_must_own_the_message(chain):
+    msg = MsgSend(from_address=B, to_address=A, amount=[Coin(denom=DENOM, amount="1")])
+    result = chain.broadcast(signed_tx(ALICE, [msg], sequence=0, account_number=1))
+    assert result.code == codes.INVALID_PUBKEY
+
+
+def test_unknown_message_type_and_garbage(chain):
+    from dilochain.poc.v1.types_pb2 import Host
+
+    raw = signed_tx(ALICE, [Host(run_id="x")], sequence=0, account_number=0)
+    result = chain.broadcast(raw)
+    assert result.code == codes.TX_DECODE and "unable to resolve type URL" in result.raw_log
+    assert chain.broadcast(b"\xff\x00garbage").code == codes.TX_DECODE
+
+
+def include_unchecked(chain, *txs: bytes) -> list:
+    """Put txs in the next block without CheckTx, as a faulty proposer could."""
+    for raw in txs:
+        chain.mempool.add(tx_hash(raw), raw)
+    return chain.block()
+
+
+def test_overdraft_rejected_at_check_and_in_block(chain):
+    result = chain.broadcast(signed_tx(ALICE, [send(B, 10**9)], sequence=0, account_number=0))
+    assert result.code == codes.INSUFFICIENT_FUNDS
+    ok = signed_tx(ALICE, [send(B, 6_000_000)], sequence=0, account_number=0)
+    late = signed_tx(ALICE, [send(B, 3_995_000)], sequence=1, account_number=0)
+    assert chain.broadcast(ok).code == 0
+    assert chain.broadcast(late).code == codes.INSUFFICIENT_FUNDS  # check state saw the first
+    chain.mempool.drain()
+    results = include_unchecked(chain, ok, late)
+    assert [r.code for r in results] == [0, codes.INSUFFICIENT_FUNDS]
+    assert balance(chain, A) == 10_000_000 - 6_000_000 - 2 * FEE  # the failed tx paid its fee
+
+
+def test_collateral_deposit_withdraw_and_unbonding(tmp_path):
+    chain = local_chain(tmp_path, {A: 10_000_000}, poc={"unbonding_period_seconds": 0})
+    deposit = MsgDepositCollateral(depositor=A, amount="3000000")
+    withdraw = MsgWithdrawCollateral(depositor=A, amount="1000000")
+    assert chain.broadcast(signed_tx(ALICE, [deposit], sequence=0, account_number=0)).code == 0
+    chain.block()
+    view = chain.app.committed_view()
+    assert collateral.bonded(view, A) == 3_000_000
+    assert bank.balance(view, MODULE_ACCOUNT, DENOM) == 3_000_000
+    assert chain.broadcast(signed_tx(ALICE, [withdraw], sequence=1, account_number=0)).code == 0
+    chain.block()  # unbonding period 0: paid out at the end of the same block
+    view = chain.app.committed_view()
+    assert collateral.bonded(view, A) == 2_000_000
+    assert collateral.info(view, A).unbonding == []
+    assert bank.balance(view, A, DENOM) == 10_000_000 - 2_000_000 - 2 * FEE
+
+
+def test_unbonding_waits_for_its_completion_time(chain):
+    deposit = MsgDepositCollateral(depositor=A, amount="100")
+    withdraw = MsgWithdrawCollateral(depositor=A, amount="40")
+    chain.broadcast(signed_tx(ALICE, [deposit, withdraw], sequence=0, account_number=0))
+    (result,) = chain.block()
+    assert result.code == 0, result.raw_log
+    info = collateral.info(chain.app.committed_view(), A)
+    assert info.bonded == "60" and [e.amount for e in info.unbonding] == ["40"]
+    assert info.unbonding[0].completion_time_unix >= chain.app.last_block_time_ns // 10**9 + 60
+
+
+def test_run_registry_needs_collateral(chain):
+    config = RunConfig(
+        model="gpt-tiny", inner_steps=20, checkpoint_interval=5, seed=1, min_collateral="500"
+    )
+    create = MsgCreateRun(creator=A, run_id="r1", config=config)
+    register = MsgRegisterHost(host=B, run_id="r1", endpoint="127.0.0.1:1")
+    assert chain.broadcast(signed_tx(ALICE, [create], sequence=0, account_number=0)).code == 0
+    chain.block()
+    result = chain.broadcast(signed_tx(BOB, [register], sequence=0, account_number=1))
+    assert result.code == codes.INSUFFICIENT_FUNDS and "needs 500" in result.raw_log
+    deposit = MsgDepositCollateral(depositor=B, amount="500")
+    raw = signed_tx(BOB, [deposit, register], sequence=0, account_number=1)
+    assert chain.broadcast(raw).code == 0
+    chain.block()
+    view = chain.app.committed_view()
+    assert [h.address for h in registry.hosts(view, "r1")] == [B]
+    assert registry.get_run(view, "r1").config.inner_steps == 20
+    # Registered collateral is locked.
+    withdraw = MsgWithdrawCollateral(depositor=B, amount="1")
+    result = chain.broadcast(signed_tx(BOB, [withdraw], sequence=1, account_number=1))
+    assert result.code == codes.INVALID_REQUEST and "require 500" in result.raw_log
+    # Duplicate run, unknown run.
+    result = chain.broadcast(signed_tx(ALICE, [create], sequence=1, account_number=0))
+    assert result.code == codes.INVALID_REQUEST
+    unknown = MsgRegisterHost(host=B, run_id="nope")
+    result = chain.broadcast(signed_tx(BOB, [unknown], sequence=1, account_number=1))
+    assert result.code == codes.NOT_FOUND
+
+
+def test_failed_message_reverts_whole_tx_but_keeps_fee(chain):
+    raw = signed_tx(ALICE, [send(B, 5), send(B, 10**12)], sequence=0, account_number=0)
+    (result,) = include_unchecked(chain, raw)
+    assert result.code == codes.INSUFFICIENT_FUNDS
+    assert balance(chain, B) == 1_000_000
+    assert balance(chain, A) == 10_000_000 - FEE
+    assert chain.app.committed_view().get(b"acc/" + A.encode())  # sequence bumped
+    assert chain.broadcast(signed_tx(ALICE, [send(B, 1)], sequence=1, account_number=0)).code == 0
+
+
+def test_app_hash_changes_with_state_and_is_persisted(chain):
+    genesis_hash = chain.app.app_hash
+    chain.block()
+    assert chain.app.app_hash == genesis_hash  # empty block: no state change
+    chain.broadcast(signed_tx(ALICE, [send(B, 1)], sequence=0, account_number=0))
+    chain.block()
+    assert chain.app.app_hash != genesis_hash
+    assert chain.app.store.block(2).header  # block rows persisted

@@ -1,0 +1,136 @@
+"""The real chain process driven by an unmodified cosmpy LedgerClient."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from cosmpy.aerial.tx import Transaction
+from cosmpy.protos.cosmos.bank.v1beta1.tx_pb2 import MsgSend
+from cosmpy.protos.cosmos.base.v1beta1.coin_pb2 import Coin
+from cosmpy.protos.cosmos.tx.v1beta1.service_pb2 import BroadcastMode, BroadcastTxRequest
+from dilochain.poc.v1 import query_pb2 as poc_q
+from dilochain.poc.v1.tx_pb2 import MsgDepositCollateral
+
+from chain.errors import codes
+from dilochain.client import broadcast, poc_query
+from genesis.models import DENOM
+from tests.conftest import FUNDS
+from tests.helpers import signed_tx, wallet
+
+pytestmark = pytest.mark.integration
+POLL = 0.1
+
+
+def test_genesis_balance_send_and_fee(running_chain):
+    client, (alice, bob, *_) = running_chain.client, running_chain.wallets
+    assert client.query_bank_balance(alice.address(), DENOM) == FUNDS
+    assert client.query_chain_id() == "dilochain-test"
+    tx = client.send_tokens(bob.address(), 12_345, DENOM, alice).wait_to_complete(
+        poll_period=POLL
+    )
+    response = tx.response
+    assert response.code == 0 and response.height >= 1
+    fee = math.ceil(response.gas_wanted * 0.025)
+    assert client.query_bank_balance(alice.address(), DENOM) == FUNDS - 12_345 - fee
+    assert client.query_bank_balance(bob.address(), DENOM) == FUNDS + 12_345
+    assert response.events["transfer"]["amount"] in {"12345udlc", f"{fee}udlc"}
+    block = client.query_block(response.height)
+    assert tx.tx_hash in block.tx_hashes
+    account = client.query_account(alice.address())
+    assert account.sequence == 1
+
+
+def test_deposit_collateral_with_a_cosmpy_transaction(running_chain):
+    client, carol = running_chain.client, running_chain.wallets[2]
+    msg = MsgDepositCollateral(depositor=str(carol.address()), amount="7000000")
+    tx = broadcast(client, carol, msg).wait_to_complete(poll_period=POLL)
+    assert tx.response.code == 0
+    assert tx.response.events["deposit_collateral"]["amount"] == "7000000udlc"
+    stub = poc_query(running_chain.address)
+    info = stub.Collateral(poc_q.QueryCollateralRequest(address=str(carol.address())))
+    assert info.collateral.bonded == "7000000"
+
+
+def _raw_broadcast(client, raw: bytes):
+    request = BroadcastTxRequest(tx_bytes=raw, mode=BroadcastMode.BROADCAST_MODE_SYNC)
+    return client.txs.BroadcastTx(request).tx_response
+
+
+def test_rejections_keep_the_chain_serving(running_chain):
+    client, dave = running_chain.client, running_chain.wallets[3]
+    account = client.query_account(dave.address())
+    send = MsgSend(
+        from_address=str(dave.address()),
+        to_address=str(running_chain.wallets[0].address()),
+        amount=[Coin(denom=DENOM, amount="1")],
+    )
+
+    def tx(**kw):
+        args = {"sequence": account.sequence, "account_number": account.number, **kw}
+        return signed_tx(dave, [send], **args)
+
+    good = tx()
+    flipped = bytearray(good)
+    flipped[-5] ^= 0xFF
+    overdraft = MsgSend(
+        from_address=str(dave.address()),
+        to_address=str(dave.address()),
+        amount=[Coin(denom=DENOM, amount=str(FUNDS * 10))],
+    )
+    cases = {
+        "bad signature": (bytes(flipped), codes.UNAUTHORIZED),
+        "wrong chain id": (tx(chain_id="another-chain"), codes.UNAUTHORIZED),
+        "wrong account number": (tx(account_number=account.number + 50), codes.UNAUTHORIZED),
+        "fee below minimum": (tx(fee=1), codes.INSUFFICIENT_FEE),
+        "malformed bytes": (b"\x0a\x05hello\xff", codes.TX_DECODE),
+        "unknown message type": (
+            signed_tx(dave, [Coin(denom="x", amount="1")], sequence=account.sequence,
+                      account_number=account.number),
+            codes.TX_DECODE,
+        ),
+        "overdraft": (
+            signed_tx(dave, [overdraft], sequence=account.sequence,
+                      account_number=account.number),
+            codes.INSUFFICIENT_FUNDS,
+        ),
+    }  # fmt: skip
+    for name, (raw, code) in cases.items():
+        response = _raw_broadcast(client, raw)
+        assert response.code == code, f"{name}: {response.raw_log}"
+        assert response.raw_log, name
+    # The good tx goes through, and its replay (same sequence) is rejected.
+    assert _raw_broadcast(client, good).code == 0
+    client.wait_for_query_tx(_raw_broadcast(client, tx(sequence=account.sequence + 1)).txhash)
+    replay = _raw_broadcast(client, good)
+    assert replay.code == codes.WRONG_SEQUENCE, replay.raw_log
+    # Still serving and producing blocks.
+    height = client.query_height()
+    tx_after = client.send_tokens(dave.address(), 1, DENOM, dave).wait_to_complete(
+        poll_period=POLL
+    )
+    assert tx_after.response.height > height - 1
+
+
+def test_simulate_estimates_enough_gas(running_chain):
+    client, alice, bob = running_chain.client, *running_chain.wallets[:2]
+    tx = Transaction()
+    tx.add_message(
+        MsgSend(from_address=str(alice.address()), to_address=str(wallet(999).address()),
+                amount=[Coin(denom=DENOM, amount="5")])
+    )  # fmt: skip
+    submitted = broadcast(client, alice, *tx.msgs).wait_to_complete(poll_period=POLL)
+    assert submitted.response.gas_used <= submitted.response.gas_wanted
+    assert client.query_bank_balance(wallet(999).address(), DENOM) == 5
+    assert bob  # bob is untouched by this test
+
+
+def test_unknown_account_and_tx_are_not_found(running_chain):
+    import grpc
+    from cosmpy.aerial.exceptions import NotFoundError
+
+    with pytest.raises(grpc.RpcError) as err:
+        running_chain.client.query_account(wallet(424242).address())
+    assert err.value.code() == grpc.StatusCode.NOT_FOUND
+    with pytest.raises(NotFoundError):
+        running_chain.client.query_tx("AB" * 32)
