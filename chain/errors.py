@@ -1,4 +1,4 @@
-"""ABCI result codes (the Cosmos SDK's ``sdk`` codespace numbers) and the error that carries them."""
+"""ABCI result codes (the Cosmos SDK's ``sdk`` codespace numbers) and the error carrying them."""
 
 from __future__ import annotations
 

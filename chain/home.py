@@ -1,4 +1,4 @@
-"""A chain home directory: ``config/genesis.json``, ``config/priv_validator_key.json``, ``data/``."""
+"""A chain home: ``config/genesis.json``, ``config/priv_validator_key.json`` and ``data/``."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from cryptography.hazmat.primitives.serialization import (
     PublicFormat,
 )
 
-from genesis.models import GenesisDoc, load_genesis, save_genesis
+from genesis.models import GenesisDoc, load_genesis, parse_genesis, save_genesis
 
 
 class HomeError(Exception):
@@ -40,7 +40,7 @@ def init_home(home: Path, chain_id: str, overwrite: bool = False) -> GenesisDoc:
     """Create a home with a fresh genesis and validator key; refuses to clobber one."""
     if genesis_path(home).exists() and not overwrite:
         raise HomeError(f"{home} already holds a chain (genesis.json exists); pass --overwrite")
-    doc = GenesisDoc(chain_id=chain_id)
+    doc = parse_genesis({"chain_id": chain_id}, "chain id")
     save_genesis(doc, genesis_path(home))
     key = Ed25519PrivateKey.generate()
     raw = key.private_bytes(Encoding.Raw, PrivateFormat.Raw, NoEncryption())

@@ -23,8 +23,11 @@ class ChainUnreachable(Exception):
     """No dilochain node answers at the given address."""
 
 
+DEFAULT_GAS_PRICE = FeeParams().min_gas_price
+
+
 def network_config(
-    chain_id: str, grpc_address: str, min_gas_price: Decimal = FeeParams().min_gas_price
+    chain_id: str, grpc_address: str, min_gas_price: Decimal = DEFAULT_GAS_PRICE
 ) -> NetworkConfig:
     """cosmpy's network config for a dilochain node at ``grpc_address`` (host:port)."""
     return NetworkConfig(

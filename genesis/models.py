@@ -1,4 +1,4 @@
-"""The genesis document, validated with pydantic: a bad field is refused with a message naming it."""
+"""The genesis document, validated with pydantic: a bad field is refused with its name."""
 
 from __future__ import annotations
 
@@ -151,7 +151,8 @@ class GenesisDoc(_Strict):
 def _describe(err: ValidationError, source: str) -> str:
     first = err.errors()[0]
     field = ".".join(str(p) for p in first["loc"]) or "(document)"
-    return f"{source}: field {field}: {first['msg']}"
+    message = first["msg"].removeprefix("Value error, ")
+    return f"{source}: field {field}: {message}"
 
 
 def parse_genesis(data: object, source: str = "genesis") -> GenesisDoc:

@@ -10,8 +10,8 @@ from pathlib import Path
 from cosmpy.aerial.tx import SigningCfg, Transaction, TxFee
 from cosmpy.aerial.wallet import LocalWallet
 from cosmpy.crypto.keypairs import PrivateKey
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cosmpy.protos.cosmos.base.abci.v1beta1.abci_pb2 import TxResponse
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from google.protobuf.message import Message
 
 from chain.address import ADDRESS_PREFIX

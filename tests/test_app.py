@@ -5,6 +5,12 @@ from __future__ import annotations
 import pytest
 from cosmpy.protos.cosmos.bank.v1beta1.tx_pb2 import MsgSend
 from cosmpy.protos.cosmos.base.v1beta1.coin_pb2 import Coin
+
+from chain.ante import FEE_COLLECTOR
+from chain.errors import codes
+from chain.modules import bank, collateral, registry
+from chain.modules.collateral import MODULE_ACCOUNT
+from chain.tx import tx_hash
 from dilochain.poc.v1.tx_pb2 import (
     MsgCreateRun,
     MsgDepositCollateral,
@@ -12,12 +18,6 @@ from dilochain.poc.v1.tx_pb2 import (
     MsgWithdrawCollateral,
 )
 from dilochain.poc.v1.types_pb2 import RunConfig
-
-from chain.ante import FEE_COLLECTOR
-from chain.errors import codes
-from chain.modules import bank, collateral, registry
-from chain.modules.collateral import MODULE_ACCOUNT
-from chain.tx import tx_hash
 from genesis.models import DENOM
 from tests.helpers import local_chain, signed_tx, wallet
 

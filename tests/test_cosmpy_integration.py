@@ -9,11 +9,11 @@ from cosmpy.aerial.tx import Transaction
 from cosmpy.protos.cosmos.bank.v1beta1.tx_pb2 import MsgSend
 from cosmpy.protos.cosmos.base.v1beta1.coin_pb2 import Coin
 from cosmpy.protos.cosmos.tx.v1beta1.service_pb2 import BroadcastMode, BroadcastTxRequest
-from dilochain.poc.v1 import query_pb2 as poc_q
-from dilochain.poc.v1.tx_pb2 import MsgDepositCollateral
 
 from chain.errors import codes
 from dilochain.client import broadcast, poc_query
+from dilochain.poc.v1 import query_pb2 as poc_q
+from dilochain.poc.v1.tx_pb2 import MsgDepositCollateral
 from genesis.models import DENOM
 from tests.conftest import FUNDS
 from tests.helpers import signed_tx, wallet
@@ -26,9 +26,7 @@ def test_genesis_balance_send_and_fee(running_chain):
     client, (alice, bob, *_) = running_chain.client, running_chain.wallets
     assert client.query_bank_balance(alice.address(), DENOM) == FUNDS
     assert client.query_chain_id() == "dilochain-test"
-    tx = client.send_tokens(bob.address(), 12_345, DENOM, alice).wait_to_complete(
-        poll_period=POLL
-    )
+    tx = client.send_tokens(bob.address(), 12_345, DENOM, alice).wait_to_complete(poll_period=POLL)
     response = tx.response
     assert response.code == 0 and response.height >= 1
     fee = math.ceil(response.gas_wanted * 0.025)
@@ -106,9 +104,7 @@ def test_rejections_keep_the_chain_serving(running_chain):
     assert replay.code == codes.WRONG_SEQUENCE, replay.raw_log
     # Still serving and producing blocks.
     height = client.query_height()
-    tx_after = client.send_tokens(dave.address(), 1, DENOM, dave).wait_to_complete(
-        poll_period=POLL
-    )
+    tx_after = client.send_tokens(dave.address(), 1, DENOM, dave).wait_to_complete(poll_period=POLL)
     assert tx_after.response.height > height - 1
 
 

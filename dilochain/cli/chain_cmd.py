@@ -12,7 +12,7 @@ from chain.address import decode_address
 from chain.home import genesis_path, init_home
 from dilochain.cli.common import CliError, default_home, keyring, parse_duration
 from genesis.coins import parse_coins
-from genesis.models import GenesisError, load_genesis, save_genesis
+from genesis.models import load_genesis, save_genesis
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -37,10 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _init(args: argparse.Namespace) -> int:
-    try:
-        doc = init_home(args.home, args.chain_id, overwrite=args.overwrite)
-    except GenesisError as err:
-        raise CliError(str(err).replace("genesis: field chain_id: Value error, ", "")) from None
+    doc = init_home(args.home, args.chain_id, overwrite=args.overwrite)
     print(f"initialised chain {doc.chain_id} in {args.home}")
     return 0
 

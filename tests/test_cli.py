@@ -1,0 +1,158 @@
+"""The ``dilochain`` CLI: the Cosmos-style commands and one-line errors for user mistakes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+
+import pytest
+from cosmpy.aerial.wallet import LocalWallet
+
+from dilochain.cli.main import main
+from tests.helpers import wallet
+
+ADDRESS = str(wallet(5).address())
+MNEMONIC = (
+    "abandon abandon abandon abandon abandon abandon abandon abandon abandon abandon abandon about"
+)
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def cli(*argv: str, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "dilochain.cli.main", *argv],
+        capture_output=True, text=True, timeout=60, **kw,
+    )  # fmt: skip
+
+
+def assert_one_line_error(code: int, err: str, needle: str) -> None:
+    assert code == 1
+    assert "Traceback" not in err
+    assert err.count("\n") == 1 and err.startswith("error: ") and needle in err, err
+
+
+def test_init_and_add_genesis_account(tmp_path, capsys):
+    home = str(tmp_path / "h")
+    assert run(capsys, "chain", "init", "--home", home, "--chain-id", "net-1")[0] == 0
+    code, out, _ = run(capsys, "chain", "add-genesis-account", ADDRESS, "1000udlc,5stake",
+                       "--home", home)  # fmt: skip
+    assert code == 0 and ADDRESS in out
+    genesis = json.loads((tmp_path / "h" / "config" / "genesis.json").read_text())
+    assert genesis["chain_id"] == "net-1"
+    assert genesis["accounts"] == [
+        {
+            "address": ADDRESS,
+            "coins": [{"denom": "stake", "amount": 5}, {"denom": "udlc", "amount": 1000}],
+        }
+    ]
+    code, _, err = run(capsys, "chain", "init", "--home", home, "--chain-id", "net-1")
+    assert_one_line_error(code, err, "already holds a chain")
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["chain", "init", "--chain-id", "bad id!"], "invalid chain id"),
+        (["chain", "add-genesis-account", ADDRESS, "lots"], "invalid coin"),
+        (["chain", "add-genesis-account", "nobody", "5udlc"], "no key named 'nobody'"),
+        (["chain", "start", "--block-time", "fast"], "invalid duration"),
+        (["chain", "start", "--block-time", "10ms"], "between 100ms and 60s"),
+        (["keys", "show", "ghost"], "no key named 'ghost'"),
+    ],
+)
+def test_user_errors_are_one_line(tmp_path, capsys, argv, needle):
+    home = tmp_path / "h"
+    if argv[1] != "init":
+        main(["chain", "init", "--home", str(home), "--chain-id", "net-1"])
+        capsys.readouterr()
+    code, _, err = run(capsys, *argv, "--home", str(home))
+    assert_one_line_error(code, err, needle)
+
+
+def test_missing_home_and_bad_genesis(tmp_path, capsys):
+    code, _, err = run(capsys, "chain", "start", "--home", str(tmp_path / "none"))
+    assert_one_line_error(code, err, "no chain home")
+    home = tmp_path / "h"
+    main(["chain", "init", "--home", str(home), "--chain-id", "net-1"])
+    path = home / "config" / "genesis.json"
+    doc = json.loads(path.read_text())
+    doc["accounts"] = [{"address": "dilo1bogus", "coins": []}]
+    path.write_text(json.dumps(doc))
+    capsys.readouterr()
+    code, _, err = run(capsys, "chain", "start", "--home", str(home))
+    assert_one_line_error(code, err, "field accounts.0.address")
+
+
+def test_bad_flag_is_a_usage_error(tmp_path):
+    result = cli("chain", "start", "--no-such-flag")
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr and "unrecognized arguments" in result.stderr
+
+
+def test_keys_add_list_show_and_wrong_password(tmp_path, capsys, monkeypatch):
+    home = str(tmp_path)
+    monkeypatch.setenv("DILOCHAIN_KEYRING_PASSWORD", "s3cret")
+    code, out, _ = run(capsys, "keys", "add", "alice", "--home", home)
+    assert code == 0 and "mnemonic" in out
+    code, out, _ = run(capsys, "keys", "show", "alice", "-a", "--home", home)
+    alice = out.strip()
+    assert code == 0 and alice.startswith("dilo1")
+    code, out, _ = run(capsys, "keys", "list", "--home", home)
+    assert "alice" in out
+    monkeypatch.setenv("DILOCHAIN_KEYRING_PASSWORD", "wrong")
+    code, _, err = run(capsys, "keys", "add", "bob", "--home", home)
+    assert_one_line_error(code, err, "wrong keyring password")
+
+
+def test_keys_recover_from_stdin(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "DILOCHAIN_KEYRING_PASSWORD"}
+    result = cli("keys", "add", "rec", "--recover", "--home", str(tmp_path),
+                 input=f"pw\n{MNEMONIC}\n", env=env)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    expected = str(LocalWallet.from_mnemonic(MNEMONIC, prefix="dilo").address())
+    assert expected in result.stdout
+
+
+def _start(home, address: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "dilochain.cli.main", "chain", "start", "--home", str(home),
+         "--grpc-address", address, "--block-time", "100ms"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+
+@pytest.mark.integration
+def test_start_prints_address_and_stops_on_sigint(tmp_path):
+    home = tmp_path / "h"
+    main(["chain", "init", "--home", str(home), "--chain-id", "net-1"])
+    proc = _start(home, "127.0.0.1:0")
+    line = proc.stdout.readline()
+    assert line.startswith("gRPC server listening on 127.0.0.1:")
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 0, err
+    assert "stopped at height" in out and "Traceback" not in err
+
+
+@pytest.mark.integration
+def test_port_in_use(tmp_path):
+    home = tmp_path / "h"
+    main(["chain", "init", "--home", str(home), "--chain-id", "net-1"])
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = _start(home, f"127.0.0.1:{port}")
+        _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 1
+    assert "Traceback" not in err
+    assert f"error: cannot listen on 127.0.0.1:{port}" in err

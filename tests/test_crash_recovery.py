@@ -1,0 +1,88 @@
+"""kill -9 during a stream of txs: after a restart every committed tx and app hash is intact."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import grpc
+import pytest
+from cosmpy.protos.cosmos.bank.v1beta1.tx_pb2 import MsgSend
+from cosmpy.protos.cosmos.base.tendermint.v1beta1 import query_pb2 as tm_q
+from cosmpy.protos.cosmos.base.tendermint.v1beta1 import query_pb2_grpc as tm_grpc
+from cosmpy.protos.cosmos.base.v1beta1.coin_pb2 import Coin
+from cosmpy.protos.cosmos.tx.v1beta1 import service_pb2 as tx_s
+from cosmpy.protos.cosmos.tx.v1beta1 import service_pb2_grpc as tx_grpc
+
+from chain.tx import tx_hash
+from dilochain.localnet import ChainProcess, init_localnet
+from genesis.models import DENOM
+from tests.helpers import CHAIN_ID, signed_tx, wallet
+
+pytestmark = pytest.mark.integration
+
+
+def test_kill_9_loses_no_committed_tx(tmp_path):
+    sender, receiver = wallet(7), wallet(8)
+    init_localnet(tmp_path, CHAIN_ID, {str(sender.address()): {DENOM: 10**12}})
+    send = MsgSend(
+        from_address=str(sender.address()),
+        to_address=str(receiver.address()),
+        amount=[Coin(denom=DENOM, amount="1")],
+    )
+    txs = [signed_tx(sender, [send], sequence=i, account_number=0) for i in range(400)]
+
+    first = ChainProcess(tmp_path, block_time="100ms")
+    channel = grpc.insecure_channel(first.start())
+    txs_stub, tm_stub = tx_grpc.ServiceStub(channel), tm_grpc.ServiceStub(channel)
+    sent: list[bytes] = []
+    stop = threading.Event()
+
+    def stream() -> None:
+        for raw in txs:
+            if stop.is_set():
+                return
+            try:
+                request = tx_s.BroadcastTxRequest(tx_bytes=raw, mode=tx_s.BROADCAST_MODE_SYNC)
+                if txs_stub.BroadcastTx(request, timeout=5).tx_response.code == 0:
+                    sent.append(raw)
+            except grpc.RpcError:
+                return
+            time.sleep(0.002)
+
+    streamer = threading.Thread(target=stream)
+    streamer.start()
+    committed: dict[bytes, int] = {}
+    app_hashes: dict[int, bytes] = {}
+    deadline = time.monotonic() + 2.5
+    while time.monotonic() < deadline:
+        for raw in list(sent):
+            digest = tx_hash(raw)
+            if digest in committed:
+                continue
+            try:
+                got = txs_stub.GetTx(tx_s.GetTxRequest(hash=digest.hex()), timeout=5)
+            except grpc.RpcError:
+                continue
+            committed[digest] = got.tx_response.height
+        header = tm_stub.GetLatestBlock(tm_q.GetLatestBlockRequest(), timeout=5).block.header
+        app_hashes[header.height] = header.app_hash
+    first.kill()  # SIGKILL mid-stream
+    stop.set()
+    streamer.join()
+    channel.close()
+    assert len(committed) > 20, "the stream should have committed txs before the crash"
+
+    with ChainProcess(tmp_path, block_time="100ms") as second:
+        channel = grpc.insecure_channel(second.address)
+        txs_stub, tm_stub = tx_grpc.ServiceStub(channel), tm_grpc.ServiceStub(channel)
+        for digest, height in committed.items():
+            got = txs_stub.GetTx(tx_s.GetTxRequest(hash=digest.hex()), timeout=5)
+            assert got.tx_response.height == height
+            assert got.tx_response.code == 0
+        for height, app_hash in app_hashes.items():
+            block = tm_stub.GetBlockByHeight(tm_q.GetBlockByHeightRequest(height=height))
+            assert block.block.header.app_hash == app_hash
+        latest = tm_stub.GetLatestBlock(tm_q.GetLatestBlockRequest()).block.header.height
+        assert latest >= max(app_hashes)
+        channel.close()

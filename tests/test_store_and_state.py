@@ -1,0 +1,102 @@
+"""The SQLite store, the app-hash chain and the layered gas-metered caches."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from chain.errors import TxError, codes
+from chain.state import CacheStore, GasMeter
+from chain.store import ChainStore, StoredBlock, StoredTx, changeset_hash
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = ChainStore(tmp_path / "s.db")
+    yield s
+    s.close()
+
+
+def test_commit_is_atomic_and_persistent(tmp_path):
+    store = ChainStore(tmp_path / "s.db")
+    block = StoredBlock(1, b"h" * 32, b"header", b"sig")
+    tx = StoredTx(b"t" * 32, 1, 0, b"raw", b"result")
+    store.commit({b"a": b"1", b"b": b"2"}, {"height": b"1"}, block, [tx])
+    with pytest.raises(sqlite3.IntegrityError):  # a duplicate block row aborts the commit
+        store.commit({b"a": b"changed"}, {"height": b"2"}, block, [])
+    store.close()
+    reopened = ChainStore(tmp_path / "s.db")
+    assert reopened.get(b"a") == b"1" and reopened.height == 1
+    assert reopened.block(1) == block
+    assert reopened.tx(b"t" * 32) == tx
+    assert reopened.block_txs(1) == [b"raw"]
+    reopened.close()
+
+
+def test_iterate_prefix_bounds(store):
+    store.commit({b"ab": b"1", b"ab\xff": b"2", b"ac": b"3", b"b": b"4"}, {})
+    assert [k for k, _ in store.iterate(b"ab")] == [b"ab", b"ab\xff"]
+    assert [k for k, _ in store.iterate(b"\xff")] == []
+    assert len(list(store.iterate(b""))) == 4
+
+
+def test_changeset_hash_is_order_independent_and_sensitive():
+    a = changeset_hash(b"p", {b"x": b"1", b"y": None})
+    assert a == changeset_hash(b"p", {b"y": None, b"x": b"1"})
+    assert a != changeset_hash(b"p", {b"x": b"1", b"y": b""})
+    assert a != changeset_hash(b"q", {b"x": b"1", b"y": None})
+    assert changeset_hash(b"p", {}) == b"p"
+
+
+def test_cache_layers_read_through_and_write_down(store):
+    store.commit({b"k1": b"old", b"k2": b"gone"}, {})
+    block = CacheStore(store)
+    tx = block.child()
+    tx.set(b"k1", b"new")
+    tx.delete(b"k2")
+    tx.set(b"k3", b"added")
+    assert block.get(b"k1") == b"old"  # not yet written down
+    assert dict(tx.iterate(b"k")) == {b"k1": b"new", b"k3": b"added"}
+    tx.write()
+    assert block.get(b"k1") == b"new" and block.get(b"k2") is None
+    assert store.get(b"k1") == b"old"  # the root is only changed by a commit
+
+
+def test_gas_is_metered_once_per_access_and_bounded(store):
+    meter = GasMeter(limit=10_000)
+    top = CacheStore(CacheStore(store), meter).child()
+    top.get(b"missing")
+    assert meter.consumed == GasMeter.READ_FLAT  # nested layers do not double-charge
+    with pytest.raises(TxError) as err:
+        for i in range(10):
+            top.set(b"key%d" % i, b"v")
+    assert err.value.code == codes.OUT_OF_GAS
+    assert "out of gas" in err.value.log
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.dictionaries(st.binary(min_size=1, max_size=4), st.binary(max_size=4), max_size=10),
+    st.dictionaries(st.binary(min_size=1, max_size=4), st.none() | st.binary(max_size=4)),
+)
+def test_cache_view_equals_applied_writes(base, writes):
+    class Dict:
+        def get(self, key):
+            return base.get(key)
+
+        def iterate(self, prefix):
+            return iter(sorted((k, v) for k, v in base.items() if k.startswith(prefix)))
+
+    cache = CacheStore(Dict())
+    for key, value in writes.items():
+        if value is None:
+            cache.delete(key)
+        else:
+            cache.set(key, value)
+    expected = {**base, **writes}
+    expected = {k: v for k, v in expected.items() if v is not None}
+    assert dict(cache.iterate(b"")) == expected
+    assert all(cache.get(k) == v for k, v in expected.items())
