@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from functools import lru_cache
 
 import bech32
 
@@ -17,6 +18,7 @@ def _ripemd160(data: bytes) -> bytes:
     return RIPEMD160.new(data).digest()
 
 
+@lru_cache(maxsize=65536)
 def address_from_pubkey(pubkey: bytes, prefix: str = ADDRESS_PREFIX) -> str:
     """The bech32 address of a compressed secp256k1 public key: ripemd160(sha256(pubkey))."""
     return encode_address(_ripemd160(hashlib.sha256(pubkey).digest()), prefix)
@@ -32,8 +34,12 @@ def encode_address(raw: bytes, prefix: str = ADDRESS_PREFIX) -> str:
     return bech32.bech32_encode(prefix, bech32.convertbits(raw, 8, 5))
 
 
+@lru_cache(maxsize=65536)
 def decode_address(address: str, prefix: str = ADDRESS_PREFIX) -> bytes:
-    """The raw bytes of a bech32 address with the given prefix; raises ``ValueError`` if invalid."""
+    """The raw bytes of a bech32 address with the given prefix; raises ``ValueError`` if invalid.
+
+    Results are cached: bech32's checksum is pure Python and every tx decodes its signers.
+    """
     hrp, data = bech32.bech32_decode(address)
     if hrp is None or data is None:
         raise ValueError(f"invalid bech32 address {address!r}")

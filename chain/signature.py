@@ -1,22 +1,28 @@
-"""secp256k1 signature checks on the chain side, with the ``cryptography`` package (OpenSSL)."""
+"""secp256k1 signature checks on the chain side, with coincurve (bitcoin-core's libsecp256k1).
+
+libsecp256k1 verifies about ten times faster than OpenSSL's generic curve code, which is what
+lets CheckTx keep up with thousands of txs per second.
+"""
 
 from __future__ import annotations
 
+import hashlib
 from functools import lru_cache
 
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
+from coincurve import PublicKey
+from coincurve.ecdsa import cdata_to_der, deserialize_compact
 
 SECP256K1_ORDER = 0xFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFEBAAEDCE6AF48A03BBFD25E8CD0364141
-_ECDSA_SHA256 = ec.ECDSA(hashes.SHA256())
+
+
+def _sha256(message: bytes) -> bytes:
+    return hashlib.sha256(message).digest()
 
 
 @lru_cache(maxsize=65536)
-def _public_key(encoded: bytes) -> ec.EllipticCurvePublicKey | None:
+def _public_key(encoded: bytes) -> PublicKey | None:
     try:
-        return ec.EllipticCurvePublicKey.from_encoded_point(ec.SECP256K1(), encoded)
+        return PublicKey(encoded)
     except ValueError:
         return None
 
@@ -34,8 +40,5 @@ def verify_secp256k1(public_key: bytes, message: bytes, signature: bytes) -> boo
     s = int.from_bytes(signature[32:], "big")
     if not (0 < r < SECP256K1_ORDER and 0 < s <= SECP256K1_ORDER // 2):
         return False
-    try:
-        _public_key(public_key).verify(encode_dss_signature(r, s), message, _ECDSA_SHA256)
-    except InvalidSignature:
-        return False
-    return True
+    der = cdata_to_der(deserialize_compact(signature))
+    return _public_key(public_key).verify(der, message, hasher=_sha256)

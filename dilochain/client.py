@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from decimal import Decimal
 
 import grpc
 from cosmpy.aerial.client import LedgerClient
 from cosmpy.aerial.client.utils import prepare_and_broadcast_basic_transaction
 from cosmpy.aerial.config import NetworkConfig
-from cosmpy.aerial.tx import Transaction
+from cosmpy.aerial.tx import SigningCfg, Transaction, TxFee
 from cosmpy.aerial.tx_helpers import SubmittedTx
 from cosmpy.aerial.wallet import Wallet
 from cosmpy.protos.cosmos.base.tendermint.v1beta1 import query_pb2 as tm_q
@@ -59,6 +60,35 @@ def connect(grpc_address: str, chain_id: str | None = None) -> LedgerClient:
 def poc_query(grpc_address: str) -> poc_grpc.QueryStub:
     """A stub for ``dilochain.poc.v1.Query`` on the node at ``grpc_address``."""
     return poc_grpc.QueryStub(grpc.insecure_channel(grpc_address))
+
+
+def sign_offline(
+    signer: Wallet,
+    msgs: list[Message],
+    *,
+    sequence: int,
+    account_number: int,
+    chain_id: str,
+    gas_limit: int = 200_000,
+    fee: int | None = None,
+    memo: str = "",
+) -> bytes:
+    """Raw TxRaw bytes signed (SIGN_MODE_DIRECT) without asking the chain anything.
+
+    The fee defaults to ``gas_limit`` at the default minimum gas price.
+    """
+    tx = Transaction()
+    for msg in msgs:
+        tx.add_message(msg)
+    amount = math.ceil(gas_limit * DEFAULT_GAS_PRICE) if fee is None else fee
+    tx.seal(
+        SigningCfg.direct(signer.public_key(), sequence),
+        fee=TxFee(amount=f"{amount}{DENOM}", gas_limit=gas_limit),
+        memo=memo,
+    )
+    tx.sign(signer.signer(), chain_id, account_number)
+    tx.complete()
+    return tx.tx.SerializeToString()
 
 
 def broadcast(

@@ -7,7 +7,6 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from cosmpy.aerial.tx import SigningCfg, Transaction, TxFee
 from cosmpy.aerial.wallet import LocalWallet
 from cosmpy.crypto.keypairs import PrivateKey
 from cosmpy.protos.cosmos.base.abci.v1beta1.abci_pb2 import TxResponse
@@ -19,6 +18,7 @@ from chain.app import Application
 from chain.devnet import SoloValidator, admit
 from chain.mempool import Mempool
 from chain.store import ChainStore
+from dilochain.client import sign_offline
 from genesis.models import DENOM, GenesisDoc
 
 CHAIN_ID = "dilochain-test"
@@ -29,30 +29,9 @@ def wallet(seed: int) -> LocalWallet:
     return LocalWallet(PrivateKey(seed.to_bytes(32, "big")), prefix=ADDRESS_PREFIX)
 
 
-def signed_tx(
-    signer: LocalWallet,
-    msgs: list[Message],
-    *,
-    sequence: int,
-    account_number: int,
-    chain_id: str = CHAIN_ID,
-    gas_limit: int = 200_000,
-    fee: int | None = None,
-    memo: str = "",
-) -> bytes:
-    """Raw TxRaw bytes signed with SIGN_MODE_DIRECT by cosmpy."""
-    tx = Transaction()
-    for msg in msgs:
-        tx.add_message(msg)
-    fee_amount = f"{(gas_limit + 39) // 40 if fee is None else fee}{DENOM}"
-    tx.seal(
-        SigningCfg.direct(signer.public_key(), sequence),
-        fee=TxFee(amount=fee_amount, gas_limit=gas_limit),
-        memo=memo,
-    )
-    tx.sign(signer.signer(), chain_id, account_number)
-    tx.complete()
-    return tx.tx.SerializeToString()
+def signed_tx(signer: LocalWallet, msgs: list[Message], **kwargs) -> bytes:
+    """Raw tx bytes signed offline by cosmpy, for the test chain id unless given another."""
+    return sign_offline(signer, msgs, **{"chain_id": CHAIN_ID, **kwargs})
 
 
 @dataclass
