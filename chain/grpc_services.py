@@ -1,4 +1,8 @@
-"""gRPC services: the Cosmos SDK ones cosmpy's LedgerClient calls, and dilochain.poc.v1.Query."""
+"""gRPC services: the Cosmos SDK ones cosmpy's LedgerClient calls, and dilochain.poc.v1.Query.
+
+The handlers run on grpc.aio's event loop; the application work they do is short and
+synchronous, under the lock the block producer also takes.
+"""
 
 from __future__ import annotations
 
@@ -44,11 +48,11 @@ class Services:
         self.lock = lock
 
 
-def _valid_address(address: str, context: grpc.ServicerContext) -> str:
+async def _valid_address(address: str, context: grpc.aio.ServicerContext) -> str:
     try:
         decode_address(address)
     except ValueError as err:
-        context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(err))
+        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(err))
     return address
 
 
@@ -58,12 +62,12 @@ class AuthQuery(auth_grpc.QueryServicer):
     def __init__(self, services: Services):
         self.s = services
 
-    def Account(self, request, context):
-        address = _valid_address(request.address, context)
+    async def Account(self, request, context):
+        address = await _valid_address(request.address, context)
         with self.s.lock:
             account = auth.get_account(self.s.app.committed_view(), address)
         if account is None:
-            context.abort(grpc.StatusCode.NOT_FOUND, f"account {address} not found")
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"account {address} not found")
         response = auth_q.QueryAccountResponse()
         response.account.Pack(account, type_url_prefix="/")
         return response
@@ -75,28 +79,28 @@ class BankQuery(bank_grpc.QueryServicer):
     def __init__(self, services: Services):
         self.s = services
 
-    def Balance(self, request, context):
-        address = _valid_address(request.address, context)
+    async def Balance(self, request, context):
+        address = await _valid_address(request.address, context)
         with self.s.lock:
             amount = bank.balance(self.s.app.committed_view(), address, request.denom)
         return bank_q.QueryBalanceResponse(balance=Coin(denom=request.denom, amount=str(amount)))
 
-    def AllBalances(self, request, context):
-        address = _valid_address(request.address, context)
+    async def AllBalances(self, request, context):
+        address = await _valid_address(request.address, context)
         with self.s.lock:
             held = bank.all_balances(self.s.app.committed_view(), address)
         return bank_q.QueryAllBalancesResponse(
             balances=[Coin(denom=d, amount=str(a)) for d, a in sorted(held.items())]
         )
 
-    def TotalSupply(self, request, context):
+    async def TotalSupply(self, request, context):
         with self.s.lock:
             held = bank.total_supply(self.s.app.committed_view())
         return bank_q.QueryTotalSupplyResponse(
             supply=[Coin(denom=d, amount=str(a)) for d, a in sorted(held.items())]
         )
 
-    def SupplyOf(self, request, context):
+    async def SupplyOf(self, request, context):
         with self.s.lock:
             amount = bank.supply(self.s.app.committed_view(), request.denom)
         return bank_q.QuerySupplyOfResponse(amount=Coin(denom=request.denom, amount=str(amount)))
@@ -108,12 +112,12 @@ class TxService(tx_grpc.ServiceServicer):
     def __init__(self, services: Services):
         self.s = services
 
-    def Simulate(self, request, context):
+    async def Simulate(self, request, context):
         raw = request.tx_bytes or request.tx.SerializeToString()
         with self.s.lock:
             result = self.s.app.simulate(raw)
         if result.code:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, result.raw_log)
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, result.raw_log)
         return tx_s.SimulateResponse(
             gas_info=GasInfo(gas_wanted=result.gas_wanted, gas_used=result.gas_used),
             result=Result(
@@ -121,32 +125,34 @@ class TxService(tx_grpc.ServiceServicer):
             ),
         )
 
-    def BroadcastTx(self, request, context):
+    async def BroadcastTx(self, request, context):
         with self.s.lock:
             result = admit(self.s.app, self.s.mempool, request.tx_bytes)
         return tx_s.BroadcastTxResponse(tx_response=result)
 
-    def GetTx(self, request, context):
+    async def GetTx(self, request, context):
         try:
             digest = bytes.fromhex(request.hash)
         except ValueError:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"invalid tx hash {request.hash!r}")
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT, f"invalid tx hash {request.hash!r}"
+            )
         with self.s.lock:
             stored = self.s.app.store.tx(digest)
         if stored is None:
-            context.abort(grpc.StatusCode.NOT_FOUND, f"tx not found: {request.hash}")
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"tx not found: {request.hash}")
         response = TxResponse.FromString(stored.result)
         tx = Tx.FromString(stored.raw)
         response.tx.Pack(tx, type_url_prefix="/")
         return tx_s.GetTxResponse(tx=tx, tx_response=response)
 
 
-def _block(services: Services, height: int, context) -> tuple[BlockID, Block]:
+async def _block(services: Services, height: int, context) -> tuple[BlockID, Block]:
     with services.lock:
         stored = services.app.store.block(height)
         txs = services.app.store.block_txs(height) if stored else []
     if stored is None:
-        context.abort(grpc.StatusCode.NOT_FOUND, f"block {height} not found")
+        await context.abort(grpc.StatusCode.NOT_FOUND, f"block {height} not found")
     block = Block(header=Header.FromString(stored.header), data=Data(txs=txs))
     return BlockID(hash=stored.hash), block
 
@@ -158,15 +164,15 @@ class TendermintService(tm_grpc.ServiceServicer):
         self.s = services
         self.moniker = moniker
 
-    def GetLatestBlock(self, request, context):
-        block_id, block = _block(self.s, self.s.app.height, context)
+    async def GetLatestBlock(self, request, context):
+        block_id, block = await _block(self.s, self.s.app.height, context)
         return tm_q.GetLatestBlockResponse(block_id=block_id, block=block)
 
-    def GetBlockByHeight(self, request, context):
-        block_id, block = _block(self.s, request.height, context)
+    async def GetBlockByHeight(self, request, context):
+        block_id, block = await _block(self.s, request.height, context)
         return tm_q.GetBlockByHeightResponse(block_id=block_id, block=block)
 
-    def GetNodeInfo(self, request, context):
+    async def GetNodeInfo(self, request, context):
         return tm_q.GetNodeInfoResponse(
             default_node_info=DefaultNodeInfo(
                 network=self.s.app.chain_id, moniker=self.moniker, version="dilochain-devnet"
@@ -179,7 +185,7 @@ class TendermintService(tm_grpc.ServiceServicer):
             ),
         )
 
-    def GetSyncing(self, request, context):
+    async def GetSyncing(self, request, context):
         return tm_q.GetSyncingResponse(syncing=False)
 
 
@@ -189,7 +195,7 @@ class ConsensusQuery(consensus_grpc.QueryServicer):
     def __init__(self, services: Services):
         self.s = services
 
-    def Params(self, request, context):
+    async def Params(self, request, context):
         limits = self.s.app.params.consensus
         return consensus_q.QueryParamsResponse(
             params=ConsensusParams(
@@ -204,7 +210,7 @@ class PocQuery(poc_grpc.QueryServicer):
     def __init__(self, services: Services):
         self.s = services
 
-    def Params(self, request, context):
+    async def Params(self, request, context):
         params = self.s.app.params.poc
         return poc_q.QueryParamsResponse(
             params=PocParams(
@@ -213,34 +219,35 @@ class PocQuery(poc_grpc.QueryServicer):
             )
         )
 
-    def Collateral(self, request, context):
-        address = _valid_address(request.address, context)
+    async def Collateral(self, request, context):
+        address = await _valid_address(request.address, context)
         with self.s.lock:
             found = collateral.info(self.s.app.committed_view(), address)
         return poc_q.QueryCollateralResponse(collateral=found)
 
-    def Run(self, request, context):
+    async def Run(self, request, context):
         with self.s.lock:
             run = registry.get_run(self.s.app.committed_view(), request.run_id)
         if run is None:
-            context.abort(grpc.StatusCode.NOT_FOUND, f"run {request.run_id!r} not found")
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"run {request.run_id!r} not found")
         return poc_q.QueryRunResponse(run=run)
 
-    def Runs(self, request, context):
+    async def Runs(self, request, context):
         with self.s.lock:
             found = registry.runs(self.s.app.committed_view())
         return poc_q.QueryRunsResponse(runs=found)
 
-    def Hosts(self, request, context):
+    async def Hosts(self, request, context):
         with self.s.lock:
             view = self.s.app.committed_view()
-            if registry.get_run(view, request.run_id) is None:
-                context.abort(grpc.StatusCode.NOT_FOUND, f"run {request.run_id!r} not found")
-            found = registry.hosts(view, request.run_id)
+            run = registry.get_run(view, request.run_id)
+            found = registry.hosts(view, request.run_id) if run else []
+        if run is None:
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"run {request.run_id!r} not found")
         return poc_q.QueryHostsResponse(hosts=found)
 
 
-def register_all(server: grpc.Server, services: Services, moniker: str) -> None:
+def register_all(server: grpc.aio.Server, services: Services, moniker: str) -> None:
     """Add every servicer to ``server``."""
     auth_grpc.add_QueryServicer_to_server(AuthQuery(services), server)
     bank_grpc.add_QueryServicer_to_server(BankQuery(services), server)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
-from concurrent import futures
+from collections.abc import Callable
 from pathlib import Path
 
 import grpc
@@ -24,10 +25,11 @@ class ChainStartError(Exception):
 
 
 class ChainNode:
-    """One devnet node serving gRPC on ``grpc_address`` and producing blocks."""
+    """One devnet node: serves gRPC (grpc.aio) and produces blocks in a thread."""
 
-    def __init__(self, home: Path, grpc_address: str, block_time: float, workers: int = 16):
+    def __init__(self, home: Path, grpc_address: str, block_time: float):
         genesis, key = load_home(home)
+        self.home = home
         self.store = ChainStore(db_path(home))
         self.app = Application(self.store, genesis)
         try:
@@ -38,32 +40,31 @@ class ChainNode:
         self.lock = threading.RLock()
         self.mempool = Mempool(genesis.params.consensus.max_mempool_txs)
         self.consensus = SoloValidator(self.app, self.mempool, key, block_time, self.lock)
-        self.server = grpc.server(
-            futures.ThreadPoolExecutor(max_workers=workers),
-            options=[("grpc.so_reuseport", 0)],
-        )
-        register_all(self.server, Services(self.app, self.mempool, self.lock), home.name)
         self.grpc_address = grpc_address
+        self.stopped_height = 0
+
+    async def serve(self, stop: asyncio.Event, ready: Callable[[str], None]) -> None:
+        """Serve until ``stop`` is set; ``ready`` gets the bound address once serving."""
+        server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+        register_all(server, Services(self.app, self.mempool, self.lock), self.home.name)
         try:
-            port = self.server.add_insecure_port(grpc_address)
+            port = server.add_insecure_port(self.grpc_address)
         except RuntimeError:
             port = 0
         if port == 0:
             self.store.close()
-            raise ChainStartError(f"cannot listen on {grpc_address} (address in use or invalid)")
-        host = grpc_address.rsplit(":", 1)[0]
-        self.bound_address = f"{host}:{port}"
-
-    def start(self) -> None:
-        """Serve gRPC and start producing blocks (the first one at once, so queries see a block)."""
+            raise ChainStartError(
+                f"cannot listen on {self.grpc_address} (address in use or invalid)"
+            )
         if self.app.height == 0:
-            self.consensus.produce_block()
-        self.server.start()
+            self.consensus.produce_block()  # queries always see a latest block
+        await server.start()
         self.consensus.start()
+        host = self.grpc_address.rsplit(":", 1)[0]
         log.info("chain %s at height %d", self.app.chain_id, self.app.height)
-
-    def stop(self) -> None:
-        """Stop producing blocks, drain gRPC, close the store."""
+        ready(f"{host}:{port}")
+        await stop.wait()
         self.consensus.stop()
-        self.server.stop(grace=1).wait()
+        await server.stop(grace=1)
+        self.stopped_height = self.app.height
         self.store.close()

@@ -87,6 +87,9 @@ class ChainStore:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.executescript(_SCHEMA)
+        self._cache: dict[bytes, bytes | None] = {}
+
+    _CACHE_LIMIT = 1_000_000
 
     def close(self) -> None:
         """Close the database."""
@@ -95,10 +98,18 @@ class ChainStore:
 
     # ---- state -------------------------------------------------------------------------------
     def get(self, key: bytes) -> bytes | None:
-        """The committed value of ``key``."""
-        with self._lock:
+        """The committed value of ``key`` (served from a write-through cache when seen before)."""
+        try:
+            return self._cache[key]
+        except KeyError:
+            pass
+        with self._lock:  # read and cache under the lock a commit updates the cache under
             row = self._db.execute("SELECT value FROM state WHERE key = ?", (key,)).fetchone()
-        return row[0] if row else None
+            value = row[0] if row else None
+            if len(self._cache) >= self._CACHE_LIMIT:
+                self._cache.clear()
+            self._cache[key] = value
+        return value
 
     def iterate(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
         """Committed (key, value) pairs whose key starts with ``prefix``, in key order."""
@@ -166,6 +177,9 @@ class ChainStore:
             except BaseException:
                 cur.execute("ROLLBACK")
                 raise
+            for key, value in writes.items():
+                if key in self._cache:
+                    self._cache[key] = value
 
     # ---- blocks and txs ----------------------------------------------------------------------
     def block(self, height: int) -> StoredBlock | None:

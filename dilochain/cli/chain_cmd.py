@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
 import signal
-import threading
 from pathlib import Path
 
 from chain.address import decode_address
@@ -68,13 +68,14 @@ def _start(args: argparse.Namespace) -> int:
         raise CliError("--block-time must be between 100ms and 60s")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     node = ChainNode(args.home, args.grpc_address, block_time)
-    stopping = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stopping.set())
-    node.start()
-    print(f"gRPC server listening on {node.bound_address}", flush=True)
-    stopping.wait()
-    height = node.app.height
-    node.stop()
-    print(f"stopped at height {height}", flush=True)
+
+    async def serve() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await node.serve(stop, lambda addr: print(f"gRPC server listening on {addr}", flush=True))
+
+    asyncio.run(serve())
+    print(f"stopped at height {node.stopped_height}", flush=True)
     return 0
