@@ -18,7 +18,7 @@ from google.protobuf.any_pb2 import Any
 from chain.ante import Mode, SignatureCache, run_ante
 from chain.context import Context, MsgSpec
 from chain.errors import CODESPACE, TxError, codes
-from chain.modules import bank, collateral, registry
+from chain.modules import bank, collateral, registry, rounds
 from chain.state import CacheStore, GasMeter
 from chain.store import ChainStore, StoredBlock, StoredTx, changeset_hash
 from chain.tx import decode_tx, tx_hash
@@ -26,7 +26,7 @@ from genesis.models import GenesisDoc
 
 log = logging.getLogger(__name__)
 
-MSG_SPECS: list[MsgSpec] = [*bank.MSGS, *collateral.MSGS, *registry.MSGS]
+MSG_SPECS: list[MsgSpec] = [*bank.MSGS, *collateral.MSGS, *registry.MSGS, *rounds.MSGS]
 
 
 @dataclass(frozen=True)
@@ -185,6 +185,7 @@ class Application:
             results.append(result)
         end_ctx = Context(state, height, time_ns, self.chain_id, self.params)
         collateral.end_block(end_ctx)
+        rounds.end_block(end_ctx)
         block = FinalizedBlock(
             height, time_ns, results, changeset_hash(self.app_hash, state.writes)
         )

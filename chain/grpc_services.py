@@ -31,7 +31,7 @@ from chain.address import decode_address
 from chain.app import Application
 from chain.devnet import admit
 from chain.mempool import Mempool
-from chain.modules import auth, bank, collateral, registry
+from chain.modules import auth, bank, collateral, registry, rounds
 from dilochain.poc.v1 import query_pb2 as poc_q
 from dilochain.poc.v1 import query_pb2_grpc as poc_grpc
 from dilochain.poc.v1.types_pb2 import Params as PocParams
@@ -245,6 +245,31 @@ class PocQuery(poc_grpc.QueryServicer):
         if run is None:
             await context.abort(grpc.StatusCode.NOT_FOUND, f"run {request.run_id!r} not found")
         return poc_q.QueryHostsResponse(hosts=found)
+
+    async def RoundInfo(self, request, context):
+        with self.s.lock:
+            run = registry.get_run(self.s.app.committed_view(), request.run_id)
+            height = self.s.app.height
+        if run is None:
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"run {request.run_id!r} not found")
+        window = rounds.window_at(run, height + 1)  # never None: a run starts the block after it
+        return poc_q.QueryRoundInfoResponse(
+            height=height,
+            round=window.round,
+            window_start=window.start,
+            window_end=window.end,
+            finished=window.round >= run.config.total_rounds,
+        )
+
+    async def Commits(self, request, context):
+        with self.s.lock:
+            found = rounds.commits(self.s.app.committed_view(), request.run_id, request.round)
+        return poc_q.QueryCommitsResponse(commits=found)
+
+    async def GlobalCheckpoints(self, request, context):
+        with self.s.lock:
+            found = rounds.global_checkpoints(self.s.app.committed_view(), request.run_id)
+        return poc_q.QueryGlobalCheckpointsResponse(checkpoints=found)
 
 
 def register_all(server: grpc.aio.Server, services: Services, moniker: str) -> None:

@@ -3,4 +3,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python -m grpc_tools.protoc -I proto --python_out=. --pyi_out=. --grpc_python_out=. \
-    proto/dilochain/poc/v1/*.proto
+    proto/dilochain/poc/v1/*.proto proto/dilochain/node/v1/*.proto

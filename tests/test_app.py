@@ -17,8 +17,8 @@ from dilochain.poc.v1.tx_pb2 import (
     MsgRegisterHost,
     MsgWithdrawCollateral,
 )
-from dilochain.poc.v1.types_pb2 import RunConfig
 from genesis.models import DENOM
+from node.run_config import make_run_config
 from tests.helpers import local_chain, signed_tx, wallet
 
 ALICE, BOB = wallet(1), wallet(2)
@@ -173,9 +173,8 @@ def test_unbonding_waits_for_its_completion_time(chain):
 
 
 def test_run_registry_needs_collateral(chain):
-    config = RunConfig(
-        model="gpt-tiny", inner_steps=20, checkpoint_interval=5, seed=1, min_collateral="500"
-    )
+    config = make_run_config("ab" * 32, "tiny", min_collateral="500", inner_steps=20,
+                             checkpoint_interval=5)  # fmt: skip
     create = MsgCreateRun(creator=A, run_id="r1", config=config)
     register = MsgRegisterHost(host=B, run_id="r1", endpoint="127.0.0.1:1")
     assert chain.broadcast(signed_tx(ALICE, [create], sequence=0, account_number=0)).code == 0
@@ -189,15 +188,20 @@ def test_run_registry_needs_collateral(chain):
     view = chain.app.committed_view()
     assert [h.address for h in registry.hosts(view, "r1")] == [B]
     assert registry.get_run(view, "r1").config.inner_steps == 20
+    # Registering again moves the endpoint.
+    moved = MsgRegisterHost(host=B, run_id="r1", endpoint="127.0.0.1:2")
+    assert chain.broadcast(signed_tx(BOB, [moved], sequence=1, account_number=1)).code == 0
+    chain.block()
+    assert registry.hosts(chain.app.committed_view(), "r1")[0].endpoint == "127.0.0.1:2"
     # Registered collateral is locked.
     withdraw = MsgWithdrawCollateral(depositor=B, amount="1")
-    result = chain.broadcast(signed_tx(BOB, [withdraw], sequence=1, account_number=1))
+    result = chain.broadcast(signed_tx(BOB, [withdraw], sequence=2, account_number=1))
     assert result.code == codes.INVALID_REQUEST and "require 500" in result.raw_log
     # Duplicate run, unknown run.
     result = chain.broadcast(signed_tx(ALICE, [create], sequence=1, account_number=0))
     assert result.code == codes.INVALID_REQUEST
     unknown = MsgRegisterHost(host=B, run_id="nope")
-    result = chain.broadcast(signed_tx(BOB, [unknown], sequence=1, account_number=1))
+    result = chain.broadcast(signed_tx(BOB, [unknown], sequence=2, account_number=1))
     assert result.code == codes.NOT_FOUND
 
 

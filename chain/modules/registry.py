@@ -14,7 +14,7 @@ from dilochain.poc.v1.tx_pb2 import (
     MsgRegisterHost,
     MsgRegisterHostResponse,
 )
-from dilochain.poc.v1.types_pb2 import Host, Run
+from dilochain.poc.v1.types_pb2 import Host, Run, RunConfig
 
 _RUN_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 
@@ -43,20 +43,49 @@ def hosts(store: CacheStore, run_id: str) -> list[Host]:
     return [Host.FromString(v) for _, v in store.iterate(b"host/" + run_id.encode() + b"/")]
 
 
+def _validate_config(cfg: RunConfig) -> None:
+    def need(ok: bool, what: str) -> None:
+        if not ok:
+            raise TxError(codes.INVALID_REQUEST, f"config: {what}")
+
+    parse_amount(cfg.min_collateral, "config.min_collateral")
+    m = cfg.model
+    need(m.vocab_size > 0 and m.context > 0 and m.n_layers > 0, "model sizes must be positive")
+    need(m.n_heads > 0 and m.d_model % m.n_heads == 0, "d_model must be a multiple of n_heads")
+    need(cfg.batch_size > 0 and cfg.round_blocks > 0 and cfg.total_rounds > 0,
+         "batch_size, round_blocks and total_rounds must be positive")  # fmt: skip
+    need(
+        cfg.inner_steps > 0 and cfg.checkpoint_interval > 0,
+        "inner_steps and checkpoint_interval > 0",
+    )
+    need(cfg.inner_steps % cfg.checkpoint_interval == 0,
+         "inner_steps must be a multiple of checkpoint_interval")  # fmt: skip
+    need(cfg.inner_lr > 0 and cfg.outer_lr > 0 and 0 <= cfg.outer_momentum < 1,
+         "learning rates must be positive and outer_momentum in [0, 1)")  # fmt: skip
+    need(cfg.weight_decay >= 0 and cfg.grad_clip >= 0, "weight_decay and grad_clip must be >= 0")
+    need(cfg.compression in ("int8", "int4"), "compression must be int8 or int4")
+    need(cfg.num_shards > 0, "num_shards must be positive")
+    need(len(cfg.corpus_hash) == 64, "corpus_hash must be a hex sha256")
+
+
+def is_host(store: CacheStore, run_id: str, address: str) -> bool:
+    """Whether ``address`` is registered in ``run_id``."""
+    return store.get(_host_key(run_id, address)) is not None
+
+
 def _handle_create_run(ctx: Context, msg: MsgCreateRun) -> MsgCreateRunResponse:
     if not _RUN_ID.match(msg.run_id):
         raise TxError(codes.INVALID_REQUEST, f"run_id: invalid run id {msg.run_id!r}")
     if get_run(ctx.store, msg.run_id) is not None:
         raise TxError(codes.INVALID_REQUEST, f"run {msg.run_id!r} already exists")
-    cfg = msg.config
-    if cfg.inner_steps == 0 or cfg.checkpoint_interval == 0:
-        raise TxError(codes.INVALID_REQUEST, "config: inner_steps and checkpoint_interval > 0")
-    if cfg.inner_steps % cfg.checkpoint_interval:
-        raise TxError(
-            codes.INVALID_REQUEST, "config: inner_steps must be a multiple of checkpoint_interval"
-        )
-    parse_amount(cfg.min_collateral, "config.min_collateral")
-    run = Run(run_id=msg.run_id, creator=msg.creator, config=cfg, created_height=ctx.height)
+    _validate_config(msg.config)
+    run = Run(
+        run_id=msg.run_id,
+        creator=msg.creator,
+        config=msg.config,
+        created_height=ctx.height,
+        start_height=ctx.height + 1 + msg.config.start_delay_blocks,
+    )
     ctx.store.set(_run_key(msg.run_id), run.SerializeToString())
     ctx.emit("create_run", run_id=msg.run_id, creator=msg.creator)
     return MsgCreateRunResponse()
@@ -67,8 +96,13 @@ def _handle_register_host(ctx: Context, msg: MsgRegisterHost) -> MsgRegisterHost
     if run is None:
         raise TxError(codes.NOT_FOUND, f"run {msg.run_id!r} not found")
     key = _host_key(msg.run_id, msg.host)
-    if ctx.store.get(key) is not None:
-        raise TxError(codes.INVALID_REQUEST, f"{msg.host} is already a host of {msg.run_id!r}")
+    existing = ctx.store.get(key)
+    if existing is not None:  # a registered host re-registers to move its endpoint
+        host = Host.FromString(existing)
+        host.endpoint = msg.endpoint
+        ctx.store.set(key, host.SerializeToString())
+        ctx.emit("update_host", run_id=msg.run_id, host=msg.host, endpoint=msg.endpoint)
+        return MsgRegisterHostResponse()
     if run.config.max_hosts and len(hosts(ctx.store, msg.run_id)) >= run.config.max_hosts:
         raise TxError(codes.INVALID_REQUEST, f"run {msg.run_id!r} is full")
     need, have = int(run.config.min_collateral), collateral.bonded(ctx.store, msg.host)

@@ -17,8 +17,8 @@ from dilochain.client import broadcast, connect, poc_query
 from dilochain.localnet import ChainProcess, init_localnet
 from dilochain.poc.v1 import query_pb2 as poc_q
 from dilochain.poc.v1.tx_pb2 import MsgCreateRun, MsgDepositCollateral, MsgRegisterHost
-from dilochain.poc.v1.types_pb2 import RunConfig
 from genesis.models import DENOM
+from node.run_config import make_run_config
 
 CHAIN_ID = "dilochain-devnet"
 
@@ -49,10 +49,7 @@ def _up(args: argparse.Namespace) -> int:
 def _demo(console: Console, address: str, wallets: dict[str, LocalWallet]) -> None:
     client = connect(address, CHAIN_ID)
     alice, bob = wallets["alice"], wallets["bob"]
-    config = RunConfig(
-        model="gpt-tiny", inner_steps=50, checkpoint_interval=10, seed=7,
-        min_collateral="1000000", max_hosts=8,
-    )  # fmt: skip
+    config = make_run_config("00" * 32, "tiny", min_collateral="1000000", max_hosts=8)
     steps = [
         ("alice sends 5 DLC to bob", alice, MsgSend(
             from_address=str(alice.address()), to_address=str(bob.address()),

@@ -7,11 +7,13 @@ import sys
 
 from chain.home import HomeError
 from chain.server import ChainStartError
-from dilochain.cli import chain_cmd, devnet_cmd, keys_cmd
+from dilochain.cli import chain_cmd, devnet_cmd, keys_cmd, node_cmd
 from dilochain.cli.common import CliError
 from dilochain.client import ChainUnreachable
 from dilochain.keyring import KeyringError
 from genesis.models import GenesisError
+from node.artifacts import ArtifactError
+from node.errors import NodeError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -22,11 +24,15 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     chain_cmd.register(sub)
     keys_cmd.register(sub)
+    node_cmd.register(sub)
     devnet_cmd.register(sub)
     return parser
 
 
-USER_ERRORS = (CliError, HomeError, ChainStartError, ChainUnreachable, KeyringError, GenesisError)
+USER_ERRORS = (
+    CliError, HomeError, ChainStartError, ChainUnreachable, KeyringError, GenesisError,
+    NodeError, ArtifactError,
+)  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -61,3 +61,49 @@ class QueryHostsResponse(_message.Message):
     HOSTS_FIELD_NUMBER: _ClassVar[int]
     hosts: _containers.RepeatedCompositeFieldContainer[_types_pb2.Host]
     def __init__(self, hosts: _Optional[_Iterable[_Union[_types_pb2.Host, _Mapping]]] = ...) -> None: ...
+
+class QueryRoundInfoRequest(_message.Message):
+    __slots__ = ("run_id",)
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    def __init__(self, run_id: _Optional[str] = ...) -> None: ...
+
+class QueryRoundInfoResponse(_message.Message):
+    __slots__ = ("height", "round", "window_start", "window_end", "finished")
+    HEIGHT_FIELD_NUMBER: _ClassVar[int]
+    ROUND_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_START_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_END_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_FIELD_NUMBER: _ClassVar[int]
+    height: int
+    round: int
+    window_start: int
+    window_end: int
+    finished: bool
+    def __init__(self, height: _Optional[int] = ..., round: _Optional[int] = ..., window_start: _Optional[int] = ..., window_end: _Optional[int] = ..., finished: bool = ...) -> None: ...
+
+class QueryCommitsRequest(_message.Message):
+    __slots__ = ("run_id", "round")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    ROUND_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    round: int
+    def __init__(self, run_id: _Optional[str] = ..., round: _Optional[int] = ...) -> None: ...
+
+class QueryCommitsResponse(_message.Message):
+    __slots__ = ("commits",)
+    COMMITS_FIELD_NUMBER: _ClassVar[int]
+    commits: _containers.RepeatedCompositeFieldContainer[_types_pb2.RoundCommit]
+    def __init__(self, commits: _Optional[_Iterable[_Union[_types_pb2.RoundCommit, _Mapping]]] = ...) -> None: ...
+
+class QueryGlobalCheckpointsRequest(_message.Message):
+    __slots__ = ("run_id",)
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    def __init__(self, run_id: _Optional[str] = ...) -> None: ...
+
+class QueryGlobalCheckpointsResponse(_message.Message):
+    __slots__ = ("checkpoints",)
+    CHECKPOINTS_FIELD_NUMBER: _ClassVar[int]
+    checkpoints: _containers.RepeatedCompositeFieldContainer[_types_pb2.GlobalCheckpoint]
+    def __init__(self, checkpoints: _Optional[_Iterable[_Union[_types_pb2.GlobalCheckpoint, _Mapping]]] = ...) -> None: ...

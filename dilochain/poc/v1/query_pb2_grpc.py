@@ -60,6 +60,21 @@ class QueryStub(object):
                 request_serializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryHostsRequest.SerializeToString,
                 response_deserializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryHostsResponse.FromString,
                 _registered_method=True)
+        self.RoundInfo = channel.unary_unary(
+                '/dilochain.poc.v1.Query/RoundInfo',
+                request_serializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryRoundInfoRequest.SerializeToString,
+                response_deserializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryRoundInfoResponse.FromString,
+                _registered_method=True)
+        self.Commits = channel.unary_unary(
+                '/dilochain.poc.v1.Query/Commits',
+                request_serializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryCommitsRequest.SerializeToString,
+                response_deserializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryCommitsResponse.FromString,
+                _registered_method=True)
+        self.GlobalCheckpoints = channel.unary_unary(
+                '/dilochain.poc.v1.Query/GlobalCheckpoints',
+                request_serializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryGlobalCheckpointsRequest.SerializeToString,
+                response_deserializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryGlobalCheckpointsResponse.FromString,
+                _registered_method=True)
 
 
 class QueryServicer(object):
@@ -96,6 +111,24 @@ class QueryServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RoundInfo(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Commits(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GlobalCheckpoints(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_QueryServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -123,6 +156,21 @@ def add_QueryServicer_to_server(servicer, server):
                     servicer.Hosts,
                     request_deserializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryHostsRequest.FromString,
                     response_serializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryHostsResponse.SerializeToString,
+            ),
+            'RoundInfo': grpc.unary_unary_rpc_method_handler(
+                    servicer.RoundInfo,
+                    request_deserializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryRoundInfoRequest.FromString,
+                    response_serializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryRoundInfoResponse.SerializeToString,
+            ),
+            'Commits': grpc.unary_unary_rpc_method_handler(
+                    servicer.Commits,
+                    request_deserializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryCommitsRequest.FromString,
+                    response_serializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryCommitsResponse.SerializeToString,
+            ),
+            'GlobalCheckpoints': grpc.unary_unary_rpc_method_handler(
+                    servicer.GlobalCheckpoints,
+                    request_deserializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryGlobalCheckpointsRequest.FromString,
+                    response_serializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryGlobalCheckpointsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -261,6 +309,87 @@ class Query(object):
             '/dilochain.poc.v1.Query/Hosts',
             dilochain_dot_poc_dot_v1_dot_query__pb2.QueryHostsRequest.SerializeToString,
             dilochain_dot_poc_dot_v1_dot_query__pb2.QueryHostsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RoundInfo(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/dilochain.poc.v1.Query/RoundInfo',
+            dilochain_dot_poc_dot_v1_dot_query__pb2.QueryRoundInfoRequest.SerializeToString,
+            dilochain_dot_poc_dot_v1_dot_query__pb2.QueryRoundInfoResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Commits(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/dilochain.poc.v1.Query/Commits',
+            dilochain_dot_poc_dot_v1_dot_query__pb2.QueryCommitsRequest.SerializeToString,
+            dilochain_dot_poc_dot_v1_dot_query__pb2.QueryCommitsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GlobalCheckpoints(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/dilochain.poc.v1.Query/GlobalCheckpoints',
+            dilochain_dot_poc_dot_v1_dot_query__pb2.QueryGlobalCheckpointsRequest.SerializeToString,
+            dilochain_dot_poc_dot_v1_dot_query__pb2.QueryGlobalCheckpointsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from dilochain.poc.v1 import types_pb2 as dilochain_dot_poc_dot_v1_dot_types__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19\x64ilochain/poc/v1/tx.proto\x12\x10\x64ilochain.poc.v1\x1a\x1c\x64ilochain/poc/v1/types.proto\"9\n\x14MsgDepositCollateral\x12\x11\n\tdepositor\x18\x01 \x01(\t\x12\x0e\n\x06\x61mount\x18\x02 \x01(\t\"\x1e\n\x1cMsgDepositCollateralResponse\":\n\x15MsgWithdrawCollateral\x12\x11\n\tdepositor\x18\x01 \x01(\t\x12\x0e\n\x06\x61mount\x18\x02 \x01(\t\"=\n\x1dMsgWithdrawCollateralResponse\x12\x1c\n\x14\x63ompletion_time_unix\x18\x01 \x01(\x03\"\\\n\x0cMsgCreateRun\x12\x0f\n\x07\x63reator\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12+\n\x06\x63onfig\x18\x03 \x01(\x0b\x32\x1b.dilochain.poc.v1.RunConfig\"\x16\n\x14MsgCreateRunResponse\"A\n\x0fMsgRegisterHost\x12\x0c\n\x04host\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\x10\n\x08\x65ndpoint\x18\x03 \x01(\t\"\x19\n\x17MsgRegisterHostResponse2\x95\x03\n\x03Msg\x12k\n\x11\x44\x65positCollateral\x12&.dilochain.poc.v1.MsgDepositCollateral\x1a..dilochain.poc.v1.MsgDepositCollateralResponse\x12n\n\x12WithdrawCollateral\x12\'.dilochain.poc.v1.MsgWithdrawCollateral\x1a/.dilochain.poc.v1.MsgWithdrawCollateralResponse\x12S\n\tCreateRun\x12\x1e.dilochain.poc.v1.MsgCreateRun\x1a&.dilochain.poc.v1.MsgCreateRunResponse\x12\\\n\x0cRegisterHost\x12!.dilochain.poc.v1.MsgRegisterHost\x1a).dilochain.poc.v1.MsgRegisterHostResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19\x64ilochain/poc/v1/tx.proto\x12\x10\x64ilochain.poc.v1\x1a\x1c\x64ilochain/poc/v1/types.proto\"9\n\x14MsgDepositCollateral\x12\x11\n\tdepositor\x18\x01 \x01(\t\x12\x0e\n\x06\x61mount\x18\x02 \x01(\t\"\x1e\n\x1cMsgDepositCollateralResponse\":\n\x15MsgWithdrawCollateral\x12\x11\n\tdepositor\x18\x01 \x01(\t\x12\x0e\n\x06\x61mount\x18\x02 \x01(\t\"=\n\x1dMsgWithdrawCollateralResponse\x12\x1c\n\x14\x63ompletion_time_unix\x18\x01 \x01(\x03\"\\\n\x0cMsgCreateRun\x12\x0f\n\x07\x63reator\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12+\n\x06\x63onfig\x18\x03 \x01(\x0b\x32\x1b.dilochain.poc.v1.RunConfig\"\x16\n\x14MsgCreateRunResponse\"A\n\x0fMsgRegisterHost\x12\x0c\n\x04host\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\x10\n\x08\x65ndpoint\x18\x03 \x01(\t\"\x19\n\x17MsgRegisterHostResponse\"\xae\x01\n\x0eMsgCommitRound\x12\x0c\n\x04host\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\r\n\x05round\x18\x03 \x01(\x04\x12\x11\n\tckpt_root\x18\x04 \x01(\x0c\x12\x18\n\x10pseudo_grad_hash\x18\x05 \x01(\x0c\x12\x11\n\tdata_seed\x18\x06 \x01(\x04\x12\x0e\n\x06tokens\x18\x07 \x01(\x04\x12\x0c\n\x04loss\x18\x08 \x01(\x01\x12\x11\n\tbase_hash\x18\t \x01(\x0c\"\x18\n\x16MsgCommitRoundResponse2\xf0\x03\n\x03Msg\x12k\n\x11\x44\x65positCollateral\x12&.dilochain.poc.v1.MsgDepositCollateral\x1a..dilochain.poc.v1.MsgDepositCollateralResponse\x12n\n\x12WithdrawCollateral\x12\'.dilochain.poc.v1.MsgWithdrawCollateral\x1a/.dilochain.poc.v1.MsgWithdrawCollateralResponse\x12S\n\tCreateRun\x12\x1e.dilochain.poc.v1.MsgCreateRun\x1a&.dilochain.poc.v1.MsgCreateRunResponse\x12\\\n\x0cRegisterHost\x12!.dilochain.poc.v1.MsgRegisterHost\x1a).dilochain.poc.v1.MsgRegisterHostResponse\x12Y\n\x0b\x43ommitRound\x12 .dilochain.poc.v1.MsgCommitRound\x1a(.dilochain.poc.v1.MsgCommitRoundResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -48,6 +48,10 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_MSGREGISTERHOST']._serialized_end=474
   _globals['_MSGREGISTERHOSTRESPONSE']._serialized_start=476
   _globals['_MSGREGISTERHOSTRESPONSE']._serialized_end=501
-  _globals['_MSG']._serialized_start=504
-  _globals['_MSG']._serialized_end=909
+  _globals['_MSGCOMMITROUND']._serialized_start=504
+  _globals['_MSGCOMMITROUND']._serialized_end=678
+  _globals['_MSGCOMMITROUNDRESPONSE']._serialized_start=680
+  _globals['_MSGCOMMITROUNDRESPONSE']._serialized_end=704
+  _globals['_MSG']._serialized_start=707
+  _globals['_MSG']._serialized_end=1203
 # @@protoc_insertion_point(module_scope)

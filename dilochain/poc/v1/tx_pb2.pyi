@@ -58,3 +58,29 @@ class MsgRegisterHost(_message.Message):
 class MsgRegisterHostResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class MsgCommitRound(_message.Message):
+    __slots__ = ("host", "run_id", "round", "ckpt_root", "pseudo_grad_hash", "data_seed", "tokens", "loss", "base_hash")
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    ROUND_FIELD_NUMBER: _ClassVar[int]
+    CKPT_ROOT_FIELD_NUMBER: _ClassVar[int]
+    PSEUDO_GRAD_HASH_FIELD_NUMBER: _ClassVar[int]
+    DATA_SEED_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_FIELD_NUMBER: _ClassVar[int]
+    LOSS_FIELD_NUMBER: _ClassVar[int]
+    BASE_HASH_FIELD_NUMBER: _ClassVar[int]
+    host: str
+    run_id: str
+    round: int
+    ckpt_root: bytes
+    pseudo_grad_hash: bytes
+    data_seed: int
+    tokens: int
+    loss: float
+    base_hash: bytes
+    def __init__(self, host: _Optional[str] = ..., run_id: _Optional[str] = ..., round: _Optional[int] = ..., ckpt_root: _Optional[bytes] = ..., pseudo_grad_hash: _Optional[bytes] = ..., data_seed: _Optional[int] = ..., tokens: _Optional[int] = ..., loss: _Optional[float] = ..., base_hash: _Optional[bytes] = ...) -> None: ...
+
+class MsgCommitRoundResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...

@@ -55,6 +55,11 @@ class MsgStub(object):
                 request_serializer=dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgRegisterHost.SerializeToString,
                 response_deserializer=dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgRegisterHostResponse.FromString,
                 _registered_method=True)
+        self.CommitRound = channel.unary_unary(
+                '/dilochain.poc.v1.Msg/CommitRound',
+                request_serializer=dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgCommitRound.SerializeToString,
+                response_deserializer=dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgCommitRoundResponse.FromString,
+                _registered_method=True)
 
 
 class MsgServicer(object):
@@ -85,6 +90,12 @@ class MsgServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CommitRound(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MsgServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -107,6 +118,11 @@ def add_MsgServicer_to_server(servicer, server):
                     servicer.RegisterHost,
                     request_deserializer=dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgRegisterHost.FromString,
                     response_serializer=dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgRegisterHostResponse.SerializeToString,
+            ),
+            'CommitRound': grpc.unary_unary_rpc_method_handler(
+                    servicer.CommitRound,
+                    request_deserializer=dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgCommitRound.FromString,
+                    response_serializer=dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgCommitRoundResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -218,6 +234,33 @@ class Msg(object):
             '/dilochain.poc.v1.Msg/RegisterHost',
             dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgRegisterHost.SerializeToString,
             dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgRegisterHostResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CommitRound(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/dilochain.poc.v1.Msg/CommitRound',
+            dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgCommitRound.SerializeToString,
+            dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgCommitRoundResponse.FromString,
             options,
             channel_credentials,
             insecure,

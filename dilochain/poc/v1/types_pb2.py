@@ -24,23 +24,29 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1c\x64ilochain/poc/v1/types.proto\x12\x10\x64ilochain.poc.v1\"\x85\x01\n\tRunConfig\x12\r\n\x05model\x18\x01 \x01(\t\x12\x13\n\x0binner_steps\x18\x02 \x01(\r\x12\x1b\n\x13\x63heckpoint_interval\x18\x03 \x01(\r\x12\x0c\n\x04seed\x18\x04 \x01(\x04\x12\x16\n\x0emin_collateral\x18\x05 \x01(\t\x12\x11\n\tmax_hosts\x18\x06 \x01(\r\"k\n\x03Run\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x0f\n\x07\x63reator\x18\x02 \x01(\t\x12+\n\x06\x63onfig\x18\x03 \x01(\x0b\x32\x1b.dilochain.poc.v1.RunConfig\x12\x16\n\x0e\x63reated_height\x18\x04 \x01(\x03\"T\n\x04Host\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\x10\n\x08\x65ndpoint\x18\x03 \x01(\t\x12\x19\n\x11registered_height\x18\x04 \x01(\x03\">\n\x0eUnbondingEntry\x12\x0e\n\x06\x61mount\x18\x01 \x01(\t\x12\x1c\n\x14\x63ompletion_time_unix\x18\x02 \x01(\x03\"f\n\x0e\x43ollateralInfo\x12\x0f\n\x07\x61\x64\x64ress\x18\x01 \x01(\t\x12\x0e\n\x06\x62onded\x18\x02 \x01(\t\x12\x33\n\tunbonding\x18\x03 \x03(\x0b\x32 .dilochain.poc.v1.UnbondingEntry\"D\n\x06Params\x12\x18\n\x10\x63ollateral_denom\x18\x01 \x01(\t\x12 \n\x18unbonding_period_seconds\x18\x02 \x01(\x03\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1c\x64ilochain/poc/v1/types.proto\x12\x10\x64ilochain.poc.v1\"f\n\x0bModelConfig\x12\x12\n\nvocab_size\x18\x01 \x01(\r\x12\x0f\n\x07\x63ontext\x18\x02 \x01(\r\x12\x0f\n\x07\x64_model\x18\x03 \x01(\r\x12\x10\n\x08n_layers\x18\x04 \x01(\r\x12\x0f\n\x07n_heads\x18\x05 \x01(\r\"\xb9\x03\n\tRunConfig\x12\x16\n\x0emin_collateral\x18\x01 \x01(\t\x12\x11\n\tmax_hosts\x18\x02 \x01(\r\x12\x0c\n\x04seed\x18\x03 \x01(\x04\x12\x14\n\x0cround_blocks\x18\x04 \x01(\r\x12\x14\n\x0ctotal_rounds\x18\x05 \x01(\r\x12,\n\x05model\x18\x06 \x01(\x0b\x32\x1d.dilochain.poc.v1.ModelConfig\x12\x12\n\nbatch_size\x18\x07 \x01(\r\x12\x13\n\x0binner_steps\x18\x08 \x01(\r\x12\x1b\n\x13\x63heckpoint_interval\x18\t \x01(\r\x12\x10\n\x08inner_lr\x18\n \x01(\x01\x12\x14\n\x0cwarmup_steps\x18\x0b \x01(\r\x12\x14\n\x0cweight_decay\x18\x0c \x01(\x01\x12\x11\n\tgrad_clip\x18\r \x01(\x01\x12\x10\n\x08outer_lr\x18\x0e \x01(\x01\x12\x16\n\x0eouter_momentum\x18\x0f \x01(\x01\x12\x13\n\x0b\x63ompression\x18\x10 \x01(\t\x12\x12\n\nnum_shards\x18\x11 \x01(\r\x12\x13\n\x0b\x63orpus_hash\x18\x12 \x01(\t\x12\x1a\n\x12start_delay_blocks\x18\x13 \x01(\r\"\x81\x01\n\x03Run\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x0f\n\x07\x63reator\x18\x02 \x01(\t\x12+\n\x06\x63onfig\x18\x03 \x01(\x0b\x32\x1b.dilochain.poc.v1.RunConfig\x12\x16\n\x0e\x63reated_height\x18\x04 \x01(\x03\x12\x14\n\x0cstart_height\x18\x05 \x01(\x03\"\xbb\x01\n\x0bRoundCommit\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\r\n\x05round\x18\x02 \x01(\x04\x12\x0c\n\x04host\x18\x03 \x01(\t\x12\x11\n\tckpt_root\x18\x04 \x01(\x0c\x12\x18\n\x10pseudo_grad_hash\x18\x05 \x01(\x0c\x12\x11\n\tdata_seed\x18\x06 \x01(\x04\x12\x0e\n\x06tokens\x18\x07 \x01(\x04\x12\x0c\n\x04loss\x18\x08 \x01(\x01\x12\x11\n\tbase_hash\x18\t \x01(\x0c\x12\x0e\n\x06height\x18\n \x01(\x03\"b\n\x10GlobalCheckpoint\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\r\n\x05round\x18\x02 \x01(\x04\x12\x0c\n\x04hash\x18\x03 \x01(\x0c\x12\x0f\n\x07\x63ommits\x18\x04 \x01(\r\x12\x10\n\x08\x61greeing\x18\x05 \x01(\r\"T\n\x04Host\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\x10\n\x08\x65ndpoint\x18\x03 \x01(\t\x12\x19\n\x11registered_height\x18\x04 \x01(\x03\">\n\x0eUnbondingEntry\x12\x0e\n\x06\x61mount\x18\x01 \x01(\t\x12\x1c\n\x14\x63ompletion_time_unix\x18\x02 \x01(\x03\"f\n\x0e\x43ollateralInfo\x12\x0f\n\x07\x61\x64\x64ress\x18\x01 \x01(\t\x12\x0e\n\x06\x62onded\x18\x02 \x01(\t\x12\x33\n\tunbonding\x18\x03 \x03(\x0b\x32 .dilochain.poc.v1.UnbondingEntry\"D\n\x06Params\x12\x18\n\x10\x63ollateral_denom\x18\x01 \x01(\t\x12 \n\x18unbonding_period_seconds\x18\x02 \x01(\x03\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'dilochain.poc.v1.types_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_RUNCONFIG']._serialized_start=51
-  _globals['_RUNCONFIG']._serialized_end=184
-  _globals['_RUN']._serialized_start=186
-  _globals['_RUN']._serialized_end=293
-  _globals['_HOST']._serialized_start=295
-  _globals['_HOST']._serialized_end=379
-  _globals['_UNBONDINGENTRY']._serialized_start=381
-  _globals['_UNBONDINGENTRY']._serialized_end=443
-  _globals['_COLLATERALINFO']._serialized_start=445
-  _globals['_COLLATERALINFO']._serialized_end=547
-  _globals['_PARAMS']._serialized_start=549
-  _globals['_PARAMS']._serialized_end=617
+  _globals['_MODELCONFIG']._serialized_start=50
+  _globals['_MODELCONFIG']._serialized_end=152
+  _globals['_RUNCONFIG']._serialized_start=155
+  _globals['_RUNCONFIG']._serialized_end=596
+  _globals['_RUN']._serialized_start=599
+  _globals['_RUN']._serialized_end=728
+  _globals['_ROUNDCOMMIT']._serialized_start=731
+  _globals['_ROUNDCOMMIT']._serialized_end=918
+  _globals['_GLOBALCHECKPOINT']._serialized_start=920
+  _globals['_GLOBALCHECKPOINT']._serialized_end=1018
+  _globals['_HOST']._serialized_start=1020
+  _globals['_HOST']._serialized_end=1104
+  _globals['_UNBONDINGENTRY']._serialized_start=1106
+  _globals['_UNBONDINGENTRY']._serialized_end=1168
+  _globals['_COLLATERALINFO']._serialized_start=1170
+  _globals['_COLLATERALINFO']._serialized_end=1272
+  _globals['_PARAMS']._serialized_start=1274
+  _globals['_PARAMS']._serialized_end=1342
 # @@protoc_insertion_point(module_scope)

@@ -5,33 +5,113 @@ from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Map
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class ModelConfig(_message.Message):
+    __slots__ = ("vocab_size", "context", "d_model", "n_layers", "n_heads")
+    VOCAB_SIZE_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    D_MODEL_FIELD_NUMBER: _ClassVar[int]
+    N_LAYERS_FIELD_NUMBER: _ClassVar[int]
+    N_HEADS_FIELD_NUMBER: _ClassVar[int]
+    vocab_size: int
+    context: int
+    d_model: int
+    n_layers: int
+    n_heads: int
+    def __init__(self, vocab_size: _Optional[int] = ..., context: _Optional[int] = ..., d_model: _Optional[int] = ..., n_layers: _Optional[int] = ..., n_heads: _Optional[int] = ...) -> None: ...
+
 class RunConfig(_message.Message):
-    __slots__ = ("model", "inner_steps", "checkpoint_interval", "seed", "min_collateral", "max_hosts")
-    MODEL_FIELD_NUMBER: _ClassVar[int]
-    INNER_STEPS_FIELD_NUMBER: _ClassVar[int]
-    CHECKPOINT_INTERVAL_FIELD_NUMBER: _ClassVar[int]
-    SEED_FIELD_NUMBER: _ClassVar[int]
+    __slots__ = ("min_collateral", "max_hosts", "seed", "round_blocks", "total_rounds", "model", "batch_size", "inner_steps", "checkpoint_interval", "inner_lr", "warmup_steps", "weight_decay", "grad_clip", "outer_lr", "outer_momentum", "compression", "num_shards", "corpus_hash", "start_delay_blocks")
     MIN_COLLATERAL_FIELD_NUMBER: _ClassVar[int]
     MAX_HOSTS_FIELD_NUMBER: _ClassVar[int]
-    model: str
-    inner_steps: int
-    checkpoint_interval: int
-    seed: int
+    SEED_FIELD_NUMBER: _ClassVar[int]
+    ROUND_BLOCKS_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_ROUNDS_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
+    INNER_STEPS_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_INTERVAL_FIELD_NUMBER: _ClassVar[int]
+    INNER_LR_FIELD_NUMBER: _ClassVar[int]
+    WARMUP_STEPS_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_DECAY_FIELD_NUMBER: _ClassVar[int]
+    GRAD_CLIP_FIELD_NUMBER: _ClassVar[int]
+    OUTER_LR_FIELD_NUMBER: _ClassVar[int]
+    OUTER_MOMENTUM_FIELD_NUMBER: _ClassVar[int]
+    COMPRESSION_FIELD_NUMBER: _ClassVar[int]
+    NUM_SHARDS_FIELD_NUMBER: _ClassVar[int]
+    CORPUS_HASH_FIELD_NUMBER: _ClassVar[int]
+    START_DELAY_BLOCKS_FIELD_NUMBER: _ClassVar[int]
     min_collateral: str
     max_hosts: int
-    def __init__(self, model: _Optional[str] = ..., inner_steps: _Optional[int] = ..., checkpoint_interval: _Optional[int] = ..., seed: _Optional[int] = ..., min_collateral: _Optional[str] = ..., max_hosts: _Optional[int] = ...) -> None: ...
+    seed: int
+    round_blocks: int
+    total_rounds: int
+    model: ModelConfig
+    batch_size: int
+    inner_steps: int
+    checkpoint_interval: int
+    inner_lr: float
+    warmup_steps: int
+    weight_decay: float
+    grad_clip: float
+    outer_lr: float
+    outer_momentum: float
+    compression: str
+    num_shards: int
+    corpus_hash: str
+    start_delay_blocks: int
+    def __init__(self, min_collateral: _Optional[str] = ..., max_hosts: _Optional[int] = ..., seed: _Optional[int] = ..., round_blocks: _Optional[int] = ..., total_rounds: _Optional[int] = ..., model: _Optional[_Union[ModelConfig, _Mapping]] = ..., batch_size: _Optional[int] = ..., inner_steps: _Optional[int] = ..., checkpoint_interval: _Optional[int] = ..., inner_lr: _Optional[float] = ..., warmup_steps: _Optional[int] = ..., weight_decay: _Optional[float] = ..., grad_clip: _Optional[float] = ..., outer_lr: _Optional[float] = ..., outer_momentum: _Optional[float] = ..., compression: _Optional[str] = ..., num_shards: _Optional[int] = ..., corpus_hash: _Optional[str] = ..., start_delay_blocks: _Optional[int] = ...) -> None: ...
 
 class Run(_message.Message):
-    __slots__ = ("run_id", "creator", "config", "created_height")
+    __slots__ = ("run_id", "creator", "config", "created_height", "start_height")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     CREATOR_FIELD_NUMBER: _ClassVar[int]
     CONFIG_FIELD_NUMBER: _ClassVar[int]
     CREATED_HEIGHT_FIELD_NUMBER: _ClassVar[int]
+    START_HEIGHT_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     creator: str
     config: RunConfig
     created_height: int
-    def __init__(self, run_id: _Optional[str] = ..., creator: _Optional[str] = ..., config: _Optional[_Union[RunConfig, _Mapping]] = ..., created_height: _Optional[int] = ...) -> None: ...
+    start_height: int
+    def __init__(self, run_id: _Optional[str] = ..., creator: _Optional[str] = ..., config: _Optional[_Union[RunConfig, _Mapping]] = ..., created_height: _Optional[int] = ..., start_height: _Optional[int] = ...) -> None: ...
+
+class RoundCommit(_message.Message):
+    __slots__ = ("run_id", "round", "host", "ckpt_root", "pseudo_grad_hash", "data_seed", "tokens", "loss", "base_hash", "height")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    ROUND_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    CKPT_ROOT_FIELD_NUMBER: _ClassVar[int]
+    PSEUDO_GRAD_HASH_FIELD_NUMBER: _ClassVar[int]
+    DATA_SEED_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_FIELD_NUMBER: _ClassVar[int]
+    LOSS_FIELD_NUMBER: _ClassVar[int]
+    BASE_HASH_FIELD_NUMBER: _ClassVar[int]
+    HEIGHT_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    round: int
+    host: str
+    ckpt_root: bytes
+    pseudo_grad_hash: bytes
+    data_seed: int
+    tokens: int
+    loss: float
+    base_hash: bytes
+    height: int
+    def __init__(self, run_id: _Optional[str] = ..., round: _Optional[int] = ..., host: _Optional[str] = ..., ckpt_root: _Optional[bytes] = ..., pseudo_grad_hash: _Optional[bytes] = ..., data_seed: _Optional[int] = ..., tokens: _Optional[int] = ..., loss: _Optional[float] = ..., base_hash: _Optional[bytes] = ..., height: _Optional[int] = ...) -> None: ...
+
+class GlobalCheckpoint(_message.Message):
+    __slots__ = ("run_id", "round", "hash", "commits", "agreeing")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    ROUND_FIELD_NUMBER: _ClassVar[int]
+    HASH_FIELD_NUMBER: _ClassVar[int]
+    COMMITS_FIELD_NUMBER: _ClassVar[int]
+    AGREEING_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    round: int
+    hash: bytes
+    commits: int
+    agreeing: int
+    def __init__(self, run_id: _Optional[str] = ..., round: _Optional[int] = ..., hash: _Optional[bytes] = ..., commits: _Optional[int] = ..., agreeing: _Optional[int] = ...) -> None: ...
 
 class Host(_message.Message):
     __slots__ = ("run_id", "address", "endpoint", "registered_height")

@@ -1,0 +1,79 @@
+"""``dilochain node start``: the host operator's node."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import threading
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+from dilochain.cli.common import default_home, keyring, keyring_password
+from dilochain.client import connect
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``node`` command group."""
+    node = sub.add_parser("node", help="run a host node").add_subparsers(
+        dest="node_cmd", required=True, metavar="{start}"
+    )
+    start = node.add_parser("start", help="train a run's rounds and commit them on chain")
+    start.add_argument("--home", type=Path, default=default_home())
+    start.add_argument("--run", required=True, dest="run_id")
+    start.add_argument("--key", required=True)
+    start.add_argument("--chain", default="127.0.0.1:9090", help="chain gRPC address")
+    start.add_argument("--data", type=Path, default=None, help="your own text file or folder")
+    start.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    start.add_argument("--artifacts", type=Path, default=None, help="artifact directory")
+    start.add_argument("--blob-address", default="127.0.0.1:0")
+    start.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    start.set_defaults(func=_start)
+
+
+class RoundProgress:
+    """A progress bar per round: step, loss, tokens/s."""
+
+    def __init__(self, progress: Progress, steps: int):
+        self.progress = progress
+        self.steps = steps
+        self.task = None
+        self.round = 0
+
+    def __call__(self, step: int, loss: float, rate: float) -> None:
+        if step == 1:
+            self.task = self.progress.add_task(
+                f"round {self.round}", total=self.steps, loss=loss, rate=rate
+            )
+            self.round += 1
+        self.progress.update(self.task, completed=step, loss=loss, rate=rate)
+
+
+def _start(args: argparse.Namespace) -> int:
+    from node.config import NodeConfig
+    from node.host import HostNode
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    cfg = NodeConfig(
+        home=args.home, run_id=args.run_id, key=args.key, chain=args.chain, data=args.data,
+        device=args.device, artifacts=args.artifacts, blob_address=args.blob_address,
+        threads=args.threads,
+    )  # fmt: skip
+    ring = keyring(args.home)
+    ring.show(args.key)  # unknown key: fail before asking for a password
+    wallet = ring.wallet(args.key, keyring_password())
+    node = HostNode(cfg, connect(args.chain), wallet)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    columns = [
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+        TextColumn("loss {task.fields[loss]:.3f}"), TextColumn("{task.fields[rate]:,.0f} tok/s"),
+    ]  # fmt: skip
+    with Progress(*columns, console=Console(stderr=True), transient=False) as progress:
+        tracker = RoundProgress(progress, node.rc.inner_steps)
+        committed = node.serve_and_run(stop, tracker)
+    print(f"node stopped: {committed} rounds committed this session", flush=True)
+    return 0

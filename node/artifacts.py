@@ -1,0 +1,83 @@
+"""Content-addressed artifact stores: checkpoints, pseudo-gradients and global states by SHA-256.
+
+``ArtifactStore`` is the interface (an S3-compatible object store implements the same three
+calls with the hex hash as object key); ``LocalArtifactStore`` is the default, a directory with
+atomic writes and a hash check on every read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from pathlib import Path
+from typing import Protocol
+
+
+class ArtifactError(Exception):
+    """An artifact that is missing or whose bytes do not match their hash."""
+
+
+class ArtifactStore(Protocol):
+    """Where artifacts live, addressed by the sha256 of their bytes."""
+
+    def put(self, data: bytes) -> bytes:
+        """Store ``data``; return its hash."""
+        ...
+
+    def get(self, digest: bytes) -> bytes:
+        """The bytes with this hash (checked); raises :class:`ArtifactError`."""
+        ...
+
+    def has(self, digest: bytes) -> bool:
+        """Whether the store holds ``digest``."""
+        ...
+
+
+def check_digest(digest: bytes, data: bytes, where: str) -> bytes:
+    """Return ``data`` if it hashes to ``digest``; else raise a corrupt-artifact error."""
+    if hashlib.sha256(data).digest() != digest:
+        raise ArtifactError(
+            f"artifact {digest.hex()[:16]}… from {where} is corrupt (hash mismatch)"
+        )
+    return data
+
+
+class LocalArtifactStore:
+    """Artifacts as files ``ab/abcdef…`` under a directory."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        root.mkdir(parents=True, exist_ok=True)
+
+    def _path(self, digest: bytes) -> Path:
+        name = digest.hex()
+        return self.root / name[:2] / name
+
+    def put(self, data: bytes) -> bytes:
+        """Write atomically (temp file + rename); idempotent."""
+        digest = hashlib.sha256(data).digest()
+        path = self._path(digest)
+        if path.exists():
+            return digest
+        path.parent.mkdir(exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        return digest
+
+    def get(self, digest: bytes) -> bytes:
+        """Read and hash-check."""
+        path = self._path(digest)
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            raise ArtifactError(f"artifact {digest.hex()[:16]}… not found in {self.root}") from None
+        return check_digest(digest, data, str(self.root))
+
+    def has(self, digest: bytes) -> bool:
+        """Whether the file exists."""
+        return self._path(digest).exists()

@@ -1,0 +1,93 @@
+"""The gRPC blob service: a host serves its artifact store; others fetch from it (hash-checked)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from concurrent import futures
+
+import grpc
+
+from dilochain.node.v1 import blob_pb2, blob_pb2_grpc
+from node.artifacts import ArtifactError, ArtifactStore, check_digest
+
+CHUNK = 1 << 20
+
+
+class BlobServicer(blob_pb2_grpc.BlobServicer):
+    """Serves one store's artifacts in 1 MiB chunks."""
+
+    def __init__(self, store: ArtifactStore):
+        self.store = store
+
+    def Get(self, request, context) -> Iterator[blob_pb2.BlobChunk]:
+        try:
+            data = self.store.get(request.hash)
+        except ArtifactError as err:
+            context.abort(grpc.StatusCode.NOT_FOUND, str(err))
+        for i in range(0, len(data), CHUNK):
+            yield blob_pb2.BlobChunk(data=data[i : i + CHUNK])
+
+    def Has(self, request, context) -> blob_pb2.HasBlobResponse:
+        return blob_pb2.HasBlobResponse(present=self.store.has(request.hash))
+
+
+def serve_blobs(store: ArtifactStore, address: str) -> tuple[grpc.Server, str]:
+    """Start a blob server on ``address`` (``host:0`` picks a port); returns it and its address."""
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=4), options=[("grpc.so_reuseport", 0)]
+    )
+    blob_pb2_grpc.add_BlobServicer_to_server(BlobServicer(store), server)
+    try:
+        port = server.add_insecure_port(address)
+    except RuntimeError:
+        port = 0
+    if port == 0:
+        raise ArtifactError(f"cannot serve blobs on {address} (address in use or invalid)")
+    server.start()
+    return server, f"{address.rsplit(':', 1)[0]}:{port}"
+
+
+def fetch_blob(endpoint: str, digest: bytes, timeout: float = 60.0) -> bytes:
+    """Fetch an artifact from a host's blob service and check its hash."""
+    with grpc.insecure_channel(endpoint) as channel:
+        try:
+            chunks = blob_pb2_grpc.BlobStub(channel).Get(
+                blob_pb2.GetBlobRequest(hash=digest), timeout=timeout
+            )
+            data = b"".join(chunk.data for chunk in chunks)
+        except grpc.RpcError as err:
+            raise ArtifactError(f"{endpoint}: {err.details() or err.code()}") from None
+    return check_digest(digest, data, endpoint)
+
+
+class PeerFetchingStore:
+    """A local store that fetches what it lacks from peers' blob services, then keeps it."""
+
+    def __init__(self, local: ArtifactStore, peers: Callable[[], list[str]]):
+        self.local = local
+        self.peers = peers
+
+    def put(self, data: bytes) -> bytes:
+        """Store locally."""
+        return self.local.put(data)
+
+    def has(self, digest: bytes) -> bool:
+        """Whether the local store has it."""
+        return self.local.has(digest)
+
+    def get(self, digest: bytes) -> bytes:
+        """Local bytes, or the first peer's that hash right."""
+        if self.local.has(digest):
+            return self.local.get(digest)
+        errors = []
+        for endpoint in self.peers():
+            try:
+                data = fetch_blob(endpoint, digest)
+            except ArtifactError as err:
+                errors.append(str(err))
+                continue
+            self.local.put(data)
+            return data
+        raise ArtifactError(
+            f"artifact {digest.hex()[:16]}… is on no peer ({'; '.join(errors) or 'no peers'})"
+        )

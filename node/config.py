@@ -1,0 +1,35 @@
+"""The node's configuration (pydantic): where the chain, keys, data and artifacts are."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class NodeConfig(BaseModel):
+    """Everything ``dilochain node start`` needs."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    home: Path
+    run_id: str = Field(min_length=1)
+    key: str = Field(min_length=1)
+    chain: str = "127.0.0.1:9090"
+    data: Path | None = None
+    device: Literal["cpu", "cuda"] = "cpu"
+    artifacts: Path | None = None
+    blob_address: str = "127.0.0.1:0"
+    threads: int = Field(default=1, ge=1)
+    poll_seconds: float = Field(default=0.2, gt=0)
+
+    @property
+    def state_dir(self) -> Path:
+        """Per-run state the node keeps to resume after a restart."""
+        return self.home / "node" / self.run_id
+
+    @property
+    def artifact_dir(self) -> Path:
+        """The local artifact store."""
+        return self.artifacts or self.home / "artifacts"

@@ -1,0 +1,56 @@
+"""DiLoCo's outer loop: the global state, pseudo-gradients and the Nesterov outer step.
+
+The global state of round r is the parameters θ_r and the outer momentum, as one canonical
+state dict (``param/…``, ``momentum/…``); its hash is what the chain records. The outer step is
+a deterministic function of the accepted pseudo-gradients in host order, so every party
+computes the same θ_{r+1} bit for bit on the same hardware.
+"""
+
+from __future__ import annotations
+
+import torch
+
+PARAM, MOMENTUM = "param/", "momentum/"
+
+
+def initial_global(params: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Round 0's global state: the initial parameters and zero momentum."""
+    state = {PARAM + k: v.detach().clone() for k, v in params.items()}
+    state.update({MOMENTUM + k: torch.zeros_like(v) for k, v in params.items()})
+    return state
+
+
+def global_params(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The parameters of a global state."""
+    return {k[len(PARAM) :]: v for k, v in state.items() if k.startswith(PARAM)}
+
+
+def pseudo_gradient(
+    start: dict[str, torch.Tensor], end: dict[str, torch.Tensor]
+) -> dict[str, torch.Tensor]:
+    """Δ = θ_r - θ_H: how far the inner steps moved the parameters."""
+    return {k: start[k] - end[k] for k in start}
+
+
+def outer_step(
+    state: dict[str, torch.Tensor],
+    deltas: list[dict[str, torch.Tensor]],
+    lr: float,
+    momentum: float,
+) -> dict[str, torch.Tensor]:
+    """θ_{r+1} by Nesterov SGD on the mean Δ (``deltas`` already in host order).
+
+    With no accepted pseudo-gradient the state is unchanged.
+    """
+    if not deltas:
+        return {k: v.clone() for k, v in state.items()}
+    out = {}
+    for name, theta in global_params(state).items():
+        total = torch.zeros_like(theta)
+        for delta in deltas:
+            total += delta[name]
+        mean = total / len(deltas)
+        buf = momentum * state[MOMENTUM + name] + mean
+        out[PARAM + name] = theta - lr * (mean + momentum * buf)
+        out[MOMENTUM + name] = buf
+    return out

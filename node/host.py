@@ -1,0 +1,264 @@
+"""The host node: registers, trains round after round, publishes, commits, resumes.
+
+Each round r: bring the global state up to θ_r (aggregating the closed rounds' committed
+pseudo-gradients, or syncing to the chain's recorded global checkpoint), train H inner steps,
+publish the checkpoints and the compressed pseudo-gradient, commit their hashes in a
+``MsgCommitRound``, and wait for the round's commit window to close.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import threading
+from dataclasses import dataclass
+
+import grpc
+import torch
+from cosmpy.aerial.client import LedgerClient
+from cosmpy.aerial.exceptions import BroadcastError, QueryTimeoutError
+from cosmpy.aerial.wallet import Wallet
+
+from dilochain.client import broadcast, poc_query
+from dilochain.poc.v1 import query_pb2 as q
+from dilochain.poc.v1.tx_pb2 import MsgCommitRound, MsgDepositCollateral, MsgRegisterHost
+from dilochain.poc.v1.types_pb2 import Run
+from node.artifacts import ArtifactError, LocalArtifactStore
+from node.blob_service import PeerFetchingStore, serve_blobs
+from node.compress import decompress
+from node.config import NodeConfig
+from node.data import Corpus, corpus_hash, load_text
+from node.diloco import global_params, initial_global, outer_step
+from node.errors import NodeError
+from node.model import build_model
+from node.round_work import RoundResult, train_round
+from node.tensor_codec import decode_state, encode_state
+from node.train_step import eval_loss, set_deterministic
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class GlobalView:
+    """The global state the node knows: θ_round and the outer momentum."""
+
+    round: int
+    state: dict[str, torch.Tensor]
+
+    @property
+    def hash(self) -> bytes:
+        """Hash of the canonical encoding (what the chain records)."""
+        return hashlib.sha256(encode_state(self.state)).digest()
+
+
+class HostNode:
+    """One host operator's node for one run."""
+
+    def __init__(self, cfg: NodeConfig, client: LedgerClient, wallet: Wallet):
+        self.cfg = cfg
+        self.client = client
+        self.wallet = wallet
+        self.address = str(wallet.address())
+        self.poc = poc_query(cfg.chain)
+        self.run = self._query_run()
+        self.rc = self.run.config
+        text = load_text(cfg.data)
+        if corpus_hash(text) != self.rc.corpus_hash:
+            raise NodeError(
+                f"the training text does not match run {cfg.run_id!r}'s corpus "
+                f"({corpus_hash(text)[:12]}… vs {self.rc.corpus_hash[:12]}…)"
+            )
+        self.corpus = Corpus.from_text(text, self.rc.num_shards)
+        self.heldout = self.corpus.heldout_batches(4, self.rc.batch_size, self.rc.model.context)
+        self.device = torch.device(cfg.device)
+        if cfg.device == "cuda" and not torch.cuda.is_available():
+            raise NodeError("--device cuda: no CUDA device is available")
+        set_deterministic(cfg.threads)
+        self.model = build_model(self.rc.model, self.rc.seed).to(self.device)
+        self.local = LocalArtifactStore(cfg.artifact_dir)
+        self.store = PeerFetchingStore(self.local, self._peer_endpoints)
+        cfg.state_dir.mkdir(parents=True, exist_ok=True)
+        self.eval_losses: dict[int, float] = {}
+
+    # ---- chain queries -----------------------------------------------------------------------
+    def _query_run(self) -> Run:
+        try:
+            return self.poc.Run(q.QueryRunRequest(run_id=self.cfg.run_id)).run
+        except grpc.RpcError as err:
+            if err.code() == grpc.StatusCode.NOT_FOUND:
+                raise NodeError(f"unknown run {self.cfg.run_id!r}") from None
+            raise NodeError(f"chain unreachable at {self.cfg.chain}: {err.details()}") from None
+
+    def _peer_endpoints(self) -> list[str]:
+        hosts = self.poc.Hosts(q.QueryHostsRequest(run_id=self.cfg.run_id)).hosts
+        return [h.endpoint for h in hosts if h.address != self.address and h.endpoint]
+
+    def _round_info(self) -> q.QueryRoundInfoResponse:
+        return self.poc.RoundInfo(q.QueryRoundInfoRequest(run_id=self.cfg.run_id))
+
+    def _commits(self, round_: int):
+        request = q.QueryCommitsRequest(run_id=self.cfg.run_id, round=round_)
+        return list(self.poc.Commits(request).commits)
+
+    def _recorded_globals(self) -> dict[int, bytes]:
+        request = q.QueryGlobalCheckpointsRequest(run_id=self.cfg.run_id)
+        return {g.round: g.hash for g in self.poc.GlobalCheckpoints(request).checkpoints}
+
+    def _send(self, *msgs) -> None:
+        broadcast(self.client, self.wallet, *msgs).wait_to_complete(
+            timeout=30, poll_period=self.cfg.poll_seconds
+        )
+
+    # ---- registration ------------------------------------------------------------------------
+    def ensure_registered(self, endpoint: str) -> None:
+        """Bond the run's minimum collateral and register (or move) this host's endpoint."""
+        hosts = {
+            h.address: h for h in self.poc.Hosts(q.QueryHostsRequest(run_id=self.cfg.run_id)).hosts
+        }
+        mine = hosts.get(self.address)
+        if mine is not None and mine.endpoint == endpoint:
+            return
+        msgs = []
+        if mine is None:
+            info = self.poc.Collateral(q.QueryCollateralRequest(address=self.address)).collateral
+            need = int(self.rc.min_collateral) - int(info.bonded)
+            if need > 0:
+                balance = self.client.query_bank_balance(self.wallet.address(), "udlc")
+                if balance < need + 1_000_000:
+                    raise NodeError(
+                        f"no collateral: run {self.cfg.run_id!r} needs {need}udlc more bonded "
+                        f"and {self.address} holds {balance}udlc"
+                    )
+                msgs.append(MsgDepositCollateral(depositor=self.address, amount=str(need)))
+        msgs.append(MsgRegisterHost(host=self.address, run_id=self.cfg.run_id, endpoint=endpoint))
+        self._send(*msgs)
+        log.info("registered in run %s (blob endpoint %s)", self.cfg.run_id, endpoint)
+
+    # ---- global state ------------------------------------------------------------------------
+    def _state_file(self):
+        return self.cfg.state_dir / "state.json"
+
+    def _save(self, view: GlobalView, error_hash: bytes | None, attempted: int) -> None:
+        self.local.put(encode_state(view.state))
+        record = {
+            "round": view.round,
+            "global_hash": view.hash.hex(),
+            "error_hash": error_hash.hex() if error_hash else None,
+            "attempted": attempted,
+        }
+        tmp = self._state_file().with_suffix(".tmp")
+        tmp.write_text(json.dumps(record))
+        tmp.replace(self._state_file())
+
+    def _load(self) -> tuple[GlobalView, dict[str, torch.Tensor] | None, int]:
+        """Resume from the state file, else from the chain's latest global checkpoint, else θ_0."""
+        path = self._state_file()
+        if path.exists():
+            record = json.loads(path.read_text())
+            state = decode_state(self.local.get(bytes.fromhex(record["global_hash"])))
+            error = (
+                decode_state(self.local.get(bytes.fromhex(record["error_hash"])))
+                if record["error_hash"]
+                else None
+            )
+            return GlobalView(record["round"], state), error, record["attempted"]
+        recorded = self._recorded_globals()
+        if recorded:
+            latest = max(recorded)
+            return GlobalView(latest, decode_state(self.store.get(recorded[latest]))), None, -1
+        params = {n: p.detach().cpu().clone() for n, p in self.model.named_parameters()}
+        return GlobalView(0, initial_global(params)), None, -1
+
+    def advance(self, view: GlobalView) -> GlobalView:
+        """θ_{r+1} from θ_r and round r's accepted commits (those that started from θ_r)."""
+        recorded = self._recorded_globals().get(view.round)
+        if recorded is not None and recorded != view.hash:
+            log.warning(
+                "round %d: local global state differs from the chain's; resyncing", view.round
+            )
+            view = GlobalView(view.round, decode_state(self.store.get(recorded)))
+        base = view.hash
+        deltas = [
+            decompress(self.store.get(c.pseudo_grad_hash))
+            for c in self._commits(view.round)
+            if c.base_hash == base
+        ]
+        state = outer_step(view.state, deltas, self.rc.outer_lr, self.rc.outer_momentum)
+        nxt = GlobalView(view.round + 1, state)
+        self.local.put(encode_state(state))
+        self.model.load_state_dict(
+            {k: v.to(self.device) for k, v in global_params(state).items()}, strict=True
+        )
+        self.eval_losses[nxt.round] = eval_loss(self.model, self.heldout)
+        log.info("round %d aggregated %d pseudo-gradients; eval loss %.4f",
+                 view.round, len(deltas), self.eval_losses[nxt.round])  # fmt: skip
+        return nxt
+
+    # ---- the loop ------------------------------------------------------------------------------
+    def publish_and_commit(self, view: GlobalView, result: RoundResult) -> bool:
+        """Publish a round's artifacts and commit their hashes; False if the chain refused."""
+        for data in result.checkpoints:
+            self.local.put(data)
+        pg_hash = self.local.put(result.pseudo_grad)
+        msg = MsgCommitRound(
+            host=self.address, run_id=self.cfg.run_id, round=view.round,
+            ckpt_root=result.ckpt_root, pseudo_grad_hash=pg_hash, data_seed=result.data_seed,
+            tokens=result.tokens, loss=result.loss, base_hash=view.hash,
+        )  # fmt: skip
+        try:
+            self._send(msg)
+        except (BroadcastError, QueryTimeoutError) as err:
+            log.warning("round %d commit refused: %s", view.round, err)
+            return False
+        log.info("round %d committed: loss %.4f, pseudo-gradient %s (%d bytes)",
+                 view.round, result.loss, pg_hash.hex()[:12], len(result.pseudo_grad))  # fmt: skip
+        return True
+
+    def _wait_for_height(self, height: int, stop: threading.Event) -> None:
+        while not stop.is_set() and self._round_info().height < height:
+            stop.wait(self.cfg.poll_seconds)
+
+    def run(self, stop: threading.Event, progress=None) -> int:
+        """Train until the run's last round or ``stop``; returns rounds committed."""
+        view, error, attempted = self._load()
+        committed = 0
+        while not stop.is_set():
+            info = self._round_info()
+            if info.finished:
+                log.info("run %s finished at round %d", self.cfg.run_id, info.round)
+                break
+            while view.round < info.round:
+                view = self.advance(view)
+                self._save(
+                    view, None if error is None else self.local.put(encode_state(error)), attempted
+                )
+            mine = any(c.host == self.address for c in self._commits(view.round))
+            if not mine and attempted < view.round:
+                result = train_round(
+                    self.model, self.rc, self.corpus, self.address, view.round, view.state,
+                    error, progress,
+                )  # fmt: skip
+                if stop.is_set():
+                    break
+                attempted = view.round
+                if self.publish_and_commit(view, result):
+                    error = result.error
+                    committed += 1
+                self._save(
+                    view, None if error is None else self.local.put(encode_state(error)), attempted
+                )
+            self._wait_for_height(info.window_end, stop)
+        return committed
+
+    def serve_and_run(self, stop: threading.Event, progress=None) -> int:
+        """Serve the blob service, register, run; stop the server on the way out."""
+        try:
+            server, endpoint = serve_blobs(self.local, self.cfg.blob_address)
+        except ArtifactError as err:
+            raise NodeError(str(err)) from None
+        try:
+            self.ensure_registered(endpoint)
+            return self.run(stop, progress)
+        finally:
+            server.stop(grace=1)

@@ -1,0 +1,137 @@
+"""The inner training step, written once: the node trains with it and the verifier replays it.
+
+A checkpoint is the whole inner state at a step: parameters, AdamW moments and the step count,
+encoded canonically. One step is a pure function of (checkpoint, batch indices, seed): its batch
+comes from the committed data seed, its learning rate from the global step. Deterministic mode
+(``torch.use_deterministic_algorithms``, fixed thread count) makes replays bit-exact on the same
+hardware; tolerance mode compares replays by relative L2 distance.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from dilochain.poc.v1.types_pb2 import RunConfig
+from node.data import Corpus
+from node.model import GPT
+
+PARAM, EXP_AVG, EXP_AVG_SQ, STEP = "param/", "exp_avg/", "exp_avg_sq/", "step"
+BETAS, EPS = (0.9, 0.95), 1e-8
+
+
+def lr_at(cfg: RunConfig, global_step: int) -> float:
+    """Inner learning rate: linear warm-up, then cosine decay to 10% over the whole run."""
+    total = cfg.total_rounds * cfg.inner_steps
+    if global_step < cfg.warmup_steps:
+        return cfg.inner_lr * (global_step + 1) / cfg.warmup_steps
+    progress = min(1.0, (global_step - cfg.warmup_steps) / max(1, total - cfg.warmup_steps))
+    return cfg.inner_lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
+
+
+@dataclass
+class InnerState:
+    """A model and its AdamW optimizer, at some inner step of a round."""
+
+    model: GPT
+    optimizer: torch.optim.AdamW
+    step: int
+
+    def checkpoint(self) -> dict[str, torch.Tensor]:
+        """The canonical checkpoint dict of this state."""
+        out = self.params()
+        out = {PARAM + n: v for n, v in out.items()}
+        for name, p in self.model.named_parameters():
+            state = self.optimizer.state.get(p, {})
+            out[EXP_AVG + name] = state.get("exp_avg", torch.zeros_like(p)).detach().cpu().clone()
+            out[EXP_AVG_SQ + name] = (
+                state.get("exp_avg_sq", torch.zeros_like(p)).detach().cpu().clone()
+            )
+        out[STEP] = torch.tensor(self.step, dtype=torch.int64)
+        return out
+
+    def params(self) -> dict[str, torch.Tensor]:
+        """Just the parameters (on the CPU)."""
+        return {n: p.detach().cpu().clone() for n, p in self.model.named_parameters()}
+
+
+def _optimizer(model: nn.Module, cfg: RunConfig) -> torch.optim.AdamW:
+    return torch.optim.AdamW(
+        model.parameters(), lr=cfg.inner_lr, betas=BETAS, eps=EPS,
+        weight_decay=cfg.weight_decay, foreach=False,
+    )  # fmt: skip
+
+
+def load_inner_state(model: GPT, cfg: RunConfig, ckpt: dict[str, torch.Tensor]) -> InnerState:
+    """Put a checkpoint into ``model`` (in place) with a matching AdamW state."""
+    names = [n for n, _ in model.named_parameters()]
+    expected = {PARAM + n for n in names} | {EXP_AVG + n for n in names}
+    expected |= {EXP_AVG_SQ + n for n in names} | {STEP}
+    if set(ckpt) != expected:
+        raise ValueError("checkpoint does not match the run's model")
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            p.copy_(ckpt[PARAM + name])
+    optimizer = _optimizer(model, cfg)
+    step = int(ckpt[STEP])
+    if step:
+        for name, p in model.named_parameters():
+            optimizer.state[p] = {
+                "step": torch.tensor(float(step)),
+                "exp_avg": ckpt[EXP_AVG + name].to(p.device, copy=True),
+                "exp_avg_sq": ckpt[EXP_AVG_SQ + name].to(p.device, copy=True),
+            }
+    return InnerState(model, optimizer, step)
+
+
+def fresh_inner_state(model: GPT, cfg: RunConfig, params: dict[str, torch.Tensor]) -> InnerState:
+    """Step 0 of a round: the global parameters and a zero AdamW state."""
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            p.copy_(params[name])
+    return InnerState(model, _optimizer(model, cfg), 0)
+
+
+def train_step(
+    state: InnerState, cfg: RunConfig, corpus: Corpus, shard: int, data_seed: int, round_: int
+) -> float:
+    """One inner AdamW step (clipped, scheduled) on the batch the data seed assigns; its loss."""
+    device = next(state.model.parameters()).device
+    batch = corpus.batch(shard, data_seed, state.step, cfg.batch_size, cfg.model.context)
+    for group in state.optimizer.param_groups:
+        group["lr"] = lr_at(cfg, round_ * cfg.inner_steps + state.step)
+    state.model.train()
+    state.optimizer.zero_grad(set_to_none=True)
+    with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
+        loss = state.model.loss(batch.to(device))
+    loss.backward()
+    if cfg.grad_clip > 0:
+        nn.utils.clip_grad_norm_(state.model.parameters(), cfg.grad_clip, foreach=False)
+    state.optimizer.step()
+    state.step += 1
+    return float(loss.detach())
+
+
+def run_segment(
+    state: InnerState, cfg: RunConfig, corpus: Corpus, shard: int, data_seed: int, round_: int,
+    steps: int,
+) -> list[float]:  # fmt: skip
+    """``steps`` inner steps from ``state``; the verifier replays a segment with this."""
+    return [train_step(state, cfg, corpus, shard, data_seed, round_) for _ in range(steps)]
+
+
+@torch.no_grad()
+def eval_loss(model: GPT, batches: list[torch.Tensor]) -> float:
+    """Mean held-out loss."""
+    model.eval()
+    device = next(model.parameters()).device
+    return sum(float(model.loss(b.to(device))) for b in batches) / len(batches)
+
+
+def set_deterministic(threads: int) -> None:
+    """Make steps bit-exact replays of each other on the same hardware."""
+    torch.use_deterministic_algorithms(True)
+    torch.set_num_threads(threads)

@@ -1,0 +1,118 @@
+"""The rounds module in process: commit windows, commit checks and global checkpoints."""
+
+from __future__ import annotations
+
+import pytest
+
+from chain.errors import codes
+from chain.modules import registry, rounds
+from dilochain.poc.v1.tx_pb2 import (
+    MsgCommitRound,
+    MsgCreateRun,
+    MsgDepositCollateral,
+    MsgRegisterHost,
+)
+from node.run_config import make_run_config
+from tests.helpers import local_chain, signed_tx, wallet
+
+CREATOR, H1, H2, H3, OUTSIDER = (wallet(i) for i in (20, 21, 22, 23, 24))
+HOSTS = [H1, H2, H3]
+CONFIG = make_run_config("cd" * 32, "tiny", min_collateral="100", round_blocks=3, total_rounds=2)
+TOKENS = CONFIG.inner_steps * CONFIG.batch_size * CONFIG.model.context
+
+
+class Accounts:
+    def __init__(self):
+        self.seq = {}
+
+    def tx(self, who, msgs, number):
+        seq = self.seq.get(number, 0)
+        self.seq[number] = seq + 1
+        return signed_tx(who, msgs, sequence=seq, account_number=number)
+
+
+@pytest.fixture
+def setup(tmp_path):
+    funded = {str(w.address()): 10**9 for w in [CREATOR, *HOSTS, OUTSIDER]}
+    chain = local_chain(tmp_path, funded)
+    acct = Accounts()
+    create = MsgCreateRun(creator=str(CREATOR.address()), run_id="r", config=CONFIG)
+    assert chain.broadcast(acct.tx(CREATOR, [create], 0)).code == 0
+    for n, host in enumerate(HOSTS, start=1):
+        addr = str(host.address())
+        msgs = [MsgDepositCollateral(depositor=addr, amount="100"),
+                MsgRegisterHost(host=addr, run_id="r", endpoint="x")]  # fmt: skip
+        assert chain.broadcast(acct.tx(host, msgs, n)).code == 0
+    chain.block()  # height 1: run created, start_height 2
+    yield chain, acct
+    chain.app.store.close()
+
+
+def commit(host, round_, base=b"\x01" * 32, **kw):
+    addr = str(host.address())
+    fields = {
+        "host": addr, "run_id": "r", "round": round_, "ckpt_root": b"\x02" * 32,
+        "pseudo_grad_hash": b"\x03" * 32, "base_hash": base, "tokens": TOKENS, "loss": 2.5,
+        "data_seed": rounds.derive_data_seed(CONFIG.seed, addr, round_), **kw,
+    }  # fmt: skip
+    return MsgCommitRound(**fields)
+
+
+def test_window_schedule(setup):
+    chain, _ = setup
+    run = registry.get_run(chain.app.committed_view(), "r")
+    assert run.start_height == 2
+    assert rounds.window_at(run, 1) is None
+    assert rounds.window_at(run, 2) == rounds.Window(0, 2, 4)
+    assert rounds.window_at(run, 7) == rounds.Window(1, 5, 7)
+
+
+def test_commits_and_majority_global_checkpoint(setup):
+    chain, acct = setup
+    odd = b"\x09" * 32
+    for n, (host, base) in enumerate(
+        zip(HOSTS, [b"\x01" * 32, b"\x01" * 32, odd], strict=True), start=1
+    ):
+        assert chain.broadcast(acct.tx(host, [commit(host, 0, base)], n)).code == 0
+    chain.block()  # height 2
+    view = chain.app.committed_view()
+    assert [c.host for c in rounds.commits(view, "r", 0)] == sorted(str(h.address()) for h in HOSTS)
+    assert rounds.global_checkpoints(view, "r") == []  # window still open
+    chain.block()
+    chain.block()  # height 4 ends round 0's window
+    (record,) = rounds.global_checkpoints(chain.app.committed_view(), "r")
+    assert (record.round, record.hash, record.commits, record.agreeing) == (0, b"\x01" * 32, 3, 2)
+
+
+@pytest.mark.parametrize(
+    ("change", "code", "needle"),
+    [
+        ({"round": 1}, codes.INVALID_REQUEST, "not open"),
+        ({"data_seed": 5}, codes.INVALID_REQUEST, "data_seed must be"),
+        ({"tokens": 1}, codes.INVALID_REQUEST, "tokens must be"),
+        ({"ckpt_root": b"short"}, codes.INVALID_REQUEST, "32-byte"),
+        ({"run_id": "nope"}, codes.NOT_FOUND, "not found"),
+    ],
+)
+def test_bad_commits(setup, change, code, needle):
+    chain, acct = setup
+    result = chain.broadcast(acct.tx(H1, [commit(H1, 0, **change)], 1))
+    assert result.code == code and needle in result.raw_log, result.raw_log
+
+
+def test_second_commit_and_outsider_are_refused(setup):
+    chain, acct = setup
+    assert chain.broadcast(acct.tx(H1, [commit(H1, 0)], 1)).code == 0
+    chain.block()
+    again = chain.broadcast(acct.tx(H1, [commit(H1, 0, ckpt_root=b"\x07" * 32)], 1))
+    assert again.code == codes.INVALID_REQUEST and "already committed" in again.raw_log
+    result = chain.broadcast(acct.tx(OUTSIDER, [commit(OUTSIDER, 0)], 4))
+    assert result.code == codes.UNAUTHORIZED and "is not a host" in result.raw_log
+
+
+def test_commit_after_the_window_closes_is_refused(setup):
+    chain, acct = setup
+    for _ in range(3):
+        chain.block()  # heights 2-4: round 0's window passes
+    result = chain.broadcast(acct.tx(H1, [commit(H1, 0)], 1))
+    assert result.code == codes.INVALID_REQUEST and "open round: 1" in result.raw_log
