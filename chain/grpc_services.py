@@ -252,7 +252,10 @@ class PocQuery(poc_grpc.QueryServicer):
             height = self.s.app.height
         if run is None:
             await context.abort(grpc.StatusCode.NOT_FOUND, f"run {request.run_id!r} not found")
-        window = rounds.window_at(run, height + 1)  # never None: a run starts the block after it
+        blocks = run.config.round_blocks
+        window = rounds.window_at(run, height + 1) or rounds.Window(
+            0, run.start_height, run.start_height + blocks - 1
+        )  # before the run starts: round 0's window, still ahead
         return poc_q.QueryRoundInfoResponse(
             height=height,
             round=window.round,

@@ -32,6 +32,28 @@ def init_localnet(
     return load_genesis(genesis_path(home))
 
 
+def spawn_cli(
+    args: list[str], log_path: Path, env: dict[str, str] | None = None
+) -> subprocess.Popen:
+    """Run ``dilochain ARGS`` as a child process, stdout and stderr appended to ``log_path``."""
+    log = log_path.open("ab")
+    return subprocess.Popen(
+        [sys.executable, "-m", "dilochain.cli.main", *args],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+    )
+
+
+def spawn_node(
+    home: Path, run_id: str, key: str, chain_address: str, password: str, *extra: str
+) -> subprocess.Popen:
+    """``dilochain node start`` for a host whose keyring is in ``home``."""
+    args = ["node", "start", "--home", str(home), "--run", run_id, "--key", key,
+            "--chain", chain_address, *extra]  # fmt: skip
+    return spawn_cli(args, home / "node.log", {"DILOCHAIN_KEYRING_PASSWORD": password})
+
+
 class ChainProcess:
     """``dilochain chain start`` in a subprocess, bound to an ephemeral 127.0.0.1 port."""
 

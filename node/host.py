@@ -61,8 +61,7 @@ class HostNode:
         self.wallet = wallet
         self.address = str(wallet.address())
         self.poc = poc_query(cfg.chain)
-        self.run = self._query_run()
-        self.rc = self.run.config
+        self.rc = self._query_run().config
         text = load_text(cfg.data)
         if corpus_hash(text) != self.rc.corpus_hash:
             raise NodeError(
@@ -228,6 +227,9 @@ class HostNode:
             if info.finished:
                 log.info("run %s finished at round %d", self.cfg.run_id, info.round)
                 break
+            if info.height + 1 < info.window_start:
+                self._wait_for_height(info.window_start - 1, stop)  # the run has not started
+                continue
             while view.round < info.round:
                 view = self.advance(view)
                 self._save(
@@ -260,5 +262,7 @@ class HostNode:
         try:
             self.ensure_registered(endpoint)
             return self.run(stop, progress)
+        except grpc.RpcError as err:
+            raise NodeError(f"chain at {self.cfg.chain}: {err.details() or err.code()}") from None
         finally:
             server.stop(grace=1)

@@ -45,8 +45,7 @@ def encode_state(state: dict[str, torch.Tensor]) -> bytes:
         parts.append(
             struct.pack("<B", tensor.dim()) + struct.pack(f"<{tensor.dim()}Q", *tensor.shape)
         )
-        raw = tensor.view(torch.uint8) if tensor.dim() else tensor.reshape(1).view(torch.uint8)
-        parts.append(raw.numpy().tobytes())
+        parts.append(tensor.reshape(-1).view(torch.uint8).numpy().tobytes())
     return b"".join(parts)
 
 

@@ -1,0 +1,94 @@
+"""Three real node processes train a run over the real chain and agree on every global state."""
+
+from __future__ import annotations
+
+import signal
+import time
+
+import pytest
+from cosmpy.aerial.client import LedgerClient
+
+from dilochain.client import broadcast, network_config, poc_query
+from dilochain.keyring import Keyring
+from dilochain.localnet import ChainProcess, init_localnet, spawn_node
+from dilochain.poc.v1 import query_pb2 as q
+from dilochain.poc.v1.tx_pb2 import MsgCreateRun
+from genesis.models import DENOM
+from node.artifacts import LocalArtifactStore
+from node.compress import decompress
+from node.data import corpus_hash, default_text
+from node.diloco import initial_global, outer_step
+from node.model import build_model
+from node.run_config import make_run_config
+from node.tensor_codec import state_hash
+from tests.helpers import CHAIN_ID, wallet
+
+pytestmark = pytest.mark.integration
+PASSWORD = "node-pw"
+ROUNDS = 6
+
+
+def _wait(predicate, timeout: float, what: str, procs=()):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        dead = [p.args for p in procs if p.poll() is not None]
+        assert not dead, f"a node exited early: {dead}"
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.3)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_hosts_train_rounds_and_agree_on_global_checkpoints(tmp_path):
+    creator = wallet(300)
+    homes = [tmp_path / f"host{i}" for i in range(3)]
+    hosts = [Keyring(h / "keyring").add("host", PASSWORD)[0].address for h in homes]
+    funded = {a: {DENOM: 10**12} for a in [str(creator.address()), *hosts]}
+    init_localnet(tmp_path / "chain", CHAIN_ID, funded)
+    cfg = make_run_config(corpus_hash(default_text()), "tiny", round_blocks=15,
+                          total_rounds=ROUNDS, start_delay_blocks=50)  # fmt: skip
+    with ChainProcess(tmp_path / "chain", "200ms") as chain:
+        client = LedgerClient(network_config(CHAIN_ID, chain.address))
+        create = MsgCreateRun(creator=str(creator.address()), run_id="net", config=cfg)
+        broadcast(client, creator, create).wait_to_complete(poll_period=0.2)
+        poc = poc_query(chain.address)
+        spawn = lambda home: spawn_node(home, "net", "host", chain.address, PASSWORD)  # noqa: E731
+        procs = [spawn(home) for home in homes]
+
+        def recorded():
+            request = q.QueryGlobalCheckpointsRequest(run_id="net")
+            return {g.round: g for g in poc.GlobalCheckpoints(request).checkpoints}
+
+        # Restart host 2 once round 1 is on chain: it must resume and commit again.
+        _wait(lambda: 1 in recorded(), 90, "round 1's global checkpoint", procs)
+        procs[2].send_signal(signal.SIGINT)
+        assert procs[2].wait(30) == 0
+        procs[2] = spawn(homes[2])
+        for proc in procs:
+            assert proc.wait(150) == 0, (homes[procs.index(proc)] / "node.log").read_text()[-3000:]
+
+        records = recorded()
+        commits = {
+            r: list(poc.Commits(q.QueryCommitsRequest(run_id="net", round=r)).commits)
+            for r in range(ROUNDS)
+        }
+        hosts_held = poc.Hosts(q.QueryHostsRequest(run_id="net")).hosts
+    assert sorted(h.address for h in hosts_held) == sorted(hosts)
+    assert sorted(records) == list(range(ROUNDS))
+    for r, record in records.items():
+        assert record.agreeing == record.commits == len(commits[r]), r
+    assert all(len(commits[r]) == 3 for r in (0, 1, ROUNDS - 1))
+    assert hosts[2] in {c.host for c in commits[ROUNDS - 1]}  # resumed after its restart
+
+    # Recompute every global state independently from θ_0 and the published pseudo-gradients.
+    stores = [LocalArtifactStore(h / "artifacts") for h in homes]
+    model = build_model(cfg.model, cfg.seed)
+    state = initial_global({n: p.detach().clone() for n, p in model.named_parameters()})
+    for r in range(ROUNDS):
+        assert state_hash(state) == records[r].hash, f"round {r}"
+        deltas = []
+        for c in commits[r]:
+            store = next(s for s in stores if s.has(c.pseudo_grad_hash))
+            deltas.append(decompress(store.get(c.pseudo_grad_hash)))
+        state = outer_step(state, deltas, cfg.outer_lr, cfg.outer_momentum)

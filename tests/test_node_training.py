@@ -1,0 +1,177 @@
+"""Node training: encodings, compression, determinism, the outer step, data and artifacts."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from node.artifacts import ArtifactError, LocalArtifactStore
+from node.blob_service import PeerFetchingStore, fetch_blob, serve_blobs
+from node.compress import CompressionError, compress, compress_with_feedback, decompress
+from node.data import Corpus, corpus_hash, default_text
+from node.diloco import initial_global, outer_step, pseudo_gradient
+from node.model import build_model
+from node.round_work import checkpoint_steps, train_round
+from node.run_config import make_run_config
+from node.tensor_codec import CodecError, decode_state, encode_state, state_hash
+from node.train_step import load_inner_state, run_segment, set_deterministic
+
+TEXT = default_text()
+CFG = make_run_config(corpus_hash(TEXT), "tiny")
+CORPUS = Corpus.from_text(TEXT, CFG.num_shards)
+set_deterministic(1)
+
+SHAPES = st.lists(st.integers(0, 5), min_size=0, max_size=3)
+DTYPES = st.sampled_from([torch.float32, torch.float64, torch.int64, torch.int8, torch.bfloat16])
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.dictionaries(
+        st.from_regex(r"[a-z/._]{1,12}", fullmatch=True), st.tuples(SHAPES, DTYPES), max_size=4
+    )
+)
+def test_tensor_codec_round_trip(spec):
+    state = {k: (torch.randn(shape) * 10).to(dtype) for k, (shape, dtype) in spec.items()}
+    data = encode_state(state)
+    back = decode_state(data)
+    assert sorted(back) == sorted(state)
+    for k in state:
+        assert back[k].dtype == state[k].dtype and torch.equal(back[k], state[k])
+    assert encode_state(back) == data
+    assert state_hash(state) == hashlib.sha256(data).digest()
+
+
+def test_tensor_codec_is_key_order_independent_and_rejects_garbage():
+    a = {"x": torch.ones(2), "y": torch.zeros(3)}
+    assert encode_state(a) == encode_state(dict(reversed(list(a.items()))))
+    data = encode_state(a)
+    for bad in (b"nope", data[:-1], data + b"\x00", b"DLT1\x05\x00\x00\x00"):
+        with pytest.raises(CodecError):
+            decode_state(bad)
+
+
+@pytest.mark.parametrize("bits", [8, 4])
+def test_quantisation_error_is_bounded(bits):
+    delta = {"w": torch.randn(1000) * 0.01, "b": torch.randn(3, 7)}
+    back = decompress(compress(delta, bits))
+    qmax = {8: 127, 4: 7}[bits]
+    for k, v in delta.items():
+        assert back[k].shape == v.shape
+        assert float((back[k] - v).abs().max()) <= float(v.abs().max()) / qmax / 2 + 1e-7
+    assert len(compress(delta, bits)) < sum(v.numel() * 4 for v in delta.values()) / (
+        3 if bits == 8 else 6
+    )
+
+
+def test_error_feedback_carries_what_quantisation_dropped():
+    torch.manual_seed(0)
+    deltas = [{"w": torch.randn(512) * 0.01} for _ in range(20)]
+    error, sent = None, torch.zeros(512)
+    for delta in deltas:
+        data, error = compress_with_feedback(delta, error, 4)
+        sent += decompress(data)["w"]
+    true = sum(d["w"] for d in deltas)
+    # What was sent plus what is still owed equals the true sum exactly (up to float error).
+    assert torch.allclose(sent + error["w"], true, atol=1e-5)
+    assert float(error["w"].abs().max()) < float(true.abs().max()) / 7
+
+
+def test_compressed_garbage_is_rejected():
+    good = compress({"w": torch.ones(5)}, 8)
+    for bad in (b"", b"DLQ1", good[:-1], good + b"x", b"DLQ1\x03" + good[5:]):
+        with pytest.raises(CompressionError):
+            decompress(bad)
+
+
+def _global():
+    model = build_model(CFG.model, CFG.seed)
+    return model, initial_global({n: p.detach().clone() for n, p in model.named_parameters()})
+
+
+def test_rounds_are_deterministic_and_host_specific():
+    model, g = _global()
+    a = train_round(model, CFG, CORPUS, "dilo1host", 0, g, None)
+    b = train_round(build_model(CFG.model, CFG.seed), CFG, CORPUS, "dilo1host", 0, g, None)
+    assert a.ckpt_root == b.ckpt_root and a.pseudo_grad == b.pseudo_grad
+    assert len(a.checkpoints) == len(checkpoint_steps(CFG)) == 3
+    other = train_round(model, CFG, CORPUS, "dilo1other", 0, g, None)
+    assert other.ckpt_root != a.ckpt_root and other.data_seed != a.data_seed
+    assert a.tokens == CFG.inner_steps * CFG.batch_size * CFG.model.context
+    assert a.loss < 6.0  # below uniform over 256 bytes (5.55) after a few steps, roughly
+
+
+def test_a_segment_replays_bit_exactly_from_its_start_checkpoint():
+    model, g = _global()
+    result = train_round(model, CFG, CORPUS, "dilo1host", 2, g, None)
+    start = decode_state(result.checkpoints[1])
+    state = load_inner_state(build_model(CFG.model, 0), CFG, start)
+    shard = CORPUS.shard_of(CFG.seed, "dilo1host")
+    run_segment(state, CFG, CORPUS, shard, result.data_seed, 2, CFG.checkpoint_interval)
+    assert hashlib.sha256(encode_state(state.checkpoint())).digest() == result.checkpoint_hashes[2]
+
+
+def test_outer_step_is_nesterov_sgd_on_the_mean():
+    torch.manual_seed(1)
+    theta = {"w": torch.randn(4, 3)}
+    deltas = [{"w": torch.randn(4, 3)} for _ in range(3)]
+    state = initial_global(theta)
+    ours = outer_step(outer_step(state, deltas, 0.7, 0.9), deltas[:2], 0.7, 0.9)
+    p = torch.nn.Parameter(theta["w"].clone())
+    sgd = torch.optim.SGD([p], lr=0.7, momentum=0.9, nesterov=True)
+    for batch in (deltas, deltas[:2]):
+        p.grad = sum(d["w"] for d in batch) / len(batch)
+        sgd.step()
+    assert torch.allclose(ours["param/w"], p.detach(), atol=1e-6)
+    assert outer_step(state, [], 0.7, 0.9)["param/w"].equal(theta["w"])
+    assert pseudo_gradient({"w": torch.ones(2)}, {"w": torch.zeros(2)})["w"].equal(torch.ones(2))
+
+
+def test_batches_stay_in_their_shard_and_heldout_is_separate():
+    lo, hi = CORPUS.shard_bounds(3)
+    batch = CORPUS.batch(3, data_seed=42, step=5, batch=4, context=16)
+    assert batch.shape == (4, 17)
+    assert torch.equal(batch, CORPUS.batch(3, data_seed=42, step=5, batch=4, context=16))
+    assert not torch.equal(batch, CORPUS.batch(3, data_seed=42, step=6, batch=4, context=16))
+    tokens = CORPUS.tokens
+    for row in batch:  # each window is a slice of the shard
+        starts = [s for s in range(lo, hi - 16) if torch.equal(tokens[s : s + 17], row)]
+        assert starts
+    assert CORPUS.train_end >= hi
+    assert all(b.shape == (4, 17) for b in CORPUS.heldout_batches(2, 4, 16))
+
+
+def test_local_store_checks_hashes(tmp_path):
+    store = LocalArtifactStore(tmp_path)
+    digest = store.put(b"checkpoint bytes")
+    assert store.get(digest) == b"checkpoint bytes" and store.has(digest)
+    path = tmp_path / digest.hex()[:2] / digest.hex()
+    path.write_bytes(b"tampered")
+    with pytest.raises(ArtifactError, match="corrupt"):
+        store.get(digest)
+    with pytest.raises(ArtifactError, match="not found"):
+        store.get(b"\x00" * 32)
+
+
+def test_blob_service_and_peer_fetch(tmp_path):
+    served = LocalArtifactStore(tmp_path / "a")
+    big = bytes(range(256)) * 20_000  # several chunks
+    digest = served.put(big)
+    server, endpoint = serve_blobs(served, "127.0.0.1:0")
+    try:
+        assert fetch_blob(endpoint, digest) == big
+        mine = PeerFetchingStore(LocalArtifactStore(tmp_path / "b"), lambda: [endpoint])
+        assert mine.get(digest) == big and mine.has(digest)
+        with pytest.raises(ArtifactError, match="on no peer"):
+            mine.get(b"\x01" * 32)
+        (tmp_path / "a" / digest.hex()[:2] / digest.hex()).write_bytes(b"evil")
+        other = PeerFetchingStore(LocalArtifactStore(tmp_path / "c"), lambda: [endpoint])
+        with pytest.raises(ArtifactError):
+            other.get(digest)
+        assert not other.has(digest)
+    finally:
+        server.stop(grace=0)
