@@ -1,0 +1,92 @@
+"""``dilochain node start``: operator mistakes are one clear line, not a traceback."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from cosmpy.crypto.address import Address
+
+from dilochain.client import broadcast
+from dilochain.keyring import Keyring
+from dilochain.poc.v1.tx_pb2 import MsgCreateRun
+from genesis.models import DENOM
+from node.data import corpus_hash, default_text
+from node.run_config import make_run_config
+
+pytestmark = pytest.mark.integration
+PASSWORD = "pw"
+
+
+@pytest.fixture(scope="module")
+def run_id(running_chain) -> str:
+    creator = running_chain.wallets[1]
+    cfg = make_run_config(corpus_hash(default_text()), "tiny", min_collateral="5000000")
+    msg = MsgCreateRun(creator=str(creator.address()), run_id="cli-run", config=cfg)
+    broadcast(running_chain.client, creator, msg).wait_to_complete(poll_period=0.1)
+    return "cli-run"
+
+
+def node(home, *args, chain: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "DILOCHAIN_KEYRING_PASSWORD": PASSWORD}
+    cmd = [sys.executable, "-m", "dilochain.cli.main", "node", "start", "--home", str(home),
+           "--key", "op", "--chain", chain, *args]  # fmt: skip
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
+
+
+def one_line_error(result: subprocess.CompletedProcess, needle: str) -> None:
+    assert result.returncode == 1, result.stderr[-2000:]
+    assert "Traceback" not in result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and needle in errors[0], result.stderr[-2000:]
+
+
+@pytest.fixture
+def operator(tmp_path) -> tuple:
+    info, _ = Keyring(tmp_path / "keyring").add("op", PASSWORD)
+    return tmp_path, info.address
+
+
+def test_unknown_run_and_unreachable_chain(running_chain, operator):
+    home, _ = operator
+    one_line_error(node(home, "--run", "ghost", chain=running_chain.address), "unknown run 'ghost'")
+    one_line_error(node(home, "--run", "ghost", chain="127.0.0.1:1"), "no dilochain node answers")
+
+
+def test_no_collateral(running_chain, run_id, operator):
+    home, _ = operator
+    one_line_error(node(home, "--run", run_id, chain=running_chain.address), "no collateral")
+
+
+def test_wrong_data_and_wrong_password(running_chain, run_id, operator, tmp_path):
+    home, _ = operator
+    text = tmp_path / "mine.txt"
+    text.write_text("my own words " * 2000)
+    result = node(home, "--run", run_id, "--data", str(text), chain=running_chain.address)
+    one_line_error(result, "does not match run 'cli-run'")
+    env = {**os.environ, "DILOCHAIN_KEYRING_PASSWORD": "wrong"}
+    cmd = [sys.executable, "-m", "dilochain.cli.main", "node", "start", "--home", str(home),
+           "--key", "op", "--run", run_id, "--chain", running_chain.address]  # fmt: skip
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=env)
+    one_line_error(result, "wrong keyring password")
+
+
+def test_corrupt_artifact_on_resume(running_chain, run_id, operator):
+    home, address = operator
+    funder = running_chain.wallets[1]
+    running_chain.client.send_tokens(Address(address), 50_000_000, DENOM, funder).wait_to_complete(
+        poll_period=0.1
+    )
+    digest = "ab" * 32
+    state_dir = home / "node" / run_id
+    state_dir.mkdir(parents=True)
+    (state_dir / "state.json").write_text(
+        json.dumps({"round": 0, "global_hash": digest, "error_hash": None, "attempted": -1})
+    )
+    artifact = home / "artifacts" / digest[:2] / digest
+    artifact.parent.mkdir(parents=True)
+    artifact.write_bytes(b"not what the hash says")
+    one_line_error(node(home, "--run", run_id, chain=running_chain.address), "corrupt")
