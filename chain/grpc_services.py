@@ -48,6 +48,13 @@ class Services:
         self.lock = lock
 
 
+class _UsesServices:
+    """A servicer over the shared :class:`Services`."""
+
+    def __init__(self, services: Services):
+        self.s = services
+
+
 async def _valid_address(address: str, context: grpc.aio.ServicerContext) -> str:
     try:
         decode_address(address)
@@ -56,11 +63,8 @@ async def _valid_address(address: str, context: grpc.aio.ServicerContext) -> str
     return address
 
 
-class AuthQuery(auth_grpc.QueryServicer):
+class AuthQuery(_UsesServices, auth_grpc.QueryServicer):
     """cosmos.auth.v1beta1.Query."""
-
-    def __init__(self, services: Services):
-        self.s = services
 
     async def Account(self, request, context):
         address = await _valid_address(request.address, context)
@@ -73,11 +77,8 @@ class AuthQuery(auth_grpc.QueryServicer):
         return response
 
 
-class BankQuery(bank_grpc.QueryServicer):
+class BankQuery(_UsesServices, bank_grpc.QueryServicer):
     """cosmos.bank.v1beta1.Query."""
-
-    def __init__(self, services: Services):
-        self.s = services
 
     async def Balance(self, request, context):
         address = await _valid_address(request.address, context)
@@ -106,11 +107,8 @@ class BankQuery(bank_grpc.QueryServicer):
         return bank_q.QuerySupplyOfResponse(amount=Coin(denom=request.denom, amount=str(amount)))
 
 
-class TxService(tx_grpc.ServiceServicer):
+class TxService(_UsesServices, tx_grpc.ServiceServicer):
     """cosmos.tx.v1beta1.Service."""
-
-    def __init__(self, services: Services):
-        self.s = services
 
     async def Simulate(self, request, context):
         raw = request.tx_bytes or request.tx.SerializeToString()
@@ -157,11 +155,11 @@ async def _block(services: Services, height: int, context) -> tuple[BlockID, Blo
     return BlockID(hash=stored.hash), block
 
 
-class TendermintService(tm_grpc.ServiceServicer):
+class TendermintService(_UsesServices, tm_grpc.ServiceServicer):
     """cosmos.base.tendermint.v1beta1.Service."""
 
     def __init__(self, services: Services, moniker: str):
-        self.s = services
+        super().__init__(services)
         self.moniker = moniker
 
     async def GetLatestBlock(self, request, context):
@@ -189,11 +187,8 @@ class TendermintService(tm_grpc.ServiceServicer):
         return tm_q.GetSyncingResponse(syncing=False)
 
 
-class ConsensusQuery(consensus_grpc.QueryServicer):
+class ConsensusQuery(_UsesServices, consensus_grpc.QueryServicer):
     """cosmos.consensus.v1.Query: the block limits cosmpy clips gas estimates to."""
-
-    def __init__(self, services: Services):
-        self.s = services
 
     async def Params(self, request, context):
         limits = self.s.app.params.consensus
@@ -204,11 +199,8 @@ class ConsensusQuery(consensus_grpc.QueryServicer):
         )
 
 
-class PocQuery(poc_grpc.QueryServicer):
+class PocQuery(_UsesServices, poc_grpc.QueryServicer):
     """dilochain.poc.v1.Query."""
-
-    def __init__(self, services: Services):
-        self.s = services
 
     async def Params(self, request, context):
         params = self.s.app.params.poc

@@ -124,14 +124,17 @@ class HostNode:
             need = int(self.rc.min_collateral) - int(info.bonded)
             if need > 0:
                 balance = self.client.query_bank_balance(self.wallet.address(), "udlc")
-                if balance < need + 1_000_000:
+                if balance < need:
                     raise NodeError(
                         f"no collateral: run {self.cfg.run_id!r} needs {need}udlc more bonded "
                         f"and {self.address} holds {balance}udlc"
                     )
                 msgs.append(MsgDepositCollateral(depositor=self.address, amount=str(need)))
         msgs.append(MsgRegisterHost(host=self.address, run_id=self.cfg.run_id, endpoint=endpoint))
-        self._send(*msgs)
+        try:
+            self._send(*msgs)
+        except (BroadcastError, QueryTimeoutError) as err:
+            raise NodeError(f"registration in run {self.cfg.run_id!r} refused: {err}") from None
         log.info("registered in run %s (blob endpoint %s)", self.cfg.run_id, endpoint)
 
     # ---- global state ------------------------------------------------------------------------

@@ -25,7 +25,7 @@ from tests.helpers import CHAIN_ID, wallet
 
 pytestmark = pytest.mark.integration
 PASSWORD = "node-pw"
-ROUNDS = 6
+ROUNDS = 7
 
 
 def _wait(predicate, timeout: float, what: str, procs=()):
@@ -42,11 +42,11 @@ def _wait(predicate, timeout: float, what: str, procs=()):
 
 def test_hosts_train_rounds_and_agree_on_global_checkpoints(tmp_path):
     creator = wallet(300)
-    homes = [tmp_path / f"host{i}" for i in range(3)]
+    homes = [tmp_path / f"host{i}" for i in range(4)]  # host 3 joins late
     hosts = [Keyring(h / "keyring").add("host", PASSWORD)[0].address for h in homes]
     funded = {a: {DENOM: 10**12} for a in [str(creator.address()), *hosts]}
     init_localnet(tmp_path / "chain", CHAIN_ID, funded)
-    cfg = make_run_config(corpus_hash(default_text()), "tiny", round_blocks=15,
+    cfg = make_run_config(corpus_hash(default_text()), "tiny", round_blocks=20,
                           total_rounds=ROUNDS, start_delay_blocks=50)  # fmt: skip
     with ChainProcess(tmp_path / "chain", "200ms") as chain:
         client = LedgerClient(network_config(CHAIN_ID, chain.address))
@@ -54,7 +54,7 @@ def test_hosts_train_rounds_and_agree_on_global_checkpoints(tmp_path):
         broadcast(client, creator, create).wait_to_complete(poll_period=0.2)
         poc = poc_query(chain.address)
         spawn = lambda home: spawn_node(home, "net", "host", chain.address, PASSWORD)  # noqa: E731
-        procs = [spawn(home) for home in homes]
+        procs = [spawn(home) for home in homes[:3]]
 
         def recorded():
             request = q.QueryGlobalCheckpointsRequest(run_id="net")
@@ -65,6 +65,9 @@ def test_hosts_train_rounds_and_agree_on_global_checkpoints(tmp_path):
         procs[2].send_signal(signal.SIGINT)
         assert procs[2].wait(30) == 0
         procs[2] = spawn(homes[2])
+        # A host that joins late syncs to the chain's latest global checkpoint via its peers.
+        _wait(lambda: 2 in recorded(), 90, "round 2's global checkpoint", procs)
+        procs.append(spawn(homes[3]))
         for proc in procs:
             assert proc.wait(150) == 0, (homes[procs.index(proc)] / "node.log").read_text()[-3000:]
 
@@ -78,8 +81,10 @@ def test_hosts_train_rounds_and_agree_on_global_checkpoints(tmp_path):
     assert sorted(records) == list(range(ROUNDS))
     for r, record in records.items():
         assert record.agreeing == record.commits == len(commits[r]), r
-    assert all(len(commits[r]) == 3 for r in (0, 1, ROUNDS - 1))
+    assert all(len(commits[r]) == 3 for r in (0, 1))
+    assert len(commits[ROUNDS - 1]) == 4
     assert hosts[2] in {c.host for c in commits[ROUNDS - 1]}  # resumed after its restart
+    assert hosts[3] in {c.host for c in commits[ROUNDS - 1]}  # joined late
 
     # Recompute every global state independently from θ_0 and the published pseudo-gradients.
     stores = [LocalArtifactStore(h / "artifacts") for h in homes]
