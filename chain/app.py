@@ -18,7 +18,7 @@ from google.protobuf.any_pb2 import Any
 from chain.ante import Mode, SignatureCache, run_ante
 from chain.context import Context, MsgSpec
 from chain.errors import CODESPACE, TxError, codes
-from chain.modules import bank, collateral, registry, rounds
+from chain.modules import bank, challenges, collateral, registry, rounds
 from chain.state import CacheStore, GasMeter
 from chain.store import ChainStore, StoredBlock, StoredTx, changeset_hash
 from chain.tx import decode_tx, tx_hash
@@ -26,7 +26,9 @@ from genesis.models import GenesisDoc
 
 log = logging.getLogger(__name__)
 
-MSG_SPECS: list[MsgSpec] = [*bank.MSGS, *collateral.MSGS, *registry.MSGS, *rounds.MSGS]
+MSG_SPECS: list[MsgSpec] = [
+    *bank.MSGS, *collateral.MSGS, *registry.MSGS, *rounds.MSGS, *challenges.MSGS,
+]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -183,9 +185,11 @@ class Application:
             result.height = height
             result.timestamp = timestamp
             results.append(result)
-        end_ctx = Context(state, height, time_ns, self.chain_id, self.params)
+        last_hash = self.store.meta("last_block_hash") or b""
+        end_ctx = Context(state, height, time_ns, self.chain_id, self.params, [], last_hash)
         collateral.end_block(end_ctx)
         rounds.end_block(end_ctx)
+        challenges.end_block(end_ctx)
         block = FinalizedBlock(
             height, time_ns, results, changeset_hash(self.app_hash, state.writes)
         )

@@ -24,6 +24,7 @@ class Context:
     chain_id: str
     params: Params
     events: list[Event] = field(default_factory=list)
+    last_block_hash: bytes = b""
 
     @property
     def time_s(self) -> int:
@@ -43,7 +44,10 @@ class Context:
 
     def with_store(self, store: CacheStore) -> Context:
         """The same context over another cache layer (events are shared)."""
-        return Context(store, self.height, self.time_ns, self.chain_id, self.params, self.events)
+        return Context(
+            store, self.height, self.time_ns, self.chain_id, self.params, self.events,
+            self.last_block_hash,
+        )  # fmt: skip
 
 
 Handler = Callable[[Context, Any], Message]

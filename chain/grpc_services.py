@@ -31,7 +31,7 @@ from chain.address import decode_address
 from chain.app import Application
 from chain.devnet import admit
 from chain.mempool import Mempool
-from chain.modules import auth, bank, collateral, registry, rounds
+from chain.modules import auth, bank, challenges, collateral, registry, rounds
 from dilochain.poc.v1 import query_pb2 as poc_q
 from dilochain.poc.v1 import query_pb2_grpc as poc_grpc
 from dilochain.poc.v1.types_pb2 import Params as PocParams
@@ -244,16 +244,17 @@ class PocQuery(_UsesServices, poc_grpc.QueryServicer):
             height = self.s.app.height
         if run is None:
             await context.abort(grpc.StatusCode.NOT_FOUND, f"run {request.run_id!r} not found")
-        blocks = run.config.round_blocks
-        window = rounds.window_at(run, height + 1) or rounds.Window(
-            0, run.start_height, run.start_height + blocks - 1
-        )  # before the run starts: round 0's window, still ahead
+        params = self.s.app.params.poc
+        # Before the run starts: round 0, still ahead.
+        window = rounds.window_at(run, params, height + 1) or rounds.round_window(run, params, 0)
         return poc_q.QueryRoundInfoResponse(
             height=height,
             round=window.round,
             window_start=window.start,
             window_end=window.end,
             finished=window.round >= run.config.total_rounds,
+            selection_height=window.selection,
+            resolution_height=window.resolution,
         )
 
     async def Commits(self, request, context):
@@ -265,6 +266,22 @@ class PocQuery(_UsesServices, poc_grpc.QueryServicer):
         with self.s.lock:
             found = rounds.global_checkpoints(self.s.app.committed_view(), request.run_id)
         return poc_q.QueryGlobalCheckpointsResponse(checkpoints=found)
+
+    async def Challenges(self, request, context):
+        with self.s.lock:
+            view = self.s.app.committed_view()
+            found = challenges.challenges(view, request.run_id, request.round)
+        return poc_q.QueryChallengesResponse(challenges=found)
+
+    async def Slashes(self, request, context):
+        with self.s.lock:
+            found = challenges.slashes(self.s.app.committed_view(), request.address)
+        return poc_q.QuerySlashesResponse(slashes=found)
+
+    async def Verifiers(self, request, context):
+        with self.s.lock:
+            found = challenges.verifiers(self.s.app.committed_view())
+        return poc_q.QueryVerifiersResponse(verifiers=found)
 
 
 def register_all(server: grpc.aio.Server, services: Services, moniker: str) -> None:

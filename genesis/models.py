@@ -7,7 +7,7 @@ import re
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import (
     AfterValidator,
@@ -81,10 +81,31 @@ class ConsensusParams(_Strict):
 
 
 class PocParams(_Strict):
-    """Collateral and training-run parameters of the poc module."""
+    """Collateral, challenge, verdict and slashing parameters of the poc module."""
 
     collateral_denom: Denom = DENOM
     unbonding_period_seconds: int = Field(default=60, ge=0)
+    sampling_rate: Decimal = Field(default=Decimal("0.25"), ge=0, le=1)
+    reveal_window_blocks: int = Field(default=5, ge=1)
+    verdict_window_blocks: int = Field(default=10, ge=1)
+    verifiers_per_challenge: int = Field(default=3, ge=1)
+    quorum: int = Field(default=2, ge=1)
+    slash_fraction: Decimal = Field(default=Decimal("0.3"), ge=0, le=1)
+    verifier_slash_fraction: Decimal = Field(default=Decimal("0.05"), ge=0, le=1)
+    min_verifier_collateral: int = Field(default=1_000_000, ge=0)
+    verification_mode: Literal["exact", "tolerance"] = "exact"
+    # Relative L2 distance allowed between a replayed and a revealed checkpoint (tolerance mode);
+    # bench/verification.py measures honest replay noise, this sits well above it.
+    tolerance: Decimal = Field(default=Decimal("1e-4"), gt=0)
+    # Relative L2 distance allowed between the committed (quantised, error-fed-back)
+    # pseudo-gradient and base - final checkpoint.
+    pseudo_grad_tolerance: Decimal = Field(default=Decimal("0.1"), gt=0)
+
+    @model_validator(mode="after")
+    def _quorum_reachable(self) -> PocParams:
+        if self.quorum > self.verifiers_per_challenge:
+            raise ValueError("quorum cannot exceed verifiers_per_challenge")
+        return self
 
 
 class Params(_Strict):

@@ -62,9 +62,11 @@ def test_window_schedule(setup):
     chain, _ = setup
     run = registry.get_run(chain.app.committed_view(), "r")
     assert run.start_height == 2
-    assert rounds.window_at(run, 1) is None
-    assert rounds.window_at(run, 2) == rounds.Window(0, 2, 4)
-    assert rounds.window_at(run, 7) == rounds.Window(1, 5, 7)
+    params = chain.app.params.poc  # reveal 5 + verdict 10: a period of 3 + 2 + 15 = 20 blocks
+    assert rounds.window_at(run, params, 1) is None
+    assert rounds.window_at(run, params, 2) == rounds.Window(0, 2, 4, 6, 21)
+    assert rounds.window_at(run, params, 21) == rounds.Window(0, 2, 4, 6, 21)
+    assert rounds.window_at(run, params, 22) == rounds.Window(1, 22, 24, 26, 41)
 
 
 def test_commits_and_majority_global_checkpoint(setup):
@@ -115,4 +117,4 @@ def test_commit_after_the_window_closes_is_refused(setup):
     for _ in range(3):
         chain.block()  # heights 2-4: round 0's window passes
     result = chain.broadcast(acct.tx(H1, [commit(H1, 0)], 1))
-    assert result.code == codes.INVALID_REQUEST and "open round: 1" in result.raw_log
+    assert result.code == codes.INVALID_REQUEST and "open round: none" in result.raw_log

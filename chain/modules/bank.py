@@ -51,6 +51,13 @@ def mint(store: CacheStore, address: str, coins: dict[str, int]) -> None:
         set_int(store, _supply_key(denom), supply(store, denom) + amount)
 
 
+def burn(store: CacheStore, address: str, coins: dict[str, int]) -> None:
+    """Destroy ``coins`` held by ``address`` (slashing), shrinking the supply."""
+    for denom, amount in coins.items():
+        set_int(store, _balance_key(address, denom), balance(store, address, denom) - amount)
+        set_int(store, _supply_key(denom), supply(store, denom) - amount)
+
+
 def send(ctx: Context, sender: str, recipient: str, coins: dict[str, int]) -> None:
     """Move ``coins`` from ``sender`` to ``recipient``; raises insufficient funds."""
     store = ctx.store

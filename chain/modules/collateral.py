@@ -51,6 +51,16 @@ def lock(store: CacheStore, address: str, amount: int) -> None:
     set_int(store, key, max(get_int(store, key), amount))
 
 
+def slash(ctx: Context, address: str, fraction) -> int:
+    """Burn ``fraction`` of ``address``'s bonded collateral; returns the amount taken."""
+    have = bonded(ctx.store, address)
+    amount = int(have * fraction)
+    if amount:
+        set_int(ctx.store, _bonded_key(address), have - amount)
+        bank.burn(ctx.store, MODULE_ACCOUNT, {ctx.params.poc.collateral_denom: amount})
+    return amount
+
+
 def info(store: CacheStore, address: str) -> CollateralInfo:
     """Bonded and unbonding collateral of ``address``."""
     prefix = b"unb/" + address.encode() + b"/"

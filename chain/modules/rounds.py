@@ -1,9 +1,13 @@
-"""Training rounds: the commit-window schedule, ``MsgCommitRound`` and global checkpoints.
+"""Training rounds: the schedule, ``MsgCommitRound`` and global checkpoints.
 
-Round r of a run owns the blocks ``[start + r*round_blocks, start + (r+1)*round_blocks)``; a
-host commits round r inside that window, once. When the window's last block ends, the base
-hashes of the round's commits are tallied and the majority value is recorded as the round's
-global checkpoint: the hash of the global state (parameters + outer momentum) it started from.
+Each round of a run takes ``period = round_blocks + 2 + reveal + verdict`` blocks: a commit
+window of ``round_blocks`` blocks in which a host commits the round once; the next block, whose
+hash seeds the challenge selection made at the end of the block after it; a reveal window and a
+verdict window; and the resolution block, at whose end challenges are decided and failed hosts
+slashed. The next round's commit window follows, so aggregation can leave slashed pseudo-
+gradients out. When a commit window ends, the majority base hash of its commits is recorded as
+the round's global checkpoint: the hash of the global state (parameters + outer momentum) the
+round started from.
 """
 
 from __future__ import annotations
@@ -18,15 +22,18 @@ from chain.modules import registry
 from chain.state import CacheStore
 from dilochain.poc.v1.tx_pb2 import MsgCommitRound, MsgCommitRoundResponse
 from dilochain.poc.v1.types_pb2 import GlobalCheckpoint, RoundCommit, Run
+from genesis.models import PocParams
 
 
 @dataclass(frozen=True)
 class Window:
-    """The round whose commit window holds ``height``, and that window's blocks."""
+    """A round's blocks: its commit window, its selection and its resolution block."""
 
     round: int
     start: int
     end: int
+    selection: int
+    resolution: int
 
 
 def derive_data_seed(seed: int, host: str, round_: int) -> int:
@@ -35,14 +42,23 @@ def derive_data_seed(seed: int, host: str, round_: int) -> int:
     return int.from_bytes(digest[:8], "big")
 
 
-def window_at(run: Run, height: int) -> Window | None:
-    """The round window containing ``height`` (None before the run starts)."""
+def round_window(run: Run, params: PocParams, round_: int) -> Window:
+    """The blocks of round ``round_``."""
+    blocks = run.config.round_blocks
+    period = blocks + 2 + params.reveal_window_blocks + params.verdict_window_blocks
+    start = run.start_height + round_ * period
+    selection = start + blocks + 1
+    return Window(round_, start, start + blocks - 1, selection, start + period - 1)
+
+
+def window_at(run: Run, params: PocParams, height: int) -> Window | None:
+    """The round whose period holds ``height`` (None before the run starts)."""
     if height < run.start_height:
         return None
-    blocks = run.config.round_blocks
-    r = (height - run.start_height) // blocks
-    start = run.start_height + r * blocks
-    return Window(r, start, start + blocks - 1)
+    first = round_window(run, params, 0)
+    return round_window(
+        run, params, (height - run.start_height) // (first.resolution + 1 - first.start)
+    )
 
 
 def tokens_per_round(run: Run) -> int:
@@ -64,6 +80,12 @@ def commits(store: CacheStore, run_id: str, round_: int) -> list[RoundCommit]:
     return [RoundCommit.FromString(v) for _, v in store.iterate(_round_prefix(run_id, round_))]
 
 
+def set_commit(store: CacheStore, commit: RoundCommit) -> None:
+    """Store (or update) a host's commit of a round."""
+    key = _round_prefix(commit.run_id, commit.round) + commit.host.encode()
+    store.set(key, commit.SerializeToString())
+
+
 def global_checkpoints(store: CacheStore, run_id: str) -> list[GlobalCheckpoint]:
     """Recorded global checkpoints of a run, by round."""
     prefix = b"global/" + run_id.encode() + b"/"
@@ -76,11 +98,10 @@ def _handle_commit(ctx: Context, msg: MsgCommitRound) -> MsgCommitRoundResponse:
         raise TxError(codes.NOT_FOUND, f"run {msg.run_id!r} not found")
     if not registry.is_host(ctx.store, msg.run_id, msg.host):
         raise TxError(codes.UNAUTHORIZED, f"{msg.host} is not a host of run {msg.run_id!r}")
-    window = window_at(run, ctx.height)
-    if window is None or window.round != msg.round or msg.round >= run.config.total_rounds:
-        current = (
-            "none" if window is None else f"{window.round} (blocks {window.start}-{window.end})"
-        )
+    window = window_at(run, ctx.params.poc, ctx.height)
+    open_now = window is not None and window.start <= ctx.height <= window.end
+    if not open_now or window.round != msg.round or msg.round >= run.config.total_rounds:
+        current = f"{window.round} (blocks {window.start}-{window.end})" if open_now else "none"
         raise TxError(
             codes.INVALID_REQUEST,
             f"round {msg.round} is not open for commits at block {ctx.height}; open round: "
@@ -102,7 +123,7 @@ def _handle_commit(ctx: Context, msg: MsgCommitRound) -> MsgCommitRoundResponse:
         pseudo_grad_hash=msg.pseudo_grad_hash, data_seed=msg.data_seed, tokens=msg.tokens,
         loss=msg.loss, base_hash=msg.base_hash, height=ctx.height,
     )  # fmt: skip
-    ctx.store.set(key, commit.SerializeToString())
+    set_commit(ctx.store, commit)
     ctx.emit("commit_round", run_id=msg.run_id, round=msg.round, host=msg.host,
              pseudo_grad_hash=msg.pseudo_grad_hash.hex())  # fmt: skip
     return MsgCommitRoundResponse()
@@ -111,7 +132,7 @@ def _handle_commit(ctx: Context, msg: MsgCommitRound) -> MsgCommitRoundResponse:
 def end_block(ctx: Context) -> None:
     """Record the global checkpoint of every round whose commit window ends at this block."""
     for run in registry.runs(ctx.store):
-        window = window_at(run, ctx.height)
+        window = window_at(run, ctx.params.poc, ctx.height)
         if window is None or window.end != ctx.height or window.round >= run.config.total_rounds:
             continue
         found = commits(ctx.store, run.run_id, window.round)

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from dilochain.poc.v1 import types_pb2 as dilochain_dot_poc_dot_v1_dot_types__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1c\x64ilochain/poc/v1/query.proto\x12\x10\x64ilochain.poc.v1\x1a\x1c\x64ilochain/poc/v1/types.proto\"\x14\n\x12QueryParamsRequest\"?\n\x13QueryParamsResponse\x12(\n\x06params\x18\x01 \x01(\x0b\x32\x18.dilochain.poc.v1.Params\")\n\x16QueryCollateralRequest\x12\x0f\n\x07\x61\x64\x64ress\x18\x01 \x01(\t\"O\n\x17QueryCollateralResponse\x12\x34\n\ncollateral\x18\x01 \x01(\x0b\x32 .dilochain.poc.v1.CollateralInfo\"!\n\x0fQueryRunRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\"6\n\x10QueryRunResponse\x12\"\n\x03run\x18\x01 \x01(\x0b\x32\x15.dilochain.poc.v1.Run\"\x12\n\x10QueryRunsRequest\"8\n\x11QueryRunsResponse\x12#\n\x04runs\x18\x01 \x03(\x0b\x32\x15.dilochain.poc.v1.Run\"#\n\x11QueryHostsRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\";\n\x12QueryHostsResponse\x12%\n\x05hosts\x18\x01 \x03(\x0b\x32\x16.dilochain.poc.v1.Host\"\'\n\x15QueryRoundInfoRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\"s\n\x16QueryRoundInfoResponse\x12\x0e\n\x06height\x18\x01 \x01(\x03\x12\r\n\x05round\x18\x02 \x01(\x04\x12\x14\n\x0cwindow_start\x18\x03 \x01(\x03\x12\x12\n\nwindow_end\x18\x04 \x01(\x03\x12\x10\n\x08\x66inished\x18\x05 \x01(\x08\"4\n\x13QueryCommitsRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\r\n\x05round\x18\x02 \x01(\x04\"F\n\x14QueryCommitsResponse\x12.\n\x07\x63ommits\x18\x01 \x03(\x0b\x32\x1d.dilochain.poc.v1.RoundCommit\"/\n\x1dQueryGlobalCheckpointsRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\"Y\n\x1eQueryGlobalCheckpointsResponse\x12\x37\n\x0b\x63heckpoints\x18\x01 \x03(\x0b\x32\".dilochain.poc.v1.GlobalCheckpoint2\xe6\x05\n\x05Query\x12U\n\x06Params\x12$.dilochain.poc.v1.QueryParamsRequest\x1a%.dilochain.poc.v1.QueryParamsResponse\x12\x61\n\nCollateral\x12(.dilochain.poc.v1.QueryCollateralRequest\x1a).dilochain.poc.v1.QueryCollateralResponse\x12L\n\x03Run\x12!.dilochain.poc.v1.QueryRunRequest\x1a\".dilochain.poc.v1.QueryRunResponse\x12O\n\x04Runs\x12\".dilochain.poc.v1.QueryRunsRequest\x1a#.dilochain.poc.v1.QueryRunsResponse\x12R\n\x05Hosts\x12#.dilochain.poc.v1.QueryHostsRequest\x1a$.dilochain.poc.v1.QueryHostsResponse\x12^\n\tRoundInfo\x12\'.dilochain.poc.v1.QueryRoundInfoRequest\x1a(.dilochain.poc.v1.QueryRoundInfoResponse\x12X\n\x07\x43ommits\x12%.dilochain.poc.v1.QueryCommitsRequest\x1a&.dilochain.poc.v1.QueryCommitsResponse\x12v\n\x11GlobalCheckpoints\x12/.dilochain.poc.v1.QueryGlobalCheckpointsRequest\x1a\x30.dilochain.poc.v1.QueryGlobalCheckpointsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1c\x64ilochain/poc/v1/query.proto\x12\x10\x64ilochain.poc.v1\x1a\x1c\x64ilochain/poc/v1/types.proto\"\x14\n\x12QueryParamsRequest\"?\n\x13QueryParamsResponse\x12(\n\x06params\x18\x01 \x01(\x0b\x32\x18.dilochain.poc.v1.Params\")\n\x16QueryCollateralRequest\x12\x0f\n\x07\x61\x64\x64ress\x18\x01 \x01(\t\"O\n\x17QueryCollateralResponse\x12\x34\n\ncollateral\x18\x01 \x01(\x0b\x32 .dilochain.poc.v1.CollateralInfo\"!\n\x0fQueryRunRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\"6\n\x10QueryRunResponse\x12\"\n\x03run\x18\x01 \x01(\x0b\x32\x15.dilochain.poc.v1.Run\"\x12\n\x10QueryRunsRequest\"8\n\x11QueryRunsResponse\x12#\n\x04runs\x18\x01 \x03(\x0b\x32\x15.dilochain.poc.v1.Run\"#\n\x11QueryHostsRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\";\n\x12QueryHostsResponse\x12%\n\x05hosts\x18\x01 \x03(\x0b\x32\x16.dilochain.poc.v1.Host\"\'\n\x15QueryRoundInfoRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\"\xa8\x01\n\x16QueryRoundInfoResponse\x12\x0e\n\x06height\x18\x01 \x01(\x03\x12\r\n\x05round\x18\x02 \x01(\x04\x12\x14\n\x0cwindow_start\x18\x03 \x01(\x03\x12\x12\n\nwindow_end\x18\x04 \x01(\x03\x12\x10\n\x08\x66inished\x18\x05 \x01(\x08\x12\x18\n\x10selection_height\x18\x06 \x01(\x03\x12\x19\n\x11resolution_height\x18\x07 \x01(\x03\"4\n\x13QueryCommitsRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\r\n\x05round\x18\x02 \x01(\x04\"F\n\x14QueryCommitsResponse\x12.\n\x07\x63ommits\x18\x01 \x03(\x0b\x32\x1d.dilochain.poc.v1.RoundCommit\"/\n\x1dQueryGlobalCheckpointsRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\"Y\n\x1eQueryGlobalCheckpointsResponse\x12\x37\n\x0b\x63heckpoints\x18\x01 \x03(\x0b\x32\".dilochain.poc.v1.GlobalCheckpoint\"7\n\x16QueryChallengesRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\r\n\x05round\x18\x02 \x01(\x04\"J\n\x17QueryChallengesResponse\x12/\n\nchallenges\x18\x01 \x03(\x0b\x32\x1b.dilochain.poc.v1.Challenge\"&\n\x13QuerySlashesRequest\x12\x0f\n\x07\x61\x64\x64ress\x18\x01 \x01(\t\"@\n\x14QuerySlashesResponse\x12(\n\x07slashes\x18\x01 \x03(\x0b\x32\x17.dilochain.poc.v1.Slash\"\x17\n\x15QueryVerifiersRequest\"G\n\x16QueryVerifiersResponse\x12-\n\tverifiers\x18\x01 \x03(\x0b\x32\x1a.dilochain.poc.v1.Verifier2\x83\x08\n\x05Query\x12U\n\x06Params\x12$.dilochain.poc.v1.QueryParamsRequest\x1a%.dilochain.poc.v1.QueryParamsResponse\x12\x61\n\nCollateral\x12(.dilochain.poc.v1.QueryCollateralRequest\x1a).dilochain.poc.v1.QueryCollateralResponse\x12L\n\x03Run\x12!.dilochain.poc.v1.QueryRunRequest\x1a\".dilochain.poc.v1.QueryRunResponse\x12O\n\x04Runs\x12\".dilochain.poc.v1.QueryRunsRequest\x1a#.dilochain.poc.v1.QueryRunsResponse\x12R\n\x05Hosts\x12#.dilochain.poc.v1.QueryHostsRequest\x1a$.dilochain.poc.v1.QueryHostsResponse\x12^\n\tRoundInfo\x12\'.dilochain.poc.v1.QueryRoundInfoRequest\x1a(.dilochain.poc.v1.QueryRoundInfoResponse\x12X\n\x07\x43ommits\x12%.dilochain.poc.v1.QueryCommitsRequest\x1a&.dilochain.poc.v1.QueryCommitsResponse\x12v\n\x11GlobalCheckpoints\x12/.dilochain.poc.v1.QueryGlobalCheckpointsRequest\x1a\x30.dilochain.poc.v1.QueryGlobalCheckpointsResponse\x12\x61\n\nChallenges\x12(.dilochain.poc.v1.QueryChallengesRequest\x1a).dilochain.poc.v1.QueryChallengesResponse\x12X\n\x07Slashes\x12%.dilochain.poc.v1.QuerySlashesRequest\x1a&.dilochain.poc.v1.QuerySlashesResponse\x12^\n\tVerifiers\x12\'.dilochain.poc.v1.QueryVerifiersRequest\x1a(.dilochain.poc.v1.QueryVerifiersResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -54,16 +54,28 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_QUERYHOSTSRESPONSE']._serialized_end=556
   _globals['_QUERYROUNDINFOREQUEST']._serialized_start=558
   _globals['_QUERYROUNDINFOREQUEST']._serialized_end=597
-  _globals['_QUERYROUNDINFORESPONSE']._serialized_start=599
-  _globals['_QUERYROUNDINFORESPONSE']._serialized_end=714
-  _globals['_QUERYCOMMITSREQUEST']._serialized_start=716
-  _globals['_QUERYCOMMITSREQUEST']._serialized_end=768
-  _globals['_QUERYCOMMITSRESPONSE']._serialized_start=770
-  _globals['_QUERYCOMMITSRESPONSE']._serialized_end=840
-  _globals['_QUERYGLOBALCHECKPOINTSREQUEST']._serialized_start=842
-  _globals['_QUERYGLOBALCHECKPOINTSREQUEST']._serialized_end=889
-  _globals['_QUERYGLOBALCHECKPOINTSRESPONSE']._serialized_start=891
-  _globals['_QUERYGLOBALCHECKPOINTSRESPONSE']._serialized_end=980
-  _globals['_QUERY']._serialized_start=983
-  _globals['_QUERY']._serialized_end=1725
+  _globals['_QUERYROUNDINFORESPONSE']._serialized_start=600
+  _globals['_QUERYROUNDINFORESPONSE']._serialized_end=768
+  _globals['_QUERYCOMMITSREQUEST']._serialized_start=770
+  _globals['_QUERYCOMMITSREQUEST']._serialized_end=822
+  _globals['_QUERYCOMMITSRESPONSE']._serialized_start=824
+  _globals['_QUERYCOMMITSRESPONSE']._serialized_end=894
+  _globals['_QUERYGLOBALCHECKPOINTSREQUEST']._serialized_start=896
+  _globals['_QUERYGLOBALCHECKPOINTSREQUEST']._serialized_end=943
+  _globals['_QUERYGLOBALCHECKPOINTSRESPONSE']._serialized_start=945
+  _globals['_QUERYGLOBALCHECKPOINTSRESPONSE']._serialized_end=1034
+  _globals['_QUERYCHALLENGESREQUEST']._serialized_start=1036
+  _globals['_QUERYCHALLENGESREQUEST']._serialized_end=1091
+  _globals['_QUERYCHALLENGESRESPONSE']._serialized_start=1093
+  _globals['_QUERYCHALLENGESRESPONSE']._serialized_end=1167
+  _globals['_QUERYSLASHESREQUEST']._serialized_start=1169
+  _globals['_QUERYSLASHESREQUEST']._serialized_end=1207
+  _globals['_QUERYSLASHESRESPONSE']._serialized_start=1209
+  _globals['_QUERYSLASHESRESPONSE']._serialized_end=1273
+  _globals['_QUERYVERIFIERSREQUEST']._serialized_start=1275
+  _globals['_QUERYVERIFIERSREQUEST']._serialized_end=1298
+  _globals['_QUERYVERIFIERSRESPONSE']._serialized_start=1300
+  _globals['_QUERYVERIFIERSRESPONSE']._serialized_end=1371
+  _globals['_QUERY']._serialized_start=1374
+  _globals['_QUERY']._serialized_end=2401
 # @@protoc_insertion_point(module_scope)

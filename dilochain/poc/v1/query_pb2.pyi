@@ -69,18 +69,22 @@ class QueryRoundInfoRequest(_message.Message):
     def __init__(self, run_id: _Optional[str] = ...) -> None: ...
 
 class QueryRoundInfoResponse(_message.Message):
-    __slots__ = ("height", "round", "window_start", "window_end", "finished")
+    __slots__ = ("height", "round", "window_start", "window_end", "finished", "selection_height", "resolution_height")
     HEIGHT_FIELD_NUMBER: _ClassVar[int]
     ROUND_FIELD_NUMBER: _ClassVar[int]
     WINDOW_START_FIELD_NUMBER: _ClassVar[int]
     WINDOW_END_FIELD_NUMBER: _ClassVar[int]
     FINISHED_FIELD_NUMBER: _ClassVar[int]
+    SELECTION_HEIGHT_FIELD_NUMBER: _ClassVar[int]
+    RESOLUTION_HEIGHT_FIELD_NUMBER: _ClassVar[int]
     height: int
     round: int
     window_start: int
     window_end: int
     finished: bool
-    def __init__(self, height: _Optional[int] = ..., round: _Optional[int] = ..., window_start: _Optional[int] = ..., window_end: _Optional[int] = ..., finished: bool = ...) -> None: ...
+    selection_height: int
+    resolution_height: int
+    def __init__(self, height: _Optional[int] = ..., round: _Optional[int] = ..., window_start: _Optional[int] = ..., window_end: _Optional[int] = ..., finished: bool = ..., selection_height: _Optional[int] = ..., resolution_height: _Optional[int] = ...) -> None: ...
 
 class QueryCommitsRequest(_message.Message):
     __slots__ = ("run_id", "round")
@@ -107,3 +111,39 @@ class QueryGlobalCheckpointsResponse(_message.Message):
     CHECKPOINTS_FIELD_NUMBER: _ClassVar[int]
     checkpoints: _containers.RepeatedCompositeFieldContainer[_types_pb2.GlobalCheckpoint]
     def __init__(self, checkpoints: _Optional[_Iterable[_Union[_types_pb2.GlobalCheckpoint, _Mapping]]] = ...) -> None: ...
+
+class QueryChallengesRequest(_message.Message):
+    __slots__ = ("run_id", "round")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    ROUND_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    round: int
+    def __init__(self, run_id: _Optional[str] = ..., round: _Optional[int] = ...) -> None: ...
+
+class QueryChallengesResponse(_message.Message):
+    __slots__ = ("challenges",)
+    CHALLENGES_FIELD_NUMBER: _ClassVar[int]
+    challenges: _containers.RepeatedCompositeFieldContainer[_types_pb2.Challenge]
+    def __init__(self, challenges: _Optional[_Iterable[_Union[_types_pb2.Challenge, _Mapping]]] = ...) -> None: ...
+
+class QuerySlashesRequest(_message.Message):
+    __slots__ = ("address",)
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    address: str
+    def __init__(self, address: _Optional[str] = ...) -> None: ...
+
+class QuerySlashesResponse(_message.Message):
+    __slots__ = ("slashes",)
+    SLASHES_FIELD_NUMBER: _ClassVar[int]
+    slashes: _containers.RepeatedCompositeFieldContainer[_types_pb2.Slash]
+    def __init__(self, slashes: _Optional[_Iterable[_Union[_types_pb2.Slash, _Mapping]]] = ...) -> None: ...
+
+class QueryVerifiersRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class QueryVerifiersResponse(_message.Message):
+    __slots__ = ("verifiers",)
+    VERIFIERS_FIELD_NUMBER: _ClassVar[int]
+    verifiers: _containers.RepeatedCompositeFieldContainer[_types_pb2.Verifier]
+    def __init__(self, verifiers: _Optional[_Iterable[_Union[_types_pb2.Verifier, _Mapping]]] = ...) -> None: ...

@@ -75,6 +75,21 @@ class QueryStub(object):
                 request_serializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryGlobalCheckpointsRequest.SerializeToString,
                 response_deserializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryGlobalCheckpointsResponse.FromString,
                 _registered_method=True)
+        self.Challenges = channel.unary_unary(
+                '/dilochain.poc.v1.Query/Challenges',
+                request_serializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryChallengesRequest.SerializeToString,
+                response_deserializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryChallengesResponse.FromString,
+                _registered_method=True)
+        self.Slashes = channel.unary_unary(
+                '/dilochain.poc.v1.Query/Slashes',
+                request_serializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QuerySlashesRequest.SerializeToString,
+                response_deserializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QuerySlashesResponse.FromString,
+                _registered_method=True)
+        self.Verifiers = channel.unary_unary(
+                '/dilochain.poc.v1.Query/Verifiers',
+                request_serializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryVerifiersRequest.SerializeToString,
+                response_deserializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryVerifiersResponse.FromString,
+                _registered_method=True)
 
 
 class QueryServicer(object):
@@ -129,6 +144,24 @@ class QueryServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Challenges(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Slashes(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Verifiers(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_QueryServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -171,6 +204,21 @@ def add_QueryServicer_to_server(servicer, server):
                     servicer.GlobalCheckpoints,
                     request_deserializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryGlobalCheckpointsRequest.FromString,
                     response_serializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryGlobalCheckpointsResponse.SerializeToString,
+            ),
+            'Challenges': grpc.unary_unary_rpc_method_handler(
+                    servicer.Challenges,
+                    request_deserializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryChallengesRequest.FromString,
+                    response_serializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryChallengesResponse.SerializeToString,
+            ),
+            'Slashes': grpc.unary_unary_rpc_method_handler(
+                    servicer.Slashes,
+                    request_deserializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QuerySlashesRequest.FromString,
+                    response_serializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QuerySlashesResponse.SerializeToString,
+            ),
+            'Verifiers': grpc.unary_unary_rpc_method_handler(
+                    servicer.Verifiers,
+                    request_deserializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryVerifiersRequest.FromString,
+                    response_serializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryVerifiersResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -390,6 +438,87 @@ class Query(object):
             '/dilochain.poc.v1.Query/GlobalCheckpoints',
             dilochain_dot_poc_dot_v1_dot_query__pb2.QueryGlobalCheckpointsRequest.SerializeToString,
             dilochain_dot_poc_dot_v1_dot_query__pb2.QueryGlobalCheckpointsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Challenges(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/dilochain.poc.v1.Query/Challenges',
+            dilochain_dot_poc_dot_v1_dot_query__pb2.QueryChallengesRequest.SerializeToString,
+            dilochain_dot_poc_dot_v1_dot_query__pb2.QueryChallengesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Slashes(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/dilochain.poc.v1.Query/Slashes',
+            dilochain_dot_poc_dot_v1_dot_query__pb2.QuerySlashesRequest.SerializeToString,
+            dilochain_dot_poc_dot_v1_dot_query__pb2.QuerySlashesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Verifiers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/dilochain.poc.v1.Query/Verifiers',
+            dilochain_dot_poc_dot_v1_dot_query__pb2.QueryVerifiersRequest.SerializeToString,
+            dilochain_dot_poc_dot_v1_dot_query__pb2.QueryVerifiersResponse.FromString,
             options,
             channel_credentials,
             insecure,

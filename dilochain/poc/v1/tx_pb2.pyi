@@ -1,7 +1,8 @@
 from dilochain.poc.v1 import types_pb2 as _types_pb2
+from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
-from typing import ClassVar as _ClassVar, Mapping as _Mapping, Optional as _Optional, Union as _Union
+from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Mapping, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
@@ -82,5 +83,65 @@ class MsgCommitRound(_message.Message):
     def __init__(self, host: _Optional[str] = ..., run_id: _Optional[str] = ..., round: _Optional[int] = ..., ckpt_root: _Optional[bytes] = ..., pseudo_grad_hash: _Optional[bytes] = ..., data_seed: _Optional[int] = ..., tokens: _Optional[int] = ..., loss: _Optional[float] = ..., base_hash: _Optional[bytes] = ...) -> None: ...
 
 class MsgCommitRoundResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class MsgRevealCheckpoints(_message.Message):
+    __slots__ = ("host", "run_id", "round", "segment", "start_hash", "end_hash", "final_hash", "start_proof", "end_proof", "final_proof")
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    ROUND_FIELD_NUMBER: _ClassVar[int]
+    SEGMENT_FIELD_NUMBER: _ClassVar[int]
+    START_HASH_FIELD_NUMBER: _ClassVar[int]
+    END_HASH_FIELD_NUMBER: _ClassVar[int]
+    FINAL_HASH_FIELD_NUMBER: _ClassVar[int]
+    START_PROOF_FIELD_NUMBER: _ClassVar[int]
+    END_PROOF_FIELD_NUMBER: _ClassVar[int]
+    FINAL_PROOF_FIELD_NUMBER: _ClassVar[int]
+    host: str
+    run_id: str
+    round: int
+    segment: int
+    start_hash: bytes
+    end_hash: bytes
+    final_hash: bytes
+    start_proof: _containers.RepeatedScalarFieldContainer[bytes]
+    end_proof: _containers.RepeatedScalarFieldContainer[bytes]
+    final_proof: _containers.RepeatedScalarFieldContainer[bytes]
+    def __init__(self, host: _Optional[str] = ..., run_id: _Optional[str] = ..., round: _Optional[int] = ..., segment: _Optional[int] = ..., start_hash: _Optional[bytes] = ..., end_hash: _Optional[bytes] = ..., final_hash: _Optional[bytes] = ..., start_proof: _Optional[_Iterable[bytes]] = ..., end_proof: _Optional[_Iterable[bytes]] = ..., final_proof: _Optional[_Iterable[bytes]] = ...) -> None: ...
+
+class MsgRevealCheckpointsResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class MsgRegisterVerifier(_message.Message):
+    __slots__ = ("verifier",)
+    VERIFIER_FIELD_NUMBER: _ClassVar[int]
+    verifier: str
+    def __init__(self, verifier: _Optional[str] = ...) -> None: ...
+
+class MsgRegisterVerifierResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class MsgSubmitVerdict(_message.Message):
+    __slots__ = ("verifier", "run_id", "round", "host", "segment", "passed", "evidence_hash")
+    VERIFIER_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    ROUND_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    SEGMENT_FIELD_NUMBER: _ClassVar[int]
+    PASSED_FIELD_NUMBER: _ClassVar[int]
+    EVIDENCE_HASH_FIELD_NUMBER: _ClassVar[int]
+    verifier: str
+    run_id: str
+    round: int
+    host: str
+    segment: int
+    passed: bool
+    evidence_hash: bytes
+    def __init__(self, verifier: _Optional[str] = ..., run_id: _Optional[str] = ..., round: _Optional[int] = ..., host: _Optional[str] = ..., segment: _Optional[int] = ..., passed: bool = ..., evidence_hash: _Optional[bytes] = ...) -> None: ...
+
+class MsgSubmitVerdictResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...

@@ -60,6 +60,21 @@ class MsgStub(object):
                 request_serializer=dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgCommitRound.SerializeToString,
                 response_deserializer=dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgCommitRoundResponse.FromString,
                 _registered_method=True)
+        self.RevealCheckpoints = channel.unary_unary(
+                '/dilochain.poc.v1.Msg/RevealCheckpoints',
+                request_serializer=dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgRevealCheckpoints.SerializeToString,
+                response_deserializer=dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgRevealCheckpointsResponse.FromString,
+                _registered_method=True)
+        self.RegisterVerifier = channel.unary_unary(
+                '/dilochain.poc.v1.Msg/RegisterVerifier',
+                request_serializer=dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgRegisterVerifier.SerializeToString,
+                response_deserializer=dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgRegisterVerifierResponse.FromString,
+                _registered_method=True)
+        self.SubmitVerdict = channel.unary_unary(
+                '/dilochain.poc.v1.Msg/SubmitVerdict',
+                request_serializer=dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgSubmitVerdict.SerializeToString,
+                response_deserializer=dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgSubmitVerdictResponse.FromString,
+                _registered_method=True)
 
 
 class MsgServicer(object):
@@ -96,6 +111,24 @@ class MsgServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RevealCheckpoints(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RegisterVerifier(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SubmitVerdict(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MsgServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -123,6 +156,21 @@ def add_MsgServicer_to_server(servicer, server):
                     servicer.CommitRound,
                     request_deserializer=dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgCommitRound.FromString,
                     response_serializer=dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgCommitRoundResponse.SerializeToString,
+            ),
+            'RevealCheckpoints': grpc.unary_unary_rpc_method_handler(
+                    servicer.RevealCheckpoints,
+                    request_deserializer=dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgRevealCheckpoints.FromString,
+                    response_serializer=dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgRevealCheckpointsResponse.SerializeToString,
+            ),
+            'RegisterVerifier': grpc.unary_unary_rpc_method_handler(
+                    servicer.RegisterVerifier,
+                    request_deserializer=dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgRegisterVerifier.FromString,
+                    response_serializer=dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgRegisterVerifierResponse.SerializeToString,
+            ),
+            'SubmitVerdict': grpc.unary_unary_rpc_method_handler(
+                    servicer.SubmitVerdict,
+                    request_deserializer=dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgSubmitVerdict.FromString,
+                    response_serializer=dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgSubmitVerdictResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -261,6 +309,87 @@ class Msg(object):
             '/dilochain.poc.v1.Msg/CommitRound',
             dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgCommitRound.SerializeToString,
             dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgCommitRoundResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RevealCheckpoints(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/dilochain.poc.v1.Msg/RevealCheckpoints',
+            dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgRevealCheckpoints.SerializeToString,
+            dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgRevealCheckpointsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RegisterVerifier(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/dilochain.poc.v1.Msg/RegisterVerifier',
+            dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgRegisterVerifier.SerializeToString,
+            dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgRegisterVerifierResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SubmitVerdict(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/dilochain.poc.v1.Msg/SubmitVerdict',
+            dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgSubmitVerdict.SerializeToString,
+            dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgSubmitVerdictResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,9 +1,23 @@
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Mapping, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class ChallengeStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    CHALLENGE_STATUS_PENDING: _ClassVar[ChallengeStatus]
+    CHALLENGE_STATUS_PASSED: _ClassVar[ChallengeStatus]
+    CHALLENGE_STATUS_FAILED: _ClassVar[ChallengeStatus]
+    CHALLENGE_STATUS_NOT_REVEALED: _ClassVar[ChallengeStatus]
+    CHALLENGE_STATUS_UNDECIDED: _ClassVar[ChallengeStatus]
+CHALLENGE_STATUS_PENDING: ChallengeStatus
+CHALLENGE_STATUS_PASSED: ChallengeStatus
+CHALLENGE_STATUS_FAILED: ChallengeStatus
+CHALLENGE_STATUS_NOT_REVEALED: ChallengeStatus
+CHALLENGE_STATUS_UNDECIDED: ChallengeStatus
 
 class ModelConfig(_message.Message):
     __slots__ = ("vocab_size", "context", "d_model", "n_layers", "n_heads")
@@ -76,7 +90,7 @@ class Run(_message.Message):
     def __init__(self, run_id: _Optional[str] = ..., creator: _Optional[str] = ..., config: _Optional[_Union[RunConfig, _Mapping]] = ..., created_height: _Optional[int] = ..., start_height: _Optional[int] = ...) -> None: ...
 
 class RoundCommit(_message.Message):
-    __slots__ = ("run_id", "round", "host", "ckpt_root", "pseudo_grad_hash", "data_seed", "tokens", "loss", "base_hash", "height")
+    __slots__ = ("run_id", "round", "host", "ckpt_root", "pseudo_grad_hash", "data_seed", "tokens", "loss", "base_hash", "height", "excluded")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     ROUND_FIELD_NUMBER: _ClassVar[int]
     HOST_FIELD_NUMBER: _ClassVar[int]
@@ -87,6 +101,7 @@ class RoundCommit(_message.Message):
     LOSS_FIELD_NUMBER: _ClassVar[int]
     BASE_HASH_FIELD_NUMBER: _ClassVar[int]
     HEIGHT_FIELD_NUMBER: _ClassVar[int]
+    EXCLUDED_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     round: int
     host: str
@@ -97,7 +112,68 @@ class RoundCommit(_message.Message):
     loss: float
     base_hash: bytes
     height: int
-    def __init__(self, run_id: _Optional[str] = ..., round: _Optional[int] = ..., host: _Optional[str] = ..., ckpt_root: _Optional[bytes] = ..., pseudo_grad_hash: _Optional[bytes] = ..., data_seed: _Optional[int] = ..., tokens: _Optional[int] = ..., loss: _Optional[float] = ..., base_hash: _Optional[bytes] = ..., height: _Optional[int] = ...) -> None: ...
+    excluded: bool
+    def __init__(self, run_id: _Optional[str] = ..., round: _Optional[int] = ..., host: _Optional[str] = ..., ckpt_root: _Optional[bytes] = ..., pseudo_grad_hash: _Optional[bytes] = ..., data_seed: _Optional[int] = ..., tokens: _Optional[int] = ..., loss: _Optional[float] = ..., base_hash: _Optional[bytes] = ..., height: _Optional[int] = ..., excluded: bool = ...) -> None: ...
+
+class Vote(_message.Message):
+    __slots__ = ("verifier", "passed", "evidence_hash")
+    VERIFIER_FIELD_NUMBER: _ClassVar[int]
+    PASSED_FIELD_NUMBER: _ClassVar[int]
+    EVIDENCE_HASH_FIELD_NUMBER: _ClassVar[int]
+    verifier: str
+    passed: bool
+    evidence_hash: bytes
+    def __init__(self, verifier: _Optional[str] = ..., passed: bool = ..., evidence_hash: _Optional[bytes] = ...) -> None: ...
+
+class Challenge(_message.Message):
+    __slots__ = ("run_id", "round", "host", "segment", "verifiers", "revealed", "start_hash", "end_hash", "final_hash", "votes", "status")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    ROUND_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    SEGMENT_FIELD_NUMBER: _ClassVar[int]
+    VERIFIERS_FIELD_NUMBER: _ClassVar[int]
+    REVEALED_FIELD_NUMBER: _ClassVar[int]
+    START_HASH_FIELD_NUMBER: _ClassVar[int]
+    END_HASH_FIELD_NUMBER: _ClassVar[int]
+    FINAL_HASH_FIELD_NUMBER: _ClassVar[int]
+    VOTES_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    round: int
+    host: str
+    segment: int
+    verifiers: _containers.RepeatedScalarFieldContainer[str]
+    revealed: bool
+    start_hash: bytes
+    end_hash: bytes
+    final_hash: bytes
+    votes: _containers.RepeatedCompositeFieldContainer[Vote]
+    status: ChallengeStatus
+    def __init__(self, run_id: _Optional[str] = ..., round: _Optional[int] = ..., host: _Optional[str] = ..., segment: _Optional[int] = ..., verifiers: _Optional[_Iterable[str]] = ..., revealed: bool = ..., start_hash: _Optional[bytes] = ..., end_hash: _Optional[bytes] = ..., final_hash: _Optional[bytes] = ..., votes: _Optional[_Iterable[_Union[Vote, _Mapping]]] = ..., status: _Optional[_Union[ChallengeStatus, str]] = ...) -> None: ...
+
+class Slash(_message.Message):
+    __slots__ = ("address", "run_id", "round", "amount", "reason", "height")
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    ROUND_FIELD_NUMBER: _ClassVar[int]
+    AMOUNT_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    HEIGHT_FIELD_NUMBER: _ClassVar[int]
+    address: str
+    run_id: str
+    round: int
+    amount: str
+    reason: str
+    height: int
+    def __init__(self, address: _Optional[str] = ..., run_id: _Optional[str] = ..., round: _Optional[int] = ..., amount: _Optional[str] = ..., reason: _Optional[str] = ..., height: _Optional[int] = ...) -> None: ...
+
+class Verifier(_message.Message):
+    __slots__ = ("address", "registered_height")
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    REGISTERED_HEIGHT_FIELD_NUMBER: _ClassVar[int]
+    address: str
+    registered_height: int
+    def __init__(self, address: _Optional[str] = ..., registered_height: _Optional[int] = ...) -> None: ...
 
 class GlobalCheckpoint(_message.Message):
     __slots__ = ("run_id", "round", "hash", "commits", "agreeing")

@@ -1,0 +1,257 @@
+"""Proof of computation: challenge selection, reveals, verdicts, quorum and slashing.
+
+At the end of a round's selection block, the hash of the block after the commit window seeds
+the selection: each (host, segment) of the round's commits is challenged with probability
+``sampling_rate`` and assigned ``verifiers_per_challenge`` registered verifiers, all by
+sha256 scores anyone can recompute. The host reveals the segment's start/end (and the round's
+final) checkpoint hashes with Merkle proofs against its ``ckpt_root``; assigned verifiers
+re-execute and vote. At the resolution block a quorum decides: a host that failed (or did not
+reveal) loses ``slash_fraction`` of its collateral (burned), its commit is excluded from
+aggregation and pay; verifiers who voted against the decision lose ``verifier_slash_fraction``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from chain.context import Context, MsgSpec, get_int, set_int
+from chain.errors import TxError, codes
+from chain.merkle import verify_merkle_proof
+from chain.modules import collateral, registry, rounds
+from chain.state import CacheStore
+from dilochain.poc.v1.tx_pb2 import (
+    MsgRegisterVerifier,
+    MsgRegisterVerifierResponse,
+    MsgRevealCheckpoints,
+    MsgRevealCheckpointsResponse,
+    MsgSubmitVerdict,
+    MsgSubmitVerdictResponse,
+)
+from dilochain.poc.v1.types_pb2 import (
+    Challenge,
+    ChallengeStatus,
+    Run,
+    Slash,
+    Verifier,
+    Vote,
+)
+
+PENDING = ChallengeStatus.CHALLENGE_STATUS_PENDING
+PASSED = ChallengeStatus.CHALLENGE_STATUS_PASSED
+FAILED = ChallengeStatus.CHALLENGE_STATUS_FAILED
+NOT_REVEALED = ChallengeStatus.CHALLENGE_STATUS_NOT_REVEALED
+UNDECIDED = ChallengeStatus.CHALLENGE_STATUS_UNDECIDED
+_SLASH_SEQ = b"slash/next"
+
+
+def score(seed: bytes, *parts: object) -> int:
+    """A 64-bit pseudo-random score of ``parts`` under ``seed``."""
+    data = seed + "/".join(map(str, parts)).encode()
+    return int.from_bytes(hashlib.sha256(data).digest()[:8], "big")
+
+
+def is_challenged(seed: bytes, host: str, segment: int, rate) -> bool:
+    """Whether (host, segment) is selected at sampling rate ``rate``."""
+    return score(seed, "challenge", host, segment) < int(rate * 2**64)
+
+
+def segments(run: Run) -> int:
+    """Segments per round: H / k."""
+    return run.config.inner_steps // run.config.checkpoint_interval
+
+
+def _prefix(run_id: str, round_: int) -> bytes:
+    return b"chal/" + run_id.encode() + b"/%012d/" % round_
+
+
+def _key(run_id: str, round_: int, host: str, segment: int) -> bytes:
+    return _prefix(run_id, round_) + host.encode() + b"/%06d" % segment
+
+
+def challenges(store: CacheStore, run_id: str, round_: int) -> list[Challenge]:
+    """A round's challenges, by host then segment."""
+    return [Challenge.FromString(v) for _, v in store.iterate(_prefix(run_id, round_))]
+
+
+def _save(store: CacheStore, c: Challenge) -> None:
+    store.set(_key(c.run_id, c.round, c.host, c.segment), c.SerializeToString())
+
+
+def _get(ctx: Context, run_id: str, round_: int, host: str, segment: int) -> Challenge:
+    raw = ctx.store.get(_key(run_id, round_, host, segment))
+    if raw is None:
+        raise TxError(
+            codes.NOT_FOUND, f"no challenge of {host} segment {segment} in round {round_}"
+        )
+    return Challenge.FromString(raw)
+
+
+def verifiers(store: CacheStore) -> list[Verifier]:
+    """Registered verifiers, by address."""
+    return [Verifier.FromString(v) for _, v in store.iterate(b"verifier/")]
+
+
+def slashes(store: CacheStore, address: str = "") -> list[Slash]:
+    """Slashes of one address (or all), oldest first per address."""
+    prefix = b"slash/" + (address.encode() + b"/" if address else b"")
+    return [Slash.FromString(v) for k, v in store.iterate(prefix) if k != _SLASH_SEQ]
+
+
+def _slash(ctx: Context, address: str, fraction, run_id: str, round_: int, reason: str) -> None:
+    amount = collateral.slash(ctx, address, fraction)
+    seq = get_int(ctx.store, _SLASH_SEQ)
+    set_int(ctx.store, _SLASH_SEQ, seq + 1)
+    record = Slash(address=address, run_id=run_id, round=round_, amount=str(amount),
+                   reason=reason, height=ctx.height)  # fmt: skip
+    ctx.store.set(b"slash/" + address.encode() + b"/%012d" % seq, record.SerializeToString())
+    ctx.emit("slash", address=address, run_id=run_id, round=round_, amount=amount, reason=reason)
+
+
+# ---- end of block ---------------------------------------------------------------------------
+def select(ctx: Context, run: Run, round_: int) -> None:
+    """Create the round's challenges from the last block hash."""
+    params, seed = ctx.params.poc, ctx.last_block_hash
+    pool = [v.address for v in verifiers(ctx.store)]
+    for commit in rounds.commits(ctx.store, run.run_id, round_):
+        for segment in range(segments(run)):
+            if not is_challenged(seed, commit.host, segment, params.sampling_rate):
+                continue
+            eligible = [v for v in pool if v != commit.host]
+            eligible.sort(key=lambda v, s=segment, h=commit.host: score(seed, "assign", h, s, v))
+            challenge = Challenge(run_id=run.run_id, round=round_, host=commit.host,
+                                  segment=segment,
+                                  verifiers=eligible[: params.verifiers_per_challenge])  # fmt: skip
+            _save(ctx.store, challenge)
+            ctx.emit("challenge", run_id=run.run_id, round=round_, host=commit.host,
+                     segment=segment)  # fmt: skip
+
+
+def _decide(c: Challenge, quorum: int) -> int:
+    if not c.revealed:
+        return NOT_REVEALED
+    fails = sum(1 for v in c.votes if not v.passed)
+    passes = len(c.votes) - fails
+    if fails >= quorum:
+        return FAILED
+    if passes >= quorum:
+        return PASSED
+    return UNDECIDED
+
+
+def resolve(ctx: Context, run: Run, round_: int) -> None:
+    """Decide every challenge of the round; slash and exclude failed hosts."""
+    params = ctx.params.poc
+    failed_hosts: set[str] = set()
+    for c in challenges(ctx.store, run.run_id, round_):
+        c.status = _decide(c, params.quorum)
+        _save(ctx.store, c)
+        ctx.emit("challenge_resolved", run_id=run.run_id, round=round_, host=c.host,
+                 segment=c.segment, status=ChallengeStatus.Name(c.status))  # fmt: skip
+        if c.status in (FAILED, NOT_REVEALED):
+            failed_hosts.add(c.host)
+        if c.status in (FAILED, PASSED):
+            for vote in c.votes:
+                if vote.passed != (c.status == PASSED):
+                    _slash(ctx, vote.verifier, params.verifier_slash_fraction, run.run_id, round_,
+                           f"voted against the quorum on {c.host} segment {c.segment}")  # fmt: skip
+    for commit in rounds.commits(ctx.store, run.run_id, round_):
+        if commit.host in failed_hosts:
+            commit.excluded = True
+            rounds.set_commit(ctx.store, commit)
+            _slash(ctx, commit.host, params.slash_fraction, run.run_id, round_,
+                   "failed a challenge")  # fmt: skip
+
+
+def end_block(ctx: Context) -> None:
+    """Select challenges or resolve them for every run whose schedule says so at this block."""
+    for run in registry.runs(ctx.store):
+        window = rounds.window_at(run, ctx.params.poc, ctx.height)
+        if window is None or window.round >= run.config.total_rounds:
+            continue
+        if ctx.height == window.selection:
+            select(ctx, run, window.round)
+        elif ctx.height == window.resolution:
+            resolve(ctx, run, window.round)
+
+
+# ---- messages -------------------------------------------------------------------------------
+def _handle_reveal(ctx: Context, msg: MsgRevealCheckpoints) -> MsgRevealCheckpointsResponse:
+    run = registry.get_run(ctx.store, msg.run_id)
+    if run is None:
+        raise TxError(codes.NOT_FOUND, f"run {msg.run_id!r} not found")
+    c = _get(ctx, msg.run_id, msg.round, msg.host, msg.segment)
+    window = rounds.round_window(run, ctx.params.poc, msg.round)
+    last = window.selection + ctx.params.poc.reveal_window_blocks
+    if not window.selection < ctx.height <= last:
+        raise TxError(codes.INVALID_REQUEST,
+                      f"the reveal window is blocks {window.selection + 1}-{last}")  # fmt: skip
+    if c.revealed:
+        raise TxError(codes.INVALID_REQUEST, "already revealed")
+    commit = next(
+        (x for x in rounds.commits(ctx.store, msg.run_id, msg.round) if x.host == msg.host), None
+    )
+    total = segments(run) + 1
+    checks = [
+        (msg.start_hash, msg.segment, msg.start_proof, "start"),
+        (msg.end_hash, msg.segment + 1, msg.end_proof, "end"),
+        (msg.final_hash, total - 1, msg.final_proof, "final"),
+    ]
+    for leaf, index, proof, name in checks:
+        if commit is None or not verify_merkle_proof(
+            commit.ckpt_root, leaf, index, total, list(proof)
+        ):
+            raise TxError(
+                codes.UNAUTHORIZED, f"{name} checkpoint does not match the committed root"
+            )
+    c.revealed = True
+    c.start_hash, c.end_hash, c.final_hash = msg.start_hash, msg.end_hash, msg.final_hash
+    _save(ctx.store, c)
+    ctx.emit("reveal", run_id=msg.run_id, round=msg.round, host=msg.host, segment=msg.segment)
+    return MsgRevealCheckpointsResponse()
+
+
+def _handle_register_verifier(
+    ctx: Context, msg: MsgRegisterVerifier
+) -> MsgRegisterVerifierResponse:
+    key = b"verifier/" + msg.verifier.encode()
+    if ctx.store.get(key) is not None:
+        raise TxError(codes.INVALID_REQUEST, f"{msg.verifier} is already a verifier")
+    need = ctx.params.poc.min_verifier_collateral
+    have = collateral.bonded(ctx.store, msg.verifier)
+    if have < need:
+        raise TxError(
+            codes.INSUFFICIENT_FUNDS,
+            f"a verifier needs {need} bonded collateral, {msg.verifier} has {have}",
+        )
+    collateral.lock(ctx.store, msg.verifier, need)
+    record = Verifier(address=msg.verifier, registered_height=ctx.height)
+    ctx.store.set(key, record.SerializeToString())
+    ctx.emit("register_verifier", verifier=msg.verifier)
+    return MsgRegisterVerifierResponse()
+
+
+def _handle_verdict(ctx: Context, msg: MsgSubmitVerdict) -> MsgSubmitVerdictResponse:
+    run = registry.get_run(ctx.store, msg.run_id)
+    if run is None:
+        raise TxError(codes.NOT_FOUND, f"run {msg.run_id!r} not found")
+    c = _get(ctx, msg.run_id, msg.round, msg.host, msg.segment)
+    if msg.verifier not in c.verifiers:
+        raise TxError(codes.UNAUTHORIZED, f"{msg.verifier} is not assigned to this challenge")
+    if not c.revealed:
+        raise TxError(codes.INVALID_REQUEST, "the challenge is not revealed yet")
+    if ctx.height > rounds.round_window(run, ctx.params.poc, msg.round).resolution:
+        raise TxError(codes.INVALID_REQUEST, "the verdict window has closed")
+    if any(v.verifier == msg.verifier for v in c.votes):
+        raise TxError(codes.INVALID_REQUEST, f"{msg.verifier} already voted on this challenge")
+    c.votes.append(Vote(verifier=msg.verifier, passed=msg.passed, evidence_hash=msg.evidence_hash))
+    _save(ctx.store, c)
+    ctx.emit("verdict", run_id=msg.run_id, round=msg.round, host=msg.host, segment=msg.segment,
+             verifier=msg.verifier, passed=msg.passed)  # fmt: skip
+    return MsgSubmitVerdictResponse()
+
+
+MSGS = [
+    MsgSpec(MsgRevealCheckpoints, "host", _handle_reveal),
+    MsgSpec(MsgRegisterVerifier, "verifier", _handle_register_verifier),
+    MsgSpec(MsgSubmitVerdict, "verifier", _handle_verdict),
+]
