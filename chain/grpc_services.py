@@ -203,13 +203,8 @@ class PocQuery(_UsesServices, poc_grpc.QueryServicer):
     """dilochain.poc.v1.Query."""
 
     async def Params(self, request, context):
-        params = self.s.app.params.poc
-        return poc_q.QueryParamsResponse(
-            params=PocParams(
-                collateral_denom=params.collateral_denom,
-                unbonding_period_seconds=params.unbonding_period_seconds,
-            )
-        )
+        params = self.s.app.params.poc.model_dump(mode="json")  # decimals become strings
+        return poc_q.QueryParamsResponse(params=PocParams(**params))
 
     async def Collateral(self, request, context):
         address = await _valid_address(request.address, context)

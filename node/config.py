@@ -7,6 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from node.behaviors import Behavior
+
 
 class NodeConfig(BaseModel):
     """Everything ``dilochain node start`` needs."""
@@ -22,6 +24,7 @@ class NodeConfig(BaseModel):
     artifacts: Path | None = None
     blob_address: str = "127.0.0.1:0"
     threads: int = Field(default=1, ge=1)
+    behavior: Behavior = "honest"
     poll_seconds: float = Field(default=0.2, gt=0)
 
     @property

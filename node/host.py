@@ -12,6 +12,7 @@ import hashlib
 import json
 import logging
 import threading
+import time
 from dataclasses import dataclass
 
 import grpc
@@ -20,12 +21,19 @@ from cosmpy.aerial.client import LedgerClient
 from cosmpy.aerial.exceptions import BroadcastError, QueryTimeoutError
 from cosmpy.aerial.wallet import Wallet
 
+from chain.merkle import merkle_proof
 from dilochain.client import broadcast, poc_query
 from dilochain.poc.v1 import query_pb2 as q
-from dilochain.poc.v1.tx_pb2 import MsgCommitRound, MsgDepositCollateral, MsgRegisterHost
+from dilochain.poc.v1.tx_pb2 import (
+    MsgCommitRound,
+    MsgDepositCollateral,
+    MsgRegisterHost,
+    MsgRevealCheckpoints,
+)
 from dilochain.poc.v1.types_pb2 import Run
 from node.artifacts import ArtifactError, LocalArtifactStore
 from node.blob_service import PeerFetchingStore, serve_blobs
+from node.cheats import cheat_round
 from node.compress import decompress
 from node.config import NodeConfig
 from node.data import Corpus, corpus_hash, load_text
@@ -79,6 +87,7 @@ class HostNode:
         self.store = PeerFetchingStore(self.local, self._peer_endpoints)
         cfg.state_dir.mkdir(parents=True, exist_ok=True)
         self.eval_losses: dict[int, float] = {}
+        self.checkpoint_hashes: list[bytes] = []  # of the last round this node committed
 
     # ---- chain queries -----------------------------------------------------------------------
     def _query_run(self) -> Run:
@@ -141,13 +150,16 @@ class HostNode:
     def _state_file(self):
         return self.cfg.state_dir / "state.json"
 
-    def _save(self, view: GlobalView, error_hash: bytes | None, attempted: int) -> None:
+    def _save(
+        self, view: GlobalView, error: dict[str, torch.Tensor] | None, attempted: int
+    ) -> None:
         self.local.put(encode_state(view.state))
         record = {
             "round": view.round,
             "global_hash": view.hash.hex(),
-            "error_hash": error_hash.hex() if error_hash else None,
+            "error_hash": self.local.put(encode_state(error)).hex() if error else None,
             "attempted": attempted,
+            "checkpoint_hashes": [h.hex() for h in self.checkpoint_hashes],
         }
         tmp = self._state_file().with_suffix(".tmp")
         tmp.write_text(json.dumps(record))
@@ -158,6 +170,7 @@ class HostNode:
         path = self._state_file()
         if path.exists():
             record = json.loads(path.read_text())
+            self.checkpoint_hashes = [bytes.fromhex(h) for h in record["checkpoint_hashes"]]
             state = decode_state(self.local.get(bytes.fromhex(record["global_hash"])))
             error = (
                 decode_state(self.local.get(bytes.fromhex(record["error_hash"])))
@@ -184,7 +197,7 @@ class HostNode:
         deltas = [
             decompress(self.store.get(c.pseudo_grad_hash))
             for c in self._commits(view.round)
-            if c.base_hash == base
+            if c.base_hash == base and not c.excluded
         ]
         state = outer_step(view.state, deltas, self.rc.outer_lr, self.rc.outer_momentum)
         nxt = GlobalView(view.round + 1, state)
@@ -221,6 +234,61 @@ class HostNode:
         while not stop.is_set() and self._round_info().height < height:
             stop.wait(self.cfg.poll_seconds)
 
+    def reveal(self, round_: int) -> None:
+        """Reveal every challenged segment of this host's round ``round_`` (with Merkle proofs)."""
+        request = q.QueryChallengesRequest(run_id=self.cfg.run_id, round=round_)
+        mine = [c for c in self.poc.Challenges(request).challenges
+                if c.host == self.address and not c.revealed]  # fmt: skip
+        if not mine or self.cfg.behavior == "no-reveal" or not self.checkpoint_hashes:
+            return
+        leaves, msgs = self.checkpoint_hashes, []
+        for c in mine:
+            end = leaves[c.segment + 1]
+            if self.cfg.behavior == "bad-reveal":
+                end = hashlib.sha256(b"not my checkpoint" + end).digest()
+            msgs.append(MsgRevealCheckpoints(
+                host=self.address, run_id=self.cfg.run_id, round=round_, segment=c.segment,
+                start_hash=leaves[c.segment], end_hash=end, final_hash=leaves[-1],
+                start_proof=merkle_proof(leaves, c.segment),
+                end_proof=merkle_proof(leaves, c.segment + 1),
+                final_proof=merkle_proof(leaves, len(leaves) - 1),
+            ))  # fmt: skip
+        try:
+            self._send(*msgs)
+            log.info("round %d: revealed segments %s", round_, [c.segment for c in mine])
+        except (BroadcastError, QueryTimeoutError) as err:
+            log.warning("round %d reveal refused: %s", round_, err)
+
+    def _train(self, view: GlobalView, error, progress) -> RoundResult:
+        args = (
+            self.model,
+            self.rc,
+            self.corpus,
+            self.address,
+            view.round,
+            view.state,
+            error,
+            progress,
+        )
+        if self.cfg.behavior in ("honest", "bad-reveal", "no-reveal"):
+            return train_round(*args)
+        if self.cfg.behavior == "copy-pg":
+            result = train_round(*args)
+            result.pseudo_grad = self._copied_pseudo_grad(view.round) or result.pseudo_grad
+            return result
+        return cheat_round(self.cfg.behavior, *args)
+
+    def _copied_pseudo_grad(self, round_: int) -> bytes | None:
+        """Another host's pseudo-gradient of this round once one is committed (a cheat)."""
+        info = self._round_info()
+        while info.round == round_ and info.height + 2 < info.window_end:
+            others = [c for c in self._commits(round_) if c.host != self.address]
+            if others:
+                return self.store.get(others[0].pseudo_grad_hash)
+            time.sleep(self.cfg.poll_seconds)
+            info = self._round_info()
+        return None
+
     def run(self, stop: threading.Event, progress=None) -> int:
         """Train until the run's last round or ``stop``; returns rounds committed."""
         view, error, attempted = self._load()
@@ -231,29 +299,28 @@ class HostNode:
                 log.info("run %s finished at round %d", self.cfg.run_id, info.round)
                 break
             if info.height + 1 < info.window_start:
-                self._wait_for_height(info.window_start - 1, stop)  # the run has not started
+                self._wait_for_height(info.window_start - 1, stop)  # the round has not begun
                 continue
             while view.round < info.round:
                 view = self.advance(view)
-                self._save(
-                    view, None if error is None else self.local.put(encode_state(error)), attempted
-                )
+                self._save(view, error, attempted)
+            in_window = info.height + 1 <= info.window_end
             mine = any(c.host == self.address for c in self._commits(view.round))
-            if not mine and attempted < view.round:
-                result = train_round(
-                    self.model, self.rc, self.corpus, self.address, view.round, view.state,
-                    error, progress,
-                )  # fmt: skip
+            if in_window and not mine and attempted < view.round:
+                result = self._train(view, error, progress)
                 if stop.is_set():
                     break
                 attempted = view.round
                 if self.publish_and_commit(view, result):
-                    error = result.error
+                    error, self.checkpoint_hashes = result.error, result.checkpoint_hashes
+                    mine = True
                     committed += 1
-                self._save(
-                    view, None if error is None else self.local.put(encode_state(error)), attempted
-                )
-            self._wait_for_height(info.window_end, stop)
+                self._save(view, error, attempted)
+            if mine:
+                self._wait_for_height(info.selection_height, stop)
+                if not stop.is_set():
+                    self.reveal(view.round)
+            self._wait_for_height(info.resolution_height, stop)
         return committed
 
     def serve_and_run(self, stop: threading.Event, progress=None) -> int:

@@ -7,7 +7,7 @@ import sys
 
 from chain.home import HomeError
 from chain.server import ChainStartError
-from dilochain.cli import chain_cmd, devnet_cmd, keys_cmd, node_cmd
+from dilochain.cli import chain_cmd, devnet_cmd, keys_cmd, node_cmd, verifier_cmd
 from dilochain.cli.common import CliError
 from dilochain.client import ChainUnreachable
 from dilochain.keyring import KeyringError
@@ -25,6 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     chain_cmd.register(sub)
     keys_cmd.register(sub)
     node_cmd.register(sub)
+    verifier_cmd.register(sub)
     devnet_cmd.register(sub)
     return parser
 

@@ -7,12 +7,15 @@ import logging
 import signal
 import threading
 from pathlib import Path
+from typing import get_args
 
+from pydantic import ValidationError
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-from dilochain.cli.common import default_home, keyring, keyring_password
+from dilochain.cli.common import CliError, default_home, keyring, keyring_password
 from dilochain.client import connect
+from node.behaviors import Behavior
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -30,6 +33,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     start.add_argument("--artifacts", type=Path, default=None, help="artifact directory")
     start.add_argument("--blob-address", default="127.0.0.1:0")
     start.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    # The devnet's and the tests' dishonest hosts; not for operators.
+    start.add_argument("--behavior", default="honest", choices=get_args(Behavior),
+                       help=argparse.SUPPRESS)  # fmt: skip
     start.set_defaults(func=_start)
 
 
@@ -56,11 +62,16 @@ def _start(args: argparse.Namespace) -> int:
     from node.host import HostNode
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    cfg = NodeConfig(
-        home=args.home, run_id=args.run_id, key=args.key, chain=args.chain, data=args.data,
-        device=args.device, artifacts=args.artifacts, blob_address=args.blob_address,
-        threads=args.threads,
-    )  # fmt: skip
+    try:
+        cfg = NodeConfig(
+            home=args.home, run_id=args.run_id, key=args.key, chain=args.chain, data=args.data,
+            device=args.device, artifacts=args.artifacts, blob_address=args.blob_address,
+            threads=args.threads, behavior=args.behavior,
+        )  # fmt: skip
+    except ValidationError as err:
+        raise CliError(
+            f"invalid node option: {err.errors()[0]['loc'][0]}: {err.errors()[0]['msg']}"
+        ) from None
     ring = keyring(args.home)
     ring.show(args.key)  # unknown key: fail before asking for a password
     wallet = ring.wallet(args.key, keyring_password())

@@ -220,9 +220,31 @@ class CollateralInfo(_message.Message):
     def __init__(self, address: _Optional[str] = ..., bonded: _Optional[str] = ..., unbonding: _Optional[_Iterable[_Union[UnbondingEntry, _Mapping]]] = ...) -> None: ...
 
 class Params(_message.Message):
-    __slots__ = ("collateral_denom", "unbonding_period_seconds")
+    __slots__ = ("collateral_denom", "unbonding_period_seconds", "sampling_rate", "reveal_window_blocks", "verdict_window_blocks", "verifiers_per_challenge", "quorum", "slash_fraction", "verifier_slash_fraction", "min_verifier_collateral", "verification_mode", "tolerance", "pseudo_grad_tolerance")
     COLLATERAL_DENOM_FIELD_NUMBER: _ClassVar[int]
     UNBONDING_PERIOD_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    SAMPLING_RATE_FIELD_NUMBER: _ClassVar[int]
+    REVEAL_WINDOW_BLOCKS_FIELD_NUMBER: _ClassVar[int]
+    VERDICT_WINDOW_BLOCKS_FIELD_NUMBER: _ClassVar[int]
+    VERIFIERS_PER_CHALLENGE_FIELD_NUMBER: _ClassVar[int]
+    QUORUM_FIELD_NUMBER: _ClassVar[int]
+    SLASH_FRACTION_FIELD_NUMBER: _ClassVar[int]
+    VERIFIER_SLASH_FRACTION_FIELD_NUMBER: _ClassVar[int]
+    MIN_VERIFIER_COLLATERAL_FIELD_NUMBER: _ClassVar[int]
+    VERIFICATION_MODE_FIELD_NUMBER: _ClassVar[int]
+    TOLERANCE_FIELD_NUMBER: _ClassVar[int]
+    PSEUDO_GRAD_TOLERANCE_FIELD_NUMBER: _ClassVar[int]
     collateral_denom: str
     unbonding_period_seconds: int
-    def __init__(self, collateral_denom: _Optional[str] = ..., unbonding_period_seconds: _Optional[int] = ...) -> None: ...
+    sampling_rate: str
+    reveal_window_blocks: int
+    verdict_window_blocks: int
+    verifiers_per_challenge: int
+    quorum: int
+    slash_fraction: str
+    verifier_slash_fraction: str
+    min_verifier_collateral: int
+    verification_mode: str
+    tolerance: str
+    pseudo_grad_tolerance: str
+    def __init__(self, collateral_denom: _Optional[str] = ..., unbonding_period_seconds: _Optional[int] = ..., sampling_rate: _Optional[str] = ..., reveal_window_blocks: _Optional[int] = ..., verdict_window_blocks: _Optional[int] = ..., verifiers_per_challenge: _Optional[int] = ..., quorum: _Optional[int] = ..., slash_fraction: _Optional[str] = ..., verifier_slash_fraction: _Optional[str] = ..., min_verifier_collateral: _Optional[int] = ..., verification_mode: _Optional[str] = ..., tolerance: _Optional[str] = ..., pseudo_grad_tolerance: _Optional[str] = ...) -> None: ...

@@ -1,0 +1,111 @@
+"""The verifier's check of one challenge, against honest rounds and each kind of cheat."""
+
+from __future__ import annotations
+
+import pytest
+
+from chain.modules.rounds import derive_data_seed
+from dilochain.poc.v1.types_pb2 import Challenge, RoundCommit
+from node.artifacts import LocalArtifactStore
+from node.cheats import cheat_round
+from node.compress import compress, decompress
+from node.data import Corpus, corpus_hash, default_text
+from node.diloco import initial_global
+from node.model import build_model
+from node.round_work import train_round
+from node.run_config import make_run_config
+from node.tensor_codec import encode_state
+from node.train_step import set_deterministic
+from verifier.replay import Policy, relative_l2, verify_challenge
+
+TEXT = default_text()
+CFG = make_run_config(corpus_hash(TEXT), "tiny")
+CORPUS = Corpus.from_text(TEXT, CFG.num_shards)
+HOST, OTHER = "dilo1honest", "dilo1other"
+EXACT = Policy("exact", 1e-4, 0.1)
+TOLERANT = Policy("tolerance", 1e-4, 0.1)
+set_deterministic(1)
+
+
+@pytest.fixture(scope="module")
+def base():
+    model = build_model(CFG.model, CFG.seed)
+    return initial_global({n: p.detach().clone() for n, p in model.named_parameters()})
+
+
+def publish(tmp_path, base, result, host=HOST, round_=1):
+    """Store a round's artifacts and build its commit and per-segment challenges."""
+    store = LocalArtifactStore(tmp_path)
+    base_hash = store.put(encode_state(base))
+    for data in result.checkpoints:
+        store.put(data)
+    commit = RoundCommit(
+        run_id="r", round=round_, host=host, ckpt_root=result.ckpt_root,
+        pseudo_grad_hash=store.put(result.pseudo_grad),
+        data_seed=derive_data_seed(CFG.seed, host, round_), base_hash=base_hash,
+    )  # fmt: skip
+    hashes = result.checkpoint_hashes
+    challenges = [
+        Challenge(run_id="r", round=round_, host=host, segment=s, revealed=True,
+                  start_hash=hashes[s], end_hash=hashes[s + 1], final_hash=hashes[-1])
+        for s in range(len(hashes) - 1)
+    ]  # fmt: skip
+    return store, commit, challenges
+
+
+def verdicts(tmp_path, base, result, policy, host=HOST):
+    store, commit, challenges = publish(tmp_path, base, result, host)
+    return [verify_challenge(CFG, CORPUS, commit, c, store, policy) for c in challenges]
+
+
+def honest(base, host=HOST):
+    return train_round(build_model(CFG.model, 0), CFG, CORPUS, host, 1, base, None)
+
+
+def test_honest_round_passes_in_both_modes(tmp_path, base):
+    result = honest(base)
+    for policy in (EXACT, TOLERANT):
+        assert all(v.passed for v in verdicts(tmp_path, base, result, policy)), policy
+
+
+@pytest.mark.parametrize("behavior", ["random-pg", "fewer-steps", "wrong-data"])
+def test_cheats_fail_every_segment_they_touch(tmp_path, base, behavior):
+    model = build_model(CFG.model, 0)
+    result = cheat_round(behavior, model, CFG, CORPUS, HOST, 1, base, None)
+    found = verdicts(tmp_path, base, result, TOLERANT)
+    assert not all(v.passed for v in found), [v.reason for v in found]
+    if behavior != "fewer-steps":  # the short cheat's first segments are honest work
+        assert not any(v.passed for v in found)
+
+
+def test_copied_pseudo_gradient_fails(tmp_path, base):
+    mine, theirs = honest(base), honest(base, OTHER)
+    mine.pseudo_grad = theirs.pseudo_grad
+    found = verdicts(tmp_path, base, mine, TOLERANT)
+    assert not any(v.passed for v in found)
+    assert all("pseudo-gradient" in v.reason for v in found)
+
+
+def test_noisy_floats_pass_tolerance_but_not_exact(tmp_path, base):
+    model = build_model(CFG.model, 0)
+    result = cheat_round("noisy", model, CFG, CORPUS, HOST, 1, base, None)
+    tolerant = verdicts(tmp_path / "t", base, result, TOLERANT)
+    assert all(v.passed for v in tolerant), [v.reason for v in tolerant]
+    assert all(0 < v.distance < TOLERANT.tolerance for v in tolerant)
+    assert not all(v.passed for v in verdicts(tmp_path / "e", base, result, EXACT))
+
+
+def test_missing_artifact_fails(tmp_path, base):
+    store, commit, challenges = publish(tmp_path, base, honest(base))
+    challenges[0].end_hash = b"\x07" * 32
+    verdict = verify_challenge(CFG, CORPUS, commit, challenges[0], store, TOLERANT)
+    assert not verdict.passed and "unavailable" in verdict.reason
+
+
+def test_relative_l2():
+    import torch
+
+    a = {"w": torch.ones(4)}
+    assert relative_l2(a, a) == 0
+    assert abs(relative_l2({"w": torch.ones(4) * 1.1}, a) - 0.1) < 1e-6
+    assert decompress(compress(a, 8))["w"].allclose(a["w"])

@@ -1,0 +1,105 @@
+"""Checking one challenge: replay the segment from its revealed start checkpoint, compare the
+result with the revealed end checkpoint, and check the committed pseudo-gradient against the
+round's base and final checkpoint. The step code is the node's (``node.train_step``)."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+import torch
+
+from dilochain.poc.v1.types_pb2 import Challenge, RoundCommit, RunConfig
+from node.artifacts import ArtifactError, ArtifactStore
+from node.compress import CompressionError, decompress
+from node.data import Corpus
+from node.diloco import global_params
+from node.model import build_model
+from node.tensor_codec import CodecError, decode_state, encode_state
+from node.train_step import PARAM, STEP, load_inner_state, run_segment
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A verifier's finding on one challenge."""
+
+    passed: bool
+    reason: str
+    distance: float = 0.0
+
+    @property
+    def evidence_hash(self) -> bytes:
+        """sha256 of the report, submitted with the vote."""
+        return hashlib.sha256(f"{self.passed}|{self.reason}|{self.distance:.3e}".encode()).digest()
+
+
+@dataclass(frozen=True)
+class Policy:
+    """How strictly replays are compared (from genesis params)."""
+
+    mode: str  # "exact" or "tolerance"
+    tolerance: float
+    pseudo_grad_tolerance: float
+
+
+def relative_l2(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
+    """||a - b|| / ||b|| over all float tensors of two dicts with the same keys."""
+    diff = sum(float(((a[k].double() - b[k].double()) ** 2).sum()) for k in b)
+    norm = sum(float((b[k].double() ** 2).sum()) for k in b)
+    return (diff / norm) ** 0.5 if norm else float(diff > 0)
+
+
+def _params(ckpt: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    return {k[len(PARAM) :]: v for k, v in ckpt.items() if k.startswith(PARAM)}
+
+
+def verify_challenge(
+    cfg: RunConfig,
+    corpus: Corpus,
+    commit: RoundCommit,
+    challenge: Challenge,
+    store: ArtifactStore,
+    policy: Policy,
+) -> Verdict:
+    """Re-execute a challenged segment; never raises for a host's fault, it fails the host."""
+    k = cfg.checkpoint_interval
+    try:
+        start = decode_state(store.get(challenge.start_hash))
+        end_bytes = store.get(challenge.end_hash)
+        final = decode_state(store.get(challenge.final_hash))
+        base = decode_state(store.get(commit.base_hash))
+        pseudo_grad = decompress(store.get(commit.pseudo_grad_hash))
+    except (ArtifactError, CodecError, CompressionError) as err:
+        return Verdict(False, f"artifact unavailable or malformed: {err}")
+    if int(start.get(STEP, torch.tensor(-1))) != challenge.segment * k:
+        return Verdict(False, "start checkpoint is not at the segment's first step")
+    if int(final.get(STEP, torch.tensor(-1))) != cfg.inner_steps:
+        return Verdict(False, "final checkpoint is not at step H")
+    model = build_model(cfg.model, cfg.seed)
+    try:
+        state = load_inner_state(model, cfg, start)
+    except ValueError as err:
+        return Verdict(False, str(err))
+    if challenge.segment == 0:
+        start_gap = relative_l2(_params(start), global_params(base))
+        if start_gap > (0.0 if policy.mode == "exact" else policy.tolerance):
+            return Verdict(False, "round did not start from the global state", start_gap)
+    shard = corpus.shard_of(cfg.seed, commit.host)
+    run_segment(state, cfg, corpus, shard, commit.data_seed, commit.round, k)
+    replayed = state.checkpoint()
+    if policy.mode == "exact":
+        if hashlib.sha256(encode_state(replayed)).digest() != challenge.end_hash:
+            return Verdict(False, "replayed segment does not match the revealed end checkpoint")
+        distance = 0.0
+    else:
+        distance = relative_l2(_params(replayed), _params(decode_state(end_bytes)))
+        if distance > policy.tolerance:
+            return Verdict(False, "replayed segment is too far from the revealed end", distance)
+    base_params = global_params(base)
+    true_delta = {n: base_params[n] - v for n, v in _params(final).items()}
+    if set(pseudo_grad) != set(true_delta):
+        return Verdict(False, "pseudo-gradient does not match the model")
+    pg_gap = relative_l2(pseudo_grad, true_delta)
+    if pg_gap > policy.pseudo_grad_tolerance:
+        return Verdict(False, "pseudo-gradient is not base minus final checkpoint", pg_gap)
+    return Verdict(True, "segment replayed and pseudo-gradient consistent", distance)

@@ -1,0 +1,147 @@
+"""The verifier daemon: watches the chain, re-executes its assigned challenges in parallel jobs,
+and submits one signed verdict per challenge (it checks the chain first, so a restart never
+votes twice)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+from cosmpy.aerial.client import LedgerClient
+from cosmpy.aerial.exceptions import BroadcastError, QueryTimeoutError
+from cosmpy.aerial.wallet import Wallet
+
+from dilochain.client import broadcast, poc_query
+from dilochain.poc.v1 import query_pb2 as q
+from dilochain.poc.v1.tx_pb2 import MsgDepositCollateral, MsgRegisterVerifier, MsgSubmitVerdict
+from dilochain.poc.v1.types_pb2 import Challenge, ChallengeStatus, Run
+from node.artifacts import LocalArtifactStore
+from node.blob_service import PeerFetchingStore
+from node.data import Corpus, corpus_hash, load_text
+from node.errors import NodeError
+from node.train_step import set_deterministic
+from verifier.replay import Policy, Verdict, verify_challenge
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class VerifierConfig:
+    """Where the verifier's chain, key, data and artifacts are."""
+
+    home: Path
+    key: str
+    chain: str = "127.0.0.1:9090"
+    data: Path | None = None
+    jobs: int = 2
+    always_fail: bool = False  # a faulty verifier, for the tests: votes fail without replaying
+    poll_seconds: float = 0.3
+
+
+class VerifierService:
+    """One verifier's watch-replay-vote loop."""
+
+    def __init__(self, cfg: VerifierConfig, client: LedgerClient, wallet: Wallet):
+        self.cfg = cfg
+        self.client = client
+        self.wallet = wallet
+        self.address = str(wallet.address())
+        self.poc = poc_query(cfg.chain)
+        params = self.poc.Params(q.QueryParamsRequest()).params
+        self.params = params
+        self.policy = Policy(params.verification_mode, float(params.tolerance),
+                             float(params.pseudo_grad_tolerance))  # fmt: skip
+        self.text = load_text(cfg.data)
+        self.corpora: dict[str, Corpus] = {}
+        self.local = LocalArtifactStore(cfg.home / "verifier-artifacts")
+        self.verdicts = 0
+        set_deterministic(1)
+
+    def _send(self, *msgs) -> None:
+        broadcast(self.client, self.wallet, *msgs).wait_to_complete(timeout=30, poll_period=0.2)
+
+    def ensure_registered(self) -> None:
+        """Bond the minimum verifier collateral and register, once."""
+        registered = self.poc.Verifiers(q.QueryVerifiersRequest()).verifiers
+        if any(v.address == self.address for v in registered):
+            return
+        info = self.poc.Collateral(q.QueryCollateralRequest(address=self.address)).collateral
+        need = int(self.params.min_verifier_collateral) - int(info.bonded)
+        msgs = [MsgDepositCollateral(depositor=self.address, amount=str(need))] if need > 0 else []
+        msgs.append(MsgRegisterVerifier(verifier=self.address))
+        try:
+            self._send(*msgs)
+        except (BroadcastError, QueryTimeoutError) as err:
+            raise NodeError(f"verifier registration refused: {err}") from None
+        log.info("registered as a verifier")
+
+    def _corpus(self, run: Run) -> Corpus | None:
+        if run.config.corpus_hash != corpus_hash(self.text):
+            return None
+        if run.run_id not in self.corpora:
+            self.corpora[run.run_id] = Corpus.from_text(self.text, run.config.num_shards)
+        return self.corpora[run.run_id]
+
+    def pending(self, run: Run) -> list[Challenge]:
+        """Revealed, undecided challenges of the current round assigned to me and not voted."""
+        info = self.poc.RoundInfo(q.QueryRoundInfoRequest(run_id=run.run_id))
+        request = q.QueryChallengesRequest(run_id=run.run_id, round=info.round)
+        return [
+            c for c in self.poc.Challenges(request).challenges
+            if self.address in c.verifiers and c.revealed
+            and c.status == ChallengeStatus.CHALLENGE_STATUS_PENDING
+            and all(v.verifier != self.address for v in c.votes)
+        ]  # fmt: skip
+
+    def _check(self, run: Run, corpus: Corpus, challenge: Challenge) -> Verdict:
+        if self.cfg.always_fail:
+            return Verdict(False, "always fails")
+        hosts = self.poc.Hosts(q.QueryHostsRequest(run_id=run.run_id)).hosts
+        owner = [h.endpoint for h in hosts if h.address == challenge.host]
+        store = PeerFetchingStore(self.local, lambda: owner + [h.endpoint for h in hosts])
+        request = q.QueryCommitsRequest(run_id=run.run_id, round=challenge.round)
+        commit = next(c for c in self.poc.Commits(request).commits if c.host == challenge.host)
+        return verify_challenge(run.config, corpus, commit, challenge, store, self.policy)
+
+    def step(self, pool: ThreadPoolExecutor) -> int:
+        """One pass over every run: replay pending challenges in parallel, then vote."""
+        voted = 0
+        for run in self.poc.Runs(q.QueryRunsRequest()).runs:
+            corpus = self._corpus(run)
+            if corpus is None:
+                continue
+            jobs = {c.SerializeToString(): c for c in self.pending(run)}
+            futures = {key: pool.submit(self._check, run, corpus, c) for key, c in jobs.items()}
+            for key, future in futures.items():
+                c, verdict = jobs[key], future.result()
+                label = f"{run.run_id} round {c.round} {c.host[:12]}… segment {c.segment}"
+                msg = MsgSubmitVerdict(
+                    verifier=self.address, run_id=run.run_id, round=c.round, host=c.host,
+                    segment=c.segment, passed=verdict.passed, evidence_hash=verdict.evidence_hash,
+                )  # fmt: skip
+                try:
+                    self._send(msg)
+                except (BroadcastError, QueryTimeoutError) as err:
+                    log.warning("%s: verdict refused: %s", label, err)
+                    continue
+                voted += 1
+                outcome = "PASS" if verdict.passed else "FAIL"
+                log.info("%s: %s (%s, distance %.2e)", label, outcome, verdict.reason,
+                         verdict.distance)  # fmt: skip
+        return voted
+
+    def run(self, stop: threading.Event) -> int:
+        """Watch and vote until ``stop``; returns verdicts submitted."""
+        try:
+            self.ensure_registered()
+            with ThreadPoolExecutor(max_workers=self.cfg.jobs) as pool:
+                while not stop.is_set():
+                    self.verdicts += self.step(pool)
+                    stop.wait(self.cfg.poll_seconds)
+        except grpc.RpcError as err:
+            raise NodeError(f"chain at {self.cfg.chain}: {err.details() or err.code()}") from None
+        return self.verdicts
