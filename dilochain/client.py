@@ -9,8 +9,9 @@ import grpc
 from cosmpy.aerial.client import LedgerClient
 from cosmpy.aerial.client.utils import prepare_and_broadcast_basic_transaction
 from cosmpy.aerial.config import NetworkConfig
+from cosmpy.aerial.exceptions import BroadcastError, QueryTimeoutError
 from cosmpy.aerial.tx import SigningCfg, Transaction, TxFee
-from cosmpy.aerial.tx_helpers import SubmittedTx
+from cosmpy.aerial.tx_helpers import SubmittedTx, TxResponse
 from cosmpy.aerial.wallet import Wallet
 from cosmpy.protos.cosmos.base.tendermint.v1beta1 import query_pb2 as tm_q
 from cosmpy.protos.cosmos.base.tendermint.v1beta1 import query_pb2_grpc as tm_grpc
@@ -99,3 +100,27 @@ def broadcast(
     for msg in msgs:
         tx.add_message(msg)
     return prepare_and_broadcast_basic_transaction(client, tx, wallet, memo=memo)
+
+
+class TxRefused(Exception):
+    """The chain refused a tx (at simulation, CheckTx or in its block), or did not include it."""
+
+
+def submit(
+    client: LedgerClient, wallet: Wallet, *msgs: Message, timeout: float = 30, poll: float = 0.2
+) -> TxResponse:
+    """Broadcast ``msgs`` in one tx and wait until it is in a block; raises :class:`TxRefused`."""
+    try:
+        return (
+            broadcast(client, wallet, *msgs)
+            .wait_to_complete(timeout=timeout, poll_period=poll)
+            .response
+        )
+    except BroadcastError as err:
+        raise TxRefused(str(err)) from None
+    except QueryTimeoutError:
+        raise TxRefused(f"not included in a block within {timeout}s") from None
+    except grpc.RpcError as err:
+        if err.code() == grpc.StatusCode.INVALID_ARGUMENT:  # simulation failed
+            raise TxRefused(err.details()) from None
+        raise

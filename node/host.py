@@ -18,11 +18,10 @@ from dataclasses import dataclass
 import grpc
 import torch
 from cosmpy.aerial.client import LedgerClient
-from cosmpy.aerial.exceptions import BroadcastError, QueryTimeoutError
 from cosmpy.aerial.wallet import Wallet
 
 from chain.merkle import merkle_proof
-from dilochain.client import broadcast, poc_query
+from dilochain.client import TxRefused, poc_query, submit
 from dilochain.poc.v1 import query_pb2 as q
 from dilochain.poc.v1.tx_pb2 import (
     MsgCommitRound,
@@ -114,9 +113,7 @@ class HostNode:
         return {g.round: g.hash for g in self.poc.GlobalCheckpoints(request).checkpoints}
 
     def _send(self, *msgs) -> None:
-        broadcast(self.client, self.wallet, *msgs).wait_to_complete(
-            timeout=30, poll_period=self.cfg.poll_seconds
-        )
+        submit(self.client, self.wallet, *msgs, poll=self.cfg.poll_seconds)
 
     # ---- registration ------------------------------------------------------------------------
     def ensure_registered(self, endpoint: str) -> None:
@@ -142,7 +139,7 @@ class HostNode:
         msgs.append(MsgRegisterHost(host=self.address, run_id=self.cfg.run_id, endpoint=endpoint))
         try:
             self._send(*msgs)
-        except (BroadcastError, QueryTimeoutError) as err:
+        except TxRefused as err:
             raise NodeError(f"registration in run {self.cfg.run_id!r} refused: {err}") from None
         log.info("registered in run %s (blob endpoint %s)", self.cfg.run_id, endpoint)
 
@@ -181,9 +178,21 @@ class HostNode:
         recorded = self._recorded_globals()
         if recorded:
             latest = max(recorded)
-            return GlobalView(latest, decode_state(self.store.get(recorded[latest]))), None, -1
+            return GlobalView(latest, decode_state(self._fetch(recorded[latest]))), None, -1
         params = {n: p.detach().cpu().clone() for n, p in self.model.named_parameters()}
         return GlobalView(0, initial_global(params)), None, -1
+
+    def _fetch(self, digest: bytes, patience: float = 120.0) -> bytes:
+        """An artifact from the local store or a peer, waiting for a peer that is restarting."""
+        deadline = time.monotonic() + patience
+        while True:
+            try:
+                return self.store.get(digest)
+            except ArtifactError as err:
+                if time.monotonic() > deadline:
+                    raise
+                log.warning("waiting for artifact %s: %s", digest.hex()[:12], err)
+                time.sleep(1.0)
 
     def advance(self, view: GlobalView) -> GlobalView:
         """θ_{r+1} from θ_r and round r's accepted commits (those that started from θ_r)."""
@@ -192,10 +201,10 @@ class HostNode:
             log.warning(
                 "round %d: local global state differs from the chain's; resyncing", view.round
             )
-            view = GlobalView(view.round, decode_state(self.store.get(recorded)))
+            view = GlobalView(view.round, decode_state(self._fetch(recorded)))
         base = view.hash
         deltas = [
-            decompress(self.store.get(c.pseudo_grad_hash))
+            decompress(self._fetch(c.pseudo_grad_hash))
             for c in self._commits(view.round)
             if c.base_hash == base and not c.excluded
         ]
@@ -223,7 +232,7 @@ class HostNode:
         )  # fmt: skip
         try:
             self._send(msg)
-        except (BroadcastError, QueryTimeoutError) as err:
+        except TxRefused as err:
             log.warning("round %d commit refused: %s", view.round, err)
             return False
         log.info("round %d committed: loss %.4f, pseudo-gradient %s (%d bytes)",
@@ -256,7 +265,7 @@ class HostNode:
         try:
             self._send(*msgs)
             log.info("round %d: revealed segments %s", round_, [c.segment for c in mine])
-        except (BroadcastError, QueryTimeoutError) as err:
+        except TxRefused as err:
             log.warning("round %d reveal refused: %s", round_, err)
 
     def _train(self, view: GlobalView, error, progress) -> RoundResult:

@@ -25,7 +25,7 @@ from tests.helpers import CHAIN_ID, wallet
 
 pytestmark = pytest.mark.integration
 PASSWORD = "node-pw"
-ROUNDS = 7
+ROUNDS = 6
 
 
 def _wait(predicate, timeout: float, what: str, procs=()):
@@ -45,7 +45,8 @@ def test_hosts_train_rounds_and_agree_on_global_checkpoints(tmp_path):
     homes = [tmp_path / f"host{i}" for i in range(4)]  # host 3 joins late
     hosts = [Keyring(h / "keyring").add("host", PASSWORD)[0].address for h in homes]
     funded = {a: {DENOM: 10**12} for a in [str(creator.address()), *hosts]}
-    init_localnet(tmp_path / "chain", CHAIN_ID, funded)
+    init_localnet(tmp_path / "chain", CHAIN_ID, funded,
+                  poc={"reveal_window_blocks": 3, "verdict_window_blocks": 3})  # fmt: skip
     cfg = make_run_config(corpus_hash(default_text()), "tiny", round_blocks=20,
                           total_rounds=ROUNDS, start_delay_blocks=50)  # fmt: skip
     with ChainProcess(tmp_path / "chain", "200ms") as chain:
@@ -94,6 +95,8 @@ def test_hosts_train_rounds_and_agree_on_global_checkpoints(tmp_path):
         assert state_hash(state) == records[r].hash, f"round {r}"
         deltas = []
         for c in commits[r]:
+            if c.excluded:  # e.g. host 2 was down when its round-1 challenge had to be revealed
+                continue
             store = next(s for s in stores if s.has(c.pseudo_grad_hash))
             deltas.append(decompress(store.get(c.pseudo_grad_hash)))
         state = outer_step(state, deltas, cfg.outer_lr, cfg.outer_momentum)

@@ -12,10 +12,9 @@ from pathlib import Path
 
 import grpc
 from cosmpy.aerial.client import LedgerClient
-from cosmpy.aerial.exceptions import BroadcastError, QueryTimeoutError
 from cosmpy.aerial.wallet import Wallet
 
-from dilochain.client import broadcast, poc_query
+from dilochain.client import TxRefused, poc_query, submit
 from dilochain.poc.v1 import query_pb2 as q
 from dilochain.poc.v1.tx_pb2 import MsgDepositCollateral, MsgRegisterVerifier, MsgSubmitVerdict
 from dilochain.poc.v1.types_pb2 import Challenge, ChallengeStatus, Run
@@ -62,7 +61,7 @@ class VerifierService:
         set_deterministic(1)
 
     def _send(self, *msgs) -> None:
-        broadcast(self.client, self.wallet, *msgs).wait_to_complete(timeout=30, poll_period=0.2)
+        submit(self.client, self.wallet, *msgs)
 
     def ensure_registered(self) -> None:
         """Bond the minimum verifier collateral and register, once."""
@@ -75,7 +74,7 @@ class VerifierService:
         msgs.append(MsgRegisterVerifier(verifier=self.address))
         try:
             self._send(*msgs)
-        except (BroadcastError, QueryTimeoutError) as err:
+        except TxRefused as err:
             raise NodeError(f"verifier registration refused: {err}") from None
         log.info("registered as a verifier")
 
@@ -125,7 +124,7 @@ class VerifierService:
                 )  # fmt: skip
                 try:
                     self._send(msg)
-                except (BroadcastError, QueryTimeoutError) as err:
+                except TxRefused as err:
                     log.warning("%s: verdict refused: %s", label, err)
                     continue
                 voted += 1

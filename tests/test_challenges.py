@@ -1,0 +1,168 @@
+"""Challenges in process: selection, reveals, verdicts, quorum, slashing and exclusion."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+
+from chain.errors import codes
+from chain.merkle import merkle_proof, merkle_root
+from chain.modules import bank, challenges, collateral, rounds
+from dilochain.poc.v1.tx_pb2 import (
+    MsgCommitRound,
+    MsgCreateRun,
+    MsgDepositCollateral,
+    MsgRegisterHost,
+    MsgRegisterVerifier,
+    MsgRevealCheckpoints,
+    MsgSubmitVerdict,
+)
+from genesis.models import DENOM
+from node.run_config import make_run_config
+from tests.helpers import local_chain, signed_tx, wallet
+
+CREATOR, HONEST, CHEAT, LAZY = wallet(40), wallet(41), wallet(42), wallet(43)
+VERIFIERS = [wallet(50), wallet(51), wallet(52)]
+ACCOUNTS = [CREATOR, HONEST, CHEAT, LAZY, *VERIFIERS]
+CFG = make_run_config("ef" * 32, "tiny", min_collateral="1000", round_blocks=2, total_rounds=2)
+TOKENS = CFG.inner_steps * CFG.batch_size * CFG.model.context
+LEAVES = [hashlib.sha256(bytes([i])).digest() for i in range(3)]  # H/k = 2 segments
+POC = {"sampling_rate": "1", "reveal_window_blocks": 2, "verdict_window_blocks": 2,
+       "verifiers_per_challenge": 3, "quorum": 2, "min_verifier_collateral": 500}  # fmt: skip
+
+
+class Chain:
+    def __init__(self, tmp_path):
+        self.c = local_chain(tmp_path, {str(w.address()): 10**9 for w in ACCOUNTS}, poc=POC)
+        self.seq = dict.fromkeys(range(len(ACCOUNTS)), 0)
+
+    def send(self, who, *msgs):
+        n = ACCOUNTS.index(who)
+        result = self.c.broadcast(
+            signed_tx(who, list(msgs), sequence=self.seq[n], account_number=n)
+        )
+        if result.code == 0:
+            self.seq[n] += 1
+        return result
+
+    def blocks_until(self, height):
+        while self.c.app.height < height:
+            self.c.block()
+
+    @property
+    def view(self):
+        return self.c.app.committed_view()
+
+
+def addr(w) -> str:
+    return str(w.address())
+
+
+@pytest.fixture
+def net(tmp_path):
+    chain = Chain(tmp_path)
+    chain.send(CREATOR, MsgCreateRun(creator=addr(CREATOR), run_id="r", config=CFG))
+    for host in (HONEST, CHEAT, LAZY):
+        chain.send(host, MsgDepositCollateral(depositor=addr(host), amount="10000"),
+                   MsgRegisterHost(host=addr(host), run_id="r", endpoint="e"))  # fmt: skip
+    for v in VERIFIERS:
+        chain.send(v, MsgDepositCollateral(depositor=addr(v), amount="2000"),
+                   MsgRegisterVerifier(verifier=addr(v)))  # fmt: skip
+    chain.c.block()  # height 1; round 0 starts at 2
+    for host in (HONEST, CHEAT, LAZY):
+        assert chain.send(host, MsgCommitRound(
+            host=addr(host), run_id="r", round=0, ckpt_root=merkle_root(LEAVES),
+            pseudo_grad_hash=b"\x01" * 32, base_hash=b"\x02" * 32, tokens=TOKENS, loss=1.0,
+            data_seed=rounds.derive_data_seed(CFG.seed, addr(host), 0),
+        )).code == 0  # fmt: skip
+    yield chain
+    chain.c.app.store.close()
+
+
+def reveal(host, segment, end=None, proof_index=None):
+    i = segment + 1 if proof_index is None else proof_index
+    return MsgRevealCheckpoints(
+        host=addr(host), run_id="r", round=0, segment=segment, start_hash=LEAVES[segment],
+        end_hash=end or LEAVES[segment + 1], final_hash=LEAVES[-1],
+        start_proof=merkle_proof(LEAVES, segment), end_proof=merkle_proof(LEAVES, i),
+        final_proof=merkle_proof(LEAVES, 2),
+    )  # fmt: skip
+
+
+def verdict(v, host, segment, passed):
+    return MsgSubmitVerdict(verifier=addr(v), run_id="r", round=0, host=addr(host),
+                            segment=segment, passed=passed, evidence_hash=b"\x00" * 32)  # fmt: skip
+
+
+def test_full_challenge_cycle(net):
+    run = rounds.window_at(
+        __import__("chain.modules.registry", fromlist=["x"]).get_run(net.view, "r"),
+        net.c.app.params.poc,
+        2,
+    )
+    assert (run.start, run.end, run.selection, run.resolution) == (2, 3, 5, 9)
+    net.blocks_until(run.selection)
+    found = challenges.challenges(net.view, "r", 0)
+    assert len(found) == 6  # 3 hosts x 2 segments at sampling rate 1
+    assert all(sorted(c.verifiers) == sorted(addr(v) for v in VERIFIERS) for c in found)
+
+    # Reveals: a wrong end hash is refused (does not match the root); LAZY never reveals.
+    bad = net.send(CHEAT, reveal(CHEAT, 0, end=b"\x09" * 32))
+    assert bad.code == codes.UNAUTHORIZED and "does not match" in bad.raw_log
+    for host in (HONEST, CHEAT):
+        for segment in (0, 1):
+            assert net.send(host, reveal(host, segment)).code == 0
+    assert net.send(HONEST, reveal(HONEST, 0)).code == codes.INVALID_REQUEST  # twice
+
+    # Verdicts: honest passes 2-1 (verifier 2 always fails), the cheat fails 3-0 on segment 1.
+    v0, v1, v2 = VERIFIERS
+    for segment in (0, 1):
+        assert net.send(v0, verdict(v0, HONEST, segment, True)).code == 0
+        assert net.send(v1, verdict(v1, HONEST, segment, True)).code == 0
+        assert net.send(v2, verdict(v2, HONEST, segment, False)).code == 0
+    for v in VERIFIERS:
+        assert net.send(v, verdict(v, CHEAT, 1, False)).code == 0
+    again = net.send(v0, verdict(v0, CHEAT, 1, True))
+    assert again.code == codes.INVALID_REQUEST and "already voted" in again.raw_log
+    outsider = net.send(HONEST, MsgSubmitVerdict(verifier=addr(HONEST), run_id="r", round=0,
+                                                 host=addr(CHEAT), segment=1))  # fmt: skip
+    assert outsider.code == codes.UNAUTHORIZED
+    unrevealed = net.send(v0, verdict(v0, LAZY, 0, True))
+    assert unrevealed.code == codes.INVALID_REQUEST
+
+    supply = bank.supply(net.view, DENOM)
+    net.blocks_until(run.resolution)
+    view = net.view
+    status = {(c.host, c.segment): c.status for c in challenges.challenges(view, "r", 0)}
+    assert status[(addr(HONEST), 0)] == challenges.PASSED
+    assert status[(addr(CHEAT), 1)] == challenges.FAILED
+    assert status[(addr(CHEAT), 0)] == challenges.UNDECIDED
+    assert status[(addr(LAZY), 0)] == challenges.NOT_REVEALED
+    excluded = {c.host: c.excluded for c in rounds.commits(view, "r", 0)}
+    assert excluded == {addr(HONEST): False, addr(CHEAT): True, addr(LAZY): True}
+    assert collateral.bonded(view, addr(HONEST)) == 10_000
+    assert collateral.bonded(view, addr(CHEAT)) == 7_000  # 30% slashed, once per round
+    assert collateral.bonded(view, addr(LAZY)) == 7_000
+    # The always-fail verifier voted against the quorum twice (on HONEST's two segments).
+    assert collateral.bonded(view, addr(v2)) == 2000 - 100 - 95
+    slashed = challenges.slashes(view)
+    assert sum(int(s.amount) for s in slashed) == 3000 + 3000 + 100 + 95
+    assert bank.supply(view, DENOM) == supply - 6195  # slashes are burned
+    late = net.send(v0, verdict(v0, CHEAT, 0, True))
+    assert late.code != 0
+
+
+def test_selection_is_recomputable(net):
+    seed = b"\x11" * 32
+    picks = [challenges.is_challenged(seed, "h", s, 0.5) for s in range(200)]
+    assert picks == [challenges.is_challenged(seed, "h", s, 0.5) for s in range(200)]
+    assert 60 < sum(picks) < 140
+    assert not any(challenges.is_challenged(seed, "h", s, 0) for s in range(50))
+    assert all(challenges.is_challenged(seed, "h", s, 1) for s in range(50))
+
+
+def test_verifier_needs_collateral(tmp_path):
+    chain = Chain(tmp_path)
+    result = chain.send(VERIFIERS[0], MsgRegisterVerifier(verifier=addr(VERIFIERS[0])))
+    assert result.code == codes.INSUFFICIENT_FUNDS and "needs 500" in result.raw_log
