@@ -54,6 +54,14 @@ def spawn_node(
     return spawn_cli(args, home / "node.log", {"DILOCHAIN_KEYRING_PASSWORD": password})
 
 
+def spawn_verifier(
+    home: Path, key: str, chain_address: str, password: str, *extra: str
+) -> subprocess.Popen:
+    """``dilochain verifier run`` for a verifier whose keyring is in ``home``."""
+    args = ["verifier", "run", "--home", str(home), "--key", key, "--chain", chain_address, *extra]
+    return spawn_cli(args, home / "verifier.log", {"DILOCHAIN_KEYRING_PASSWORD": password})
+
+
 class ChainProcess:
     """``dilochain chain start`` in a subprocess, bound to an ephemeral 127.0.0.1 port."""
 

@@ -106,6 +106,19 @@ class VerifierService:
         commit = next(c for c in self.poc.Commits(request).commits if c.host == challenge.host)
         return verify_challenge(run.config, corpus, commit, challenge, store, self.policy)
 
+    def _submit(self, msgs: list[MsgSubmitVerdict]) -> int:
+        """Send verdicts in one tx (one by one if the batch is refused); returns how many landed."""
+        if not msgs:
+            return 0
+        try:
+            self._send(*msgs)
+            return len(msgs)
+        except TxRefused as err:
+            if len(msgs) == 1:
+                log.warning("verdict refused: %s", err)
+                return 0
+        return sum(self._submit([m]) for m in msgs)
+
     def step(self, pool: ThreadPoolExecutor) -> int:
         """One pass over every run: replay pending challenges in parallel, then vote."""
         voted = 0
@@ -113,24 +126,20 @@ class VerifierService:
             corpus = self._corpus(run)
             if corpus is None:
                 continue
-            jobs = {c.SerializeToString(): c for c in self.pending(run)}
-            futures = {key: pool.submit(self._check, run, corpus, c) for key, c in jobs.items()}
-            for key, future in futures.items():
-                c, verdict = jobs[key], future.result()
-                label = f"{run.run_id} round {c.round} {c.host[:12]}… segment {c.segment}"
-                msg = MsgSubmitVerdict(
+            jobs = self.pending(run)
+            futures = [pool.submit(self._check, run, corpus, c) for c in jobs]
+            msgs = []
+            for c, future in zip(jobs, futures, strict=True):
+                verdict = future.result()
+                outcome = "PASS" if verdict.passed else "FAIL"
+                log.info("job %s round %d %s… segment %d: %s (%s, distance %.2e)",
+                         run.run_id, c.round, c.host[:14], c.segment, outcome, verdict.reason,
+                         verdict.distance)  # fmt: skip
+                msgs.append(MsgSubmitVerdict(
                     verifier=self.address, run_id=run.run_id, round=c.round, host=c.host,
                     segment=c.segment, passed=verdict.passed, evidence_hash=verdict.evidence_hash,
-                )  # fmt: skip
-                try:
-                    self._send(msg)
-                except TxRefused as err:
-                    log.warning("%s: verdict refused: %s", label, err)
-                    continue
-                voted += 1
-                outcome = "PASS" if verdict.passed else "FAIL"
-                log.info("%s: %s (%s, distance %.2e)", label, outcome, verdict.reason,
-                         verdict.distance)  # fmt: skip
+                ))  # fmt: skip
+            voted += self._submit(msgs)
         return voted
 
     def run(self, stop: threading.Event) -> int:

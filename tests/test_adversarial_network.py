@@ -1,0 +1,100 @@
+"""Cheating hosts against real node, verifier and chain processes: every cheat is caught and
+slashed, honest hosts (even with slightly different floats) are not, and a verifier that always
+votes fail is outvoted and penalised."""
+
+from __future__ import annotations
+
+import pytest
+from cosmpy.aerial.client import LedgerClient
+
+from chain.modules.challenges import FAILED, NOT_REVEALED
+from dilochain.client import network_config, poc_query, submit
+from dilochain.keyring import Keyring
+from dilochain.localnet import ChainProcess, init_localnet, spawn_node, spawn_verifier
+from dilochain.poc.v1 import query_pb2 as q
+from dilochain.poc.v1.tx_pb2 import MsgCreateRun
+from genesis.models import DENOM
+from node.data import corpus_hash, default_text
+from node.run_config import make_run_config
+from tests.helpers import CHAIN_ID, wallet
+
+pytestmark = pytest.mark.integration
+PASSWORD = "pw"
+HONEST = ["honest", "honest", "noisy"]
+CHEATS = ["random-pg", "fewer-steps", "wrong-data", "bad-reveal", "no-reveal", "copy-pg"]
+VERIFIERS = ["honest", "honest", "always-fail"]
+COLLATERAL = 10_000_000
+POC = {
+    "sampling_rate": "1", "reveal_window_blocks": 10, "verdict_window_blocks": 25,
+    "verifiers_per_challenge": 3, "quorum": 2, "verification_mode": "tolerance",
+    "tolerance": "1e-4", "slash_fraction": "0.3", "verifier_slash_fraction": "0.05",
+    "min_verifier_collateral": COLLATERAL,
+}  # fmt: skip
+
+
+def test_cheaters_are_slashed_and_honest_hosts_are_not(tmp_path):
+    creator = wallet(400)
+    host_homes = [tmp_path / f"host-{i}-{b}" for i, b in enumerate(HONEST + CHEATS)]
+    verifier_homes = [tmp_path / f"verifier-{i}-{b}" for i, b in enumerate(VERIFIERS)]
+    address = {h: Keyring(h / "keyring").add("k", PASSWORD)[0].address
+               for h in host_homes + verifier_homes}  # fmt: skip
+    funded = {a: {DENOM: 10**12} for a in [str(creator.address()), *address.values()]}
+    init_localnet(tmp_path / "chain", CHAIN_ID, funded, poc=POC)
+    cfg = make_run_config(corpus_hash(default_text()), "tiny", round_blocks=25, total_rounds=2,
+                          start_delay_blocks=150, min_collateral=str(COLLATERAL))  # fmt: skip
+    with ChainProcess(tmp_path / "chain", "200ms") as chain:
+        client = LedgerClient(network_config(CHAIN_ID, chain.address))
+        submit(client, creator, MsgCreateRun(creator=str(creator.address()), run_id="adv",
+                                             config=cfg))  # fmt: skip
+        procs = [
+            spawn_node(h, "adv", "k", chain.address, PASSWORD, "--behavior", b)
+            for h, b in zip(host_homes, HONEST + CHEATS, strict=True)
+        ] + [
+            spawn_verifier(h, "k", chain.address, PASSWORD,
+                           *(["--always-fail"] if b == "always-fail" else []))
+            for h, b in zip(verifier_homes, VERIFIERS, strict=True)
+        ]  # fmt: skip
+        nodes, verifiers = procs[: len(host_homes)], procs[len(host_homes) :]
+        try:
+            for home, proc in zip(host_homes, nodes, strict=True):
+                assert proc.wait(240) == 0, (home / "node.log").read_text()[-3000:]
+        finally:
+            for proc in verifiers:
+                proc.terminate()
+            for proc in verifiers:
+                proc.wait(30)
+        poc = poc_query(chain.address)
+        slashes = list(poc.Slashes(q.QuerySlashesRequest()).slashes)
+        bonded = {
+            home: int(poc.Collateral(q.QueryCollateralRequest(address=a)).collateral.bonded)
+            for home, a in address.items()
+        }
+        commits, challenges = [], []
+        for r in range(cfg.total_rounds):
+            commits += poc.Commits(q.QueryCommitsRequest(run_id="adv", round=r)).commits
+            request = q.QueryChallengesRequest(run_id="adv", round=r)
+            challenges += poc.Challenges(request).challenges
+
+    slashed = {s.address for s in slashes}
+    for home, behavior in zip(host_homes, HONEST + CHEATS, strict=True):
+        a = address[home]
+        mine = [c for c in commits if c.host == a]
+        assert mine, f"{behavior} committed no round"
+        if behavior in HONEST:
+            assert a not in slashed, f"{behavior} host was slashed"
+            assert not any(c.excluded for c in mine)
+            assert bonded[home] == COLLATERAL
+        else:
+            assert a in slashed, f"{behavior} was not caught"
+            assert all(c.excluded for c in mine), behavior
+            assert bonded[home] <= COLLATERAL * 0.7, behavior
+            statuses = {c.status for c in challenges if c.host == a}
+            expected = NOT_REVEALED if behavior in ("bad-reveal", "no-reveal") else FAILED
+            assert expected in statuses, (behavior, statuses)
+    for home, behavior in zip(verifier_homes, VERIFIERS, strict=True):
+        if behavior == "honest":
+            assert address[home] not in slashed
+            assert bonded[home] == COLLATERAL
+        else:
+            assert address[home] in slashed  # outvoted on the honest hosts' challenges
+            assert bonded[home] < COLLATERAL
