@@ -1,0 +1,126 @@
+"""Proof-of-computation economics: verifier cost against training cost, and detection.
+
+1. Cost: times one real verification (fetch + decode checkpoints, replay k inner steps with the
+   node's step code, check the pseudo-gradient) against one host round (H inner steps plus its
+   checkpoints), for the node's default preset; the verifier share of training compute is then
+   sampling_rate x verifiers_per_challenge x t_verify / t_segment_of_training.
+2. Detection: simulates many cheating hosts with the chain's own selection function (fresh
+   block-hash seeds): a cheater faking a fraction f of its segments over m segments is caught
+   when any faked segment is challenged. Prints the measured rate beside 1 - (1 - p)^(f*m).
+
+    .venv/bin/python -m bench.verification [--trials 2000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import tempfile
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from chain.modules.challenges import is_challenged
+from genesis.models import PocParams
+from node.data import Corpus, corpus_hash, default_text
+from node.diloco import initial_global
+from node.model import build_model
+from node.round_work import train_round
+from node.run_config import make_run_config
+from node.train_step import set_deterministic
+from tests.test_verifier_replay import HOST, publish
+from verifier.replay import Policy, verify_challenge
+
+
+def measure_cost() -> tuple[float, float, int, int]:
+    """(seconds per host round, seconds per verification, H, k) for the 'small' preset."""
+    text = default_text()
+    cfg = make_run_config(corpus_hash(text), "small")
+    corpus = Corpus.from_text(text, cfg.num_shards)
+    model = build_model(cfg.model, cfg.seed)
+    base = initial_global({n: p.detach().clone() for n, p in model.named_parameters()})
+    t = time.perf_counter()
+    result = train_round(model, cfg, corpus, HOST, 1, base, None)
+    round_seconds = time.perf_counter() - t
+    with tempfile.TemporaryDirectory() as tmp:
+        store, commit, challenges = publish(Path(tmp), base, result)
+        t = time.perf_counter()
+        verdict = verify_challenge(
+            cfg, corpus, commit, challenges[1], store, Policy("exact", 0, 0.1)
+        )
+        verify_seconds = time.perf_counter() - t
+    assert verdict.passed, verdict.reason
+    return round_seconds, verify_seconds, cfg.inner_steps, cfg.checkpoint_interval
+
+
+def honest_noise() -> float:
+    """Relative L2 between a segment trained on 2 threads and its replay on 1 (float drift)."""
+    import torch
+
+    from node.tensor_codec import decode_state
+    from node.train_step import load_inner_state, run_segment
+    from verifier.replay import relative_l2
+
+    text = default_text()
+    cfg = make_run_config(corpus_hash(text), "small", inner_steps=10, checkpoint_interval=10)
+    corpus = Corpus.from_text(text, cfg.num_shards)
+    model = build_model(cfg.model, cfg.seed)
+    base = initial_global({n: p.detach().clone() for n, p in model.named_parameters()})
+    torch.set_num_threads(2)
+    result = train_round(model, cfg, corpus, HOST, 0, base, None)
+    torch.set_num_threads(1)
+    state = load_inner_state(build_model(cfg.model, 0), cfg, decode_state(result.checkpoints[0]))
+    shard = corpus.shard_of(cfg.seed, HOST)
+    run_segment(state, cfg, corpus, shard, result.data_seed, 0, cfg.checkpoint_interval)
+    end = decode_state(result.checkpoints[1])
+    params = lambda d: {k: v for k, v in d.items() if k.startswith("param/")}  # noqa: E731
+    return relative_l2(params(state.checkpoint()), params(end))
+
+
+def detection_rate(rate: float, faked: int, trials: int, rng: random.Random) -> float:
+    """Share of simulated cheaters with ``faked`` faked segments that get challenged."""
+    caught = 0
+    for trial in range(trials):
+        seeds = [rng.randbytes(32) for _ in range(faked)]
+        caught += any(is_challenged(seed, f"cheat{trial}", s, rate) for s, seed in enumerate(seeds))
+    return caught / trials
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--trials", type=int, default=2000)
+    parser.add_argument("--threads", type=int, default=min(2, os.cpu_count() or 1))
+    args = parser.parse_args()
+    set_deterministic(args.threads)
+    console = Console()
+    round_s, verify_s, h, k = measure_cost()
+    per_segment_training = round_s / (h // k)
+    defaults = PocParams()
+    verifiers = defaults.verifiers_per_challenge
+    console.print(f"host round (H={h}, k={k}): {round_s:.2f}s; one verification: {verify_s:.2f}s "
+                  f"({verify_s / per_segment_training:.2f}x the segment's training)")  # fmt: skip
+    rng = random.Random(7)
+    table = Table("sampling rate", "verifier cost / training", "faked segments (f=10%)",
+                  "detected (measured)", "1-(1-p)^m (analytic)",
+                  title=f"{verifiers} verifiers per challenge")  # fmt: skip
+    for rate in (0.01, float(defaults.sampling_rate), 0.05, 0.25):
+        cost = rate * verifiers * verify_s / per_segment_training
+        for segments in (500, 5000):
+            faked = segments // 10
+            measured = detection_rate(rate, faked, args.trials, rng)
+            analytic = 1 - (1 - rate) ** faked
+            table.add_row(f"{rate:g}", f"{cost:.1%}", f"{faked} of {segments}",
+                          f"{measured:.2%}", f"{analytic:.2%}")  # fmt: skip
+    console.print(table)
+    noise = honest_noise()
+    console.print(f"honest replay noise (10 steps on 2 threads vs 1): relative L2 {noise:.2e}; "
+                  f"genesis tolerance {defaults.tolerance}")  # fmt: skip
+    console.print(f"genesis default: sampling_rate={defaults.sampling_rate}, "
+                  f"verifiers_per_challenge={verifiers}, quorum={defaults.quorum}")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
