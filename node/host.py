@@ -166,15 +166,16 @@ class HostNode:
         """Resume from the state file, else from the chain's latest global checkpoint, else θ_0."""
         path = self._state_file()
         if path.exists():
-            record = json.loads(path.read_text())
-            self.checkpoint_hashes = [bytes.fromhex(h) for h in record["checkpoint_hashes"]]
-            state = decode_state(self.local.get(bytes.fromhex(record["global_hash"])))
-            error = (
-                decode_state(self.local.get(bytes.fromhex(record["error_hash"])))
-                if record["error_hash"]
-                else None
-            )
-            return GlobalView(record["round"], state), error, record["attempted"]
+            try:
+                record = json.loads(path.read_text())
+                self.checkpoint_hashes = [bytes.fromhex(h) for h in record["checkpoint_hashes"]]
+                global_hash, error_hash = record["global_hash"], record["error_hash"]
+                round_, attempted = int(record["round"]), int(record["attempted"])
+            except (ValueError, KeyError, TypeError) as err:
+                raise NodeError(f"{path} is unreadable ({err!r}); move it away to resync") from None
+            state = decode_state(self.local.get(bytes.fromhex(global_hash)))
+            error = decode_state(self.local.get(bytes.fromhex(error_hash))) if error_hash else None
+            return GlobalView(round_, state), error, attempted
         recorded = self._recorded_globals()
         if recorded:
             latest = max(recorded)

@@ -84,7 +84,15 @@ def test_corrupt_artifact_on_resume(running_chain, run_id, operator):
     state_dir = home / "node" / run_id
     state_dir.mkdir(parents=True)
     (state_dir / "state.json").write_text(
-        json.dumps({"round": 0, "global_hash": digest, "error_hash": None, "attempted": -1})
+        json.dumps(
+            {
+                "round": 0,
+                "global_hash": digest,
+                "error_hash": None,
+                "attempted": -1,
+                "checkpoint_hashes": [],
+            }
+        )
     )
     artifact = home / "artifacts" / digest[:2] / digest
     artifact.parent.mkdir(parents=True)
