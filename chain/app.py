@@ -18,7 +18,7 @@ from google.protobuf.any_pb2 import Any
 from chain.ante import Mode, SignatureCache, run_ante
 from chain.context import Context, MsgSpec
 from chain.errors import CODESPACE, TxError, codes
-from chain.modules import bank, challenges, collateral, registry, rounds
+from chain.modules import bank, challenges, collateral, registry, rewards, rounds
 from chain.state import CacheStore, GasMeter
 from chain.store import ChainStore, StoredBlock, StoredTx, changeset_hash
 from chain.tx import decode_tx, tx_hash
@@ -28,6 +28,7 @@ log = logging.getLogger(__name__)
 
 MSG_SPECS: list[MsgSpec] = [
     *bank.MSGS, *collateral.MSGS, *registry.MSGS, *rounds.MSGS, *challenges.MSGS,
+    *rewards.MSGS,
 ]  # fmt: skip
 
 

@@ -31,7 +31,7 @@ from chain.address import decode_address
 from chain.app import Application
 from chain.devnet import admit
 from chain.mempool import Mempool
-from chain.modules import auth, bank, challenges, collateral, registry, rounds
+from chain.modules import auth, bank, challenges, collateral, registry, rewards, rounds
 from dilochain.poc.v1 import query_pb2 as poc_q
 from dilochain.poc.v1 import query_pb2_grpc as poc_grpc
 from dilochain.poc.v1.types_pb2 import Params as PocParams
@@ -277,6 +277,21 @@ class PocQuery(_UsesServices, poc_grpc.QueryServicer):
         with self.s.lock:
             found = challenges.verifiers(self.s.app.committed_view())
         return poc_q.QueryVerifiersResponse(verifiers=found)
+
+    async def Epoch(self, request, context):
+        with self.s.lock:
+            height = self.s.app.height
+            params = self.s.app.params
+            epoch = rewards.epoch_of(params, height + 1) if request.current else request.epoch
+            info = rewards.epoch_info(self.s.app.committed_view(), params, epoch, height)
+        return poc_q.QueryEpochResponse(epoch=info)
+
+    async def Claimable(self, request, context):
+        address = await _valid_address(request.address, context)
+        with self.s.lock:
+            view = self.s.app.committed_view()
+            found = rewards.claimable(view, self.s.app.params, address, request.epoch)
+        return poc_q.QueryClaimableResponse(claimable=found)
 
 
 def register_all(server: grpc.aio.Server, services: Services, moniker: str) -> None:

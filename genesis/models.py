@@ -110,6 +110,14 @@ class PocParams(_Strict):
         return self
 
 
+class RewardParams(_Strict):
+    """Epochs and their reward pools."""
+
+    epoch_blocks: int = Field(default=600, ge=1)
+    reward_per_epoch: int = Field(default=1_000_000_000, ge=0)  # udlc minted per epoch
+    verifier_share: Decimal = Field(default=Decimal("0.1"), ge=0, le=1)
+
+
 class Params(_Strict):
     """All module parameters."""
 
@@ -117,6 +125,7 @@ class Params(_Strict):
     fees: FeeParams = FeeParams()
     consensus: ConsensusParams = ConsensusParams()
     poc: PocParams = PocParams()
+    rewards: RewardParams = RewardParams()
 
 
 class GenesisAccount(_Strict):

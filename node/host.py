@@ -212,13 +212,17 @@ class HostNode:
         state = outer_step(view.state, deltas, self.rc.outer_lr, self.rc.outer_momentum)
         nxt = GlobalView(view.round + 1, state)
         self.local.put(encode_state(state))
-        self.model.load_state_dict(
-            {k: v.to(self.device) for k, v in global_params(state).items()}, strict=True
-        )
-        self.eval_losses[nxt.round] = eval_loss(self.model, self.heldout)
         log.info("round %d aggregated %d pseudo-gradients; eval loss %.4f",
-                 view.round, len(deltas), self.eval_losses[nxt.round])  # fmt: skip
+                 view.round, len(deltas), self.evaluate(nxt))  # fmt: skip
         return nxt
+
+    def evaluate(self, view: GlobalView) -> float:
+        """Held-out loss of a global state (cached per round)."""
+        if view.round not in self.eval_losses:
+            params = {k: v.to(self.device) for k, v in global_params(view.state).items()}
+            self.model.load_state_dict(params, strict=True)
+            self.eval_losses[view.round] = eval_loss(self.model, self.heldout)
+        return self.eval_losses[view.round]
 
     # ---- the loop ------------------------------------------------------------------------------
     def publish_and_commit(self, view: GlobalView, result: RoundResult) -> bool:
@@ -230,6 +234,7 @@ class HostNode:
             host=self.address, run_id=self.cfg.run_id, round=view.round,
             ckpt_root=result.ckpt_root, pseudo_grad_hash=pg_hash, data_seed=result.data_seed,
             tokens=result.tokens, loss=result.loss, base_hash=view.hash,
+            eval_loss=self.evaluate(view),
         )  # fmt: skip
         try:
             self._send(msg)

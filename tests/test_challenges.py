@@ -8,8 +8,9 @@ import pytest
 
 from chain.errors import codes
 from chain.merkle import merkle_proof, merkle_root
-from chain.modules import bank, challenges, collateral, rounds
+from chain.modules import bank, challenges, collateral, rewards, rounds
 from dilochain.poc.v1.tx_pb2 import (
+    MsgClaimReward,
     MsgCommitRound,
     MsgCreateRun,
     MsgDepositCollateral,
@@ -22,6 +23,7 @@ from genesis.models import DENOM
 from node.run_config import make_run_config
 from tests.helpers import local_chain, signed_tx, wallet
 
+REWARDS = {"epoch_blocks": 10, "reward_per_epoch": 1_000_000, "verifier_share": "0.1"}
 CREATOR, HONEST, CHEAT, LAZY = wallet(40), wallet(41), wallet(42), wallet(43)
 VERIFIERS = [wallet(50), wallet(51), wallet(52)]
 ACCOUNTS = [CREATOR, HONEST, CHEAT, LAZY, *VERIFIERS]
@@ -34,7 +36,8 @@ POC = {"sampling_rate": "1", "reveal_window_blocks": 2, "verdict_window_blocks":
 
 class Chain:
     def __init__(self, tmp_path):
-        self.c = local_chain(tmp_path, {str(w.address()): 10**9 for w in ACCOUNTS}, poc=POC)
+        funded = {str(w.address()): 10**9 for w in ACCOUNTS}
+        self.c = local_chain(tmp_path, funded, poc=POC, rewards=REWARDS)
         self.seq = dict.fromkeys(range(len(ACCOUNTS)), 0)
 
     def send(self, who, *msgs):
@@ -96,11 +99,7 @@ def verdict(v, host, segment, passed):
 
 
 def test_full_challenge_cycle(net):
-    run = rounds.window_at(
-        __import__("chain.modules.registry", fromlist=["x"]).get_run(net.view, "r"),
-        net.c.app.params.poc,
-        2,
-    )
+    run = rounds.window_at(registry.get_run(net.view, "r"), net.c.app.params.poc, 2)
     assert (run.start, run.end, run.selection, run.resolution) == (2, 3, 5, 9)
     net.blocks_until(run.selection)
     found = challenges.challenges(net.view, "r", 0)
@@ -151,6 +150,23 @@ def test_full_challenge_cycle(net):
     assert bank.supply(view, DENOM) == supply - 6195  # slashes are burned
     late = net.send(v0, verdict(v0, CHEAT, 0, True))
     assert late.code != 0
+
+    # Rewards for epoch 0 (blocks 1-10): claimable once it has closed, once per address.
+    early = net.send(HONEST, MsgClaimReward(claimer=addr(HONEST), epoch=0))
+    assert early.code == codes.INVALID_REQUEST and "still open" in early.raw_log
+    net.blocks_until(10)
+    before = bank.supply(net.view, DENOM)
+    expected = {HONEST: 900_000, v0: 100_000 * 3 // 7, v1: 100_000 * 3 // 7, v2: 100_000 // 7}
+    for who, amount in expected.items():
+        assert rewards.claimable(net.view, net.c.app.params, addr(who), 0).amount == str(amount)
+        assert net.send(who, MsgClaimReward(claimer=addr(who), epoch=0)).code == 0
+    net.c.block()
+    assert bank.supply(net.view, DENOM) == before + sum(expected.values())
+    twice = net.send(HONEST, MsgClaimReward(claimer=addr(HONEST), epoch=0))
+    assert twice.code == codes.INVALID_REQUEST and "already claimed" in twice.raw_log
+    for cheater in (CHEAT, LAZY):  # slashed in the epoch: nothing to claim
+        refused = net.send(cheater, MsgClaimReward(claimer=addr(cheater), epoch=0))
+        assert refused.code == codes.NOT_FOUND and "no paid work" in refused.raw_log
 
 
 def test_selection_is_recomputable(net):

@@ -17,7 +17,7 @@ import hashlib
 from chain.context import Context, MsgSpec, get_int, set_int
 from chain.errors import TxError, codes
 from chain.merkle import verify_merkle_proof
-from chain.modules import collateral, registry, rounds
+from chain.modules import collateral, registry, rewards, rounds
 from chain.state import CacheStore
 from dilochain.poc.v1.tx_pb2 import (
     MsgRegisterVerifier,
@@ -151,7 +151,9 @@ def resolve(ctx: Context, run: Run, round_: int) -> None:
             failed_hosts.add(c.host)
         if c.status in (FAILED, PASSED):
             for vote in c.votes:
-                if vote.passed != (c.status == PASSED):
+                if vote.passed == (c.status == PASSED):
+                    rewards.credit(ctx, "verifier", vote.verifier, 1)
+                else:
                     _slash(ctx, vote.verifier, params.verifier_slash_fraction, run.run_id, round_,
                            f"voted against the quorum on {c.host} segment {c.segment}")  # fmt: skip
     for commit in rounds.commits(ctx.store, run.run_id, round_):
@@ -160,6 +162,9 @@ def resolve(ctx: Context, run: Run, round_: int) -> None:
             rounds.set_commit(ctx.store, commit)
             _slash(ctx, commit.host, params.slash_fraction, run.run_id, round_,
                    "failed a challenge")  # fmt: skip
+            rewards.mark_slashed(ctx, commit.host)
+        else:
+            rewards.credit(ctx, "host", commit.host, commit.tokens)
 
 
 def end_block(ctx: Context) -> None:

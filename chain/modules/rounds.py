@@ -121,7 +121,7 @@ def _handle_commit(ctx: Context, msg: MsgCommitRound) -> MsgCommitRoundResponse:
     commit = RoundCommit(
         run_id=msg.run_id, round=msg.round, host=msg.host, ckpt_root=msg.ckpt_root,
         pseudo_grad_hash=msg.pseudo_grad_hash, data_seed=msg.data_seed, tokens=msg.tokens,
-        loss=msg.loss, base_hash=msg.base_hash, height=ctx.height,
+        loss=msg.loss, base_hash=msg.base_hash, height=ctx.height, eval_loss=msg.eval_loss,
     )  # fmt: skip
     set_commit(ctx.store, commit)
     ctx.emit("commit_round", run_id=msg.run_id, round=msg.round, host=msg.host,

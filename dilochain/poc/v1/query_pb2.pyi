@@ -147,3 +147,31 @@ class QueryVerifiersResponse(_message.Message):
     VERIFIERS_FIELD_NUMBER: _ClassVar[int]
     verifiers: _containers.RepeatedCompositeFieldContainer[_types_pb2.Verifier]
     def __init__(self, verifiers: _Optional[_Iterable[_Union[_types_pb2.Verifier, _Mapping]]] = ...) -> None: ...
+
+class QueryEpochRequest(_message.Message):
+    __slots__ = ("epoch", "current")
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    CURRENT_FIELD_NUMBER: _ClassVar[int]
+    epoch: int
+    current: bool
+    def __init__(self, epoch: _Optional[int] = ..., current: bool = ...) -> None: ...
+
+class QueryEpochResponse(_message.Message):
+    __slots__ = ("epoch",)
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    epoch: _types_pb2.EpochInfo
+    def __init__(self, epoch: _Optional[_Union[_types_pb2.EpochInfo, _Mapping]] = ...) -> None: ...
+
+class QueryClaimableRequest(_message.Message):
+    __slots__ = ("address", "epoch")
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    address: str
+    epoch: int
+    def __init__(self, address: _Optional[str] = ..., epoch: _Optional[int] = ...) -> None: ...
+
+class QueryClaimableResponse(_message.Message):
+    __slots__ = ("claimable",)
+    CLAIMABLE_FIELD_NUMBER: _ClassVar[int]
+    claimable: _types_pb2.Claimable
+    def __init__(self, claimable: _Optional[_Union[_types_pb2.Claimable, _Mapping]] = ...) -> None: ...

@@ -90,6 +90,16 @@ class QueryStub(object):
                 request_serializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryVerifiersRequest.SerializeToString,
                 response_deserializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryVerifiersResponse.FromString,
                 _registered_method=True)
+        self.Epoch = channel.unary_unary(
+                '/dilochain.poc.v1.Query/Epoch',
+                request_serializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryEpochRequest.SerializeToString,
+                response_deserializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryEpochResponse.FromString,
+                _registered_method=True)
+        self.Claimable = channel.unary_unary(
+                '/dilochain.poc.v1.Query/Claimable',
+                request_serializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryClaimableRequest.SerializeToString,
+                response_deserializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryClaimableResponse.FromString,
+                _registered_method=True)
 
 
 class QueryServicer(object):
@@ -162,6 +172,18 @@ class QueryServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Epoch(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Claimable(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_QueryServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -219,6 +241,16 @@ def add_QueryServicer_to_server(servicer, server):
                     servicer.Verifiers,
                     request_deserializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryVerifiersRequest.FromString,
                     response_serializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryVerifiersResponse.SerializeToString,
+            ),
+            'Epoch': grpc.unary_unary_rpc_method_handler(
+                    servicer.Epoch,
+                    request_deserializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryEpochRequest.FromString,
+                    response_serializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryEpochResponse.SerializeToString,
+            ),
+            'Claimable': grpc.unary_unary_rpc_method_handler(
+                    servicer.Claimable,
+                    request_deserializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryClaimableRequest.FromString,
+                    response_serializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryClaimableResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -519,6 +551,60 @@ class Query(object):
             '/dilochain.poc.v1.Query/Verifiers',
             dilochain_dot_poc_dot_v1_dot_query__pb2.QueryVerifiersRequest.SerializeToString,
             dilochain_dot_poc_dot_v1_dot_query__pb2.QueryVerifiersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Epoch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/dilochain.poc.v1.Query/Epoch',
+            dilochain_dot_poc_dot_v1_dot_query__pb2.QueryEpochRequest.SerializeToString,
+            dilochain_dot_poc_dot_v1_dot_query__pb2.QueryEpochResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Claimable(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/dilochain.poc.v1.Query/Claimable',
+            dilochain_dot_poc_dot_v1_dot_query__pb2.QueryClaimableRequest.SerializeToString,
+            dilochain_dot_poc_dot_v1_dot_query__pb2.QueryClaimableResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from dilochain.poc.v1 import types_pb2 as dilochain_dot_poc_dot_v1_dot_types__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19\x64ilochain/poc/v1/tx.proto\x12\x10\x64ilochain.poc.v1\x1a\x1c\x64ilochain/poc/v1/types.proto\"9\n\x14MsgDepositCollateral\x12\x11\n\tdepositor\x18\x01 \x01(\t\x12\x0e\n\x06\x61mount\x18\x02 \x01(\t\"\x1e\n\x1cMsgDepositCollateralResponse\":\n\x15MsgWithdrawCollateral\x12\x11\n\tdepositor\x18\x01 \x01(\t\x12\x0e\n\x06\x61mount\x18\x02 \x01(\t\"=\n\x1dMsgWithdrawCollateralResponse\x12\x1c\n\x14\x63ompletion_time_unix\x18\x01 \x01(\x03\"\\\n\x0cMsgCreateRun\x12\x0f\n\x07\x63reator\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12+\n\x06\x63onfig\x18\x03 \x01(\x0b\x32\x1b.dilochain.poc.v1.RunConfig\"\x16\n\x14MsgCreateRunResponse\"A\n\x0fMsgRegisterHost\x12\x0c\n\x04host\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\x10\n\x08\x65ndpoint\x18\x03 \x01(\t\"\x19\n\x17MsgRegisterHostResponse\"\xae\x01\n\x0eMsgCommitRound\x12\x0c\n\x04host\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\r\n\x05round\x18\x03 \x01(\x04\x12\x11\n\tckpt_root\x18\x04 \x01(\x0c\x12\x18\n\x10pseudo_grad_hash\x18\x05 \x01(\x0c\x12\x11\n\tdata_seed\x18\x06 \x01(\x04\x12\x0e\n\x06tokens\x18\x07 \x01(\x04\x12\x0c\n\x04loss\x18\x08 \x01(\x01\x12\x11\n\tbase_hash\x18\t \x01(\x0c\"\x18\n\x16MsgCommitRoundResponse\"\xcb\x01\n\x14MsgRevealCheckpoints\x12\x0c\n\x04host\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\r\n\x05round\x18\x03 \x01(\x04\x12\x0f\n\x07segment\x18\x04 \x01(\r\x12\x12\n\nstart_hash\x18\x05 \x01(\x0c\x12\x10\n\x08\x65nd_hash\x18\x06 \x01(\x0c\x12\x12\n\nfinal_hash\x18\x07 \x01(\x0c\x12\x13\n\x0bstart_proof\x18\x08 \x03(\x0c\x12\x11\n\tend_proof\x18\t \x03(\x0c\x12\x13\n\x0b\x66inal_proof\x18\n \x03(\x0c\"\x1e\n\x1cMsgRevealCheckpointsResponse\"\'\n\x13MsgRegisterVerifier\x12\x10\n\x08verifier\x18\x01 \x01(\t\"\x1d\n\x1bMsgRegisterVerifierResponse\"\x89\x01\n\x10MsgSubmitVerdict\x12\x10\n\x08verifier\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\r\n\x05round\x18\x03 \x01(\x04\x12\x0c\n\x04host\x18\x04 \x01(\t\x12\x0f\n\x07segment\x18\x05 \x01(\r\x12\x0e\n\x06passed\x18\x06 \x01(\x08\x12\x15\n\revidence_hash\x18\x07 \x01(\x0c\"\x1a\n\x18MsgSubmitVerdictResponse2\xa8\x06\n\x03Msg\x12k\n\x11\x44\x65positCollateral\x12&.dilochain.poc.v1.MsgDepositCollateral\x1a..dilochain.poc.v1.MsgDepositCollateralResponse\x12n\n\x12WithdrawCollateral\x12\'.dilochain.poc.v1.MsgWithdrawCollateral\x1a/.dilochain.poc.v1.MsgWithdrawCollateralResponse\x12S\n\tCreateRun\x12\x1e.dilochain.poc.v1.MsgCreateRun\x1a&.dilochain.poc.v1.MsgCreateRunResponse\x12\\\n\x0cRegisterHost\x12!.dilochain.poc.v1.MsgRegisterHost\x1a).dilochain.poc.v1.MsgRegisterHostResponse\x12Y\n\x0b\x43ommitRound\x12 .dilochain.poc.v1.MsgCommitRound\x1a(.dilochain.poc.v1.MsgCommitRoundResponse\x12k\n\x11RevealCheckpoints\x12&.dilochain.poc.v1.MsgRevealCheckpoints\x1a..dilochain.poc.v1.MsgRevealCheckpointsResponse\x12h\n\x10RegisterVerifier\x12%.dilochain.poc.v1.MsgRegisterVerifier\x1a-.dilochain.poc.v1.MsgRegisterVerifierResponse\x12_\n\rSubmitVerdict\x12\".dilochain.poc.v1.MsgSubmitVerdict\x1a*.dilochain.poc.v1.MsgSubmitVerdictResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19\x64ilochain/poc/v1/tx.proto\x12\x10\x64ilochain.poc.v1\x1a\x1c\x64ilochain/poc/v1/types.proto\"9\n\x14MsgDepositCollateral\x12\x11\n\tdepositor\x18\x01 \x01(\t\x12\x0e\n\x06\x61mount\x18\x02 \x01(\t\"\x1e\n\x1cMsgDepositCollateralResponse\":\n\x15MsgWithdrawCollateral\x12\x11\n\tdepositor\x18\x01 \x01(\t\x12\x0e\n\x06\x61mount\x18\x02 \x01(\t\"=\n\x1dMsgWithdrawCollateralResponse\x12\x1c\n\x14\x63ompletion_time_unix\x18\x01 \x01(\x03\"\\\n\x0cMsgCreateRun\x12\x0f\n\x07\x63reator\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12+\n\x06\x63onfig\x18\x03 \x01(\x0b\x32\x1b.dilochain.poc.v1.RunConfig\"\x16\n\x14MsgCreateRunResponse\"A\n\x0fMsgRegisterHost\x12\x0c\n\x04host\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\x10\n\x08\x65ndpoint\x18\x03 \x01(\t\"\x19\n\x17MsgRegisterHostResponse\"\xc1\x01\n\x0eMsgCommitRound\x12\x0c\n\x04host\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\r\n\x05round\x18\x03 \x01(\x04\x12\x11\n\tckpt_root\x18\x04 \x01(\x0c\x12\x18\n\x10pseudo_grad_hash\x18\x05 \x01(\x0c\x12\x11\n\tdata_seed\x18\x06 \x01(\x04\x12\x0e\n\x06tokens\x18\x07 \x01(\x04\x12\x0c\n\x04loss\x18\x08 \x01(\x01\x12\x11\n\tbase_hash\x18\t \x01(\x0c\x12\x11\n\teval_loss\x18\n \x01(\x01\"\x18\n\x16MsgCommitRoundResponse\"\xcb\x01\n\x14MsgRevealCheckpoints\x12\x0c\n\x04host\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\r\n\x05round\x18\x03 \x01(\x04\x12\x0f\n\x07segment\x18\x04 \x01(\r\x12\x12\n\nstart_hash\x18\x05 \x01(\x0c\x12\x10\n\x08\x65nd_hash\x18\x06 \x01(\x0c\x12\x12\n\nfinal_hash\x18\x07 \x01(\x0c\x12\x13\n\x0bstart_proof\x18\x08 \x03(\x0c\x12\x11\n\tend_proof\x18\t \x03(\x0c\x12\x13\n\x0b\x66inal_proof\x18\n \x03(\x0c\"\x1e\n\x1cMsgRevealCheckpointsResponse\"\'\n\x13MsgRegisterVerifier\x12\x10\n\x08verifier\x18\x01 \x01(\t\"\x1d\n\x1bMsgRegisterVerifierResponse\"\x89\x01\n\x10MsgSubmitVerdict\x12\x10\n\x08verifier\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\r\n\x05round\x18\x03 \x01(\x04\x12\x0c\n\x04host\x18\x04 \x01(\t\x12\x0f\n\x07segment\x18\x05 \x01(\r\x12\x0e\n\x06passed\x18\x06 \x01(\x08\x12\x15\n\revidence_hash\x18\x07 \x01(\x0c\"\x1a\n\x18MsgSubmitVerdictResponse\"0\n\x0eMsgClaimReward\x12\x0f\n\x07\x63laimer\x18\x01 \x01(\t\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\"(\n\x16MsgClaimRewardResponse\x12\x0e\n\x06\x61mount\x18\x01 \x01(\t2\x83\x07\n\x03Msg\x12k\n\x11\x44\x65positCollateral\x12&.dilochain.poc.v1.MsgDepositCollateral\x1a..dilochain.poc.v1.MsgDepositCollateralResponse\x12n\n\x12WithdrawCollateral\x12\'.dilochain.poc.v1.MsgWithdrawCollateral\x1a/.dilochain.poc.v1.MsgWithdrawCollateralResponse\x12S\n\tCreateRun\x12\x1e.dilochain.poc.v1.MsgCreateRun\x1a&.dilochain.poc.v1.MsgCreateRunResponse\x12\\\n\x0cRegisterHost\x12!.dilochain.poc.v1.MsgRegisterHost\x1a).dilochain.poc.v1.MsgRegisterHostResponse\x12Y\n\x0b\x43ommitRound\x12 .dilochain.poc.v1.MsgCommitRound\x1a(.dilochain.poc.v1.MsgCommitRoundResponse\x12k\n\x11RevealCheckpoints\x12&.dilochain.poc.v1.MsgRevealCheckpoints\x1a..dilochain.poc.v1.MsgRevealCheckpointsResponse\x12h\n\x10RegisterVerifier\x12%.dilochain.poc.v1.MsgRegisterVerifier\x1a-.dilochain.poc.v1.MsgRegisterVerifierResponse\x12_\n\rSubmitVerdict\x12\".dilochain.poc.v1.MsgSubmitVerdict\x1a*.dilochain.poc.v1.MsgSubmitVerdictResponse\x12Y\n\x0b\x43laimReward\x12 .dilochain.poc.v1.MsgClaimReward\x1a(.dilochain.poc.v1.MsgClaimRewardResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -49,21 +49,25 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_MSGREGISTERHOSTRESPONSE']._serialized_start=476
   _globals['_MSGREGISTERHOSTRESPONSE']._serialized_end=501
   _globals['_MSGCOMMITROUND']._serialized_start=504
-  _globals['_MSGCOMMITROUND']._serialized_end=678
-  _globals['_MSGCOMMITROUNDRESPONSE']._serialized_start=680
-  _globals['_MSGCOMMITROUNDRESPONSE']._serialized_end=704
-  _globals['_MSGREVEALCHECKPOINTS']._serialized_start=707
-  _globals['_MSGREVEALCHECKPOINTS']._serialized_end=910
-  _globals['_MSGREVEALCHECKPOINTSRESPONSE']._serialized_start=912
-  _globals['_MSGREVEALCHECKPOINTSRESPONSE']._serialized_end=942
-  _globals['_MSGREGISTERVERIFIER']._serialized_start=944
-  _globals['_MSGREGISTERVERIFIER']._serialized_end=983
-  _globals['_MSGREGISTERVERIFIERRESPONSE']._serialized_start=985
-  _globals['_MSGREGISTERVERIFIERRESPONSE']._serialized_end=1014
-  _globals['_MSGSUBMITVERDICT']._serialized_start=1017
-  _globals['_MSGSUBMITVERDICT']._serialized_end=1154
-  _globals['_MSGSUBMITVERDICTRESPONSE']._serialized_start=1156
-  _globals['_MSGSUBMITVERDICTRESPONSE']._serialized_end=1182
-  _globals['_MSG']._serialized_start=1185
-  _globals['_MSG']._serialized_end=1993
+  _globals['_MSGCOMMITROUND']._serialized_end=697
+  _globals['_MSGCOMMITROUNDRESPONSE']._serialized_start=699
+  _globals['_MSGCOMMITROUNDRESPONSE']._serialized_end=723
+  _globals['_MSGREVEALCHECKPOINTS']._serialized_start=726
+  _globals['_MSGREVEALCHECKPOINTS']._serialized_end=929
+  _globals['_MSGREVEALCHECKPOINTSRESPONSE']._serialized_start=931
+  _globals['_MSGREVEALCHECKPOINTSRESPONSE']._serialized_end=961
+  _globals['_MSGREGISTERVERIFIER']._serialized_start=963
+  _globals['_MSGREGISTERVERIFIER']._serialized_end=1002
+  _globals['_MSGREGISTERVERIFIERRESPONSE']._serialized_start=1004
+  _globals['_MSGREGISTERVERIFIERRESPONSE']._serialized_end=1033
+  _globals['_MSGSUBMITVERDICT']._serialized_start=1036
+  _globals['_MSGSUBMITVERDICT']._serialized_end=1173
+  _globals['_MSGSUBMITVERDICTRESPONSE']._serialized_start=1175
+  _globals['_MSGSUBMITVERDICTRESPONSE']._serialized_end=1201
+  _globals['_MSGCLAIMREWARD']._serialized_start=1203
+  _globals['_MSGCLAIMREWARD']._serialized_end=1251
+  _globals['_MSGCLAIMREWARDRESPONSE']._serialized_start=1253
+  _globals['_MSGCLAIMREWARDRESPONSE']._serialized_end=1293
+  _globals['_MSG']._serialized_start=1296
+  _globals['_MSG']._serialized_end=2195
 # @@protoc_insertion_point(module_scope)

@@ -61,7 +61,7 @@ class MsgRegisterHostResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class MsgCommitRound(_message.Message):
-    __slots__ = ("host", "run_id", "round", "ckpt_root", "pseudo_grad_hash", "data_seed", "tokens", "loss", "base_hash")
+    __slots__ = ("host", "run_id", "round", "ckpt_root", "pseudo_grad_hash", "data_seed", "tokens", "loss", "base_hash", "eval_loss")
     HOST_FIELD_NUMBER: _ClassVar[int]
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     ROUND_FIELD_NUMBER: _ClassVar[int]
@@ -71,6 +71,7 @@ class MsgCommitRound(_message.Message):
     TOKENS_FIELD_NUMBER: _ClassVar[int]
     LOSS_FIELD_NUMBER: _ClassVar[int]
     BASE_HASH_FIELD_NUMBER: _ClassVar[int]
+    EVAL_LOSS_FIELD_NUMBER: _ClassVar[int]
     host: str
     run_id: str
     round: int
@@ -80,7 +81,8 @@ class MsgCommitRound(_message.Message):
     tokens: int
     loss: float
     base_hash: bytes
-    def __init__(self, host: _Optional[str] = ..., run_id: _Optional[str] = ..., round: _Optional[int] = ..., ckpt_root: _Optional[bytes] = ..., pseudo_grad_hash: _Optional[bytes] = ..., data_seed: _Optional[int] = ..., tokens: _Optional[int] = ..., loss: _Optional[float] = ..., base_hash: _Optional[bytes] = ...) -> None: ...
+    eval_loss: float
+    def __init__(self, host: _Optional[str] = ..., run_id: _Optional[str] = ..., round: _Optional[int] = ..., ckpt_root: _Optional[bytes] = ..., pseudo_grad_hash: _Optional[bytes] = ..., data_seed: _Optional[int] = ..., tokens: _Optional[int] = ..., loss: _Optional[float] = ..., base_hash: _Optional[bytes] = ..., eval_loss: _Optional[float] = ...) -> None: ...
 
 class MsgCommitRoundResponse(_message.Message):
     __slots__ = ()
@@ -145,3 +147,17 @@ class MsgSubmitVerdict(_message.Message):
 class MsgSubmitVerdictResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class MsgClaimReward(_message.Message):
+    __slots__ = ("claimer", "epoch")
+    CLAIMER_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    claimer: str
+    epoch: int
+    def __init__(self, claimer: _Optional[str] = ..., epoch: _Optional[int] = ...) -> None: ...
+
+class MsgClaimRewardResponse(_message.Message):
+    __slots__ = ("amount",)
+    AMOUNT_FIELD_NUMBER: _ClassVar[int]
+    amount: str
+    def __init__(self, amount: _Optional[str] = ...) -> None: ...

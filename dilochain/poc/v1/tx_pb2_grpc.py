@@ -75,6 +75,11 @@ class MsgStub(object):
                 request_serializer=dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgSubmitVerdict.SerializeToString,
                 response_deserializer=dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgSubmitVerdictResponse.FromString,
                 _registered_method=True)
+        self.ClaimReward = channel.unary_unary(
+                '/dilochain.poc.v1.Msg/ClaimReward',
+                request_serializer=dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgClaimReward.SerializeToString,
+                response_deserializer=dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgClaimRewardResponse.FromString,
+                _registered_method=True)
 
 
 class MsgServicer(object):
@@ -129,6 +134,12 @@ class MsgServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ClaimReward(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MsgServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -171,6 +182,11 @@ def add_MsgServicer_to_server(servicer, server):
                     servicer.SubmitVerdict,
                     request_deserializer=dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgSubmitVerdict.FromString,
                     response_serializer=dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgSubmitVerdictResponse.SerializeToString,
+            ),
+            'ClaimReward': grpc.unary_unary_rpc_method_handler(
+                    servicer.ClaimReward,
+                    request_deserializer=dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgClaimReward.FromString,
+                    response_serializer=dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgClaimRewardResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -390,6 +406,33 @@ class Msg(object):
             '/dilochain.poc.v1.Msg/SubmitVerdict',
             dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgSubmitVerdict.SerializeToString,
             dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgSubmitVerdictResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ClaimReward(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/dilochain.poc.v1.Msg/ClaimReward',
+            dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgClaimReward.SerializeToString,
+            dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgClaimRewardResponse.FromString,
             options,
             channel_credentials,
             insecure,

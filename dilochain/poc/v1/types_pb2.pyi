@@ -90,7 +90,7 @@ class Run(_message.Message):
     def __init__(self, run_id: _Optional[str] = ..., creator: _Optional[str] = ..., config: _Optional[_Union[RunConfig, _Mapping]] = ..., created_height: _Optional[int] = ..., start_height: _Optional[int] = ...) -> None: ...
 
 class RoundCommit(_message.Message):
-    __slots__ = ("run_id", "round", "host", "ckpt_root", "pseudo_grad_hash", "data_seed", "tokens", "loss", "base_hash", "height", "excluded")
+    __slots__ = ("run_id", "round", "host", "ckpt_root", "pseudo_grad_hash", "data_seed", "tokens", "loss", "base_hash", "height", "excluded", "eval_loss")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     ROUND_FIELD_NUMBER: _ClassVar[int]
     HOST_FIELD_NUMBER: _ClassVar[int]
@@ -102,6 +102,7 @@ class RoundCommit(_message.Message):
     BASE_HASH_FIELD_NUMBER: _ClassVar[int]
     HEIGHT_FIELD_NUMBER: _ClassVar[int]
     EXCLUDED_FIELD_NUMBER: _ClassVar[int]
+    EVAL_LOSS_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     round: int
     host: str
@@ -113,7 +114,42 @@ class RoundCommit(_message.Message):
     base_hash: bytes
     height: int
     excluded: bool
-    def __init__(self, run_id: _Optional[str] = ..., round: _Optional[int] = ..., host: _Optional[str] = ..., ckpt_root: _Optional[bytes] = ..., pseudo_grad_hash: _Optional[bytes] = ..., data_seed: _Optional[int] = ..., tokens: _Optional[int] = ..., loss: _Optional[float] = ..., base_hash: _Optional[bytes] = ..., height: _Optional[int] = ..., excluded: bool = ...) -> None: ...
+    eval_loss: float
+    def __init__(self, run_id: _Optional[str] = ..., round: _Optional[int] = ..., host: _Optional[str] = ..., ckpt_root: _Optional[bytes] = ..., pseudo_grad_hash: _Optional[bytes] = ..., data_seed: _Optional[int] = ..., tokens: _Optional[int] = ..., loss: _Optional[float] = ..., base_hash: _Optional[bytes] = ..., height: _Optional[int] = ..., excluded: bool = ..., eval_loss: _Optional[float] = ...) -> None: ...
+
+class EpochInfo(_message.Message):
+    __slots__ = ("epoch", "start_height", "end_height", "closed", "reward_pool", "host_work", "verifier_work")
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    START_HEIGHT_FIELD_NUMBER: _ClassVar[int]
+    END_HEIGHT_FIELD_NUMBER: _ClassVar[int]
+    CLOSED_FIELD_NUMBER: _ClassVar[int]
+    REWARD_POOL_FIELD_NUMBER: _ClassVar[int]
+    HOST_WORK_FIELD_NUMBER: _ClassVar[int]
+    VERIFIER_WORK_FIELD_NUMBER: _ClassVar[int]
+    epoch: int
+    start_height: int
+    end_height: int
+    closed: bool
+    reward_pool: str
+    host_work: str
+    verifier_work: str
+    def __init__(self, epoch: _Optional[int] = ..., start_height: _Optional[int] = ..., end_height: _Optional[int] = ..., closed: bool = ..., reward_pool: _Optional[str] = ..., host_work: _Optional[str] = ..., verifier_work: _Optional[str] = ...) -> None: ...
+
+class Claimable(_message.Message):
+    __slots__ = ("address", "epoch", "amount", "claimed", "host_work", "verifier_work")
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    AMOUNT_FIELD_NUMBER: _ClassVar[int]
+    CLAIMED_FIELD_NUMBER: _ClassVar[int]
+    HOST_WORK_FIELD_NUMBER: _ClassVar[int]
+    VERIFIER_WORK_FIELD_NUMBER: _ClassVar[int]
+    address: str
+    epoch: int
+    amount: str
+    claimed: bool
+    host_work: str
+    verifier_work: str
+    def __init__(self, address: _Optional[str] = ..., epoch: _Optional[int] = ..., amount: _Optional[str] = ..., claimed: bool = ..., host_work: _Optional[str] = ..., verifier_work: _Optional[str] = ...) -> None: ...
 
 class Vote(_message.Message):
     __slots__ = ("verifier", "passed", "evidence_hash")

@@ -1,0 +1,112 @@
+"""Epochs and rewards: work is credited when a round resolves, paid by ``MsgClaimReward``.
+
+An epoch is ``epoch_blocks`` blocks. When a round's challenges are decided (its resolution
+block), each unexcluded commit credits its host the round's tokens, and each verdict on the
+quorum side credits its verifier one unit, in the epoch of that block; a host slashed in an
+epoch earns nothing for it. Once the epoch's last block is committed its pool
+(``reward_per_epoch``, minted on claim) is claimable: ``1 - verifier_share`` of it pro rata
+to host work, ``verifier_share`` pro rata to verdicts. Each address claims an epoch once.
+"""
+
+from __future__ import annotations
+
+from chain.context import Context, MsgSpec, get_int, set_int
+from chain.errors import TxError, codes
+from chain.modules import bank
+from chain.state import CacheStore
+from dilochain.poc.v1.tx_pb2 import MsgClaimReward, MsgClaimRewardResponse
+from dilochain.poc.v1.types_pb2 import Claimable, EpochInfo
+from genesis.models import Params
+
+
+def epoch_of(params: Params, height: int) -> int:
+    """The epoch holding block ``height`` (blocks start at 1)."""
+    return max(0, height - 1) // params.rewards.epoch_blocks
+
+
+def epoch_bounds(params: Params, epoch: int) -> tuple[int, int]:
+    """First and last block of an epoch."""
+    blocks = params.rewards.epoch_blocks
+    return epoch * blocks + 1, (epoch + 1) * blocks
+
+
+def _work_key(epoch: int, role: str, address: str) -> bytes:
+    return b"work/%012d/" % epoch + role.encode() + b"/" + address.encode()
+
+
+def _slashed_key(epoch: int, address: str) -> bytes:
+    return b"slashed/%012d/" % epoch + address.encode()
+
+
+def _claim_key(epoch: int, address: str) -> bytes:
+    return b"claim/%012d/" % epoch + address.encode()
+
+
+def credit(ctx: Context, role: str, address: str, units: int) -> None:
+    """Add ``units`` of ``role`` ("host" or "verifier") work in the current epoch."""
+    key = _work_key(epoch_of(ctx.params, ctx.height), role, address)
+    set_int(ctx.store, key, get_int(ctx.store, key) + units)
+
+
+def mark_slashed(ctx: Context, address: str) -> None:
+    """A slashed host earns nothing for the current epoch."""
+    ctx.store.set(_slashed_key(epoch_of(ctx.params, ctx.height), address), b"1")
+
+
+def _work(store: CacheStore, epoch: int, role: str) -> dict[str, int]:
+    prefix = b"work/%012d/" % epoch + role.encode() + b"/"
+    found = {k[len(prefix) :].decode(): int(v) for k, v in store.iterate(prefix)}
+    if role == "host":
+        found = {a: w for a, w in found.items() if store.get(_slashed_key(epoch, a)) is None}
+    return found
+
+
+def epoch_info(store: CacheStore, params: Params, epoch: int, height: int) -> EpochInfo:
+    """An epoch's bounds, pool and total work."""
+    start, end = epoch_bounds(params, epoch)
+    return EpochInfo(
+        epoch=epoch, start_height=start, end_height=end, closed=height >= end,
+        reward_pool=str(params.rewards.reward_per_epoch),
+        host_work=str(sum(_work(store, epoch, "host").values())),
+        verifier_work=str(sum(_work(store, epoch, "verifier").values())),
+    )  # fmt: skip
+
+
+def claimable(store: CacheStore, params: Params, address: str, epoch: int) -> Claimable:
+    """What ``address`` earned in ``epoch`` (whether or not the epoch is closed yet)."""
+    pool = params.rewards.reward_per_epoch
+    verifier_pool = int(pool * params.rewards.verifier_share)
+    host_pool = pool - verifier_pool
+    hosts, verifiers = _work(store, epoch, "host"), _work(store, epoch, "verifier")
+    amount = 0
+    if hosts.get(address):
+        amount += host_pool * hosts[address] // sum(hosts.values())
+    if verifiers.get(address):
+        amount += verifier_pool * verifiers[address] // sum(verifiers.values())
+    claimed = store.get(_claim_key(epoch, address))
+    return Claimable(
+        address=address, epoch=epoch, amount=str(int(claimed) if claimed else amount),
+        claimed=claimed is not None, host_work=str(hosts.get(address, 0)),
+        verifier_work=str(verifiers.get(address, 0)),
+    )  # fmt: skip
+
+
+def _handle_claim(ctx: Context, msg: MsgClaimReward) -> MsgClaimRewardResponse:
+    _, end = epoch_bounds(ctx.params, msg.epoch)
+    if ctx.height <= end:
+        raise TxError(codes.INVALID_REQUEST,
+                      f"epoch {msg.epoch} is still open (it ends at block {end})")  # fmt: skip
+    due = claimable(ctx.store, ctx.params, msg.claimer, msg.epoch)
+    if due.claimed:
+        raise TxError(codes.INVALID_REQUEST,
+                      f"{msg.claimer} already claimed epoch {msg.epoch}")  # fmt: skip
+    amount = int(due.amount)
+    if amount == 0:
+        raise TxError(codes.NOT_FOUND, f"{msg.claimer} has no paid work in epoch {msg.epoch}")
+    bank.mint(ctx.store, msg.claimer, {ctx.params.fees.fee_denom: amount})
+    ctx.store.set(_claim_key(msg.epoch, msg.claimer), str(amount).encode())
+    ctx.emit("claim_reward", claimer=msg.claimer, epoch=msg.epoch, amount=f"{amount}udlc")
+    return MsgClaimRewardResponse(amount=str(amount))
+
+
+MSGS = [MsgSpec(MsgClaimReward, "claimer", _handle_claim)]
