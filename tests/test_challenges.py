@@ -8,7 +8,7 @@ import pytest
 
 from chain.errors import codes
 from chain.merkle import merkle_proof, merkle_root
-from chain.modules import bank, challenges, collateral, rewards, rounds
+from chain.modules import bank, challenges, collateral, registry, rewards, rounds
 from dilochain.poc.v1.tx_pb2 import (
     MsgClaimReward,
     MsgCommitRound,
