@@ -123,4 +123,6 @@ def submit(
     except grpc.RpcError as err:
         if err.code() == grpc.StatusCode.INVALID_ARGUMENT:  # simulation failed
             raise TxRefused(err.details()) from None
+        if err.code() == grpc.StatusCode.NOT_FOUND:  # the signer's account does not exist yet
+            raise TxRefused(f"{err.details()} (an account exists once it holds funds)") from None
         raise

@@ -98,3 +98,19 @@ def test_corrupt_artifact_on_resume(running_chain, run_id, operator):
     artifact.parent.mkdir(parents=True)
     artifact.write_bytes(b"not what the hash says")
     one_line_error(node(home, "--run", run_id, chain=running_chain.address), "corrupt")
+
+
+def test_status_and_rewards_commands(running_chain, run_id, operator):
+    home, address = operator
+    cli = [sys.executable, "-m", "dilochain.cli.main"]
+    status = subprocess.run([*cli, "status", "--chain", running_chain.address],
+                            capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert status.returncode == 0 and run_id in status.stdout and "dilochain-test" in status.stdout
+    show_cmd = [*cli, "rewards", "show", "--address", address, "--chain", running_chain.address]
+    show = subprocess.run(show_cmd, capture_output=True, text=True, timeout=60)
+    assert show.returncode == 0 and "rewards of" in show.stdout
+    env = {**os.environ, "DILOCHAIN_KEYRING_PASSWORD": PASSWORD}
+    claim = subprocess.run([*cli, "rewards", "claim", "--epoch", "0", "--key", "op", "--home",
+                            str(home), "--chain", running_chain.address],
+                           capture_output=True, text=True, timeout=60, env=env)  # fmt: skip
+    one_line_error(claim, "claim refused")

@@ -1,26 +1,53 @@
-"""``dilochain devnet up``: a local devnet chain, funded accounts and a few txs, printed."""
+"""``dilochain devnet up``: the whole network on one machine, in one command.
+
+Starts a devnet chain, funds keys, creates a run, starts three honest hosts, one dishonest host
+and two verifiers as separate processes, shows live progress, then claims every reward and
+prints a summary: the loss curve (also a PNG), the cheater caught and slashed, every claim paid.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
 import tempfile
+import time
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from cosmpy.aerial.wallet import LocalWallet
-from cosmpy.protos.cosmos.bank.v1beta1.tx_pb2 import MsgSend
-from cosmpy.protos.cosmos.base.v1beta1.coin_pb2 import Coin
-from rich.console import Console
+from rich.console import Console, Group
+from rich.live import Live
 from rich.table import Table
 
-from chain.address import ADDRESS_PREFIX
-from dilochain.client import broadcast, connect, poc_query
-from dilochain.localnet import ChainProcess, init_localnet
-from dilochain.poc.v1 import query_pb2 as poc_q
-from dilochain.poc.v1.tx_pb2 import MsgCreateRun, MsgDepositCollateral, MsgRegisterHost
+from dilochain.cli.common import CliError, parse_duration
+from dilochain.cli.status_cmd import eval_curve, tables
+from dilochain.client import TxRefused, connect, poc_query, submit
+from dilochain.keyring import Keyring
+from dilochain.localnet import ChainProcess, init_localnet, spawn_node, spawn_verifier
+from dilochain.poc.v1 import query_pb2 as q
+from dilochain.poc.v1.tx_pb2 import MsgClaimReward, MsgCreateRun
 from genesis.models import DENOM
-from node.run_config import make_run_config
 
 CHAIN_ID = "dilochain-devnet"
+RUN_ID = "devnet-run"
+PASSWORD = "devnet"
+HOST_COLLATERAL = 10_000_000
+ROLES = [
+    ("host-0", "honest"), ("host-1", "honest"), ("host-2", "honest"), ("host-3", "random-pg"),
+    ("verifier-0", "verifier"), ("verifier-1", "verifier"),
+]  # fmt: skip
+
+
+@dataclass
+class Member:
+    """One participant of the devnet and what happened to it."""
+
+    name: str
+    behavior: str
+    address: str
+    home: str
+    slashed: int = 0
+    collateral: int = 0
+    claims: list[dict] = field(default_factory=list)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -28,57 +55,154 @@ def register(sub: argparse._SubParsersAction) -> None:
     devnet = sub.add_parser("devnet", help="run a whole local network").add_subparsers(
         dest="devnet_cmd", required=True, metavar="{up}"
     )
-    up = devnet.add_parser("up", help="start a devnet chain, fund accounts, send txs")
-    up.add_argument("--dir", type=Path, default=None, help="work directory (default: a temp dir)")
-    up.add_argument("--block-time", default="500ms")
+    up = devnet.add_parser("up", help="chain, 4 hosts (one dishonest), 2 verifiers, rewards")
+    up.add_argument("--dir", type=Path, default=None, help="keep everything here (default: temp)")
+    up.add_argument("--rounds", type=int, default=6)
+    up.add_argument("--block-time", default="200ms")
+    up.add_argument("--json", type=Path, default=None, help="also write the summary here")
     up.set_defaults(func=_up)
 
 
+def _genesis_params() -> dict:
+    period = 15 + 2 + 4 + 8  # round_blocks + seed/selection + reveal + verdict
+    return {
+        "poc": {"sampling_rate": "0.5", "reveal_window_blocks": 4, "verdict_window_blocks": 8,
+                "verifiers_per_challenge": 2, "quorum": 2, "min_verifier_collateral": 5_000_000},
+        "rewards": {"epoch_blocks": 2 * period, "reward_per_epoch": 1_000_000_000},
+    }  # fmt: skip
+
+
 def _up(args: argparse.Namespace) -> int:
+    if not 1 <= args.rounds <= 100:
+        raise CliError("--rounds must be between 1 and 100")
+    block_time = parse_duration(args.block_time)
     console = Console()
     with tempfile.TemporaryDirectory(prefix="dilochain-devnet-") as tmp:
-        home = (args.dir or Path(tmp)) / "chain"
-        wallets = {name: LocalWallet.generate(prefix=ADDRESS_PREFIX) for name in ("alice", "bob")}
-        init_localnet(home, CHAIN_ID, {str(w.address()): {DENOM: 10**12} for w in wallets.values()})
-        with ChainProcess(home, args.block_time) as chain:
-            console.print(f"[bold]chain[/] {CHAIN_ID} serving gRPC at {chain.address}")
-            _demo(console, chain.address, wallets)
+        root = (args.dir or Path(tmp)).resolve()
+        summary = _run(console, root, args.rounds, args.block_time, block_time)
+        if args.json:
+            args.json.write_text(json.dumps(summary, indent=2))
     return 0
 
 
-def _demo(console: Console, address: str, wallets: dict[str, LocalWallet]) -> None:
-    client = connect(address, CHAIN_ID)
-    alice, bob = wallets["alice"], wallets["bob"]
-    config = make_run_config("00" * 32, "tiny", min_collateral="1000000", max_hosts=8)
-    steps = [
-        ("alice sends 5 DLC to bob", alice, MsgSend(
-            from_address=str(alice.address()), to_address=str(bob.address()),
-            amount=[Coin(denom=DENOM, amount="5000000")])),
-        ("bob bonds 2 DLC of collateral", bob, MsgDepositCollateral(
-            depositor=str(bob.address()), amount="2000000")),
-        ("alice creates run demo-run", alice, MsgCreateRun(
-            creator=str(alice.address()), run_id="demo-run", config=config)),
-        ("bob registers as a host", bob, MsgRegisterHost(
-            host=str(bob.address()), run_id="demo-run", endpoint="127.0.0.1:7070")),
-    ]  # fmt: skip
-    table = Table("tx", "hash", "height", "code", "gas used / wanted")
-    for title, wallet, msg in steps:
-        response = broadcast(client, wallet, msg).wait_to_complete(poll_period=0.2).response
-        table.add_row(
-            title, response.hash[:16] + "…", str(response.height), str(response.code),
-            f"{response.gas_used} / {response.gas_wanted}",
-        )  # fmt: skip
-    console.print(table)
-    balances = Table("account", "address", "balance", "collateral")
-    poc = poc_query(address)
-    for name, wallet in wallets.items():
-        bonded = poc.Collateral(poc_q.QueryCollateralRequest(address=str(wallet.address())))
-        balances.add_row(
-            name, str(wallet.address()),
-            f"{client.query_bank_balance(wallet.address(), DENOM)}{DENOM}",
-            f"{bonded.collateral.bonded}{DENOM}",
-        )  # fmt: skip
-    console.print(balances)
-    hosts = poc.Hosts(poc_q.QueryHostsRequest(run_id="demo-run")).hosts
-    console.print(f"run demo-run hosts: {[h.address for h in hosts]}")
-    console.print(f"chain height {client.query_height()}")
+def _run(console: Console, root: Path, rounds: int, block_time_text: str, block_time: float):
+    from node.data import corpus_hash, default_text
+    from node.run_config import make_run_config
+
+    members = []
+    for name, behavior in [("creator", "creator"), *ROLES]:
+        home = root / name
+        info, _ = Keyring(home / "keyring").add("k", PASSWORD)
+        members.append(Member(name, behavior, info.address, str(home)))
+    funded = {m.address: {DENOM: 10**12} for m in members}
+    genesis = init_localnet(root / "chain", CHAIN_ID, funded, **_genesis_params())
+    cfg = make_run_config(corpus_hash(default_text()), "tiny", round_blocks=15,
+                          total_rounds=rounds, start_delay_blocks=int(15 / block_time),
+                          min_collateral=str(HOST_COLLATERAL))  # fmt: skip
+    wallets = {m.name: Keyring(Path(m.home) / "keyring").wallet("k", PASSWORD) for m in members}
+    with ChainProcess(root / "chain", block_time_text) as chain:
+        console.print(f"[bold]devnet[/] {CHAIN_ID} at {chain.address}; work dir {root}")
+        client = connect(chain.address, CHAIN_ID)
+        submit(client, wallets["creator"], MsgCreateRun(creator=members[0].address, run_id=RUN_ID,
+                                                        config=cfg))  # fmt: skip
+        hosts = [m for m in members if m.name.startswith("host")]
+        verifiers = [m for m in members if m.name.startswith("verifier")]
+        node_procs = [spawn_node(Path(m.home), RUN_ID, "k", chain.address, PASSWORD,
+                                 "--behavior", m.behavior) for m in hosts]  # fmt: skip
+        verifier_procs = [spawn_verifier(Path(m.home), "k", chain.address, PASSWORD)
+                          for m in verifiers]  # fmt: skip
+        try:
+            with Live(console=console, refresh_per_second=2) as live:
+                while any(p.poll() is None for p in node_procs):
+                    live.update(Group(*tables(chain.address, RUN_ID)))
+                    time.sleep(0.5)
+                live.update(Group(*tables(chain.address, RUN_ID)))
+        finally:
+            for proc in verifier_procs:
+                proc.terminate()
+            for proc in verifier_procs + node_procs:
+                proc.wait(30)
+        failed = [m.name for m, p in zip(hosts, node_procs, strict=True) if p.returncode]
+        if failed:
+            raise CliError(f"hosts {failed} stopped with an error; see their node.log in {root}")
+        poc = poc_query(chain.address)
+        _claim_all(console, client, poc, members[1:], wallets)
+        return _summary(console, root, poc, members, genesis, rounds)
+
+
+def _claim_all(console, client, poc, members: list[Member], wallets) -> None:
+    last = poc.Epoch(q.QueryEpochRequest(current=True)).epoch
+    with console.status(f"waiting for epoch {last.epoch} to close (block {last.end_height})"):
+        while not poc.Epoch(q.QueryEpochRequest(epoch=last.epoch)).epoch.closed:
+            time.sleep(0.3)
+    for member in members:
+        for epoch in range(last.epoch + 1):
+            due = poc.Claimable(q.QueryClaimableRequest(address=member.address, epoch=epoch))
+            if int(due.claimable.amount) == 0 or due.claimable.claimed:
+                continue
+            msg = MsgClaimReward(claimer=member.address, epoch=epoch)
+            try:
+                response = submit(client, wallets[member.name], msg)
+            except TxRefused as err:
+                console.print(f"[red]{member.name} epoch {epoch}: claim refused: {err}")
+                continue
+            member.claims.append({"epoch": epoch, "amount": int(due.claimable.amount),
+                                  "tx": response.hash})  # fmt: skip
+
+
+def _summary(console, root: Path, poc, members: list[Member], genesis, rounds: int) -> dict:
+    slashes = list(poc.Slashes(q.QuerySlashesRequest()).slashes)
+    for m in members:
+        m.slashed = sum(int(s.amount) for s in slashes if s.address == m.address)
+        m.collateral = int(
+            poc.Collateral(q.QueryCollateralRequest(address=m.address)).collateral.bonded
+        )
+    curve = eval_curve(poc, RUN_ID, rounds)
+    png = root / "loss_curve.png"
+    _plot(curve, png)
+    checkpoints = poc.GlobalCheckpoints(q.QueryGlobalCheckpointsRequest(run_id=RUN_ID)).checkpoints
+    loss = Table("round", "eval loss (median of hosts' reports)", title="loss curve")
+    for r, value in curve:
+        loss.add_row(str(r), f"{value:.4f}")
+    people = Table(
+        "member", "behavior", "collateral", "slashed", "rewards claimed", title="summary"
+    )
+    for m in members[1:]:
+        paid = sum(c["amount"] for c in m.claims)
+        people.add_row(m.name, m.behavior, f"{m.collateral}udlc",
+                       f"[red]{m.slashed}udlc[/]" if m.slashed else "-",
+                       f"{paid}udlc in {len(m.claims)} claims" if m.claims else "-")  # fmt: skip
+    console.print(loss, people)
+    agreeing = all(g.agreeing == g.commits for g in checkpoints)
+    agreement = "all hosts agreeing" if agreeing else "DISAGREEMENT"
+    console.print(f"global checkpoints: {len(checkpoints)} rounds recorded, {agreement}; "
+                  f"loss curve: {png}")  # fmt: skip
+    cheaters = [m for m in members if m.behavior not in ("honest", "verifier", "creator")]
+    for m in cheaters:
+        verdict = "caught and slashed" if m.slashed else "NOT caught"
+        console.print(f"dishonest {m.name} ({m.behavior}): {verdict}")
+    return {
+        "chain_home": str(root / "chain"), "chain_id": CHAIN_ID, "run_id": RUN_ID,
+        "rounds": rounds, "png": str(png), "loss_curve": curve,
+        "genesis_supply": sum(
+            c.amount for a in genesis.accounts for c in a.coins if c.denom == DENOM
+        ),
+        "members": [asdict(m) for m in members],
+    }  # fmt: skip
+
+
+def _plot(curve: list[tuple[int, float]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.plot([r for r, _ in curve], [v for _, v in curve], marker="o")
+    ax.set(xlabel="round", ylabel="held-out loss", title="dilochain devnet: global model")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)

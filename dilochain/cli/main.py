@@ -5,9 +5,19 @@ from __future__ import annotations
 import argparse
 import sys
 
+import grpc
+
 from chain.home import HomeError
 from chain.server import ChainStartError
-from dilochain.cli import chain_cmd, devnet_cmd, keys_cmd, node_cmd, verifier_cmd
+from dilochain.cli import (
+    chain_cmd,
+    devnet_cmd,
+    keys_cmd,
+    node_cmd,
+    rewards_cmd,
+    status_cmd,
+    verifier_cmd,
+)
 from dilochain.cli.common import CliError
 from dilochain.client import ChainUnreachable
 from dilochain.keyring import KeyringError
@@ -26,6 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
     keys_cmd.register(sub)
     node_cmd.register(sub)
     verifier_cmd.register(sub)
+    rewards_cmd.register(sub)
+    status_cmd.register(sub)
     devnet_cmd.register(sub)
     return parser
 
@@ -46,6 +58,9 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except USER_ERRORS as err:
         print(f"error: {err}", file=sys.stderr)
+        return 1
+    except grpc.RpcError as err:  # the chain went away or refused a query mid-command
+        print(f"error: chain request failed: {err.details() or err.code()}", file=sys.stderr)
         return 1
 
 

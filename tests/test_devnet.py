@@ -1,0 +1,83 @@
+"""``dilochain devnet up`` end to end, then the chain it left behind, restarted and queried."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from cosmpy.aerial.client import LedgerClient
+from cosmpy.protos.cosmos.bank.v1beta1 import query_pb2 as bank_q
+
+from dilochain.cli.devnet_cmd import HOST_COLLATERAL, PASSWORD
+from dilochain.client import TxRefused, network_config, poc_query, submit
+from dilochain.keyring import Keyring
+from dilochain.localnet import ChainProcess
+from dilochain.poc.v1 import query_pb2 as q
+from dilochain.poc.v1.tx_pb2 import MsgClaimReward
+from genesis.models import DENOM
+
+pytestmark = pytest.mark.integration
+ROUNDS = 3
+
+
+def test_devnet_up_catches_the_cheater_and_pays_everyone(tmp_path):
+    summary_path = tmp_path / "summary.json"
+    cmd = [sys.executable, "-m", "dilochain.cli.main", "devnet", "up", "--dir", str(tmp_path / "d"),
+           "--rounds", str(ROUNDS), "--json", str(summary_path)]  # fmt: skip
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "caught and slashed" in result.stdout
+    summary = json.loads(summary_path.read_text())
+    assert Path(summary["png"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    members = {m["name"]: m for m in summary["members"]}
+
+    with ChainProcess(Path(summary["chain_home"]), "200ms") as chain:
+        poc = poc_query(chain.address)
+        client = LedgerClient(network_config(summary["chain_id"], chain.address))
+        checkpoints = poc.GlobalCheckpoints(
+            q.QueryGlobalCheckpointsRequest(run_id=summary["run_id"])
+        ).checkpoints
+        assert [g.round for g in checkpoints] == list(range(ROUNDS))
+        assert all(g.agreeing == g.commits >= 3 for g in checkpoints)
+
+        cheater = members["host-3"]
+        slashes = [
+            s for s in poc.Slashes(q.QuerySlashesRequest(address=cheater["address"])).slashes
+        ]
+        assert slashes, "the dishonest host was not slashed"
+        expected = HOST_COLLATERAL
+        for _ in slashes:
+            expected -= int(expected * 0.3)
+        bonded = poc.Collateral(q.QueryCollateralRequest(address=cheater["address"])).collateral
+        assert int(bonded.bonded) == expected
+
+        paid = 0
+        for name in ("host-0", "host-1", "host-2", "verifier-0", "verifier-1"):
+            member = members[name]
+            assert member["claims"], f"{name} was paid nothing"
+            assert not poc.Slashes(q.QuerySlashesRequest(address=member["address"])).slashes
+            for claim in member["claims"]:
+                request = q.QueryClaimableRequest(address=member["address"], epoch=claim["epoch"])
+                due = poc.Claimable(request).claimable
+                info = poc.Epoch(q.QueryEpochRequest(epoch=claim["epoch"])).epoch
+                pool = int(info.reward_pool)
+                share = (pool - pool // 10) * int(due.host_work) // max(1, int(info.host_work))
+                share += pool // 10 * int(due.verifier_work) // max(1, int(info.verifier_work))
+                assert due.claimed and int(due.amount) == claim["amount"] == share
+                paid += claim["amount"]
+        assert not members["host-3"]["claims"]
+
+        # A second claim of the same epoch is refused.
+        host0 = members["host-0"]
+        wallet = Keyring(Path(host0["home"]) / "keyring").wallet("k", PASSWORD)
+        with pytest.raises(TxRefused, match="already claimed"):
+            submit(client, wallet, MsgClaimReward(claimer=host0["address"],
+                                                  epoch=host0["claims"][0]["epoch"]))  # fmt: skip
+
+        # Supply: genesis + rewards minted - collateral burned by slashing.
+        burned = sum(int(s.amount) for s in poc.Slashes(q.QuerySlashesRequest()).slashes)
+        supply = client.bank.SupplyOf(bank_q.QuerySupplyOfRequest(denom=DENOM)).amount.amount
+        assert int(supply) == summary["genesis_supply"] + paid - burned
