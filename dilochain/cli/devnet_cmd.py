@@ -79,7 +79,11 @@ def _up(args: argparse.Namespace) -> int:
     console = Console()
     with tempfile.TemporaryDirectory(prefix="dilochain-devnet-") as tmp:
         root = (args.dir or Path(tmp)).resolve()
-        summary = _run(console, root, args.rounds, args.block_time, block_time)
+        try:
+            summary = _run(console, root, args.rounds, args.block_time, block_time)
+        except CliError as err:
+            hint = "" if args.dir else " (rerun with --dir DIR to keep the logs)"
+            raise CliError(f"{err}{hint}") from None
         if args.json:
             args.json.write_text(json.dumps(summary, indent=2))
     return 0
