@@ -32,8 +32,8 @@ class CodecError(ValueError):
 
 
 def encode_state(state: dict[str, torch.Tensor]) -> bytes:
-    """Canonical bytes of ``state`` (tensors moved to CPU, made contiguous)."""
-    parts = [MAGIC, struct.pack("<I", len(state))]
+    """Canonical bytes of ``state`` (tensors moved to CPU); the data is copied once."""
+    parts: list[bytes | memoryview] = [MAGIC, struct.pack("<I", len(state))]
     for key in sorted(state):
         tensor = state[key].detach().to("cpu").contiguous()
         dtype = _NAMES.get(tensor.dtype)
@@ -45,7 +45,7 @@ def encode_state(state: dict[str, torch.Tensor]) -> bytes:
         parts.append(
             struct.pack("<B", tensor.dim()) + struct.pack(f"<{tensor.dim()}Q", *tensor.shape)
         )
-        parts.append(tensor.reshape(-1).view(torch.uint8).numpy().tobytes())
+        parts.append(memoryview(tensor.reshape(-1).view(torch.uint8).numpy()))
     return b"".join(parts)
 
 

@@ -41,16 +41,17 @@ class InnerState:
     step: int
 
     def checkpoint(self) -> dict[str, torch.Tensor]:
-        """The canonical checkpoint dict of this state."""
-        out = self.params()
-        out = {PARAM + n: v for n, v in out.items()}
+        """The canonical checkpoint dict of this state.
+
+        Its tensors are views of the live state (no copy): encode it before the next step.
+        """
+        zeros = torch.zeros_like
+        out: dict[str, torch.Tensor] = {STEP: torch.tensor(self.step, dtype=torch.int64)}
         for name, p in self.model.named_parameters():
             state = self.optimizer.state.get(p, {})
-            out[EXP_AVG + name] = state.get("exp_avg", torch.zeros_like(p)).detach().cpu().clone()
-            out[EXP_AVG_SQ + name] = (
-                state.get("exp_avg_sq", torch.zeros_like(p)).detach().cpu().clone()
-            )
-        out[STEP] = torch.tensor(self.step, dtype=torch.int64)
+            out[PARAM + name] = p.detach()
+            out[EXP_AVG + name] = state.get("exp_avg", zeros(p)).detach()
+            out[EXP_AVG_SQ + name] = state.get("exp_avg_sq", zeros(p)).detach()
         return out
 
     def params(self) -> dict[str, torch.Tensor]:
