@@ -88,6 +88,7 @@ class ChainStore:
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.executescript(_SCHEMA)
         self._cache: dict[bytes, bytes | None] = {}
+        self._meta: dict[str, bytes | None] = {}
 
     _CACHE_LIMIT = 1_000_000
 
@@ -128,10 +129,13 @@ class ChainStore:
 
     # ---- meta --------------------------------------------------------------------------------
     def meta(self, key: str) -> bytes | None:
-        """A metadata value (``height``, ``app_hash``, ``genesis_hash``…)."""
+        """A metadata value (``height``, ``app_hash``, ``genesis_hash``…), cached after a read."""
+        if key in self._meta:
+            return self._meta[key]
         with self._lock:
             row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-        return row[0] if row else None
+            self._meta[key] = row[0] if row else None
+        return self._meta[key]
 
     @property
     def height(self) -> int:
@@ -180,6 +184,7 @@ class ChainStore:
             for key, value in writes.items():
                 if key in self._cache:
                     self._cache[key] = value
+            self._meta.update(meta)
 
     # ---- blocks and txs ----------------------------------------------------------------------
     def block(self, height: int) -> StoredBlock | None:
