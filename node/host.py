@@ -1,9 +1,10 @@
 """The host node: registers, trains round after round, publishes, commits, resumes.
 
-Each round r: bring the global state up to θ_r (aggregating the closed rounds' committed
+Each round r: bring the global state up to θ_r (aggregating the resolved rounds' unexcluded
 pseudo-gradients, or syncing to the chain's recorded global checkpoint), train H inner steps,
 publish the checkpoints and the compressed pseudo-gradient, commit their hashes in a
-``MsgCommitRound``, and wait for the round's commit window to close.
+``MsgCommitRound``, reveal whichever segments the chain challenges, and wait for the round to
+resolve.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
+from functools import cached_property
 
 import grpc
 import torch
@@ -48,15 +50,20 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class GlobalView:
-    """The global state the node knows: θ_round and the outer momentum."""
+    """The global state the node knows: θ_round and the outer momentum (never mutated)."""
 
     round: int
     state: dict[str, torch.Tensor]
 
-    @property
+    @cached_property
+    def encoded(self) -> bytes:
+        """The canonical encoding, as published."""
+        return encode_state(self.state)
+
+    @cached_property
     def hash(self) -> bytes:
         """Hash of the canonical encoding (what the chain records)."""
-        return hashlib.sha256(encode_state(self.state)).digest()
+        return hashlib.sha256(self.encoded).digest()
 
 
 class HostNode:
@@ -150,7 +157,7 @@ class HostNode:
     def _save(
         self, view: GlobalView, error: dict[str, torch.Tensor] | None, attempted: int
     ) -> None:
-        self.local.put(encode_state(view.state))
+        self.local.put(view.encoded)
         record = {
             "round": view.round,
             "global_hash": view.hash.hex(),
@@ -211,7 +218,7 @@ class HostNode:
         ]
         state = outer_step(view.state, deltas, self.rc.outer_lr, self.rc.outer_momentum)
         nxt = GlobalView(view.round + 1, state)
-        self.local.put(encode_state(state))
+        self.local.put(nxt.encoded)
         log.info("round %d aggregated %d pseudo-gradients; eval loss %.4f",
                  view.round, len(deltas), self.evaluate(nxt))  # fmt: skip
         return nxt

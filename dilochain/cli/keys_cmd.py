@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from dilochain.cli.common import default_home, keyring, keyring_password, read_secret
+from dilochain.keyring import KeyInfo
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -30,12 +31,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     listing.set_defaults(func=_list)
 
 
+def _describe(info: KeyInfo) -> None:
+    print(f"- name: {info.name}\n  address: {info.address}\n  pubkey: {info.pubkey}")
+
+
 def _add(args: argparse.Namespace) -> int:
     ring = keyring(args.home)
     password = keyring_password(confirm=not (args.home / "keyring" / ".keyhash").exists())
     mnemonic = read_secret("BIP-39 mnemonic: ") if args.recover else None
     info, words = ring.add(args.name, password, mnemonic)
-    print(f"- name: {info.name}\n  address: {info.address}\n  pubkey: {info.pubkey}")
+    _describe(info)
     if not args.recover:
         print("\nWrite this mnemonic down; it is the only way to recover the key:\n")
         print(words)
@@ -47,7 +52,7 @@ def _show(args: argparse.Namespace) -> int:
     if args.address:
         print(info.address)
     else:
-        print(f"- name: {info.name}\n  address: {info.address}\n  pubkey: {info.pubkey}")
+        _describe(info)
     return 0
 
 
