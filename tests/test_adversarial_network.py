@@ -4,6 +4,9 @@ votes fail is outvoted and penalised."""
 
 from __future__ import annotations
 
+import signal
+import time
+
 import pytest
 from cosmpy.aerial.client import LedgerClient
 
@@ -55,7 +58,17 @@ def test_cheaters_are_slashed_and_honest_hosts_are_not(tmp_path):
             for h, b in zip(verifier_homes, VERIFIERS, strict=True)
         ]  # fmt: skip
         nodes, verifiers = procs[: len(host_homes)], procs[len(host_homes) :]
+        poc = poc_query(chain.address)
         try:
+            # Restart an honest verifier mid-run, while round 0's challenges are being voted on.
+            request = q.QueryChallengesRequest(run_id="adv", round=0)
+            deadline = time.monotonic() + 120
+            while not any(c.votes for c in poc.Challenges(request).challenges):
+                assert time.monotonic() < deadline, "no verdicts in round 0"
+                time.sleep(0.2)
+            verifiers[0].send_signal(signal.SIGINT)
+            assert verifiers[0].wait(30) == 0
+            verifiers[0] = spawn_verifier(verifier_homes[0], "k", chain.address, PASSWORD)
             for home, proc in zip(host_homes, nodes, strict=True):
                 assert proc.wait(240) == 0, (home / "node.log").read_text()[-3000:]
         finally:
@@ -63,7 +76,6 @@ def test_cheaters_are_slashed_and_honest_hosts_are_not(tmp_path):
                 proc.terminate()
             for proc in verifiers:
                 proc.wait(30)
-        poc = poc_query(chain.address)
         slashes = list(poc.Slashes(q.QuerySlashesRequest()).slashes)
         bonded = {
             home: int(poc.Collateral(q.QueryCollateralRequest(address=a)).collateral.bonded)
@@ -95,6 +107,7 @@ def test_cheaters_are_slashed_and_honest_hosts_are_not(tmp_path):
         if behavior == "honest":
             assert address[home] not in slashed
             assert bonded[home] == COLLATERAL
+            assert "already voted" not in (home / "verifier.log").read_text()  # restart-safe
         else:
             assert address[home] in slashed  # outvoted on the honest hosts' challenges
             assert bonded[home] < COLLATERAL
