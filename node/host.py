@@ -252,9 +252,23 @@ class HostNode:
                  view.round, result.loss, pg_hash.hex()[:12], len(result.pseudo_grad))  # fmt: skip
         return True
 
-    def _wait_for_height(self, height: int, stop: threading.Event) -> None:
+    def _wait_for_height(
+        self, height: int, stop: threading.Event, prefetch_round: int | None = None
+    ) -> None:
+        """Poll until ``height`` is committed, meanwhile fetching the round's new pseudo-gradients
+        (while their hosts are surely up) so aggregation does not depend on them later."""
         while not stop.is_set() and self._round_info().height < height:
+            if prefetch_round is not None:
+                self._prefetch(prefetch_round)
             stop.wait(self.cfg.poll_seconds)
+
+    def _prefetch(self, round_: int) -> None:
+        for c in self._commits(round_):
+            if not self.local.has(c.pseudo_grad_hash):
+                try:
+                    self.store.get(c.pseudo_grad_hash)
+                except ArtifactError as err:
+                    log.debug("prefetch of %s failed: %s", c.pseudo_grad_hash.hex()[:12], err)
 
     def reveal(self, round_: int) -> None:
         """Reveal every challenged segment of this host's round ``round_`` (with Merkle proofs)."""
@@ -339,10 +353,10 @@ class HostNode:
                     committed += 1
                 self._save(view, error, attempted)
             if mine:
-                self._wait_for_height(info.selection_height, stop)
+                self._wait_for_height(info.selection_height, stop, view.round)
                 if not stop.is_set():
                     self.reveal(view.round)
-            self._wait_for_height(info.resolution_height, stop)
+            self._wait_for_height(info.resolution_height, stop, view.round)
         return committed
 
     def serve_and_run(self, stop: threading.Event, progress=None) -> int:
