@@ -79,8 +79,10 @@ def _up(args: argparse.Namespace) -> int:
     console = Console()
     with tempfile.TemporaryDirectory(prefix="dilochain-devnet-") as tmp:
         root = (args.dir or Path(tmp)).resolve()
+        # The plot outlives a temporary work directory: it then goes to the current directory.
+        png = (args.dir.resolve() if args.dir else Path.cwd()) / "devnet_loss_curve.png"
         try:
-            summary = _run(console, root, args.rounds, args.block_time, block_time)
+            summary = _run(console, root, args.rounds, args.block_time, block_time, png)
         except CliError as err:
             hint = "" if args.dir else " (rerun with --dir DIR to keep the logs)"
             raise CliError(f"{err}{hint}") from None
@@ -89,7 +91,9 @@ def _up(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run(console: Console, root: Path, rounds: int, block_time_text: str, block_time: float):
+def _run(
+    console: Console, root: Path, rounds: int, block_time_text: str, block_time: float, png: Path
+) -> dict:
     from node.data import corpus_hash, default_text
     from node.run_config import make_run_config
 
@@ -131,7 +135,7 @@ def _run(console: Console, root: Path, rounds: int, block_time_text: str, block_
             raise CliError(f"hosts {failed} stopped with an error; see their node.log in {root}")
         poc = poc_query(chain.address)
         _claim_all(console, client, poc, members[1:], wallets)
-        return _summary(console, root, poc, members, genesis, rounds)
+        return _summary(console, root, poc, members, genesis, rounds, png)
 
 
 def _claim_all(console, client, poc, members: list[Member], wallets) -> None:
@@ -154,7 +158,9 @@ def _claim_all(console, client, poc, members: list[Member], wallets) -> None:
                                   "tx": response.hash})  # fmt: skip
 
 
-def _summary(console, root: Path, poc, members: list[Member], genesis, rounds: int) -> dict:
+def _summary(
+    console, root: Path, poc, members: list[Member], genesis, rounds: int, png: Path
+) -> dict:
     slashes = list(poc.Slashes(q.QuerySlashesRequest()).slashes)
     for m in members:
         m.slashed = sum(int(s.amount) for s in slashes if s.address == m.address)
@@ -162,7 +168,6 @@ def _summary(console, root: Path, poc, members: list[Member], genesis, rounds: i
             poc.Collateral(q.QueryCollateralRequest(address=m.address)).collateral.bonded
         )
     curve = eval_curve(poc, RUN_ID, rounds)
-    png = root / "loss_curve.png"
     _plot(curve, png)
     checkpoints = poc.GlobalCheckpoints(q.QueryGlobalCheckpointsRequest(run_id=RUN_ID)).checkpoints
     loss = Table("round", "eval loss (median of hosts' reports)", title="loss curve")
