@@ -25,7 +25,7 @@ from dilochain.client import sign_offline
 from dilochain.poc.v1.tx_pb2 import MsgCommitRound
 from node.compress import compress, compress_with_feedback, decompress
 from node.data import Corpus, corpus_hash, default_text
-from node.diloco import global_params, initial_global, outer_step, pseudo_gradient
+from node.diloco import initial_global, outer_step, params_of, pseudo_gradient
 from node.model import build_model, parameter_count
 from node.round_work import train_round
 from node.run_config import make_run_config
@@ -68,7 +68,7 @@ def run_diloco(cfg, corpus, workers, steps, heldout, int8: bool) -> tuple[float,
     for round_ in range(steps // cfg.inner_steps):
         deltas = []
         for worker in workers:
-            start = global_params(state)
+            start = params_of(state)
             inner = fresh_inner_state(model, cfg, start)
             shard = corpus.shard_of(cfg.seed, worker)
             seed = int.from_bytes(hashlib.sha256(f"{worker}/{round_}".encode()).digest()[:8], "big")
@@ -83,7 +83,7 @@ def run_diloco(cfg, corpus, workers, steps, heldout, int8: bool) -> tuple[float,
                 deltas.append(delta)
                 sent += 4 * sum(v.numel() for v in delta.values())
         state = outer_step(state, deltas, cfg.outer_lr, cfg.outer_momentum)
-    model.load_state_dict(global_params(state))
+    model.load_state_dict(params_of(state))
     return eval_loss(model, heldout), sent // len(workers)
 
 
@@ -97,12 +97,12 @@ def commit_overhead(corpus_text: bytes) -> dict[str, float]:
     result = train_round(model, cfg, corpus, "dilo1bench", 0, state, None)
     round_seconds = time.perf_counter() - t
     t = time.perf_counter()
-    ckpt = fresh_inner_state(model, cfg, global_params(state)).checkpoint()
+    ckpt = fresh_inner_state(model, cfg, params_of(state)).checkpoint()
     for _ in result.checkpoints:
         hashlib.sha256(encode_state(ckpt)).digest()
     hashing = time.perf_counter() - t
     t = time.perf_counter()
-    compress(pseudo_gradient(global_params(state), global_params(state)), 8)
+    compress(pseudo_gradient(params_of(state), params_of(state)), 8)
     compressing = time.perf_counter() - t
     t = time.perf_counter()
     merkle_root(result.checkpoint_hashes)

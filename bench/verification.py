@@ -26,7 +26,7 @@ from rich.table import Table
 from chain.modules.challenges import is_challenged
 from genesis.models import PocParams
 from node.data import Corpus, corpus_hash, default_text
-from node.diloco import initial_global
+from node.diloco import initial_global, params_of
 from node.model import build_model
 from node.round_work import train_round
 from node.run_config import make_run_config
@@ -76,8 +76,7 @@ def honest_noise() -> float:
     shard = corpus.shard_of(cfg.seed, HOST)
     run_segment(state, cfg, corpus, shard, result.data_seed, 0, cfg.checkpoint_interval)
     end = decode_state(result.checkpoints[1])
-    params = lambda d: {k: v for k, v in d.items() if k.startswith("param/")}  # noqa: E731
-    return relative_l2(params(state.checkpoint()), params(end))
+    return relative_l2(params_of(state.checkpoint()), params_of(end))
 
 
 def detection_rate(rate: float, faked: int, trials: int, rng: random.Random) -> float:

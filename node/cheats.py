@@ -17,9 +17,9 @@ from dilochain.poc.v1.types_pb2 import RunConfig
 from node.behaviors import Behavior
 from node.compress import bits_of, compress, decompress
 from node.data import Corpus
+from node.diloco import PARAM
 from node.round_work import RoundResult, train_round
 from node.tensor_codec import decode_state, encode_state
-from node.train_step import PARAM
 
 NOISE = 1e-6
 

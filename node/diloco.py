@@ -20,8 +20,8 @@ def initial_global(params: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return state
 
 
-def global_params(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """The parameters of a global state."""
+def params_of(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The parameters (the ``param/`` entries) of a global state or an inner checkpoint."""
     return {k[len(PARAM) :]: v for k, v in state.items() if k.startswith(PARAM)}
 
 
@@ -45,7 +45,7 @@ def outer_step(
     if not deltas:
         return {k: v.clone() for k, v in state.items()}
     out = {}
-    for name, theta in global_params(state).items():
+    for name, theta in params_of(state).items():
         total = torch.zeros_like(theta)
         for delta in deltas:
             total += delta[name]

@@ -38,7 +38,7 @@ from node.cheats import cheat_round
 from node.compress import decompress
 from node.config import NodeConfig
 from node.data import Corpus, corpus_hash, load_text
-from node.diloco import global_params, initial_global, outer_step
+from node.diloco import initial_global, outer_step, params_of
 from node.errors import NodeError
 from node.model import build_model
 from node.round_work import RoundResult, train_round
@@ -226,7 +226,7 @@ class HostNode:
     def evaluate(self, view: GlobalView) -> float:
         """Held-out loss of a global state (cached per round)."""
         if view.round not in self.eval_losses:
-            params = {k: v.to(self.device) for k, v in global_params(view.state).items()}
+            params = {k: v.to(self.device) for k, v in params_of(view.state).items()}
             self.model.load_state_dict(params, strict=True)
             self.eval_losses[view.round] = eval_loss(self.model, self.heldout)
         return self.eval_losses[view.round]

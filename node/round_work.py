@@ -15,7 +15,7 @@ from chain.modules.rounds import derive_data_seed
 from dilochain.poc.v1.types_pb2 import RunConfig
 from node.compress import bits_of, compress_with_feedback
 from node.data import Corpus
-from node.diloco import global_params, pseudo_gradient
+from node.diloco import params_of, pseudo_gradient
 from node.model import GPT
 from node.tensor_codec import encode_state
 from node.train_step import fresh_inner_state, train_step
@@ -55,7 +55,7 @@ def train_round(
     """Train round ``round_`` from ``global_state``; nothing leaves the host here."""
     data_seed = derive_data_seed(cfg.seed, host, round_)
     shard = corpus.shard_of(cfg.seed, host)
-    start = global_params(global_state)
+    start = params_of(global_state)
     state = fresh_inner_state(model, cfg, start)
     checkpoints = [encode_state(state.checkpoint())]
     losses: list[float] = []

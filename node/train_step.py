@@ -17,9 +17,10 @@ from torch import nn
 
 from dilochain.poc.v1.types_pb2 import RunConfig
 from node.data import Corpus
+from node.diloco import PARAM
 from node.model import GPT
 
-PARAM, EXP_AVG, EXP_AVG_SQ, STEP = "param/", "exp_avg/", "exp_avg_sq/", "step"
+EXP_AVG, EXP_AVG_SQ, STEP = "exp_avg/", "exp_avg_sq/", "step"  # and PARAM, shared with diloco
 BETAS, EPS = (0.9, 0.95), 1e-8
 
 

@@ -13,10 +13,10 @@ from dilochain.poc.v1.types_pb2 import Challenge, RoundCommit, RunConfig
 from node.artifacts import ArtifactError, ArtifactStore
 from node.compress import CompressionError, decompress
 from node.data import Corpus
-from node.diloco import global_params
+from node.diloco import params_of
 from node.model import build_model
 from node.tensor_codec import CodecError, decode_state, encode_state
-from node.train_step import PARAM, STEP, load_inner_state, run_segment
+from node.train_step import STEP, load_inner_state, run_segment
 
 
 @dataclass(frozen=True)
@@ -49,10 +49,6 @@ def relative_l2(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float
     return (diff / norm) ** 0.5 if norm else float(diff > 0)
 
 
-def _params(ckpt: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    return {k[len(PARAM) :]: v for k, v in ckpt.items() if k.startswith(PARAM)}
-
-
 def verify_challenge(
     cfg: RunConfig,
     corpus: Corpus,
@@ -81,7 +77,7 @@ def verify_challenge(
     except ValueError as err:
         return Verdict(False, str(err))
     if challenge.segment == 0:
-        start_gap = relative_l2(_params(start), global_params(base))
+        start_gap = relative_l2(params_of(start), params_of(base))
         if start_gap > (0.0 if policy.mode == "exact" else policy.tolerance):
             return Verdict(False, "round did not start from the global state", start_gap)
     shard = corpus.shard_of(cfg.seed, commit.host)
@@ -92,11 +88,11 @@ def verify_challenge(
             return Verdict(False, "replayed segment does not match the revealed end checkpoint")
         distance = 0.0
     else:
-        distance = relative_l2(_params(replayed), _params(decode_state(end_bytes)))
+        distance = relative_l2(params_of(replayed), params_of(decode_state(end_bytes)))
         if distance > policy.tolerance:
             return Verdict(False, "replayed segment is too far from the revealed end", distance)
-    base_params = global_params(base)
-    true_delta = {n: base_params[n] - v for n, v in _params(final).items()}
+    base_params = params_of(base)
+    true_delta = {n: base_params[n] - v for n, v in params_of(final).items()}
     if set(pseudo_grad) != set(true_delta):
         return Verdict(False, "pseudo-gradient does not match the model")
     pg_gap = relative_l2(pseudo_grad, true_delta)
