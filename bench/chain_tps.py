@@ -1,11 +1,13 @@
-"""Chain throughput: signed txs broadcast over gRPC by several client processes.
+"""Chain throughput through CometBFT: signed txs broadcast over gRPC by client processes.
 
 Prints end-to-end txs/s (first broadcast to last inclusion), p50/p99 inclusion latency
-(broadcast to the time of the block that holds the tx), and where the time goes per tx,
-measured side by side in this same run: signature check, CheckTx, block execution, store
-commit and a bare gRPC round trip.
+(broadcast to the time of the block that holds the tx), the CPU the application processes and
+the CometBFT processes spent per tx, and where the time goes per tx, measured side by side in
+this same run: signature check, CheckTx, block execution, store commit, an ABCI round trip and a
+bare gRPC round trip. With ``--validators N`` the clients spread their txs over N validators.
 
-    .venv/bin/python bench/chain_tps.py [--clients 2] [--streams 32] [--txs 8000] [--block-time 1s]
+    .venv/bin/python -m bench.chain_tps [--validators 1] [--clients 2] [--streams 32]
+        [--txs 8000] [--block-time 1s]
 """
 
 from __future__ import annotations
@@ -27,15 +29,17 @@ from cosmpy.protos.cosmos.base.v1beta1.coin_pb2 import Coin
 from cosmpy.protos.cosmos.tx.v1beta1 import service_pb2 as tx_s
 from cosmpy.protos.cosmos.tx.v1beta1 import service_pb2_grpc as tx_grpc
 from cosmpy.protos.cosmos.tx.v1beta1.tx_pb2 import AuthInfo, SignDoc, TxRaw
+from cosmpy.protos.tendermint.abci import types_pb2 as abci
 from cosmpy.protos.tendermint.types.types_pb2 import Header
 from rich.console import Console
 from rich.table import Table
 
+from chain.abci import AbciHandler, AbciServer, decode_frames, encode_frame
 from chain.signature import verify_secp256k1
-from chain.store import StoredBlock
+from chain.testnet import init_testnet
 from chain.tx import tx_hash
 from dilochain.cli.common import parse_duration
-from dilochain.localnet import ChainProcess, init_localnet
+from dilochain.localnet import LocalNetwork
 from genesis.models import DENOM
 from tests.helpers import CHAIN_ID, local_chain, signed_tx, wallet
 
@@ -104,13 +108,14 @@ def _breakdown(tmp: Path, samples: int = 2000) -> dict[str, float]:
     check = time.perf_counter() - t
 
     app = chain.app
-    block_txs = chain.mempool.reap(1 << 40)
+    block_txs = list(chain.mempool.values())
     t = time.perf_counter()
-    app.finalize_block(app.height + 1, app.last_block_time_ns + 1, block_txs)
+    app.finalize_block(app.height + 1, app.last_block_time_ns + 1, block_txs, b"\0" * 32)
     finalize = time.perf_counter() - t
     t = time.perf_counter()
-    app.commit(StoredBlock(app.height + 1, b"\0" * 32, b"", b""), block_txs)
+    app.commit()
     commit = time.perf_counter() - t
+    abci_rtt = asyncio.run(_abci_round_trip(AbciHandler(app, None, "bench")))
     app.store.close()
     n = len(txs)
     return {
@@ -118,7 +123,26 @@ def _breakdown(tmp: Path, samples: int = 2000) -> dict[str, float]:
         "CheckTx (decode + ante + msg, incl. signature)": check / n * 1e6,
         "FinalizeBlock execution (signature cached)": finalize / n * 1e6,
         "Commit (SQLite transaction, fsync)": commit / n * 1e6,
+        "ABCI round trip over loopback (CheckTx-sized, Echo)": abci_rtt,
     }
+
+
+async def _abci_round_trip(handler: AbciHandler, count: int = 2000) -> float:
+    """Microseconds per pipelined ABCI request/response over a loopback socket."""
+    server = AbciServer(handler)
+    port = await server.start()
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    frame = encode_frame(abci.Request(echo=abci.RequestEcho(message="x" * 250)).SerializeToString())
+    t = time.perf_counter()
+    writer.write(frame * count)
+    buffer, answered = bytearray(), 0
+    while answered < count:
+        buffer.extend(await reader.read(1 << 16))
+        answered += len(decode_frames(buffer))
+    elapsed = time.perf_counter() - t
+    writer.close()
+    await server.stop()
+    return elapsed / count * 1e6
 
 
 def _grpc_round_trip(address: str, count: int = 500) -> float:
@@ -139,20 +163,22 @@ def main() -> None:
     )
     parser.add_argument("--txs", type=int, default=8000, help="txs in all")
     parser.add_argument("--block-time", default="1s")
+    parser.add_argument("--validators", type=int, default=1)
     args = parser.parse_args()
     console = Console()
     accounts = args.clients * args.streams
     per_account = args.txs // accounts
     with tempfile.TemporaryDirectory() as tmp:
-        home = Path(tmp) / "chain"
         funded = {str(wallet(1000 + i).address()): {DENOM: 10**12} for i in range(accounts)}
-        init_localnet(home, CHAIN_ID, funded)
+        homes = init_testnet(Path(tmp) / "net", args.validators, CHAIN_ID, funded,
+                             block_time=args.block_time)  # fmt: skip
         console.print(f"signing {per_account * accounts} txs in {args.clients} processes…")
         with mp.get_context("spawn").Pool(args.clients) as pool:
             batches = pool.starmap(
                 _sign_batch, [(1000 + i, i, per_account) for i in range(accounts)]
             )
-        with ChainProcess(home, args.block_time) as chain:
+        with LocalNetwork(homes) as network:
+            addresses = [node.address for node in network.nodes]
             ctx = mp.get_context("spawn")
             out = ctx.Queue()
             start_at = time.time() + 3.0
@@ -160,7 +186,7 @@ def main() -> None:
                 ctx.Process(
                     target=_client,
                     args=(
-                        chain.address,
+                        addresses[c % len(addresses)],
                         batches[c * args.streams : (c + 1) * args.streams],
                         start_at,
                         out,
@@ -168,7 +194,9 @@ def main() -> None:
                 )
                 for c in range(args.clients)
             ]
-            cpu_before = _cpu_seconds(chain.proc.pid)
+            app_pids = [node.proc.pid for node in network.nodes]
+            comet_pids = [_child(pid) for pid in app_pids]
+            cpu_before = [_cpu_seconds(p) for p in app_pids + comet_pids]
             for p in procs:
                 p.start()
             sent = [item for _ in procs for item in out.get()]
@@ -176,15 +204,18 @@ def main() -> None:
                 p.join()
             accepted = {digest: t for digest, t, code in sent if code == 0}
             time.sleep(2 * parse_duration(args.block_time))  # the last txs land in a block
-            server_cpu = _cpu_seconds(chain.proc.pid) - cpu_before
-            included = _inclusion_times(chain.address, set(accepted))
-            rtt = _grpc_round_trip(chain.address)
+            pids = app_pids + comet_pids
+            spent = [_cpu_seconds(p) - b for p, b in zip(pids, cpu_before, strict=True)]
+            app_cpu, comet_cpu = sum(spent[: len(app_pids)]), sum(spent[len(app_pids) :])
+            included = _inclusion_times(addresses[0], set(accepted))
+            rtt = _grpc_round_trip(addresses[0])
         stages = _breakdown(Path(tmp) / "breakdown")
 
     latencies = sorted(included[d] - accepted[d] for d in included)
     first_send = min(t for _, t, _ in sent)
     last_block = max(included.values())
-    table = Table("metric", "value", title="chain throughput (real process, gRPC, 2 cores)")
+    title = f"chain throughput: {args.validators} validator(s) on CometBFT, gRPC, 2 cores"
+    table = Table("metric", "value", title=title)
     table.add_row("txs broadcast / accepted by CheckTx", f"{len(sent)} / {len(accepted)}")
     table.add_row("txs included in blocks", str(len(included)))
     table.add_row("end-to-end throughput", f"{len(included) / (last_block - first_send):,.0f} tx/s")
@@ -193,17 +224,24 @@ def main() -> None:
     table.add_row("inclusion latency p50", f"{statistics.median(latencies) * 1000:,.0f} ms")
     table.add_row("inclusion latency p99",
                   f"{latencies[int(len(latencies) * 0.99) - 1] * 1000:,.0f} ms")  # fmt: skip
-    table.add_row(
-        "chain process CPU per included tx", f"{server_cpu / len(included) * 1e6:,.0f} µs"
-    )
-    table.add_row("→ node capacity with clients elsewhere",
-                  f"{len(included) / server_cpu:,.0f} tx/s per core")  # fmt: skip
+    for name, cpu in (("application processes", app_cpu), ("CometBFT processes", comet_cpu)):
+        table.add_row(f"{name}' CPU per included tx (all validators)",
+                      f"{cpu / len(included) * 1e6:,.0f} µs")  # fmt: skip
+    per_validator = (app_cpu + comet_cpu) / args.validators
+    table.add_row("→ one validator's capacity with clients elsewhere",
+                  f"{len(included) / per_validator:,.0f} tx/s per core")  # fmt: skip
     console.print(table)
     where = Table("stage", "µs per tx", title="where the time goes (same run, in-process)")
     for stage, micros in stages.items():
         where.add_row(stage, f"{micros:,.0f}")
     where.add_row("gRPC unary round trip (GetNodeInfo, client side)", f"{rtt:,.0f}")
     console.print(where)
+
+
+def _child(pid: int) -> int:
+    """The one child process (CometBFT) of a chain node."""
+    (child,) = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    return int(child)
 
 
 def _cpu_seconds(pid: int) -> float:

@@ -1,9 +1,11 @@
-"""The dilochain state machine, shaped as an ABCI++ application.
+"""The dilochain state machine: the ABCI++ application CometBFT drives (``chain.abci``).
 
-``init_chain`` loads genesis, ``check_tx`` admits txs to the mempool against a check state,
-``finalize_block`` executes a block's txs and end-of-block work, ``commit`` persists the block
-atomically, and the query methods read committed state. A CometBFT adapter would call these
-same methods; the embedded devnet consensus (``chain.devnet``) calls them directly.
+``init_chain`` writes genesis state, ``check_tx`` admits txs to CometBFT's mempool against a
+check state, ``prepare_proposal``/``process_proposal`` build and vet block proposals,
+``finalize_block`` executes a decided block's txs and end-of-block work, and ``commit`` persists
+it atomically. Everything a block computes depends only on the block (its height, header time,
+hash and txs) and on committed state, never on the local clock, so every validator reaches the
+same app hash.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from chain.modules import bank, challenges, collateral, registry, rewards, round
 from chain.state import CacheStore, GasMeter
 from chain.store import ChainStore, StoredBlock, StoredTx, changeset_hash
 from chain.tx import decode_tx, tx_hash
-from genesis.models import GenesisDoc
+from genesis.models import AppState, GenesisDoc
 
 log = logging.getLogger(__name__)
 
@@ -36,8 +38,8 @@ MSG_SPECS: list[MsgSpec] = [
 class FinalizedBlock:
     """The outcome of executing a block, before it is committed."""
 
-    height: int
-    time_ns: int
+    block: StoredBlock
+    txs: list[bytes]
     results: list[TxResponse]
     app_hash: bytes
 
@@ -88,8 +90,19 @@ class Application:
         return CacheStore(self.store)
 
     # ---- InitChain ---------------------------------------------------------------------------
-    def init_chain(self) -> bytes:
-        """Write genesis state if this store is new; return the app hash either way."""
+    def init_chain(self, chain_id: str | None = None, app_state: bytes | None = None) -> bytes:
+        """Write genesis state if this store is new; return the app hash either way.
+
+        ``chain_id`` and ``app_state`` are what CometBFT read from genesis.json; they must be
+        those of the genesis this application was started with.
+        """
+        if chain_id is not None and chain_id != self.chain_id:
+            raise ValueError(f"CometBFT's chain id {chain_id!r} is not {self.chain_id!r}")
+        same_state = (
+            app_state is None or AppState.model_validate_json(app_state) == self.genesis.app_state
+        )
+        if not same_state:
+            raise ValueError("CometBFT's app_state differs from this home's genesis")
         genesis_hash = self.genesis.model_dump_json().encode()
         stored = self.store.meta("genesis")
         if stored is not None:
@@ -172,13 +185,41 @@ class Application:
         layer = self.check_state.child(GasMeter())
         return self._run_tx(layer, raw, self.height + 1, self.last_block_time_ns, Mode.SIMULATE)
 
+    # ---- proposals ---------------------------------------------------------------------------
+    def prepare_proposal(self, txs: list[bytes], max_tx_bytes: int) -> list[bytes]:
+        """The proposer's block: mempool txs in order, those that do not decode left out."""
+        picked, size = [], 0
+        for raw in txs:
+            if size + len(raw) > max_tx_bytes:
+                break
+            try:
+                decode_tx(raw, self.registry, self.params.auth)
+            except TxError:
+                continue
+            picked.append(raw)
+            size += len(raw)
+        return picked
+
+    def process_proposal(self, txs: list[bytes], max_tx_bytes: int) -> bool:
+        """Vote on another validator's proposal: accept any within the block size.
+
+        A tx that does not decode or fails is answered in FinalizeBlock with its code, as
+        the Cosmos SDK's ante handler answers it; rejecting the whole block would only cost a
+        consensus round.
+        """
+        return sum(len(raw) for raw in txs) <= max_tx_bytes
+
     # ---- blocks ------------------------------------------------------------------------------
-    def finalize_block(self, height: int, time_ns: int, txs: list[bytes]) -> FinalizedBlock:
+    def finalize_block(
+        self, height: int, time_ns: int, txs: list[bytes], block_hash: bytes = b"",
+        proposer: bytes = b"",
+    ) -> FinalizedBlock:  # fmt: skip
         """Execute a block's txs in order, then end-of-block work; nothing is persisted yet."""
         if height != self.height + 1:
             raise ValueError(f"expected block {self.height + 1}, got {height}")
         state = CacheStore(self.store)
-        timestamp = datetime.fromtimestamp(time_ns / 1e9, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        seconds = time_ns // 1_000_000_000
+        timestamp = datetime.fromtimestamp(seconds, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         results = []
         for raw in txs:
             result = self._run_tx(state, raw, height, time_ns, Mode.DELIVER)
@@ -191,27 +232,37 @@ class Application:
         collateral.end_block(end_ctx)
         rounds.end_block(end_ctx)
         challenges.end_block(end_ctx)
-        block = FinalizedBlock(
-            height, time_ns, results, changeset_hash(self.app_hash, state.writes)
+        finalized = FinalizedBlock(
+            StoredBlock(height, block_hash, time_ns, proposer),
+            txs,
+            results,
+            changeset_hash(self.app_hash, state.writes),
         )
-        self._pending = (block, state)
-        return block
+        self._pending = (finalized, state)
+        return finalized
 
-    def commit(self, block: StoredBlock, txs: list[bytes]) -> None:
-        """Persist the finalized block, its txs and its state changes in one transaction."""
-        if self._pending is None or self._pending[0].height != block.height:
-            raise ValueError("commit without a matching finalize_block")
+    def commit(self) -> int:
+        """Persist the finalized block, its txs and its state changes in one transaction.
+
+        Returns the committed height.
+        """
+        if self._pending is None:
+            raise ValueError("commit without a finalize_block")
         finalized, state = self._pending
+        block = finalized.block
         stored_txs = [
             StoredTx(tx_hash(raw), block.height, index, raw, result.SerializeToString())
-            for index, (raw, result) in enumerate(zip(txs, finalized.results, strict=True))
+            for index, (raw, result) in enumerate(
+                zip(finalized.txs, finalized.results, strict=True)
+            )
         ]
         meta = {
             "height": str(block.height).encode(),
             "app_hash": finalized.app_hash,
-            "time_ns": str(finalized.time_ns).encode(),
+            "time_ns": str(block.time_ns).encode(),
             "last_block_hash": block.hash,
         }
         self.store.commit(state.writes, meta, block, stored_txs)
         self._pending = None
         self.check_state = CacheStore(self.store)
+        return block.height

@@ -1,7 +1,8 @@
 """gRPC services: the Cosmos SDK ones cosmpy's LedgerClient calls, and dilochain.poc.v1.Query.
 
-The handlers run on grpc.aio's event loop; the application work they do is short and
-synchronous, under the lock the block producer also takes.
+The handlers run on grpc.aio's event loop, the loop that also serves CometBFT's ABCI
+connections, so a query never sees a block half applied. Broadcasts and blocks go to CometBFT
+(its mempool and its block store); queries and ``GetTx`` read the application's committed state.
 """
 
 from __future__ import annotations
@@ -25,13 +26,15 @@ from cosmpy.protos.cosmos.tx.v1beta1.tx_pb2 import Tx
 from cosmpy.protos.tendermint.p2p.types_pb2 import DefaultNodeInfo
 from cosmpy.protos.tendermint.types.block_pb2 import Block
 from cosmpy.protos.tendermint.types.params_pb2 import BlockParams, ConsensusParams
-from cosmpy.protos.tendermint.types.types_pb2 import BlockID, Data, Header
+from cosmpy.protos.tendermint.types.types_pb2 import BlockID
 
 from chain.address import decode_address
-from chain.app import Application
-from chain.devnet import admit
-from chain.mempool import Mempool
+from chain.app import Application, tx_failure
+from chain.comet_rpc import CometRpc, CometRpcError
+from chain.errors import codes
 from chain.modules import auth, bank, challenges, collateral, registry, rewards, rounds
+from chain.query_router import QueryRouter
+from chain.tx import tx_hash
 from dilochain.poc.v1 import query_pb2 as poc_q
 from dilochain.poc.v1 import query_pb2_grpc as poc_grpc
 from dilochain.poc.v1.types_pb2 import Params as PocParams
@@ -40,11 +43,11 @@ APP_VERSION = "0.1.0"
 
 
 class Services:
-    """Shared state of all servicers: the app, the mempool and the lock that guards both."""
+    """Shared state of all servicers: the app, CometBFT's RPC, and the lock over the app."""
 
-    def __init__(self, app: Application, mempool: Mempool, lock: threading.RLock):
+    def __init__(self, app: Application, rpc: CometRpc, lock: threading.RLock):
         self.app = app
-        self.mempool = mempool
+        self.rpc = rpc
         self.lock = lock
 
 
@@ -107,6 +110,17 @@ class BankQuery(_UsesServices, bank_grpc.QueryServicer):
         return bank_q.QuerySupplyOfResponse(amount=Coin(denom=request.denom, amount=str(amount)))
 
 
+def _mempool_code(error: str) -> int:
+    """The SDK code for a refusal by CometBFT's mempool (named in its error text)."""
+    if "already exists in cache" in error:
+        return codes.TX_IN_MEMPOOL
+    if "mempool is full" in error:
+        return codes.MEMPOOL_FULL
+    if "too large" in error:
+        return codes.TX_TOO_LARGE
+    return codes.INTERNAL
+
+
 class TxService(_UsesServices, tx_grpc.ServiceServicer):
     """cosmos.tx.v1beta1.Service."""
 
@@ -124,8 +138,18 @@ class TxService(_UsesServices, tx_grpc.ServiceServicer):
         )
 
     async def BroadcastTx(self, request, context):
-        with self.s.lock:
-            result = admit(self.s.app, self.s.mempool, request.tx_bytes)
+        digest = tx_hash(request.tx_bytes).hex().upper()
+        try:
+            checked = await self.s.rpc.broadcast_tx_sync(request.tx_bytes)
+        except CometRpcError as err:
+            result = tx_failure(_mempool_code(str(err)), str(err))
+        else:
+            result = TxResponse(
+                code=checked["code"],
+                codespace=checked.get("codespace", ""),
+                raw_log=checked.get("log", ""),
+            )
+        result.txhash = digest
         return tx_s.BroadcastTxResponse(tx_response=result)
 
     async def GetTx(self, request, context):
@@ -145,14 +169,11 @@ class TxService(_UsesServices, tx_grpc.ServiceServicer):
         return tx_s.GetTxResponse(tx=tx, tx_response=response)
 
 
-async def _block(services: Services, height: int, context) -> tuple[BlockID, Block]:
-    with services.lock:
-        stored = services.app.store.block(height)
-        txs = services.app.store.block_txs(height) if stored else []
-    if stored is None:
-        await context.abort(grpc.StatusCode.NOT_FOUND, f"block {height} not found")
-    block = Block(header=Header.FromString(stored.header), data=Data(txs=txs))
-    return BlockID(hash=stored.hash), block
+async def _block(services: Services, height: int | None, context) -> tuple[BlockID, Block]:
+    try:
+        return await services.rpc.block(height)
+    except CometRpcError as err:
+        await context.abort(grpc.StatusCode.NOT_FOUND, f"block {height}: {err}")
 
 
 class TendermintService(_UsesServices, tm_grpc.ServiceServicer):
@@ -163,7 +184,7 @@ class TendermintService(_UsesServices, tm_grpc.ServiceServicer):
         self.moniker = moniker
 
     async def GetLatestBlock(self, request, context):
-        block_id, block = await _block(self.s, self.s.app.height, context)
+        block_id, block = await _block(self.s, None, context)
         return tm_q.GetLatestBlockResponse(block_id=block_id, block=block)
 
     async def GetBlockByHeight(self, request, context):
@@ -173,7 +194,7 @@ class TendermintService(_UsesServices, tm_grpc.ServiceServicer):
     async def GetNodeInfo(self, request, context):
         return tm_q.GetNodeInfoResponse(
             default_node_info=DefaultNodeInfo(
-                network=self.s.app.chain_id, moniker=self.moniker, version="dilochain-devnet"
+                network=self.s.app.chain_id, moniker=self.moniker, version="cometbft"
             ),
             application_version=tm_q.VersionInfo(
                 name="dilochain",
@@ -191,10 +212,10 @@ class ConsensusQuery(_UsesServices, consensus_grpc.QueryServicer):
     """cosmos.consensus.v1.Query: the block limits cosmpy clips gas estimates to."""
 
     async def Params(self, request, context):
-        limits = self.s.app.params.consensus
+        limits = self.s.app.genesis.consensus_params.block
         return consensus_q.QueryParamsResponse(
             params=ConsensusParams(
-                block=BlockParams(max_bytes=limits.max_block_bytes, max_gas=limits.max_block_gas)
+                block=BlockParams(max_bytes=limits.max_bytes, max_gas=limits.max_gas)
             )
         )
 
@@ -294,11 +315,23 @@ class PocQuery(_UsesServices, poc_grpc.QueryServicer):
         return poc_q.QueryClaimableResponse(claimable=found)
 
 
-def register_all(server: grpc.aio.Server, services: Services, moniker: str) -> None:
-    """Add every servicer to ``server``."""
-    auth_grpc.add_QueryServicer_to_server(AuthQuery(services), server)
-    bank_grpc.add_QueryServicer_to_server(BankQuery(services), server)
+def _service(module, name: str):
+    return module.DESCRIPTOR.services_by_name[name]
+
+
+def register_all(
+    server: grpc.aio.Server, services: Services, moniker: str, router: QueryRouter
+) -> None:
+    """Add every servicer to ``server``, and every query servicer to ``router`` (abci_query)."""
+    queries = [
+        (AuthQuery(services), auth_grpc.add_QueryServicer_to_server, _service(auth_q, "Query")),
+        (BankQuery(services), bank_grpc.add_QueryServicer_to_server, _service(bank_q, "Query")),
+        (ConsensusQuery(services), consensus_grpc.add_QueryServicer_to_server,
+         _service(consensus_q, "Query")),
+        (PocQuery(services), poc_grpc.add_QueryServicer_to_server, _service(poc_q, "Query")),
+    ]  # fmt: skip
+    for servicer, add, descriptor in queries:
+        add(servicer, server)
+        router.add(servicer, descriptor)
     tx_grpc.add_ServiceServicer_to_server(TxService(services), server)
     tm_grpc.add_ServiceServicer_to_server(TendermintService(services, moniker), server)
-    consensus_grpc.add_QueryServicer_to_server(ConsensusQuery(services), server)
-    poc_grpc.add_QueryServicer_to_server(PocQuery(services), server)

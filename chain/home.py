@@ -1,10 +1,18 @@
-"""A chain home: ``config/genesis.json``, ``config/priv_validator_key.json`` and ``data/``."""
+"""A chain home, laid out as CometBFT's: ``config/`` (genesis, keys, ``config.toml``) and ``data/``.
+
+CometBFT reads ``config/config.toml``, ``config/genesis.json``, ``config/node_key.json``,
+``config/priv_validator_key.json`` and ``data/priv_validator_state.json``; the application keeps
+its state in ``data/chain.db`` beside CometBFT's databases.
+"""
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import os
+import shutil
+import tomllib
 from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -14,12 +22,37 @@ from cryptography.hazmat.primitives.serialization import (
     PrivateFormat,
     PublicFormat,
 )
+from pydantic import BaseModel, ConfigDict, Field
 
-from genesis.models import GenesisDoc, load_genesis, parse_genesis, save_genesis
+from genesis.models import (
+    GenesisDoc,
+    GenesisValidator,
+    PubKey,
+    load_genesis,
+    parse_genesis,
+    save_genesis,
+)
+
+VALIDATOR_POWER = 10
 
 
 class HomeError(Exception):
     """A chain home that is missing or unusable."""
+
+
+class NodeConfig(BaseModel):
+    """The settings of ``config.toml`` that dilochain manages (CometBFT defaults the rest)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    moniker: str = "dilochain"
+    rpc_address: str = "127.0.0.1:26657"
+    p2p_address: str = "127.0.0.1:26656"
+    persistent_peers: list[str] = []
+    block_time: str = "1s"  # consensus.timeout_commit
+    timeout_propose: str = "1s"
+    mempool_size: int = Field(default=100_000, gt=0)
+    log_level: str = "info"
 
 
 def genesis_path(home: Path) -> Path:
@@ -28,46 +61,149 @@ def genesis_path(home: Path) -> Path:
 
 
 def db_path(home: Path) -> Path:
-    """Where the home's chain database lives."""
+    """Where the home's application database lives."""
     return home / "data" / "chain.db"
 
 
-def _key_path(home: Path) -> Path:
+def config_path(home: Path) -> Path:
+    """CometBFT's ``config.toml``."""
+    return home / "config" / "config.toml"
+
+
+def _validator_key_path(home: Path) -> Path:
     return home / "config" / "priv_validator_key.json"
 
 
-def init_home(home: Path, chain_id: str, overwrite: bool = False) -> GenesisDoc:
-    """Create a home with a fresh genesis and validator key; refuses to clobber one."""
+def _node_key_path(home: Path) -> Path:
+    return home / "config" / "node_key.json"
+
+
+def _private_json(path: Path, data: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2) + "\n")
+    os.chmod(path, 0o600)
+
+
+def _ed25519_json(key: Ed25519PrivateKey) -> tuple[str, str]:
+    """(private, public) in CometBFT's JSON: base64 of seed‖public and of public."""
+    seed = key.private_bytes(Encoding.Raw, PrivateFormat.Raw, NoEncryption())
+    public = key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
+    return base64.b64encode(seed + public).decode(), base64.b64encode(public).decode()
+
+
+def _write_keys(home: Path) -> None:
+    private, public = _ed25519_json(Ed25519PrivateKey.generate())
+    pub_key = PubKey(value=public)
+    _private_json(
+        _validator_key_path(home),
+        {
+            "address": pub_key.address(),
+            "pub_key": pub_key.model_dump(),
+            "priv_key": {"type": "tendermint/PrivKeyEd25519", "value": private},
+        },
+    )
+    state = {"height": "0", "round": 0, "step": 0}
+    _private_json(home / "data" / "priv_validator_state.json", state)
+    node_private, _ = _ed25519_json(Ed25519PrivateKey.generate())
+    node_key = {"priv_key": {"type": "tendermint/PrivKeyEd25519", "value": node_private}}
+    _private_json(_node_key_path(home), node_key)
+
+
+def _read_key(path: Path, *fields: str) -> str:
+    try:
+        data = json.loads(path.read_text())
+        for name in fields:
+            data = data[name]
+        return data
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise HomeError(f"{path}: unreadable key file ({err})") from None
+
+
+def validator_of(home: Path, name: str = "") -> GenesisValidator:
+    """The genesis-set entry of this home's validator key."""
+    pub_key = PubKey(value=_read_key(_validator_key_path(home), "pub_key", "value"))
+    return GenesisValidator(
+        address=pub_key.address(), pub_key=pub_key, power=VALIDATOR_POWER, name=name
+    )
+
+
+def node_id(home: Path) -> str:
+    """CometBFT's node id: hex of sha256(node public key)[:20]."""
+    private = base64.b64decode(_read_key(_node_key_path(home), "priv_key", "value"))
+    return hashlib.sha256(private[32:]).digest()[:20].hex()
+
+
+def _toml_value(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    return json.dumps(str(value))
+
+
+def write_config(home: Path, config: NodeConfig) -> None:
+    """Write ``config.toml`` (loopback-friendly p2p, kv tx index, fast blocks)."""
+    sections: dict[str, dict[str, object]] = {
+        "": {
+            "moniker": config.moniker,
+            "db_backend": "goleveldb",
+            "log_level": config.log_level,
+            "proxy_app": "tcp://127.0.0.1:26658",  # replaced at start by the app's own address
+        },
+        "rpc": {"laddr": f"tcp://{config.rpc_address}", "max_subscription_clients": 100},
+        "p2p": {
+            "laddr": f"tcp://{config.p2p_address}",
+            "persistent_peers": ",".join(config.persistent_peers),
+            "addr_book_strict": False,  # peers on loopback addresses are fine
+            "allow_duplicate_ip": True,
+            "flush_throttle_timeout": "10ms",
+        },
+        "mempool": {"size": config.mempool_size, "cache_size": config.mempool_size},
+        "consensus": {
+            "timeout_propose": config.timeout_propose,
+            "timeout_commit": config.block_time,
+            "create_empty_blocks": True,
+            "peer_gossip_sleep_duration": "10ms",
+        },
+        "tx_index": {"indexer": "kv"},
+        "instrumentation": {"prometheus": False},
+    }
+    lines = ["# Written by dilochain; CometBFT's defaults apply to every key not listed."]
+    for section, values in sections.items():
+        if section:
+            lines.append(f"\n[{section}]")
+        lines.extend(f"{key} = {_toml_value(value)}" for key, value in values.items())
+    path = config_path(home)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n")
+
+
+def read_config(home: Path) -> dict:
+    """``config.toml`` as a dict (for the addresses a start needs)."""
+    try:
+        return tomllib.loads(config_path(home).read_text())
+    except (OSError, tomllib.TOMLDecodeError) as err:
+        raise HomeError(f"{config_path(home)}: unreadable ({err})") from None
+
+
+def init_home(
+    home: Path, chain_id: str, overwrite: bool = False, config: NodeConfig | None = None
+) -> GenesisDoc:
+    """Create a home: keys, ``config.toml`` and a genesis whose one validator is this node."""
     if genesis_path(home).exists() and not overwrite:
         raise HomeError(f"{home} already holds a chain (genesis.json exists); pass --overwrite")
+    shutil.rmtree(home / "data", ignore_errors=True)  # blocks and state of the chain replaced
+    _write_keys(home)
+    write_config(home, config or NodeConfig(moniker=home.name or "dilochain"))
     doc = parse_genesis({"chain_id": chain_id}, "chain id")
+    doc = doc.with_validators([validator_of(home, home.name)])
     save_genesis(doc, genesis_path(home))
-    key = Ed25519PrivateKey.generate()
-    raw = key.private_bytes(Encoding.Raw, PrivateFormat.Raw, NoEncryption())
-    public = key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
-    path = _key_path(home)
-    path.write_text(
-        json.dumps(
-            {
-                "type": "tendermint/PrivKeyEd25519",
-                "pub_key": base64.b64encode(public).decode(),
-                "priv_key": base64.b64encode(raw).decode(),
-            },
-            indent=2,
-        )
-    )
-    os.chmod(path, 0o600)
     return doc
 
 
-def load_home(home: Path) -> tuple[GenesisDoc, Ed25519PrivateKey]:
-    """The genesis and validator key of an initialised home."""
+def load_home(home: Path) -> GenesisDoc:
+    """The genesis of an initialised home (its keys checked readable)."""
     if not genesis_path(home).exists():
         raise HomeError(f"no chain home at {home} (run `dilochain chain init --home {home}` first)")
-    genesis = load_genesis(genesis_path(home))
-    try:
-        data = json.loads(_key_path(home).read_text())
-        key = Ed25519PrivateKey.from_private_bytes(base64.b64decode(data["priv_key"]))
-    except (OSError, ValueError, KeyError) as err:
-        raise HomeError(f"{_key_path(home)}: unreadable validator key ({err})") from None
-    return genesis, key
+    validator_of(home)
+    return load_genesis(genesis_path(home))

@@ -1,52 +1,99 @@
-"""A running chain node: store, application, mempool, devnet consensus and the gRPC server."""
+"""A running chain node: the application behind its ABCI server, the gRPC server, and CometBFT.
+
+``dilochain chain start`` runs this: it serves ABCI on an ephemeral loopback port, starts the
+``cometbft`` process of the home pointed at that port, waits for CometBFT's RPC, and stops both
+cleanly on a signal. If CometBFT exits on its own, the node stops with an error.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
 
 import grpc
 
+from chain.abci import AbciHandler, AbciServer
 from chain.app import Application
-from chain.devnet import SoloValidator
-from chain.grpc_services import Services, register_all
-from chain.home import db_path, load_home
-from chain.mempool import Mempool
+from chain.comet_rpc import CometRpc, CometRpcError
+from chain.cometbft import cometbft_binary, die_with_parent, port_free, strip_scheme
+from chain.grpc_services import APP_VERSION, Services, register_all
+from chain.home import db_path, load_home, read_config
+from chain.query_router import QueryRouter
 from chain.store import ChainStore
 
 log = logging.getLogger(__name__)
+STOP_GRACE_SECONDS = 15
 
 
 class ChainStartError(Exception):
-    """The node could not start (bad home, address in use…)."""
+    """The node could not start (bad home, address in use, CometBFT missing or failing…)."""
 
 
 class ChainNode:
-    """One devnet node: serves gRPC (grpc.aio) and produces blocks in a thread."""
+    """One validator node: application, ABCI server, gRPC server and a CometBFT child process."""
 
-    def __init__(self, home: Path, grpc_address: str, block_time: float):
-        genesis, key = load_home(home)
+    def __init__(self, home: Path, grpc_address: str, block_time: str | None = None):
+        genesis = load_home(home)
+        config = read_config(home)
         self.home = home
+        self.binary = cometbft_binary()
+        self.rpc_address = strip_scheme(config.get("rpc", {}).get("laddr", "127.0.0.1:26657"))
+        self.p2p_address = strip_scheme(config.get("p2p", {}).get("laddr", "127.0.0.1:26656"))
         self.store = ChainStore(db_path(home))
         self.app = Application(self.store, genesis)
-        try:
-            self.app.init_chain()
-        except ValueError as err:
-            self.store.close()
-            raise ChainStartError(f"{home}: {err}") from None
-        self.lock = threading.RLock()
-        self.mempool = Mempool(genesis.params.consensus.max_mempool_txs)
-        self.consensus = SoloValidator(self.app, self.mempool, key, block_time, self.lock)
         self.grpc_address = grpc_address
+        self.block_time = block_time
         self.stopped_height = 0
+        self.failure = ""
 
-    async def serve(self, stop: asyncio.Event, ready: Callable[[str], None]) -> None:
-        """Serve until ``stop`` is set; ``ready`` gets the bound address once serving."""
+    def _cometbft_args(self, abci_port: int) -> list[str]:
+        return [
+            str(self.binary), "start", "--home", str(self.home),
+            "--proxy_app", f"tcp://127.0.0.1:{abci_port}",
+        ]  # fmt: skip
+
+    async def _start_cometbft(self, abci_port: int) -> asyncio.subprocess.Process:
+        env = dict(os.environ)
+        if self.block_time:
+            env["CMT_CONSENSUS_TIMEOUT_COMMIT"] = self.block_time
+        with (self.home / "cometbft.log").open("ab") as out:
+            return await asyncio.create_subprocess_exec(
+                *self._cometbft_args(abci_port),
+                stdout=out,
+                stderr=out,
+                env=env,
+                preexec_fn=die_with_parent,
+            )
+
+    async def _wait_rpc(self, rpc: CometRpc, cometbft: asyncio.subprocess.Process) -> None:
+        for _ in range(600):
+            if cometbft.returncode is not None:
+                raise ChainStartError(
+                    f"cometbft exited with code {cometbft.returncode}; "
+                    f"see {self.home / 'cometbft.log'}"
+                )
+            with contextlib.suppress(CometRpcError):
+                await rpc.status()
+                return
+            await asyncio.sleep(0.1)
+        raise ChainStartError(f"CometBFT's RPC at {self.rpc_address} did not answer in 60 s")
+
+    async def serve(self, stop: asyncio.Event, ready: Callable[[str, str], None]) -> None:
+        """Serve until ``stop`` is set or CometBFT exits; ``ready`` gets the gRPC and RPC
+        addresses once both serve."""
+        for name, address in (("RPC", self.rpc_address), ("P2P", self.p2p_address)):
+            if not await _port_freed(address):
+                self.store.close()
+                raise ChainStartError(f"cannot listen on {address} for CometBFT's {name}: in use")
+        rpc = CometRpc(self.rpc_address)
+        router = QueryRouter(lambda: self.app.height)
         server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
-        register_all(server, Services(self.app, self.mempool, self.lock), self.home.name)
+        register_all(server, Services(self.app, rpc, threading.RLock()), self.home.name, router)
         try:
             port = server.add_insecure_port(self.grpc_address)
         except RuntimeError:
@@ -56,15 +103,49 @@ class ChainNode:
             raise ChainStartError(
                 f"cannot listen on {self.grpc_address} (address in use or invalid)"
             )
-        if self.app.height == 0:
-            self.consensus.produce_block()  # queries always see a latest block
+        abci = AbciServer(AbciHandler(self.app, router.query, APP_VERSION))
+        abci_port = await abci.start()
         await server.start()
-        self.consensus.start()
-        host = self.grpc_address.rsplit(":", 1)[0]
-        log.info("chain %s at height %d", self.app.chain_id, self.app.height)
-        ready(f"{host}:{port}")
-        await stop.wait()
-        self.consensus.stop()
-        await server.stop(grace=1)
-        self.stopped_height = self.app.height
-        self.store.close()
+        cometbft = await self._start_cometbft(abci_port)
+        try:
+            await self._wait_rpc(rpc, cometbft)
+            host = self.grpc_address.rsplit(":", 1)[0]
+            log.info("chain %s at height %d", self.app.chain_id, self.app.height)
+            ready(f"{host}:{port}", self.rpc_address)
+            exited = asyncio.ensure_future(cometbft.wait())
+            stopped = asyncio.ensure_future(stop.wait())
+            await asyncio.wait({exited, stopped}, return_when=asyncio.FIRST_COMPLETED)
+            stopped.cancel()
+            if cometbft.returncode is not None and not stop.is_set():
+                self.failure = (
+                    f"cometbft exited with code {cometbft.returncode}; "
+                    f"see {self.home / 'cometbft.log'}"
+                )
+        finally:
+            await _terminate(cometbft)
+            await rpc.close()
+            await server.stop(grace=1)
+            await abci.stop()
+            self.stopped_height = self.app.height
+            self.store.close()
+
+
+async def _port_freed(address: str, patience: float = 10.0) -> bool:
+    """Whether ``address`` is free, waiting a little for the CometBFT of a crashed node to
+    release it."""
+    for _ in range(int(patience / 0.25)):
+        if port_free(address):
+            return True
+        await asyncio.sleep(0.25)
+    return port_free(address)
+
+
+async def _terminate(process: asyncio.subprocess.Process) -> None:
+    if process.returncode is not None:
+        return
+    process.terminate()
+    try:
+        await asyncio.wait_for(process.wait(), STOP_GRACE_SECONDS)
+    except TimeoutError:
+        process.kill()
+        await process.wait()

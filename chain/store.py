@@ -1,6 +1,7 @@
 """The chain's embedded store: SQLite in WAL mode, one transaction per committed block.
 
-Tables: ``state`` (the key-value state of all modules), ``blocks`` (one row per block), ``txs``
+Tables: ``state`` (the key-value state of all modules), ``blocks`` (hash, time and proposer
+of each block), ``txs``
 (raw txs with their results, indexed by hash) and ``meta`` (last height and app hash).
 A block's state writes, its block row and its txs land in a single SQLite transaction, so a
 ``kill -9`` at any moment leaves either all of a block or none of it.
@@ -19,7 +20,8 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS state (key BLOB PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS blocks (
-    height INTEGER PRIMARY KEY, hash BLOB NOT NULL, header BLOB NOT NULL, signature BLOB NOT NULL
+    height INTEGER PRIMARY KEY, hash BLOB NOT NULL, time_ns INTEGER NOT NULL,
+    proposer BLOB NOT NULL
 );
 CREATE TABLE IF NOT EXISTS txs (
     hash BLOB PRIMARY KEY, height INTEGER NOT NULL, idx INTEGER NOT NULL,
@@ -31,12 +33,12 @@ CREATE INDEX IF NOT EXISTS txs_by_block ON txs (height, idx);
 
 @dataclass(frozen=True)
 class StoredBlock:
-    """A committed block as the store keeps it."""
+    """What the application keeps of a block CometBFT decided (the block itself is CometBFT's)."""
 
     height: int
     hash: bytes
-    header: bytes
-    signature: bytes
+    time_ns: int
+    proposer: bytes
 
 
 @dataclass(frozen=True)
@@ -169,8 +171,8 @@ class ChainStore:
                 )
                 if block is not None:
                     cur.execute(
-                        "INSERT INTO blocks (height, hash, header, signature) VALUES (?, ?, ?, ?)",
-                        (block.height, block.hash, block.header, block.signature),
+                        "INSERT INTO blocks (height, hash, time_ns, proposer) VALUES (?, ?, ?, ?)",
+                        (block.height, block.hash, block.time_ns, block.proposer),
                     )
                 cur.executemany(
                     "INSERT OR REPLACE INTO txs (hash, height, idx, raw, result) "
@@ -191,7 +193,7 @@ class ChainStore:
         """The committed block at ``height``."""
         with self._lock:
             row = self._db.execute(
-                "SELECT height, hash, header, signature FROM blocks WHERE height = ?", (height,)
+                "SELECT height, hash, time_ns, proposer FROM blocks WHERE height = ?", (height,)
             ).fetchone()
         return StoredBlock(*row) if row else None
 

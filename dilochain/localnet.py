@@ -1,35 +1,50 @@
-"""A real chain process on a loopback port, for the devnet command, tests and benchmarks."""
+"""Real chain processes on loopback ports, for the devnet command, tests and benchmarks."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
 import threading
+import time
+import urllib.request
 from pathlib import Path
 
-from chain.home import genesis_path, init_home
+from chain.home import NodeConfig, genesis_path, init_home
 from chain.server import ChainStartError
+from chain.testnet import free_port, with_funds_and_params
 from genesis.models import GenesisDoc, load_genesis, save_genesis
 
 LISTENING = "gRPC server listening on "
+RPC_LISTENING = "CometBFT RPC listening on "
 
 
 def init_localnet(
-    home: Path, chain_id: str, accounts: dict[str, dict[str, int]], **param_overrides
+    home: Path,
+    chain_id: str,
+    accounts: dict[str, dict[str, int]],
+    block_time: str = "1s",
+    **param_overrides,
 ) -> GenesisDoc:
-    """Initialise ``home`` with ``accounts`` funded; ``param_overrides`` patch genesis params."""
-    doc = init_home(home, chain_id, overwrite=True)
-    for address, coins in accounts.items():
-        doc = doc.with_account(address, coins)
-    if param_overrides:
-        data = doc.model_dump(mode="json")
-        for section, values in param_overrides.items():
-            data["params"][section].update(values)
-        doc = GenesisDoc.model_validate(data)
-    save_genesis(doc, genesis_path(home))
+    """Initialise a one-validator ``home`` on free loopback ports with ``accounts`` funded;
+    ``param_overrides`` patch genesis params."""
+    config = NodeConfig(
+        moniker=home.name or "dilochain",
+        rpc_address=f"127.0.0.1:{free_port()}",
+        p2p_address=f"127.0.0.1:{free_port()}",
+        block_time=block_time,
+    )
+    doc = init_home(home, chain_id, overwrite=True, config=config)
+    save_genesis(with_funds_and_params(doc, accounts, param_overrides), genesis_path(home))
     return load_genesis(genesis_path(home))
+
+
+def rpc_status(rpc_address: str, timeout: float = 5.0) -> dict:
+    """CometBFT's ``status`` result (node info, latest height and app hash)."""
+    with urllib.request.urlopen(f"http://{rpc_address}/status", timeout=timeout) as reply:
+        return json.load(reply)["result"]
 
 
 def spawn_cli(
@@ -63,22 +78,28 @@ def spawn_verifier(
 
 
 class ChainProcess:
-    """``dilochain chain start`` in a subprocess, bound to an ephemeral 127.0.0.1 port."""
+    """``dilochain chain start`` (the app and its CometBFT) in a subprocess, gRPC on an
+    ephemeral 127.0.0.1 port."""
 
-    def __init__(self, home: Path, block_time: str = "200ms", log_path: Path | None = None):
+    def __init__(
+        self, home: Path, block_time: str | None = "200ms", log_path: Path | None = None
+    ):
         self.home = home
         self.block_time = block_time
         self.log_path = log_path or home / "chain.log"
         self.proc: subprocess.Popen | None = None
         self.address = ""
+        self.rpc_address = ""
 
-    def start(self, timeout: float = 30.0) -> str:
-        """Start the process and return its gRPC address once it serves."""
+    def start(self, timeout: float = 60.0, first_block: bool = True) -> str:
+        """Start the process and return its gRPC address once it serves (and, with
+        ``first_block``, once the chain has a block)."""
         cmd = [
             sys.executable, "-m", "dilochain.cli.main", "chain", "start",
             "--home", str(self.home), "--grpc-address", "127.0.0.1:0",
-            "--block-time", self.block_time,
         ]  # fmt: skip
+        if self.block_time:
+            cmd += ["--block-time", self.block_time]
         log = self.log_path.open("ab")
         self.proc = subprocess.Popen(
             cmd,
@@ -92,6 +113,8 @@ class ChainProcess:
         def read() -> None:
             assert self.proc is not None and self.proc.stdout is not None
             for line in self.proc.stdout:
+                if line.startswith(RPC_LISTENING):
+                    self.rpc_address = line[len(RPC_LISTENING) :].strip()
                 if line.startswith(LISTENING) and not found.is_set():
                     self.address = line[len(LISTENING) :].strip()
                     found.set()
@@ -100,7 +123,30 @@ class ChainProcess:
         if not found.wait(timeout):
             self.kill()
             raise ChainStartError(f"the chain did not start; see {self.log_path}")
+        if first_block:
+            self.wait_for_height(1, timeout)
         return self.address
+
+    def height(self) -> int:
+        """CometBFT's latest committed height."""
+        return int(rpc_status(self.rpc_address)["sync_info"]["latest_block_height"])
+
+    def wait_for_height(self, height: int, timeout: float = 60.0) -> int:
+        """Block until the node has committed ``height``; returns the height reached."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                reached = self.height()
+            except OSError:
+                reached = 0
+            if reached >= height:
+                return reached
+            if time.monotonic() > deadline:
+                raise ChainStartError(
+                    f"{self.home.name}: height {height} not reached in {timeout:.0f} s "
+                    f"(at {reached}); see {self.log_path}"
+                )
+            time.sleep(0.05)
 
     def stop(self, timeout: float = 15.0) -> int:
         """SIGTERM and wait; returns the exit code."""
@@ -124,3 +170,37 @@ class ChainProcess:
                 self.stop()
             except subprocess.TimeoutExpired:
                 self.kill()
+
+
+class LocalNetwork:
+    """Every validator home of a testnet directory, each as a :class:`ChainProcess`."""
+
+    def __init__(self, homes: list[Path], block_time: str | None = None):
+        self.nodes = [ChainProcess(home, block_time) for home in homes]
+
+    def start(self, timeout: float = 120.0) -> list[str]:
+        """Start every node, then wait for the network's first block; the gRPC addresses."""
+        for node in self.nodes:
+            node.start(timeout, first_block=False)
+        for node in self.nodes:
+            node.wait_for_height(1, timeout)
+        return [node.address for node in self.nodes]
+
+    def stop(self) -> None:
+        """Stop every node still running (SIGTERM, then SIGKILL if it lingers)."""
+        for node in self.nodes:
+            if node.proc is not None and node.proc.poll() is None:
+                node.proc.send_signal(signal.SIGTERM)
+        for node in self.nodes:
+            if node.proc is not None:
+                try:
+                    node.proc.wait(20)
+                except subprocess.TimeoutExpired:
+                    node.kill()
+
+    def __enter__(self) -> LocalNetwork:
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

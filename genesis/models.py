@@ -1,7 +1,15 @@
-"""The genesis document, validated with pydantic: a bad field is refused with its name."""
+"""The genesis document, validated with pydantic: a bad field is refused with its name.
+
+The file is CometBFT's own ``genesis.json`` (chain id, time, initial height, consensus params,
+validators), with the application's params and funded accounts under ``app_state``; CometBFT
+hands ``app_state`` to the application in InitChain. 64-bit integers are JSON strings, as
+CometBFT writes them.
+"""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import re
 from datetime import UTC, datetime
@@ -14,6 +22,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PlainSerializer,
     ValidationError,
     field_validator,
     model_validator,
@@ -43,6 +52,8 @@ def _valid_denom(value: str) -> str:
 
 Address = Annotated[str, AfterValidator(_valid_address)]
 Denom = Annotated[str, AfterValidator(_valid_denom)]
+# CometBFT's JSON writes int64 values as strings; numbers are accepted on input.
+Int64 = Annotated[int, PlainSerializer(str, return_type=str, when_used="json")]
 
 
 class _Strict(BaseModel):
@@ -72,12 +83,47 @@ class FeeParams(_Strict):
     min_gas_price: Decimal = Field(default=Decimal("0.025"), ge=0)
 
 
-class ConsensusParams(_Strict):
-    """Block limits of the devnet consensus (as CometBFT's ``block`` params)."""
+class BlockParams(_Strict):
+    """Block limits (CometBFT's ``consensus_params.block``)."""
 
-    max_block_bytes: int = Field(default=22_020_096, gt=0)
-    max_block_gas: int = Field(default=-1, ge=-1)
-    max_mempool_txs: int = Field(default=100_000, gt=0)
+    max_bytes: Int64 = Field(default=22_020_096, gt=0)
+    max_gas: Int64 = Field(default=-1, ge=-1)
+
+
+class EvidenceParams(_Strict):
+    """How old evidence of misbehaviour may be (CometBFT's defaults)."""
+
+    max_age_num_blocks: Int64 = Field(default=100_000, gt=0)
+    max_age_duration: Int64 = Field(default=172_800_000_000_000, gt=0)  # 48 h in ns
+    max_bytes: Int64 = Field(default=1_048_576, ge=0)
+
+
+class ValidatorParams(_Strict):
+    """Key types validators may use."""
+
+    pub_key_types: list[Literal["ed25519"]] = ["ed25519"]
+
+
+class VersionParams(_Strict):
+    """The application's protocol version."""
+
+    app: Int64 = 0
+
+
+class AbciParams(_Strict):
+    """Vote extensions stay off (0)."""
+
+    vote_extensions_enable_height: Int64 = 0
+
+
+class ConsensusParams(_Strict):
+    """CometBFT's consensus params, written into genesis so that CometBFT and the app agree."""
+
+    block: BlockParams = BlockParams()
+    evidence: EvidenceParams = EvidenceParams()
+    validator: ValidatorParams = ValidatorParams()
+    version: VersionParams = VersionParams()
+    abci: AbciParams = AbciParams()
 
 
 class PocParams(_Strict):
@@ -123,7 +169,6 @@ class Params(_Strict):
 
     auth: AuthParams = AuthParams()
     fees: FeeParams = FeeParams()
-    consensus: ConsensusParams = ConsensusParams()
     poc: PocParams = PocParams()
     rewards: RewardParams = RewardParams()
 
@@ -143,14 +188,67 @@ class GenesisAccount(_Strict):
         return sorted(coins, key=lambda c: c.denom)
 
 
-class GenesisDoc(_Strict):
-    """The whole genesis document of a dilochain network."""
+class PubKey(_Strict):
+    """A validator's ed25519 consensus key, as CometBFT's JSON writes it."""
 
-    chain_id: str
-    genesis_time: datetime = Field(default_factory=lambda: datetime.now(UTC))
-    initial_height: int = Field(default=1, ge=1)
+    type: Literal["tendermint/PubKeyEd25519"] = "tendermint/PubKeyEd25519"
+    value: str
+
+    @field_validator("value")
+    @classmethod
+    def _ed25519(cls, value: str) -> str:
+        try:
+            raw = base64.b64decode(value, validate=True)
+        except ValueError:
+            raise ValueError("not base64") from None
+        if len(raw) != 32:
+            raise ValueError("an ed25519 public key is 32 bytes")
+        return value
+
+    def address(self) -> str:
+        """CometBFT's validator address: sha256(key)[:20] in upper-case hex."""
+        return hashlib.sha256(base64.b64decode(self.value)).digest()[:20].hex().upper()
+
+
+class GenesisValidator(_Strict):
+    """A validator of the genesis set."""
+
+    address: str
+    pub_key: PubKey
+    power: Int64 = Field(gt=0)
+    name: str = ""
+
+    @model_validator(mode="after")
+    def _address_matches_key(self) -> GenesisValidator:
+        if self.address != self.pub_key.address():
+            raise ValueError(f"address {self.address} is not that of its pub_key")
+        return self
+
+
+class AppState(_Strict):
+    """What the application itself reads from genesis (CometBFT's ``app_state``)."""
+
     params: Params = Params()
     accounts: list[GenesisAccount] = []
+
+    @model_validator(mode="after")
+    def _unique_accounts(self) -> AppState:
+        addresses = [a.address for a in self.accounts]
+        if len(addresses) != len(set(addresses)):
+            raise ValueError("accounts: an address appears twice")
+        return self
+
+
+class GenesisDoc(_Strict):
+    """The whole genesis document of a dilochain network, in CometBFT's layout."""
+
+    genesis_time: datetime = Field(default_factory=lambda: datetime.now(UTC))
+    chain_id: str
+    initial_height: Int64 = Field(default=1, ge=1)
+    consensus_params: ConsensusParams = ConsensusParams()
+    validators: list[GenesisValidator] = []
+    app_hash: str = ""
+    app_state: AppState = AppState()
 
     @field_validator("chain_id")
     @classmethod
@@ -160,11 +258,27 @@ class GenesisDoc(_Strict):
         return value
 
     @model_validator(mode="after")
-    def _unique_accounts(self) -> GenesisDoc:
-        addresses = [a.address for a in self.accounts]
-        if len(addresses) != len(set(addresses)):
-            raise ValueError("accounts: an address appears twice")
+    def _unique_validators(self) -> GenesisDoc:
+        keys = [v.pub_key.value for v in self.validators]
+        if len(keys) != len(set(keys)):
+            raise ValueError("validators: a key appears twice")
         return self
+
+    @property
+    def params(self) -> Params:
+        """The application's module params."""
+        return self.app_state.params
+
+    @property
+    def accounts(self) -> list[GenesisAccount]:
+        """Accounts funded at genesis."""
+        return self.app_state.accounts
+
+    def with_validators(self, validators: list[GenesisValidator]) -> GenesisDoc:
+        """A copy whose validator set is ``validators``."""
+        data = self.model_dump(mode="json")
+        data["validators"] = [v.model_dump(mode="json") for v in validators]
+        return parse_genesis(data, "genesis")
 
     def with_account(self, address: str, coins: dict[str, int]) -> GenesisDoc:
         """A copy with ``coins`` added to ``address`` (creating the account if new)."""
@@ -173,7 +287,7 @@ class GenesisDoc(_Strict):
         for denom, amount in coins.items():
             merged[denom] = merged.get(denom, 0) + amount
         data = self.model_dump(mode="json")
-        data["accounts"] = [
+        data["app_state"]["accounts"] = [
             {"address": addr, "coins": [{"denom": d, "amount": n} for d, n in held.items()]}
             for addr, held in accounts.items()
         ]

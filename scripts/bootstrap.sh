@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Creates .venv (Python 3.11) and installs dilochain with its dev extras into it.
-# torch is pinned to 2.13.0 so pip takes the local CPU wheel rather than a CUDA build.
+# Creates .venv (Python 3.11), installs dilochain with its dev extras into it, and builds the
+# pinned CometBFT release into .venv/bin (with Go; skipped when that version is already there).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
@@ -13,4 +13,14 @@ if [ ! -f "$stamp" ]; then
     .venv/bin/python -m pip install --quiet -e '.[dev]'
     rm -f .venv/.installed-*
     touch "$stamp"
+fi
+# One version, defined in chain/cometbft.py.
+version=$(sed -n 's/^COMETBFT_VERSION = "\(v[0-9.]*\)".*/\1/p' chain/cometbft.py)
+if [ "$(.venv/bin/cometbft version 2>/dev/null)" != "${version#v}" ]; then
+    if ! command -v go >/dev/null; then
+        echo "error: Go is needed to build CometBFT $version (go install)" >&2
+        exit 1
+    fi
+    echo "building CometBFT $version into .venv/bin (first run only)"
+    GOBIN="$PWD/.venv/bin" go install "github.com/cometbft/cometbft/cmd/cometbft@$version"
 fi

@@ -127,7 +127,7 @@ def test_unknown_message_type_and_garbage(chain):
 def include_unchecked(chain, *txs: bytes) -> list:
     """Put txs in the next block without CheckTx, as a faulty proposer could."""
     for raw in txs:
-        chain.mempool.add(tx_hash(raw), raw)
+        chain.mempool[tx_hash(raw)] = raw
     return chain.block()
 
 
@@ -138,7 +138,7 @@ def test_overdraft_rejected_at_check_and_in_block(chain):
     late = signed_tx(ALICE, [send(B, 3_995_000)], sequence=1, account_number=0)
     assert chain.broadcast(ok).code == 0
     assert chain.broadcast(late).code == codes.INSUFFICIENT_FUNDS  # check state saw the first
-    chain.mempool.drain()
+    chain.mempool.clear()
     results = include_unchecked(chain, ok, late)
     assert [r.code for r in results] == [0, codes.INSUFFICIENT_FUNDS]
     assert balance(chain, A) == 10_000_000 - 6_000_000 - 2 * FEE  # the failed tx paid its fee
@@ -222,4 +222,4 @@ def test_app_hash_changes_with_state_and_is_persisted(chain):
     chain.broadcast(signed_tx(ALICE, [send(B, 1)], sequence=0, account_number=0))
     chain.block()
     assert chain.app.app_hash != genesis_hash
-    assert chain.app.store.block(2).header  # block rows persisted
+    assert chain.app.store.block(2).hash  # block rows persisted

@@ -12,7 +12,9 @@ import sys
 import pytest
 from cosmpy.aerial.wallet import LocalWallet
 
+from chain.testnet import free_port, rpc_address
 from dilochain.cli.main import main
+from dilochain.localnet import rpc_status
 from tests.helpers import wallet
 
 ADDRESS = str(wallet(5).address())
@@ -48,7 +50,11 @@ def test_init_and_add_genesis_account(tmp_path, capsys):
     assert code == 0 and ADDRESS in out
     genesis = json.loads((tmp_path / "h" / "config" / "genesis.json").read_text())
     assert genesis["chain_id"] == "net-1"
-    assert genesis["accounts"] == [
+    assert len(genesis["validators"]) == 1 and genesis["validators"][0]["power"] == "10"
+    for name in ("config/config.toml", "config/node_key.json", "config/priv_validator_key.json",
+                 "data/priv_validator_state.json"):  # fmt: skip
+        assert (tmp_path / "h" / name).is_file(), name
+    assert genesis["app_state"]["accounts"] == [
         {
             "address": ADDRESS,
             "coins": [{"denom": "stake", "amount": 5}, {"denom": "udlc", "amount": 1000}],
@@ -58,6 +64,20 @@ def test_init_and_add_genesis_account(tmp_path, capsys):
     assert_one_line_error(code, err, "already holds a chain")
 
 
+def _init(home) -> None:
+    main(["chain", "init", "--home", str(home), "--chain-id", "net-1",
+          "--rpc-address", f"127.0.0.1:{free_port()}",
+          "--p2p-address", f"127.0.0.1:{free_port()}"])  # fmt: skip
+
+
+def test_chain_start_without_cometbft(tmp_path, capsys, monkeypatch):
+    _init(tmp_path / "h")
+    capsys.readouterr()
+    monkeypatch.setenv("DILOCHAIN_COMETBFT", str(tmp_path / "nowhere"))
+    code, _, err = run(capsys, "chain", "start", "--home", str(tmp_path / "h"))
+    assert_one_line_error(code, err, "is not an executable file")
+
+
 @pytest.mark.parametrize(
     ("argv", "needle"),
     [
@@ -65,7 +85,7 @@ def test_init_and_add_genesis_account(tmp_path, capsys):
         (["chain", "add-genesis-account", ADDRESS, "lots"], "invalid coin"),
         (["chain", "add-genesis-account", "nobody", "5udlc"], "no key named 'nobody'"),
         (["chain", "start", "--block-time", "fast"], "invalid duration"),
-        (["chain", "start", "--block-time", "10ms"], "between 100ms and 60s"),
+        (["chain", "start", "--block-time", "10ms"], "between 50ms and 60s"),
         (["keys", "show", "ghost"], "no key named 'ghost'"),
     ],
 )
@@ -85,11 +105,11 @@ def test_missing_home_and_bad_genesis(tmp_path, capsys):
     main(["chain", "init", "--home", str(home), "--chain-id", "net-1"])
     path = home / "config" / "genesis.json"
     doc = json.loads(path.read_text())
-    doc["accounts"] = [{"address": "dilo1bogus", "coins": []}]
+    doc["app_state"]["accounts"] = [{"address": "dilo1bogus", "coins": []}]
     path.write_text(json.dumps(doc))
     capsys.readouterr()
     code, _, err = run(capsys, "chain", "start", "--home", str(home))
-    assert_one_line_error(code, err, "field accounts.0.address")
+    assert_one_line_error(code, err, "field app_state.accounts.0.address")
 
 
 def test_bad_flag_is_a_usage_error(tmp_path):
@@ -131,12 +151,13 @@ def _start(home, address: str) -> subprocess.Popen:
 
 
 @pytest.mark.integration
-def test_start_prints_address_and_stops_on_sigint(tmp_path):
+def test_start_prints_addresses_and_stops_on_sigint(tmp_path):
     home = tmp_path / "h"
-    main(["chain", "init", "--home", str(home), "--chain-id", "net-1"])
+    _init(home)
     proc = _start(home, "127.0.0.1:0")
-    line = proc.stdout.readline()
-    assert line.startswith("gRPC server listening on 127.0.0.1:")
+    assert proc.stdout.readline() == f"CometBFT RPC listening on {rpc_address(home)}\n"
+    assert proc.stdout.readline().startswith("gRPC server listening on 127.0.0.1:")
+    assert rpc_status(rpc_address(home))["node_info"]["network"] == "net-1"
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=20)
     assert proc.returncode == 0, err
@@ -144,14 +165,15 @@ def test_start_prints_address_and_stops_on_sigint(tmp_path):
 
 
 @pytest.mark.integration
-def test_port_in_use(tmp_path):
+@pytest.mark.parametrize("which", ["grpc", "rpc"])
+def test_port_in_use(tmp_path, which):
     home = tmp_path / "h"
-    main(["chain", "init", "--home", str(home), "--chain-id", "net-1"])
+    _init(home)
     with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
+        taken.bind(("127.0.0.1", 0 if which == "grpc" else int(rpc_address(home).split(":")[1])))
         taken.listen()
         port = taken.getsockname()[1]
-        proc = _start(home, f"127.0.0.1:{port}")
+        proc = _start(home, f"127.0.0.1:{port}" if which == "grpc" else "127.0.0.1:0")
         _, err = proc.communicate(timeout=30)
     assert proc.returncode == 1
     assert "Traceback" not in err

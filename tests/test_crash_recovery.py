@@ -1,9 +1,13 @@
-"""kill -9 during a stream of txs: after a restart every committed tx and app hash is intact."""
+"""kill -9 of the app or of CometBFT during a stream of txs: after a restart (CometBFT's
+handshake replays what the app misses) every committed tx and app hash is intact."""
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 import time
+from pathlib import Path
 
 import grpc
 import pytest
@@ -22,7 +26,16 @@ from tests.helpers import CHAIN_ID, signed_tx, wallet
 pytestmark = pytest.mark.integration
 
 
-def test_kill_9_loses_no_committed_tx(tmp_path):
+def _cometbft_child(process: ChainProcess) -> int:
+    assert process.proc is not None
+    pid = process.proc.pid
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    (child,) = [c for c in children if "cometbft" in Path(f"/proc/{c}/cmdline").read_text()]
+    return int(child)
+
+
+@pytest.mark.parametrize("victim", ["app", "cometbft"])
+def test_kill_9_loses_no_committed_tx(tmp_path, victim):
     sender, receiver = wallet(7), wallet(8)
     init_localnet(tmp_path, CHAIN_ID, {str(sender.address()): {DENOM: 10**12}})
     send = MsgSend(
@@ -67,7 +80,12 @@ def test_kill_9_loses_no_committed_tx(tmp_path):
             committed[digest] = got.tx_response.height
         header = tm_stub.GetLatestBlock(tm_q.GetLatestBlockRequest(), timeout=5).block.header
         app_hashes[header.height] = header.app_hash
-    first.kill()  # SIGKILL mid-stream
+    if victim == "app":
+        first.kill()  # SIGKILL mid-stream; CometBFT follows its parent (PDEATHSIG)
+    else:
+        os.kill(_cometbft_child(first), signal.SIGKILL)
+        assert first.proc is not None
+        assert first.proc.wait(timeout=30) == 1  # the node stops, with an error, without it
     stop.set()
     streamer.join()
     channel.close()

@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 
 import pytest
 
-from genesis.models import GenesisDoc, GenesisError, load_genesis, parse_genesis, save_genesis
+from genesis.models import (
+    GenesisDoc,
+    GenesisError,
+    GenesisValidator,
+    PubKey,
+    load_genesis,
+    parse_genesis,
+    save_genesis,
+)
 from tests.helpers import wallet
 
 ADDRESS = str(wallet(1).address())
@@ -28,12 +38,19 @@ def test_round_trip(tmp_path):
     ("patch", "field"),
     [
         ({"chain_id": "bad id!"}, "chain_id"),
-        ({"accounts": [{"address": "dilo1nope", "coins": []}]}, "accounts.0.address"),
-        ({"accounts": [{"address": ADDRESS, "coins": [{"denom": "udlc", "amount": -1}]}]},
-         "accounts.0.coins.0.amount"),
-        ({"params": {"fees": {"min_gas_price": "-1"}}}, "params.fees.min_gas_price"),
-        ({"params": {"poc": {"unbonding_period_seconds": "soon"}}},
-         "params.poc.unbonding_period_seconds"),
+        ({"app_state": {"accounts": [{"address": "dilo1nope", "coins": []}]}},
+         "app_state.accounts.0.address"),
+        ({"app_state": {"accounts": [{"address": ADDRESS,
+                                      "coins": [{"denom": "udlc", "amount": -1}]}]}},
+         "app_state.accounts.0.coins.0.amount"),
+        ({"app_state": {"params": {"fees": {"min_gas_price": "-1"}}}},
+         "app_state.params.fees.min_gas_price"),
+        ({"app_state": {"params": {"poc": {"unbonding_period_seconds": "soon"}}}},
+         "app_state.params.poc.unbonding_period_seconds"),
+        ({"consensus_params": {"block": {"max_bytes": "0"}}}, "consensus_params.block.max_bytes"),
+        ({"validators": [{"address": "00" * 20, "power": "10",
+                          "pub_key": {"value": base64.b64encode(b"k" * 32).decode()}}]},
+         "validators.0"),
         ({"surprise": 1}, "surprise"),
     ],
 )  # fmt: skip
@@ -46,7 +63,24 @@ def test_bad_fields_are_named(patch, field):
 def test_duplicate_accounts_refused():
     account = {"address": ADDRESS, "coins": []}
     with pytest.raises(GenesisError, match="appears twice"):
-        parse_genesis({"chain_id": "ok", "accounts": [account, account]})
+        parse_genesis({"chain_id": "ok", "app_state": {"accounts": [account, account]}})
+
+
+def test_written_in_cometbft_layout(tmp_path):
+    key = base64.b64encode(b"v" * 32).decode()
+    validator = GenesisValidator(
+        address=PubKey(value=key).address(), pub_key=PubKey(value=key), power=10
+    )
+    doc = GenesisDoc(chain_id="c-1").with_validators([validator]).with_account(ADDRESS, {"udlc": 5})
+    save_genesis(doc, tmp_path / "g.json")
+    data = json.loads((tmp_path / "g.json").read_text())
+    # CometBFT's JSON: int64 values as strings, the app's part under app_state.
+    assert data["initial_height"] == "1"
+    assert data["consensus_params"]["block"] == {"max_bytes": "22020096", "max_gas": "-1"}
+    assert data["validators"][0]["power"] == "10"
+    assert data["validators"][0]["address"] == hashlib.sha256(b"v" * 32).digest()[:20].hex().upper()
+    assert data["app_state"]["accounts"][0]["address"] == ADDRESS
+    assert load_genesis(tmp_path / "g.json") == doc
 
 
 def test_unreadable_files(tmp_path):

@@ -1,4 +1,4 @@
-"""``dilochain chain``: init a home, add genesis accounts, start a node."""
+"""``dilochain chain``: init a home, add genesis accounts, start a node (app + CometBFT)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ import signal
 from pathlib import Path
 
 from chain.address import decode_address
-from chain.home import genesis_path, init_home
+from chain.home import NodeConfig, genesis_path, init_home
 from dilochain.cli.common import CliError, default_home, keyring, parse_duration
+from dilochain.localnet import LISTENING, RPC_LISTENING
 from genesis.coins import parse_coins
 from genesis.models import load_genesis, save_genesis
 
@@ -20,15 +21,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     chain = sub.add_parser("chain", help="run a chain node").add_subparsers(
         dest="chain_cmd", required=True, metavar="{init,add-genesis-account,start}"
     )
-    init = chain.add_parser("init", help="create a chain home with a genesis file")
+    init = chain.add_parser(
+        "init", help="create a chain home: genesis, validator and node keys, CometBFT config"
+    )
     init.add_argument("--chain-id", required=True)
     init.add_argument("--overwrite", action="store_true")
+    init.add_argument("--moniker", help="node name (default: the home's folder name)")
+    init.add_argument("--rpc-address", default="127.0.0.1:26657", help="CometBFT RPC")
+    init.add_argument("--p2p-address", default="127.0.0.1:26656", help="CometBFT P2P")
+    init.add_argument("--block-time", default="1s", help="CometBFT's timeout_commit")
     acct = chain.add_parser("add-genesis-account", help="fund an account in genesis")
     acct.add_argument("address", help="bech32 address, or the name of a key in the keyring")
     acct.add_argument("amount", help="coins, e.g. 1000000000udlc")
-    start = chain.add_parser("start", help="run the node (devnet consensus + gRPC)")
+    start = chain.add_parser("start", help="run the node: the application and CometBFT")
     start.add_argument("--grpc-address", default="127.0.0.1:9090")
-    start.add_argument("--block-time", default="1s")
+    start.add_argument("--block-time", help="override config.toml's timeout_commit")
     for p in (init, acct, start):
         p.add_argument("--home", type=Path, default=default_home())
     init.set_defaults(func=_init)
@@ -36,8 +43,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     start.set_defaults(func=_start)
 
 
+def block_time_flag(text: str) -> str:
+    """A ``--block-time`` value checked for range, kept in Go's duration syntax."""
+    if not 0.05 <= parse_duration(text) <= 60:
+        raise CliError("--block-time must be between 50ms and 60s")
+    return text
+
+
 def _init(args: argparse.Namespace) -> int:
-    doc = init_home(args.home, args.chain_id, overwrite=args.overwrite)
+    config = NodeConfig(
+        moniker=args.moniker or args.home.name or "dilochain",
+        rpc_address=args.rpc_address,
+        p2p_address=args.p2p_address,
+        block_time=block_time_flag(args.block_time),
+    )
+    doc = init_home(args.home, args.chain_id, overwrite=args.overwrite, config=config)
     print(f"initialised chain {doc.chain_id} in {args.home}")
     return 0
 
@@ -63,19 +83,23 @@ def _add_genesis_account(args: argparse.Namespace) -> int:
 def _start(args: argparse.Namespace) -> int:
     from chain.server import ChainNode
 
-    block_time = parse_duration(args.block_time)
-    if not 0.1 <= block_time <= 60:
-        raise CliError("--block-time must be between 100ms and 60s")
+    block_time = block_time_flag(args.block_time) if args.block_time else None
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     node = ChainNode(args.home, args.grpc_address, block_time)
+
+    def ready(grpc_address: str, rpc_address: str) -> None:
+        print(f"{RPC_LISTENING}{rpc_address}", flush=True)
+        print(f"{LISTENING}{grpc_address}", flush=True)
 
     async def serve() -> None:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        await node.serve(stop, lambda addr: print(f"gRPC server listening on {addr}", flush=True))
+        await node.serve(stop, ready)
 
     asyncio.run(serve())
+    if node.failure:
+        raise CliError(f"{node.failure} (stopped at height {node.stopped_height})")
     print(f"stopped at height {node.stopped_height}", flush=True)
     return 0

@@ -7,6 +7,7 @@ import sys
 
 import grpc
 
+from chain.cometbft import CometMissing
 from chain.home import HomeError
 from chain.server import ChainStartError
 from dilochain.cli import (
@@ -16,6 +17,7 @@ from dilochain.cli import (
     node_cmd,
     rewards_cmd,
     status_cmd,
+    testnet_cmd,
     verifier_cmd,
 )
 from dilochain.cli.common import CliError
@@ -39,12 +41,13 @@ def build_parser() -> argparse.ArgumentParser:
     rewards_cmd.register(sub)
     status_cmd.register(sub)
     devnet_cmd.register(sub)
+    testnet_cmd.register(sub)
     return parser
 
 
 USER_ERRORS = (
-    CliError, HomeError, ChainStartError, ChainUnreachable, KeyringError, GenesisError,
-    NodeError, ArtifactError,
+    CliError, HomeError, ChainStartError, CometMissing, ChainUnreachable, KeyringError,
+    GenesisError, NodeError, ArtifactError,
 )  # fmt: skip
 
 

@@ -1,0 +1,265 @@
+"""The ABCI++ socket server CometBFT connects to, over the application.
+
+CometBFT opens four connections (consensus, mempool, query, snapshot) and sends each a stream
+of ``tendermint.abci.Request`` messages, each prefixed with its length as a protobuf uvarint;
+the application answers every request, in order, with a ``Response`` framed the same way.
+The compiled ABCI protos are cosmpy's (CometBFT v0.38's ``tendermint/abci/types.proto``).
+
+All connections are served on one asyncio loop, so application calls never interleave. A
+request that does not decode or whose handling fails is answered with an ``exception``
+response and the connection stays open; a tx that fails is answered with its code and log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+
+from cosmpy.protos.cosmos.base.abci.v1beta1.abci_pb2 import TxResponse
+from cosmpy.protos.tendermint.abci import types_pb2 as abci
+from google.protobuf.message import DecodeError
+
+from chain.app import Application
+
+log = logging.getLogger(__name__)
+
+MAX_MESSAGE_BYTES = 104_857_600  # CometBFT's own limit on one ABCI message
+APP_VERSION = 1
+QueryFn = Callable[[str, bytes], Awaitable[abci.ResponseQuery]]
+
+
+def encode_frame(message: bytes) -> bytes:
+    """``message`` prefixed with its length as a uvarint."""
+    size, prefix = len(message), bytearray()
+    while True:
+        byte = size & 0x7F
+        size >>= 7
+        if size:
+            prefix.append(byte | 0x80)
+        else:
+            prefix.append(byte)
+            return bytes(prefix) + message
+
+
+def decode_frames(buffer: bytearray) -> list[bytes]:
+    """Remove and return every complete frame at the front of ``buffer``.
+
+    Raises ``ValueError`` on a length prefix that is malformed or over the limit.
+    """
+    frames, pos = [], 0
+    while True:
+        size, shift, cursor = 0, 0, pos
+        while True:
+            if cursor >= len(buffer):
+                del buffer[:pos]
+                return frames
+            byte = buffer[cursor]
+            cursor += 1
+            size |= (byte & 0x7F) << shift
+            if not byte & 0x80:
+                break
+            shift += 7
+            if shift > 63:
+                raise ValueError("malformed length prefix")
+        if size > MAX_MESSAGE_BYTES:
+            raise ValueError(f"message of {size} bytes is over the {MAX_MESSAGE_BYTES} limit")
+        if cursor + size > len(buffer):
+            del buffer[:pos]
+            return frames
+        frames.append(bytes(buffer[cursor : cursor + size]))
+        pos = cursor + size
+
+
+def exec_result(result: TxResponse) -> abci.ExecTxResult:
+    """A tx's result as FinalizeBlock reports it."""
+    return abci.ExecTxResult(
+        code=result.code,
+        data=bytes.fromhex(result.data),
+        log=result.raw_log,
+        gas_wanted=result.gas_wanted,
+        gas_used=result.gas_used,
+        events=result.events,
+        codespace=result.codespace,
+    )
+
+
+class AbciHandler:
+    """Maps each ABCI request to the application."""
+
+    def __init__(self, app: Application, query: QueryFn, version: str):
+        self.app = app
+        self.query = query
+        self.version = version
+
+    async def handle(self, request: abci.Request) -> abci.Response:
+        """The response to one request (an ``exception`` response if handling fails)."""
+        kind = request.WhichOneof("value")
+        try:
+            if kind == "query":
+                return abci.Response(query=await self.query(request.query.path, request.query.data))
+            handler = getattr(self, f"_{kind}", None)
+            if handler is None:
+                return abci.Response(exception=abci.ResponseException(error=f"unknown {kind}"))
+            return handler(getattr(request, kind))
+        except Exception as err:  # a bad request must never stop the application
+            log.exception("ABCI %s failed", kind)
+            return abci.Response(exception=abci.ResponseException(error=f"{kind}: {err}"))
+
+    def _echo(self, req: abci.RequestEcho) -> abci.Response:
+        return abci.Response(echo=abci.ResponseEcho(message=req.message))
+
+    def _flush(self, req: abci.RequestFlush) -> abci.Response:
+        return abci.Response(flush=abci.ResponseFlush())
+
+    def _info(self, req: abci.RequestInfo) -> abci.Response:
+        height = self.app.height
+        return abci.Response(
+            info=abci.ResponseInfo(
+                data="dilochain",
+                version=self.version,
+                app_version=APP_VERSION,
+                last_block_height=height,
+                last_block_app_hash=self.app.app_hash if height else b"",
+            )
+        )
+
+    def _init_chain(self, req: abci.RequestInitChain) -> abci.Response:
+        app_hash = self.app.init_chain(req.chain_id, req.app_state_bytes or None)
+        # No validators in the response: CometBFT keeps the genesis set.
+        return abci.Response(init_chain=abci.ResponseInitChain(app_hash=app_hash))
+
+    def _check_tx(self, req: abci.RequestCheckTx) -> abci.Response:
+        result = self.app.check_tx(req.tx)
+        return abci.Response(
+            check_tx=abci.ResponseCheckTx(
+                code=result.code,
+                log=result.raw_log,
+                gas_wanted=result.gas_wanted,
+                gas_used=result.gas_used,
+                codespace=result.codespace,
+            )
+        )
+
+    def _prepare_proposal(self, req: abci.RequestPrepareProposal) -> abci.Response:
+        txs = self.app.prepare_proposal(list(req.txs), req.max_tx_bytes)
+        return abci.Response(prepare_proposal=abci.ResponsePrepareProposal(txs=txs))
+
+    def _process_proposal(self, req: abci.RequestProcessProposal) -> abci.Response:
+        limit = self.app.genesis.consensus_params.block.max_bytes
+        status = (
+            abci.ResponseProcessProposal.ACCEPT
+            if self.app.process_proposal(list(req.txs), limit)
+            else abci.ResponseProcessProposal.REJECT
+        )
+        return abci.Response(process_proposal=abci.ResponseProcessProposal(status=status))
+
+    def _finalize_block(self, req: abci.RequestFinalizeBlock) -> abci.Response:
+        finalized = self.app.finalize_block(
+            req.height, req.time.ToNanoseconds(), list(req.txs), req.hash, req.proposer_address
+        )
+        return abci.Response(
+            finalize_block=abci.ResponseFinalizeBlock(
+                tx_results=[exec_result(r) for r in finalized.results],
+                app_hash=finalized.app_hash,
+            )
+        )
+
+    def _commit(self, req: abci.RequestCommit) -> abci.Response:
+        self.app.commit()
+        return abci.Response(commit=abci.ResponseCommit(retain_height=0))
+
+    def _list_snapshots(self, req: abci.RequestListSnapshots) -> abci.Response:
+        return abci.Response(list_snapshots=abci.ResponseListSnapshots())
+
+    def _offer_snapshot(self, req: abci.RequestOfferSnapshot) -> abci.Response:
+        reject = abci.ResponseOfferSnapshot.REJECT
+        return abci.Response(offer_snapshot=abci.ResponseOfferSnapshot(result=reject))
+
+    def _load_snapshot_chunk(self, req: abci.RequestLoadSnapshotChunk) -> abci.Response:
+        return abci.Response(load_snapshot_chunk=abci.ResponseLoadSnapshotChunk())
+
+    def _apply_snapshot_chunk(self, req: abci.RequestApplySnapshotChunk) -> abci.Response:
+        abort = abci.ResponseApplySnapshotChunk.ABORT
+        return abci.Response(apply_snapshot_chunk=abci.ResponseApplySnapshotChunk(result=abort))
+
+    def _extend_vote(self, req: abci.RequestExtendVote) -> abci.Response:
+        return abci.Response(extend_vote=abci.ResponseExtendVote())
+
+    def _verify_vote_extension(self, req: abci.RequestVerifyVoteExtension) -> abci.Response:
+        accept = abci.ResponseVerifyVoteExtension.ACCEPT
+        return abci.Response(verify_vote_extension=abci.ResponseVerifyVoteExtension(status=accept))
+
+
+class _Connection(asyncio.Protocol):
+    """One CometBFT connection: frames in, one response per request out, in order."""
+
+    def __init__(self, handler: AbciHandler, connections: set[_Connection]):
+        self.handler = handler
+        self.connections = connections
+        self.buffer = bytearray()
+        self.queue: asyncio.Queue[bytes | None] = asyncio.Queue()
+        self.transport: asyncio.Transport | None = None
+        self.worker: asyncio.Task | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        self.connections.add(self)
+        self.worker = asyncio.get_running_loop().create_task(self._serve())
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer.extend(data)
+        try:
+            frames = decode_frames(self.buffer)
+        except ValueError as err:
+            log.error("ABCI connection closed: %s", err)
+            assert self.transport is not None
+            self.transport.close()
+            return
+        for frame in frames:
+            self.queue.put_nowait(frame)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.connections.discard(self)
+        self.queue.put_nowait(None)
+
+    async def _serve(self) -> None:
+        assert self.transport is not None
+        while (frame := await self.queue.get()) is not None:
+            try:
+                request = abci.Request.FromString(frame)
+            except DecodeError as err:
+                response = abci.Response(
+                    exception=abci.ResponseException(error=f"undecodable request: {err}")
+                )
+            else:
+                response = await self.handler.handle(request)
+            if not self.transport.is_closing():
+                self.transport.write(encode_frame(response.SerializeToString()))
+
+
+class AbciServer:
+    """Listens on a loopback TCP port for CometBFT's ABCI connections."""
+
+    def __init__(self, handler: AbciHandler):
+        self.handler = handler
+        self.connections: set[_Connection] = set()
+        self._server: asyncio.Server | None = None
+
+    async def start(self, host: str = "127.0.0.1", port: int = 0) -> int:
+        """Start listening; returns the bound port."""
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: _Connection(self.handler, self.connections), host, port
+        )
+        return self._server.sockets[0].getsockname()[1]
+
+    async def stop(self) -> None:
+        """Close the listener and every connection."""
+        if self._server is not None:
+            self._server.close()
+            for connection in list(self.connections):
+                if connection.transport is not None:
+                    connection.transport.close()
+            await self._server.wait_closed()

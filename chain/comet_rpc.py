@@ -1,0 +1,90 @@
+"""An asyncio client of CometBFT's JSON-RPC: what the gRPC services forward to CometBFT."""
+
+from __future__ import annotations
+
+import base64
+
+import aiohttp
+from cosmpy.protos.tendermint.types.block_pb2 import Block
+from cosmpy.protos.tendermint.types.types_pb2 import BlockID, Data, Header, PartSetHeader
+from cosmpy.protos.tendermint.version.types_pb2 import Consensus
+
+
+class CometRpcError(Exception):
+    """CometBFT answered with an error, or could not be reached."""
+
+
+def _block_id(data: dict) -> BlockID:
+    parts = data.get("parts") or {}
+    return BlockID(
+        hash=bytes.fromhex(data.get("hash") or ""),
+        part_set_header=PartSetHeader(
+            total=int(parts.get("total") or 0), hash=bytes.fromhex(parts.get("hash") or "")
+        ),
+    )
+
+
+def header_from_json(data: dict) -> Header:
+    """A block header from CometBFT's JSON (hex hashes, RFC 3339 time)."""
+    header = Header(
+        version=Consensus(
+            block=int(data["version"].get("block") or 0), app=int(data["version"].get("app") or 0)
+        ),
+        chain_id=data["chain_id"],
+        height=int(data["height"]),
+        last_block_id=_block_id(data["last_block_id"]),
+        proposer_address=bytes.fromhex(data["proposer_address"]),
+    )
+    for name in ("last_commit_hash", "data_hash", "validators_hash", "next_validators_hash",
+                 "consensus_hash", "app_hash", "last_results_hash", "evidence_hash"):  # fmt: skip
+        setattr(header, name, bytes.fromhex(data[name]))
+    header.time.FromJsonString(data["time"])
+    return header
+
+
+class CometRpc:
+    """JSON-RPC over HTTP to one CometBFT node (one keep-alive session)."""
+
+    def __init__(self, address: str):
+        self.url = f"http://{address}"
+        self._session: aiohttp.ClientSession | None = None
+
+    async def call(self, method: str, **params: object) -> dict:
+        """The ``result`` of one JSON-RPC call; raises :class:`CometRpcError` on an error."""
+        if self._session is None:
+            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30))
+        body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+        try:
+            async with self._session.post(self.url, json=body) as response:
+                reply = await response.json(content_type=None)
+        except (aiohttp.ClientError, TimeoutError, ValueError) as err:
+            raise CometRpcError(f"CometBFT RPC at {self.url} unreachable: {err}") from None
+        if "error" in reply:
+            error = reply["error"]
+            raise CometRpcError(str(error.get("data") or error.get("message")))
+        return reply["result"]
+
+    async def broadcast_tx_sync(self, raw: bytes) -> dict:
+        """Submit a tx to the mempool; the CheckTx result."""
+        return await self.call("broadcast_tx_sync", tx=base64.b64encode(raw).decode())
+
+    async def block(self, height: int | None = None) -> tuple[BlockID, Block]:
+        """The committed block at ``height`` (the latest when None)."""
+        params = {} if height is None else {"height": str(height)}
+        result = await self.call("block", **params)
+        data = result["block"]
+        block = Block(
+            header=header_from_json(data["header"]),
+            data=Data(txs=[base64.b64decode(tx) for tx in data["data"]["txs"] or []]),
+        )
+        return _block_id(result["block_id"]), block
+
+    async def status(self) -> dict:
+        """Node info, sync info and validator info."""
+        return await self.call("status")
+
+    async def close(self) -> None:
+        """Close the HTTP session."""
+        if self._session is not None:
+            await self._session.close()
+            self._session = None

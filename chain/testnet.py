@@ -1,0 +1,90 @@
+"""Homes for a network of validators on this machine: one genesis, peers on loopback ports."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+from chain.home import (
+    NodeConfig,
+    genesis_path,
+    init_home,
+    node_id,
+    read_config,
+    validator_of,
+    write_config,
+)
+from genesis.models import GenesisDoc, load_genesis, parse_genesis, save_genesis
+
+
+def free_port() -> int:
+    """A loopback TCP port that is free now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def node_homes(directory: Path) -> list[Path]:
+    """The validator homes ``init_testnet`` wrote under ``directory``, in order."""
+    homes = sorted(
+        (p for p in directory.glob("node*") if genesis_path(p).exists()),
+        key=lambda p: int(p.name.removeprefix("node") or 0),
+    )
+    return homes
+
+
+def with_funds_and_params(
+    doc: GenesisDoc, accounts: dict[str, dict[str, int]], overrides: dict[str, dict]
+) -> GenesisDoc:
+    """``doc`` with ``accounts`` funded and app params patched section by section."""
+    for address, coins in accounts.items():
+        doc = doc.with_account(address, coins)
+    if overrides:
+        data = doc.model_dump(mode="json")
+        for section, values in overrides.items():
+            data["app_state"]["params"][section].update(values)
+        doc = parse_genesis(data, "genesis")
+    return doc
+
+
+def init_testnet(
+    directory: Path,
+    validators: int,
+    chain_id: str,
+    accounts: dict[str, dict[str, int]] | None = None,
+    block_time: str = "1s",
+    **param_overrides: dict,
+) -> list[Path]:
+    """Write ``validators`` homes ``directory/node0…`` sharing one genesis, each peering with
+    all others on free loopback ports; returns the homes."""
+    if validators < 1:
+        raise ValueError("a network needs at least one validator")
+    homes, configs = [], []
+    for index in range(validators):
+        home = directory / f"node{index}"
+        config = NodeConfig(
+            moniker=home.name,
+            rpc_address=f"127.0.0.1:{free_port()}",
+            p2p_address=f"127.0.0.1:{free_port()}",
+            block_time=block_time,
+        )
+        init_home(home, chain_id, overwrite=True, config=config)
+        homes.append(home)
+        configs.append(config)
+    genesis = load_genesis(genesis_path(homes[0]))
+    genesis = genesis.with_validators([validator_of(h, h.name) for h in homes])
+    genesis = with_funds_and_params(genesis, accounts or {}, param_overrides)
+    for home, config in zip(homes, configs, strict=True):
+        save_genesis(genesis, genesis_path(home))
+        config.persistent_peers = [
+            f"{node_id(peer)}@{peer_config.p2p_address}"
+            for peer, peer_config in zip(homes, configs, strict=True)
+            if peer != home
+        ]
+        write_config(home, config)
+    return homes
+
+
+def rpc_address(home: Path) -> str:
+    """The CometBFT RPC address of a home (``host:port``)."""
+    return read_config(home)["rpc"]["laddr"].split("://", 1)[-1]

@@ -1,0 +1,62 @@
+"""``dilochain testnet``: several validators on this machine, peered over loopback ports."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import threading
+from pathlib import Path
+
+from chain.testnet import init_testnet, node_homes, rpc_address
+from dilochain.cli.chain_cmd import block_time_flag
+from dilochain.cli.common import CliError
+from dilochain.localnet import LocalNetwork
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``testnet`` command group."""
+    testnet = sub.add_parser("testnet", help="a multi-validator network on this machine")
+    cmds = testnet.add_subparsers(dest="testnet_cmd", required=True, metavar="{init,up}")
+    init = cmds.add_parser("init", help="write N validator homes sharing one genesis")
+    init.add_argument("--validators", type=int, default=4)
+    init.add_argument("--dir", type=Path, required=True)
+    init.add_argument("--chain-id", default="dilochain-testnet")
+    init.add_argument("--block-time", default="500ms", help="CometBFT's timeout_commit")
+    init.set_defaults(func=_init)
+    up = cmds.add_parser("up", help="run every validator of DIR until interrupted")
+    up.add_argument("--dir", type=Path, required=True)
+    up.set_defaults(func=_up)
+
+
+def _init(args: argparse.Namespace) -> int:
+    if not 1 <= args.validators <= 16:
+        raise CliError("--validators must be between 1 and 16")
+    if node_homes(args.dir):
+        raise CliError(f"{args.dir} already holds a testnet")
+    homes = init_testnet(args.dir, args.validators, args.chain_id, block_time=block_time_flag(
+        args.block_time))  # fmt: skip
+    for home in homes:
+        print(f"{home.name}: {home} (RPC {rpc_address(home)})")
+    return 0
+
+
+def _up(args: argparse.Namespace) -> int:
+    homes = node_homes(args.dir)
+    if not homes:
+        raise CliError(f"no testnet in {args.dir} (run `dilochain testnet init --dir DIR`)")
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    network = LocalNetwork(homes)
+    try:
+        network.start()
+        for node in network.nodes:
+            print(f"{node.home.name}: gRPC {node.address}, CometBFT RPC {node.rpc_address}",
+                  flush=True)  # fmt: skip
+        print(f"{len(homes)} validators committing blocks; Ctrl-C stops them", flush=True)
+        while not stop.wait(1.0):
+            if any(node.proc.poll() is not None for node in network.nodes if node.proc):
+                raise CliError(f"a validator stopped; see the chain.log files under {args.dir}")
+    finally:
+        network.stop()
+    return 0

@@ -1,0 +1,167 @@
+"""The ABCI++ server: framing, each request kind, bad input, determinism across instances."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import threading
+
+import grpc
+import pytest
+from cosmpy.protos.cosmos.bank.v1beta1 import query_pb2 as bank_q
+from cosmpy.protos.cosmos.bank.v1beta1.tx_pb2 import MsgSend
+from cosmpy.protos.cosmos.base.v1beta1.coin_pb2 import Coin
+from cosmpy.protos.tendermint.abci import types_pb2 as abci
+from hypothesis import given
+from hypothesis import strategies as st
+
+from chain.abci import AbciHandler, AbciServer, decode_frames, encode_frame
+from chain.errors import codes
+from chain.grpc_services import Services, register_all
+from chain.query_router import QueryRouter
+from genesis.models import DENOM
+from tests.helpers import CHAIN_ID, local_chain, signed_tx, wallet
+
+ALICE, BOB = wallet(1), wallet(2)
+A, B = str(ALICE.address()), str(BOB.address())
+
+
+@given(st.lists(st.binary(max_size=300), max_size=20), st.integers(1, 50))
+def test_frames_survive_any_chunking(messages, chunk):
+    stream = b"".join(encode_frame(m) for m in messages)
+    buffer, decoded = bytearray(), []
+    for start in range(0, len(stream), chunk):
+        buffer.extend(stream[start : start + chunk])
+        decoded.extend(decode_frames(buffer))
+    assert decoded == messages and not buffer
+
+
+def test_bad_length_prefixes_are_refused():
+    with pytest.raises(ValueError, match="malformed"):
+        decode_frames(bytearray(b"\xff" * 11))
+    with pytest.raises(ValueError, match="over the"):
+        decode_frames(bytearray(encode_frame(b"")[:0] + b"\xff\xff\xff\xff\x7f"))
+
+
+def _handler(tmp_path, **funded):
+    chain = local_chain(tmp_path, funded or {A: 10**9})
+    router = QueryRouter(lambda: chain.app.height)
+
+    async def build() -> None:  # servicers register on a (never started) grpc.aio server
+        services = Services(chain.app, None, threading.RLock())
+        register_all(grpc.aio.server(), services, "test", router)
+
+    asyncio.run(build())
+    return chain, AbciHandler(chain.app, router.query, "test")
+
+
+def _send(amount: int, sequence: int) -> bytes:
+    msg = MsgSend(from_address=A, to_address=B, amount=[Coin(denom=DENOM, amount=str(amount))])
+    return signed_tx(ALICE, [msg], sequence=sequence, account_number=0)
+
+
+def _finalize(height: int, txs: list[bytes]) -> abci.Request:
+    request = abci.Request(finalize_block=abci.RequestFinalizeBlock(
+        txs=txs, height=height, hash=bytes([height]) * 32))  # fmt: skip
+    request.finalize_block.time.FromSeconds(1_700_000_000 + height)
+    return request
+
+
+def handle(handler: AbciHandler, request: abci.Request) -> abci.Response:
+    return asyncio.run(handler.handle(request))
+
+
+def test_block_lifecycle_and_bad_txs(tmp_path):
+    chain, handler = _handler(tmp_path)
+    info = handle(handler, abci.Request(info=abci.RequestInfo())).info
+    assert info.last_block_height == 0 and info.last_block_app_hash == b""
+    assert handle(handler, abci.Request(check_tx=abci.RequestCheckTx(tx=b"\x00junk"))).check_tx.code
+    # The proposer leaves out what does not decode; a block holding it anyway still executes.
+    good = _send(5, 0)
+    prepared = handle(handler, abci.Request(prepare_proposal=abci.RequestPrepareProposal(
+        txs=[good, b"\x00junk"], max_tx_bytes=1 << 20))).prepare_proposal  # fmt: skip
+    assert list(prepared.txs) == [good]
+    block = handle(handler, _finalize(1, [b"\x00junk", good])).finalize_block
+    assert [r.code for r in block.tx_results] == [codes.TX_DECODE, 0]
+    assert block.tx_results[0].log and block.tx_results[0].codespace == "sdk"
+    committed = handle(handler, abci.Request(commit=abci.RequestCommit()))
+    assert committed.WhichOneof("value") == "commit"
+    info = handle(handler, abci.Request(info=abci.RequestInfo())).info
+    assert info.last_block_height == 1 and info.last_block_app_hash == block.app_hash
+    # A block at the wrong height is an exception response; the app stays at height 1.
+    wrong = handle(handler, _finalize(5, []))
+    assert wrong.WhichOneof("value") == "exception" and "expected block 2" in wrong.exception.error
+    assert chain.app.height == 1
+
+
+def test_init_chain_checks_what_cometbft_read(tmp_path):
+    chain, handler = _handler(tmp_path)
+    app_state = chain.app.genesis.app_state.model_dump_json().encode()
+    ok = handle(handler, abci.Request(init_chain=abci.RequestInitChain(
+        chain_id=CHAIN_ID, app_state_bytes=app_state))).init_chain  # fmt: skip
+    assert ok.app_hash == chain.app.app_hash
+    wrong = handle(handler, abci.Request(init_chain=abci.RequestInitChain(chain_id="other")))
+    assert "chain id" in wrong.exception.error
+
+
+def test_queries_by_grpc_path(tmp_path):
+    _, handler = _handler(tmp_path)
+    request = bank_q.QueryBalanceRequest(address=A, denom=DENOM).SerializeToString()
+    path = "/cosmos.bank.v1beta1.Query/Balance"
+    answer = handle(handler, abci.Request(query=abci.RequestQuery(path=path, data=request))).query
+    assert answer.code == 0
+    assert bank_q.QueryBalanceResponse.FromString(answer.value).balance.amount == str(10**9)
+    bad = bank_q.QueryBalanceRequest(address="dilo1nope", denom=DENOM).SerializeToString()
+    answer = handle(handler, abci.Request(query=abci.RequestQuery(path=path, data=bad))).query
+    assert answer.code == codes.INVALID_REQUEST and answer.log
+    unknown = abci.Request(query=abci.RequestQuery(path="/no.Such/Thing"))
+    assert handle(handler, unknown).query.code == codes.UNKNOWN_REQUEST
+    garbage = abci.Request(query=abci.RequestQuery(path=path, data=b"\xff\xff"))
+    assert handle(handler, garbage).query.code == codes.TX_DECODE
+
+
+def test_two_instances_agree_on_every_app_hash(tmp_path):
+    funded = {A: 10**9, B: 10**9}
+    first = local_chain(tmp_path / "a", funded)
+    second = local_chain(tmp_path / "b", funded)
+    rng = random.Random(7)
+    sequence = 0
+    for height in range(1, 21):
+        txs = []
+        for _ in range(rng.randrange(4)):
+            amount = rng.choice([1, 1000, 10**12])  # some fail: overdraft, fee kept
+            txs.append(_send(amount, sequence))
+            sequence += 1
+        if rng.random() < 0.2:
+            txs.append(rng.randbytes(40))  # garbage in a block
+        hashes = []
+        for chain in (first, second):
+            block = chain.app.finalize_block(height, 1_700_000_000 * 10**9 + height, txs, b"h")
+            chain.app.commit()
+            hashes.append(block.app_hash)
+        assert hashes[0] == hashes[1], f"app hashes differ at height {height}"
+
+
+def test_socket_server_answers_in_order_and_survives_garbage(tmp_path):
+    _, handler = _handler(tmp_path)
+
+    async def run() -> list[abci.Response]:
+        server = AbciServer(handler)
+        port = await server.start()
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        requests = [abci.Request(echo=abci.RequestEcho(message="hi")).SerializeToString(),
+                    b"\x0a\xff\xff", abci.Request(flush=abci.RequestFlush()).SerializeToString()]
+        writer.write(b"".join(encode_frame(r) for r in requests))  # fmt: skip
+        await writer.drain()
+        buffer, frames = bytearray(), []
+        while len(frames) < 3:
+            buffer.extend(await asyncio.wait_for(reader.read(4096), 5))
+            frames.extend(decode_frames(buffer))
+        writer.close()
+        await server.stop()
+        return [abci.Response.FromString(f) for f in frames]
+
+    echo, garbage, flush = asyncio.run(run())
+    assert echo.echo.message == "hi"
+    assert "undecodable" in garbage.exception.error
+    assert flush.WhichOneof("value") == "flush"
