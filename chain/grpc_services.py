@@ -7,8 +7,6 @@ connections, so a query never sees a block half applied. Broadcasts and blocks g
 
 from __future__ import annotations
 
-import threading
-
 import grpc
 from cosmpy.protos.cosmos.auth.v1beta1 import query_pb2 as auth_q
 from cosmpy.protos.cosmos.auth.v1beta1 import query_pb2_grpc as auth_grpc
@@ -43,12 +41,11 @@ APP_VERSION = "0.1.0"
 
 
 class Services:
-    """Shared state of all servicers: the app, CometBFT's RPC, and the lock over the app."""
+    """Shared state of all servicers: the app and CometBFT's RPC."""
 
-    def __init__(self, app: Application, rpc: CometRpc, lock: threading.RLock):
+    def __init__(self, app: Application, rpc: CometRpc):
         self.app = app
         self.rpc = rpc
-        self.lock = lock
 
 
 class _UsesServices:
@@ -71,8 +68,7 @@ class AuthQuery(_UsesServices, auth_grpc.QueryServicer):
 
     async def Account(self, request, context):
         address = await _valid_address(request.address, context)
-        with self.s.lock:
-            account = auth.get_account(self.s.app.committed_view(), address)
+        account = auth.get_account(self.s.app.committed_view(), address)
         if account is None:
             await context.abort(grpc.StatusCode.NOT_FOUND, f"account {address} not found")
         response = auth_q.QueryAccountResponse()
@@ -85,28 +81,24 @@ class BankQuery(_UsesServices, bank_grpc.QueryServicer):
 
     async def Balance(self, request, context):
         address = await _valid_address(request.address, context)
-        with self.s.lock:
-            amount = bank.balance(self.s.app.committed_view(), address, request.denom)
+        amount = bank.balance(self.s.app.committed_view(), address, request.denom)
         return bank_q.QueryBalanceResponse(balance=Coin(denom=request.denom, amount=str(amount)))
 
     async def AllBalances(self, request, context):
         address = await _valid_address(request.address, context)
-        with self.s.lock:
-            held = bank.all_balances(self.s.app.committed_view(), address)
+        held = bank.all_balances(self.s.app.committed_view(), address)
         return bank_q.QueryAllBalancesResponse(
             balances=[Coin(denom=d, amount=str(a)) for d, a in sorted(held.items())]
         )
 
     async def TotalSupply(self, request, context):
-        with self.s.lock:
-            held = bank.total_supply(self.s.app.committed_view())
+        held = bank.total_supply(self.s.app.committed_view())
         return bank_q.QueryTotalSupplyResponse(
             supply=[Coin(denom=d, amount=str(a)) for d, a in sorted(held.items())]
         )
 
     async def SupplyOf(self, request, context):
-        with self.s.lock:
-            amount = bank.supply(self.s.app.committed_view(), request.denom)
+        amount = bank.supply(self.s.app.committed_view(), request.denom)
         return bank_q.QuerySupplyOfResponse(amount=Coin(denom=request.denom, amount=str(amount)))
 
 
@@ -126,8 +118,7 @@ class TxService(_UsesServices, tx_grpc.ServiceServicer):
 
     async def Simulate(self, request, context):
         raw = request.tx_bytes or request.tx.SerializeToString()
-        with self.s.lock:
-            result = self.s.app.simulate(raw)
+        result = self.s.app.simulate(raw)
         if result.code:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, result.raw_log)
         return tx_s.SimulateResponse(
@@ -159,8 +150,7 @@ class TxService(_UsesServices, tx_grpc.ServiceServicer):
             await context.abort(
                 grpc.StatusCode.INVALID_ARGUMENT, f"invalid tx hash {request.hash!r}"
             )
-        with self.s.lock:
-            stored = self.s.app.store.tx(digest)
+        stored = self.s.app.store.tx(digest)
         if stored is None:
             await context.abort(grpc.StatusCode.NOT_FOUND, f"tx not found: {request.hash}")
         response = TxResponse.FromString(stored.result)
@@ -229,35 +219,30 @@ class PocQuery(_UsesServices, poc_grpc.QueryServicer):
 
     async def Collateral(self, request, context):
         address = await _valid_address(request.address, context)
-        with self.s.lock:
-            found = collateral.info(self.s.app.committed_view(), address)
+        found = collateral.info(self.s.app.committed_view(), address)
         return poc_q.QueryCollateralResponse(collateral=found)
 
     async def Run(self, request, context):
-        with self.s.lock:
-            run = registry.get_run(self.s.app.committed_view(), request.run_id)
+        run = registry.get_run(self.s.app.committed_view(), request.run_id)
         if run is None:
             await context.abort(grpc.StatusCode.NOT_FOUND, f"run {request.run_id!r} not found")
         return poc_q.QueryRunResponse(run=run)
 
     async def Runs(self, request, context):
-        with self.s.lock:
-            found = registry.runs(self.s.app.committed_view())
+        found = registry.runs(self.s.app.committed_view())
         return poc_q.QueryRunsResponse(runs=found)
 
     async def Hosts(self, request, context):
-        with self.s.lock:
-            view = self.s.app.committed_view()
-            run = registry.get_run(view, request.run_id)
-            found = registry.hosts(view, request.run_id) if run else []
+        view = self.s.app.committed_view()
+        run = registry.get_run(view, request.run_id)
+        found = registry.hosts(view, request.run_id) if run else []
         if run is None:
             await context.abort(grpc.StatusCode.NOT_FOUND, f"run {request.run_id!r} not found")
         return poc_q.QueryHostsResponse(hosts=found)
 
     async def RoundInfo(self, request, context):
-        with self.s.lock:
-            run = registry.get_run(self.s.app.committed_view(), request.run_id)
-            height = self.s.app.height
+        run = registry.get_run(self.s.app.committed_view(), request.run_id)
+        height = self.s.app.height
         if run is None:
             await context.abort(grpc.StatusCode.NOT_FOUND, f"run {request.run_id!r} not found")
         params = self.s.app.params.poc
@@ -274,44 +259,37 @@ class PocQuery(_UsesServices, poc_grpc.QueryServicer):
         )
 
     async def Commits(self, request, context):
-        with self.s.lock:
-            found = rounds.commits(self.s.app.committed_view(), request.run_id, request.round)
+        found = rounds.commits(self.s.app.committed_view(), request.run_id, request.round)
         return poc_q.QueryCommitsResponse(commits=found)
 
     async def GlobalCheckpoints(self, request, context):
-        with self.s.lock:
-            found = rounds.global_checkpoints(self.s.app.committed_view(), request.run_id)
+        found = rounds.global_checkpoints(self.s.app.committed_view(), request.run_id)
         return poc_q.QueryGlobalCheckpointsResponse(checkpoints=found)
 
     async def Challenges(self, request, context):
-        with self.s.lock:
-            view = self.s.app.committed_view()
-            found = challenges.challenges(view, request.run_id, request.round)
+        view = self.s.app.committed_view()
+        found = challenges.challenges(view, request.run_id, request.round)
         return poc_q.QueryChallengesResponse(challenges=found)
 
     async def Slashes(self, request, context):
-        with self.s.lock:
-            found = challenges.slashes(self.s.app.committed_view(), request.address)
+        found = challenges.slashes(self.s.app.committed_view(), request.address)
         return poc_q.QuerySlashesResponse(slashes=found)
 
     async def Verifiers(self, request, context):
-        with self.s.lock:
-            found = challenges.verifiers(self.s.app.committed_view())
+        found = challenges.verifiers(self.s.app.committed_view())
         return poc_q.QueryVerifiersResponse(verifiers=found)
 
     async def Epoch(self, request, context):
-        with self.s.lock:
-            height = self.s.app.height
-            params = self.s.app.params
-            epoch = rewards.epoch_of(params, height + 1) if request.current else request.epoch
-            info = rewards.epoch_info(self.s.app.committed_view(), params, epoch, height)
+        height = self.s.app.height
+        params = self.s.app.params
+        epoch = rewards.epoch_of(params, height + 1) if request.current else request.epoch
+        info = rewards.epoch_info(self.s.app.committed_view(), params, epoch, height)
         return poc_q.QueryEpochResponse(epoch=info)
 
     async def Claimable(self, request, context):
         address = await _valid_address(request.address, context)
-        with self.s.lock:
-            view = self.s.app.committed_view()
-            found = rewards.claimable(view, self.s.app.params, address, request.epoch)
+        view = self.s.app.committed_view()
+        found = rewards.claimable(view, self.s.app.params, address, request.epoch)
         return poc_q.QueryClaimableResponse(claimable=found)
 
 

@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -93,7 +92,7 @@ class ChainNode:
         rpc = CometRpc(self.rpc_address)
         router = QueryRouter(lambda: self.app.height)
         server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
-        register_all(server, Services(self.app, rpc, threading.RLock()), self.home.name, router)
+        register_all(server, Services(self.app, rpc), self.home.name, router)
         try:
             port = server.add_insecure_port(self.grpc_address)
         except RuntimeError:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-import threading
 
 import grpc
 import pytest
@@ -48,7 +47,7 @@ def _handler(tmp_path, **funded):
     router = QueryRouter(lambda: chain.app.height)
 
     async def build() -> None:  # servicers register on a (never started) grpc.aio server
-        services = Services(chain.app, None, threading.RLock())
+        services = Services(chain.app, None)
         register_all(grpc.aio.server(), services, "test", router)
 
     asyncio.run(build())

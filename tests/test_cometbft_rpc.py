@@ -1,0 +1,118 @@
+"""CometBFT's RPC against this chain, as any Cosmos tool uses it: status, broadcast_tx_sync, tx,
+block, tx_search, abci_query (gRPC paths) and a websocket subscription."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import time
+import urllib.request
+
+import aiohttp
+import pytest
+from cosmpy.protos.cosmos.auth.v1beta1 import query_pb2 as auth_q
+from cosmpy.protos.cosmos.auth.v1beta1.auth_pb2 import BaseAccount
+from cosmpy.protos.cosmos.bank.v1beta1 import query_pb2 as bank_q
+from cosmpy.protos.cosmos.bank.v1beta1.tx_pb2 import MsgSend
+from cosmpy.protos.cosmos.base.v1beta1.coin_pb2 import Coin
+
+from chain.errors import codes
+from chain.tx import tx_hash
+from genesis.models import DENOM
+from tests.conftest import FUNDS
+from tests.helpers import CHAIN_ID, signed_tx, wallet
+
+pytestmark = pytest.mark.integration
+
+
+def rpc(address: str, method: str, **params) -> dict:
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).encode()
+    headers = {"Content-Type": "application/json"}
+    request = urllib.request.Request(f"http://{address}", body, headers)
+    with urllib.request.urlopen(request, timeout=10) as reply:
+        answer = json.load(reply)
+    assert "error" not in answer, answer
+    return answer["result"]
+
+
+def wait_for_tx(address: str, digest: bytes, timeout: float = 30.0) -> dict:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return rpc(address, "tx", hash=base64.b64encode(digest).decode())
+        except AssertionError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+def test_status_broadcast_tx_block_and_search(running_chain):
+    address = running_chain.process.rpc_address
+    status = rpc(address, "status")
+    assert status["node_info"]["network"] == CHAIN_ID
+    assert int(status["sync_info"]["latest_block_height"]) >= 1
+
+    sender = running_chain.wallets[0]
+    receiver = str(wallet(777).address())
+    send = MsgSend(from_address=str(sender.address()), to_address=receiver,
+                   amount=[Coin(denom=DENOM, amount="42")])  # fmt: skip
+    raw = signed_tx(sender, [send], sequence=0, account_number=0)
+    checked = rpc(address, "broadcast_tx_sync", tx=base64.b64encode(raw).decode())
+    assert checked["code"] == 0 and checked["hash"] == tx_hash(raw).hex().upper()
+
+    found = wait_for_tx(address, tx_hash(raw))
+    height = int(found["height"])
+    assert found["tx_result"]["code"] == 0 and base64.b64decode(found["tx"]) == raw
+    block = rpc(address, "block", height=str(height))["block"]
+    assert base64.b64decode(block["data"]["txs"][0]) == raw
+    by_sender = rpc(address, "tx_search", query=f"message.sender='{sender.address()}'")
+    assert tx_hash(raw).hex().upper() in {t["hash"] for t in by_sender["txs"]}
+    by_height = rpc(address, "tx_search", query=f"tx.height={height}")
+    assert int(by_height["total_count"]) >= 1
+
+    # A tx that does not decode is refused by CheckTx with a code; blocks keep coming.
+    garbage = rpc(address, "broadcast_tx_sync", tx=base64.b64encode(b"\x00junk").decode())
+    assert garbage["code"] == codes.TX_DECODE and garbage["log"]
+    running_chain.process.wait_for_height(height + 2)
+
+
+def test_abci_query_answers_grpc_paths(running_chain):
+    address = running_chain.process.rpc_address
+    owner = str(running_chain.wallets[1].address())
+    request = bank_q.QueryBalanceRequest(address=owner, denom=DENOM)
+    answer = rpc(address, "abci_query", path="/cosmos.bank.v1beta1.Query/Balance",
+                 data=request.SerializeToString().hex())["response"]  # fmt: skip
+    balance = bank_q.QueryBalanceResponse.FromString(base64.b64decode(answer["value"]))
+    assert int(balance.balance.amount) <= FUNDS and balance.balance.denom == DENOM
+    request = auth_q.QueryAccountRequest(address=owner)
+    answer = rpc(address, "abci_query", path="/cosmos.auth.v1beta1.Query/Account",
+                 data=request.SerializeToString().hex())["response"]  # fmt: skip
+    account = BaseAccount()
+    auth_q.QueryAccountResponse.FromString(base64.b64decode(answer["value"])).account.Unpack(
+        account
+    )
+    assert account.address == owner and account.account_number == 1
+    unknown = rpc(address, "abci_query", path="/nope.Query/Nothing", data="")["response"]
+    assert unknown["code"] == codes.UNKNOWN_REQUEST and unknown["log"]
+
+
+def test_websocket_subscription_streams_new_blocks(running_chain):
+    address = running_chain.process.rpc_address
+
+    async def two_blocks() -> list[int]:
+        async with aiohttp.ClientSession() as session, session.ws_connect(
+            f"ws://{address}/websocket"
+        ) as ws:
+            await ws.send_json({"jsonrpc": "2.0", "id": 1, "method": "subscribe",
+                                "params": {"query": "tm.event='NewBlock'"}})  # fmt: skip
+            heights = []
+            while len(heights) < 2:
+                message = await asyncio.wait_for(ws.receive_json(), 30)
+                data = message.get("result", {}).get("data")
+                if data:
+                    heights.append(int(data["value"]["block"]["header"]["height"]))
+            return heights
+
+    first, second = asyncio.run(two_blocks())
+    assert second == first + 1
