@@ -1,8 +1,10 @@
 """``dilochain devnet up``: the whole network on one machine, in one command.
 
-Starts a devnet chain, funds keys, creates a run, starts three honest hosts, one dishonest host
-and two verifiers as separate processes, shows live progress, then claims every reward and
-prints a summary: the loss curve (also a PNG), the cheater caught and slashed, every claim paid.
+Starts a devnet chain on CometBFT (one validator, or ``--validators N`` peered on loopback),
+funds keys, creates a run, starts three honest hosts, one dishonest host and two verifiers as
+separate processes (each talking to a validator in turn), shows live progress, then claims
+every reward and prints a summary: the loss curve (also a PNG), the cheater caught and slashed,
+every claim paid.
 """
 
 from __future__ import annotations
@@ -18,14 +20,17 @@ from rich.console import Console, Group
 from rich.live import Live
 from rich.table import Table
 
+from chain.home import genesis_path
+from chain.testnet import init_testnet
+from dilochain.cli.chain_cmd import block_time_flag
 from dilochain.cli.common import CliError, parse_duration
 from dilochain.cli.status_cmd import eval_curve, tables
 from dilochain.client import TxRefused, connect, poc_query, submit
 from dilochain.keyring import Keyring
-from dilochain.localnet import ChainProcess, init_localnet, spawn_node, spawn_verifier
+from dilochain.localnet import LocalNetwork, spawn_node, spawn_verifier
 from dilochain.poc.v1 import query_pb2 as q
 from dilochain.poc.v1.tx_pb2 import MsgClaimReward, MsgCreateRun
-from genesis.models import DENOM
+from genesis.models import DENOM, load_genesis
 
 CHAIN_ID = "dilochain-devnet"
 RUN_ID = "devnet-run"
@@ -58,7 +63,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     up = devnet.add_parser("up", help="chain, 4 hosts (one dishonest), 2 verifiers, rewards")
     up.add_argument("--dir", type=Path, default=None, help="keep everything here (default: temp)")
     up.add_argument("--rounds", type=int, default=6)
-    up.add_argument("--block-time", default="200ms")
+    up.add_argument("--block-time", default="200ms", help="CometBFT's timeout_commit")
+    up.add_argument("--validators", type=int, default=1, help="CometBFT validators (1-7)")
     up.add_argument("--json", type=Path, default=None, help="also write the summary here")
     up.set_defaults(func=_up)
 
@@ -75,14 +81,17 @@ def _genesis_params() -> dict:
 def _up(args: argparse.Namespace) -> int:
     if not 1 <= args.rounds <= 100:
         raise CliError("--rounds must be between 1 and 100")
-    block_time = parse_duration(args.block_time)
+    if not 1 <= args.validators <= 7:
+        raise CliError("--validators must be between 1 and 7")
+    block_time = parse_duration(block_time_flag(args.block_time))
     console = Console()
     with tempfile.TemporaryDirectory(prefix="dilochain-devnet-") as tmp:
         root = (args.dir or Path(tmp)).resolve()
         # The plot outlives a temporary work directory: it then goes to the current directory.
         png = (args.dir.resolve() if args.dir else Path.cwd()) / "devnet_loss_curve.png"
         try:
-            summary = _run(console, root, args.rounds, args.block_time, block_time, png)
+            summary = _run(console, root, args.rounds, args.validators, args.block_time,
+                           block_time, png)  # fmt: skip
         except CliError as err:
             hint = "" if args.dir else " (rerun with --dir DIR to keep the logs)"
             raise CliError(f"{err}{hint}") from None
@@ -92,7 +101,13 @@ def _up(args: argparse.Namespace) -> int:
 
 
 def _run(
-    console: Console, root: Path, rounds: int, block_time_text: str, block_time: float, png: Path
+    console: Console,
+    root: Path,
+    rounds: int,
+    validators: int,
+    block_time_text: str,
+    block_time: float,
+    png: Path,
 ) -> dict:
     from node.data import corpus_hash, default_text
     from node.run_config import make_run_config
@@ -103,22 +118,28 @@ def _run(
         info, _ = Keyring(home / "keyring").add("k", PASSWORD)
         members.append(Member(name, behavior, info.address, str(home)))
     funded = {m.address: {DENOM: 10**12} for m in members}
-    genesis = init_localnet(root / "chain", CHAIN_ID, funded, **_genesis_params())
+    homes = init_testnet(root / "chain", validators, CHAIN_ID, funded, block_time_text,
+                         **_genesis_params())  # fmt: skip
+    genesis = load_genesis(genesis_path(homes[0]))
     cfg = make_run_config(corpus_hash(default_text()), "tiny", round_blocks=15,
                           total_rounds=rounds, start_delay_blocks=int(15 / block_time),
                           min_collateral=str(HOST_COLLATERAL))  # fmt: skip
     wallets = {m.name: Keyring(Path(m.home) / "keyring").wallet("k", PASSWORD) for m in members}
-    with ChainProcess(root / "chain", block_time_text) as chain:
-        console.print(f"[bold]devnet[/] {CHAIN_ID} at {chain.address}; work dir {root}")
+    with LocalNetwork(homes) as network:
+        chain = network.nodes[0]
+        addresses = [node.address for node in network.nodes]
+        console.print(f"[bold]devnet[/] {CHAIN_ID} on {validators} CometBFT validator(s), gRPC "
+                      f"{', '.join(addresses)}; work dir {root}")  # fmt: skip
         client = connect(chain.address, CHAIN_ID)
         submit(client, wallets["creator"], MsgCreateRun(creator=members[0].address, run_id=RUN_ID,
                                                         config=cfg))  # fmt: skip
         hosts = [m for m in members if m.name.startswith("host")]
         verifiers = [m for m in members if m.name.startswith("verifier")]
-        node_procs = [spawn_node(Path(m.home), RUN_ID, "k", chain.address, PASSWORD,
-                                 "--behavior", m.behavior) for m in hosts]  # fmt: skip
-        verifier_procs = [spawn_verifier(Path(m.home), "k", chain.address, PASSWORD)
-                          for m in verifiers]  # fmt: skip
+        node_procs = [spawn_node(Path(m.home), RUN_ID, "k", addresses[i % validators],
+                                 PASSWORD, "--behavior", m.behavior)
+                      for i, m in enumerate(hosts)]  # fmt: skip
+        verifier_procs = [spawn_verifier(Path(m.home), "k", addresses[-1 - i % validators],
+                                         PASSWORD) for i, m in enumerate(verifiers)]  # fmt: skip
         try:
             with Live(console=console, refresh_per_second=2) as live:
                 while any(p.poll() is None for p in node_procs):
@@ -135,7 +156,7 @@ def _run(
             raise CliError(f"hosts {failed} stopped with an error; see their node.log in {root}")
         poc = poc_query(chain.address)
         _claim_all(console, client, poc, members[1:], wallets)
-        return _summary(console, root, poc, members, genesis, rounds, png)
+        return _summary(console, homes[0], poc, members, genesis, rounds, png)
 
 
 def _claim_all(console, client, poc, members: list[Member], wallets) -> None:
@@ -159,7 +180,7 @@ def _claim_all(console, client, poc, members: list[Member], wallets) -> None:
 
 
 def _summary(
-    console, root: Path, poc, members: list[Member], genesis, rounds: int, png: Path
+    console, chain_home: Path, poc, members: list[Member], genesis, rounds: int, png: Path
 ) -> dict:
     slashes = list(poc.Slashes(q.QuerySlashesRequest()).slashes)
     for m in members:
@@ -191,7 +212,7 @@ def _summary(
         verdict = "caught and slashed" if m.slashed else "NOT caught"
         console.print(f"dishonest {m.name} ({m.behavior}): {verdict}")
     return {
-        "chain_home": str(root / "chain"), "chain_id": CHAIN_ID, "run_id": RUN_ID,
+        "chain_home": str(chain_home), "chain_id": CHAIN_ID, "run_id": RUN_ID,
         "rounds": rounds, "png": str(png), "loss_curve": curve,
         "genesis_supply": sum(
             c.amount for a in genesis.accounts for c in a.coins if c.denom == DENOM
