@@ -4,7 +4,8 @@ Prints end-to-end txs/s (first broadcast to last inclusion), p50/p99 inclusion l
 (broadcast to the moment the block holding the tx is announced committed), the CPU the
 application processes and the CometBFT processes spent per tx, and where the time goes per tx,
 measured side by side in this same run: signature check, CheckTx, block execution, store
-commit, an ABCI round trip and a bare gRPC round trip. With ``--validators N`` the clients spread their txs over N validators.
+commit, an ABCI round trip and a bare gRPC round trip. With ``--validators N`` the clients
+spread their txs over N validators.
 
     .venv/bin/python -m bench.chain_tps [--validators 1] [--clients 2] [--streams 32]
         [--txs 8000] [--block-time 1s]
