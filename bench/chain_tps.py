@@ -42,8 +42,8 @@ from chain.signature import verify_secp256k1
 from chain.testnet import init_testnet
 from chain.tx import tx_hash
 from dilochain.localnet import LocalNetwork
-from genesis.models import DENOM
-from tests.helpers import CHAIN_ID, local_chain, signed_tx, wallet
+from dilochain.testutil import CHAIN_ID, local_chain, signed_tx, wallet
+from genesis.document import DENOM
 
 
 def _send(sender, receiver) -> MsgSend:
@@ -283,9 +283,10 @@ class BlockWatcher:
         return {d: self.seen[d] for d in wanted if d in self.seen}
 
     async def _watch(self) -> None:
-        async with aiohttp.ClientSession() as session, session.ws_connect(
-            self.url, max_msg_size=0
-        ) as ws:
+        async with (
+            aiohttp.ClientSession() as session,
+            session.ws_connect(self.url, max_msg_size=0) as ws,
+        ):
             await ws.send_json({"jsonrpc": "2.0", "id": 1, "method": "subscribe",
                                 "params": {"query": "tm.event='NewBlock'"}})  # fmt: skip
             self._ready.set()

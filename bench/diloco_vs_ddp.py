@@ -23,6 +23,7 @@ from rich.table import Table
 from chain.merkle import merkle_root
 from dilochain.client import sign_offline
 from dilochain.poc.v1.tx_pb2 import MsgCommitRound
+from dilochain.testutil import wallet
 from node.compress import compress, compress_with_feedback, decompress
 from node.data import Corpus, corpus_hash, default_text
 from node.diloco import initial_global, outer_step, params_of, pseudo_gradient
@@ -31,7 +32,6 @@ from node.round_work import train_round
 from node.run_config import make_run_config
 from node.tensor_codec import encode_state
 from node.train_step import eval_loss, fresh_inner_state, lr_at, set_deterministic, train_step
-from tests.helpers import wallet
 
 BENCH_MODEL = {"context": 64, "d_model": 128, "n_layers": 2, "n_heads": 4}
 

@@ -24,15 +24,17 @@ from rich.console import Console
 from rich.table import Table
 
 from chain.modules.challenges import is_challenged
-from genesis.models import PocParams
+from genesis.document import PocParams
 from node.data import Corpus, corpus_hash, default_text
 from node.diloco import initial_global, params_of
 from node.model import build_model
 from node.round_work import train_round
 from node.run_config import make_run_config
 from node.train_step import set_deterministic
-from tests.test_verifier_replay import HOST, publish
 from verifier.replay import Policy, verify_challenge
+from verifier.testing import publish_round
+
+HOST = "dilo1honest"
 
 
 def measure_cost() -> tuple[float, float, int, int]:
@@ -46,7 +48,7 @@ def measure_cost() -> tuple[float, float, int, int]:
     result = train_round(model, cfg, corpus, HOST, 1, base, None)
     round_seconds = time.perf_counter() - t
     with tempfile.TemporaryDirectory() as tmp:
-        store, commit, challenges = publish(Path(tmp), base, result)
+        store, commit, challenges = publish_round(Path(tmp), cfg, base, result, HOST)
         t = time.perf_counter()
         verdict = verify_challenge(
             cfg, corpus, commit, challenges[1], store, Policy("exact", 0, 0.1)

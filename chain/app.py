@@ -24,7 +24,7 @@ from chain.modules import bank, challenges, collateral, registry, rewards, round
 from chain.state import CacheStore, GasMeter
 from chain.store import ChainStore, StoredBlock, StoredTx, changeset_hash
 from chain.tx import decode_tx, tx_hash
-from genesis.models import AppState, GenesisDoc
+from genesis.document import AppState, GenesisDoc
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ from google.protobuf.message import Message
 
 from chain.errors import TxError, codes
 from chain.state import CacheStore
-from genesis.models import Params
+from genesis.document import Params
 
 
 @dataclass

@@ -7,6 +7,8 @@ connections, so a query never sees a block half applied. Broadcasts and blocks g
 
 from __future__ import annotations
 
+from importlib.metadata import version
+
 import grpc
 from cosmpy.protos.cosmos.auth.v1beta1 import query_pb2 as auth_q
 from cosmpy.protos.cosmos.auth.v1beta1 import query_pb2_grpc as auth_grpc
@@ -37,7 +39,7 @@ from dilochain.poc.v1 import query_pb2 as poc_q
 from dilochain.poc.v1 import query_pb2_grpc as poc_grpc
 from dilochain.poc.v1.types_pb2 import Params as PocParams
 
-APP_VERSION = "0.1.0"
+APP_VERSION = version("dilochain")  # pyproject.toml's
 
 
 class Services:

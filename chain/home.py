@@ -24,7 +24,7 @@ from cryptography.hazmat.primitives.serialization import (
 )
 from pydantic import BaseModel, ConfigDict, Field
 
-from genesis.models import (
+from genesis.document import (
     GenesisDoc,
     GenesisValidator,
     PubKey,

@@ -14,7 +14,7 @@ from chain.home import (
     validator_of,
     write_config,
 )
-from genesis.models import GenesisDoc, load_genesis, parse_genesis, save_genesis
+from genesis.document import GenesisDoc, load_genesis, parse_genesis, save_genesis
 
 
 def free_port() -> int:

@@ -11,7 +11,7 @@ from google.protobuf.message import Message
 from chain.address import decode_address
 from chain.context import MsgSpec
 from chain.errors import TxError, codes
-from genesis.models import AuthParams
+from genesis.document import AuthParams
 
 
 @dataclass(frozen=True)

@@ -1,3 +1,5 @@
 """dilochain's client side: the ``dilochain`` CLI, the keyring, the chain client and the protos."""
 
-__version__ = "0.1.0"
+from importlib.metadata import version
+
+__version__ = version("dilochain")  # the one version, pyproject.toml's

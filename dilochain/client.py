@@ -18,7 +18,7 @@ from cosmpy.protos.cosmos.base.tendermint.v1beta1 import query_pb2_grpc as tm_gr
 from google.protobuf.message import Message
 
 from dilochain.poc.v1 import query_pb2_grpc as poc_grpc
-from genesis.models import DENOM, FeeParams
+from genesis.document import DENOM, FeeParams
 
 
 class ChainUnreachable(Exception):

@@ -15,7 +15,7 @@ from pathlib import Path
 from chain.home import NodeConfig, genesis_path, init_home
 from chain.server import ChainStartError
 from chain.testnet import free_port, with_funds_and_params
-from genesis.models import GenesisDoc, load_genesis, save_genesis
+from genesis.document import GenesisDoc, load_genesis, save_genesis
 
 LISTENING = "gRPC server listening on "
 RPC_LISTENING = "CometBFT RPC listening on "
@@ -81,9 +81,7 @@ class ChainProcess:
     """``dilochain chain start`` (the app and its CometBFT) in a subprocess, gRPC on an
     ephemeral 127.0.0.1 port."""
 
-    def __init__(
-        self, home: Path, block_time: str | None = "200ms", log_path: Path | None = None
-    ):
+    def __init__(self, home: Path, block_time: str | None = "200ms", log_path: Path | None = None):
         self.home = home
         self.block_time = block_time
         self.log_path = log_path or home / "chain.log"

@@ -12,8 +12,8 @@ from cosmpy.aerial.wallet import LocalWallet
 
 from dilochain.client import network_config
 from dilochain.localnet import ChainProcess, init_localnet
-from genesis.models import DENOM
-from tests.helpers import CHAIN_ID, wallet
+from dilochain.testutil import CHAIN_ID, wallet
+from genesis.document import DENOM
 
 FUNDS = 10**12
 

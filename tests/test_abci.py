@@ -18,8 +18,8 @@ from chain.abci import AbciHandler, AbciServer, decode_frames, encode_frame
 from chain.errors import codes
 from chain.grpc_services import Services, register_all
 from chain.query_router import QueryRouter
-from genesis.models import DENOM
-from tests.helpers import CHAIN_ID, local_chain, signed_tx, wallet
+from dilochain.testutil import CHAIN_ID, local_chain, signed_tx, wallet
+from genesis.document import DENOM
 
 ALICE, BOB = wallet(1), wallet(2)
 A, B = str(ALICE.address()), str(BOB.address())
@@ -148,8 +148,11 @@ def test_socket_server_answers_in_order_and_survives_garbage(tmp_path):
         server = AbciServer(handler)
         port = await server.start()
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        requests = [abci.Request(echo=abci.RequestEcho(message="hi")).SerializeToString(),
-                    b"\x0a\xff\xff", abci.Request(flush=abci.RequestFlush()).SerializeToString()]
+        requests = [
+            abci.Request(echo=abci.RequestEcho(message="hi")).SerializeToString(),
+            b"\x0a\xff\xff",
+            abci.Request(flush=abci.RequestFlush()).SerializeToString(),
+        ]
         writer.write(b"".join(encode_frame(r) for r in requests))  # fmt: skip
         await writer.drain()
         buffer, frames = bytearray(), []

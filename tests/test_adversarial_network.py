@@ -16,10 +16,10 @@ from dilochain.keyring import Keyring
 from dilochain.localnet import ChainProcess, init_localnet, spawn_node, spawn_verifier
 from dilochain.poc.v1 import query_pb2 as q
 from dilochain.poc.v1.tx_pb2 import MsgCreateRun
-from genesis.models import DENOM
+from dilochain.testutil import CHAIN_ID, wallet
+from genesis.document import DENOM
 from node.data import corpus_hash, default_text
 from node.run_config import make_run_config
-from tests.helpers import CHAIN_ID, wallet
 
 pytestmark = pytest.mark.integration
 PASSWORD = "pw"

@@ -17,9 +17,9 @@ from dilochain.poc.v1.tx_pb2 import (
     MsgRegisterHost,
     MsgWithdrawCollateral,
 )
-from genesis.models import DENOM
+from dilochain.testutil import local_chain, signed_tx, wallet
+from genesis.document import DENOM
 from node.run_config import make_run_config
-from tests.helpers import local_chain, signed_tx, wallet
 
 ALICE, BOB = wallet(1), wallet(2)
 A, B = str(ALICE.address()), str(BOB.address())

@@ -19,9 +19,9 @@ from dilochain.poc.v1.tx_pb2 import (
     MsgRevealCheckpoints,
     MsgSubmitVerdict,
 )
-from genesis.models import DENOM
+from dilochain.testutil import local_chain, signed_tx, wallet
+from genesis.document import DENOM
 from node.run_config import make_run_config
-from tests.helpers import local_chain, signed_tx, wallet
 
 REWARDS = {"epoch_blocks": 10, "reward_per_epoch": 1_000_000, "verifier_share": "0.1"}
 CREATOR, HONEST, CHEAT, LAZY = wallet(40), wallet(41), wallet(42), wallet(43)

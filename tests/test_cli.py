@@ -15,7 +15,7 @@ from cosmpy.aerial.wallet import LocalWallet
 from chain.testnet import free_port, rpc_address
 from dilochain.cli.main import main
 from dilochain.localnet import rpc_status
-from tests.helpers import wallet
+from dilochain.testutil import wallet
 
 ADDRESS = str(wallet(5).address())
 MNEMONIC = (

@@ -19,9 +19,9 @@ from cosmpy.protos.cosmos.base.v1beta1.coin_pb2 import Coin
 
 from chain.errors import codes
 from chain.tx import tx_hash
-from genesis.models import DENOM
+from dilochain.testutil import CHAIN_ID, signed_tx, wallet
+from genesis.document import DENOM
 from tests.conftest import FUNDS
-from tests.helpers import CHAIN_ID, signed_tx, wallet
 
 pytestmark = pytest.mark.integration
 
@@ -101,9 +101,10 @@ def test_websocket_subscription_streams_new_blocks(running_chain):
     address = running_chain.process.rpc_address
 
     async def two_blocks() -> list[int]:
-        async with aiohttp.ClientSession() as session, session.ws_connect(
-            f"ws://{address}/websocket"
-        ) as ws:
+        async with (
+            aiohttp.ClientSession() as session,
+            session.ws_connect(f"ws://{address}/websocket") as ws,
+        ):
             await ws.send_json({"jsonrpc": "2.0", "id": 1, "method": "subscribe",
                                 "params": {"query": "tm.event='NewBlock'"}})  # fmt: skip
             heights = []

@@ -14,9 +14,9 @@ from chain.errors import codes
 from dilochain.client import broadcast, poc_query
 from dilochain.poc.v1 import query_pb2 as poc_q
 from dilochain.poc.v1.tx_pb2 import MsgDepositCollateral
-from genesis.models import DENOM
+from dilochain.testutil import signed_tx, wallet
+from genesis.document import DENOM
 from tests.conftest import FUNDS
-from tests.helpers import signed_tx, wallet
 
 pytestmark = pytest.mark.integration
 POLL = 0.1

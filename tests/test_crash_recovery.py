@@ -20,8 +20,8 @@ from cosmpy.protos.cosmos.tx.v1beta1 import service_pb2_grpc as tx_grpc
 
 from chain.tx import tx_hash
 from dilochain.localnet import ChainProcess, init_localnet
-from genesis.models import DENOM
-from tests.helpers import CHAIN_ID, signed_tx, wallet
+from dilochain.testutil import CHAIN_ID, signed_tx, wallet
+from genesis.document import DENOM
 
 pytestmark = pytest.mark.integration
 

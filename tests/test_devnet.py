@@ -17,7 +17,7 @@ from dilochain.keyring import Keyring
 from dilochain.localnet import ChainProcess
 from dilochain.poc.v1 import query_pb2 as q
 from dilochain.poc.v1.tx_pb2 import MsgClaimReward
-from genesis.models import DENOM
+from genesis.document import DENOM
 
 pytestmark = pytest.mark.integration
 ROUNDS = 3

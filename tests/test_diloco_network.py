@@ -13,7 +13,8 @@ from dilochain.keyring import Keyring
 from dilochain.localnet import ChainProcess, init_localnet, spawn_node
 from dilochain.poc.v1 import query_pb2 as q
 from dilochain.poc.v1.tx_pb2 import MsgCreateRun
-from genesis.models import DENOM
+from dilochain.testutil import CHAIN_ID, wallet
+from genesis.document import DENOM
 from node.artifacts import LocalArtifactStore
 from node.compress import decompress
 from node.data import corpus_hash, default_text
@@ -21,7 +22,6 @@ from node.diloco import initial_global, outer_step
 from node.model import build_model
 from node.run_config import make_run_config
 from node.tensor_codec import state_hash
-from tests.helpers import CHAIN_ID, wallet
 
 pytestmark = pytest.mark.integration
 PASSWORD = "node-pw"

@@ -8,7 +8,8 @@ import json
 
 import pytest
 
-from genesis.models import (
+from dilochain.testutil import wallet
+from genesis.document import (
     GenesisDoc,
     GenesisError,
     GenesisValidator,
@@ -17,7 +18,6 @@ from genesis.models import (
     parse_genesis,
     save_genesis,
 )
-from tests.helpers import wallet
 
 ADDRESS = str(wallet(1).address())
 

@@ -13,7 +13,7 @@ from cosmpy.crypto.address import Address
 from dilochain.client import broadcast
 from dilochain.keyring import Keyring
 from dilochain.poc.v1.tx_pb2 import MsgCreateRun
-from genesis.models import DENOM
+from genesis.document import DENOM
 from node.data import corpus_hash, default_text
 from node.run_config import make_run_config
 

@@ -12,8 +12,8 @@ from dilochain.poc.v1.tx_pb2 import (
     MsgDepositCollateral,
     MsgRegisterHost,
 )
+from dilochain.testutil import local_chain, signed_tx, wallet
 from node.run_config import make_run_config
-from tests.helpers import local_chain, signed_tx, wallet
 
 CREATOR, H1, H2, H3, OUTSIDER = (wallet(i) for i in (20, 21, 22, 23, 24))
 HOSTS = [H1, H2, H3]

@@ -13,8 +13,8 @@ from cosmpy.aerial.client import LedgerClient
 from chain.testnet import init_testnet
 from dilochain.client import network_config
 from dilochain.localnet import LocalNetwork
-from genesis.models import DENOM
-from tests.helpers import CHAIN_ID, wallet
+from dilochain.testutil import CHAIN_ID, wallet
+from genesis.document import DENOM
 
 pytestmark = pytest.mark.integration
 POLL = 0.1
@@ -62,8 +62,10 @@ def test_four_validators_survive_one_down_and_agree(tmp_path):
         down = nodes[3]
         down.kill()
         stalled_at = nodes[0].height()
-        tx = clients[1].send_tokens(receiver, 7, DENOM, senders[1]).wait_to_complete(
-            poll_period=POLL
+        tx = (
+            clients[1]
+            .send_tokens(receiver, 7, DENOM, senders[1])
+            .wait_to_complete(poll_period=POLL)
         )
         assert tx.response.code == 0
         nodes[0].wait_for_height(stalled_at + 5)

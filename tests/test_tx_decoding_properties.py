@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from chain.app import MSG_SPECS
 from chain.errors import TxError
 from chain.tx import decode_tx
-from genesis.models import DENOM, AuthParams
-from tests.helpers import local_chain, signed_tx, wallet
+from dilochain.testutil import local_chain, signed_tx, wallet
+from genesis.document import DENOM, AuthParams
 
 ALICE, BOB = wallet(11), wallet(12)
 REGISTRY = {spec.type_url: spec for spec in MSG_SPECS}

@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from chain.modules.rounds import derive_data_seed
-from dilochain.poc.v1.types_pb2 import Challenge, RoundCommit
-from node.artifacts import LocalArtifactStore
 from node.cheats import cheat_round
 from node.compress import compress, decompress
 from node.data import Corpus, corpus_hash, default_text
@@ -14,9 +11,9 @@ from node.diloco import initial_global
 from node.model import build_model
 from node.round_work import train_round
 from node.run_config import make_run_config
-from node.tensor_codec import encode_state
 from node.train_step import set_deterministic
 from verifier.replay import Policy, relative_l2, verify_challenge
+from verifier.testing import publish_round
 
 TEXT = default_text()
 CFG = make_run_config(corpus_hash(TEXT), "tiny")
@@ -33,28 +30,8 @@ def base():
     return initial_global({n: p.detach().clone() for n, p in model.named_parameters()})
 
 
-def publish(tmp_path, base, result, host=HOST, round_=1):
-    """Store a round's artifacts and build its commit and per-segment challenges."""
-    store = LocalArtifactStore(tmp_path)
-    base_hash = store.put(encode_state(base))
-    for data in result.checkpoints:
-        store.put(data)
-    commit = RoundCommit(
-        run_id="r", round=round_, host=host, ckpt_root=result.ckpt_root,
-        pseudo_grad_hash=store.put(result.pseudo_grad),
-        data_seed=derive_data_seed(CFG.seed, host, round_), base_hash=base_hash,
-    )  # fmt: skip
-    hashes = result.checkpoint_hashes
-    challenges = [
-        Challenge(run_id="r", round=round_, host=host, segment=s, revealed=True,
-                  start_hash=hashes[s], end_hash=hashes[s + 1], final_hash=hashes[-1])
-        for s in range(len(hashes) - 1)
-    ]  # fmt: skip
-    return store, commit, challenges
-
-
 def verdicts(tmp_path, base, result, policy, host=HOST):
-    store, commit, challenges = publish(tmp_path, base, result, host)
+    store, commit, challenges = publish_round(tmp_path, CFG, base, result, host)
     return [verify_challenge(CFG, CORPUS, commit, c, store, policy) for c in challenges]
 
 
@@ -96,7 +73,7 @@ def test_noisy_floats_pass_tolerance_but_not_exact(tmp_path, base):
 
 
 def test_missing_artifact_fails(tmp_path, base):
-    store, commit, challenges = publish(tmp_path, base, honest(base))
+    store, commit, challenges = publish_round(tmp_path, CFG, base, honest(base), HOST)
     challenges[0].end_hash = b"\x07" * 32
     verdict = verify_challenge(CFG, CORPUS, commit, challenges[0], store, TOLERANT)
     assert not verdict.passed and "unavailable" in verdict.reason

@@ -16,7 +16,7 @@ from chain.modules import bank
 from chain.state import CacheStore
 from dilochain.poc.v1.tx_pb2 import MsgClaimReward, MsgClaimRewardResponse
 from dilochain.poc.v1.types_pb2 import Claimable, EpochInfo
-from genesis.models import Params
+from genesis.document import Params
 
 
 def epoch_of(params: Params, height: int) -> int:

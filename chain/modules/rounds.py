@@ -22,7 +22,7 @@ from chain.modules import registry
 from chain.state import CacheStore
 from dilochain.poc.v1.tx_pb2 import MsgCommitRound, MsgCommitRoundResponse
 from dilochain.poc.v1.types_pb2 import GlobalCheckpoint, RoundCommit, Run
-from genesis.models import PocParams
+from genesis.document import PocParams
 
 
 @dataclass(frozen=True)
@@ -42,10 +42,16 @@ def derive_data_seed(seed: int, host: str, round_: int) -> int:
     return int.from_bytes(digest[:8], "big")
 
 
+def round_period(round_blocks: int, params: PocParams) -> int:
+    """Blocks from one round's start to the next: commit window, seed and selection blocks,
+    reveal window, verdict window."""
+    return round_blocks + 2 + params.reveal_window_blocks + params.verdict_window_blocks
+
+
 def round_window(run: Run, params: PocParams, round_: int) -> Window:
     """The blocks of round ``round_``."""
     blocks = run.config.round_blocks
-    period = blocks + 2 + params.reveal_window_blocks + params.verdict_window_blocks
+    period = round_period(blocks, params)
     start = run.start_height + round_ * period
     selection = start + blocks + 1
     return Window(round_, start, start + blocks - 1, selection, start + period - 1)

@@ -13,7 +13,7 @@ from chain.home import NodeConfig, genesis_path, init_home
 from dilochain.cli.common import CliError, default_home, keyring, parse_duration
 from dilochain.localnet import LISTENING, RPC_LISTENING
 from genesis.coins import parse_coins
-from genesis.models import load_genesis, save_genesis
+from genesis.document import load_genesis, save_genesis
 
 
 def register(sub: argparse._SubParsersAction) -> None:

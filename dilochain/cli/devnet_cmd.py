@@ -21,6 +21,7 @@ from rich.live import Live
 from rich.table import Table
 
 from chain.home import genesis_path
+from chain.modules.rounds import round_period
 from chain.testnet import init_testnet
 from dilochain.cli.chain_cmd import block_time_flag
 from dilochain.cli.common import CliError, parse_duration
@@ -30,12 +31,14 @@ from dilochain.keyring import Keyring
 from dilochain.localnet import LocalNetwork, spawn_node, spawn_verifier
 from dilochain.poc.v1 import query_pb2 as q
 from dilochain.poc.v1.tx_pb2 import MsgClaimReward, MsgCreateRun
-from genesis.models import DENOM, load_genesis
+from genesis.document import DENOM, PocParams, load_genesis
 
 CHAIN_ID = "dilochain-devnet"
 RUN_ID = "devnet-run"
 PASSWORD = "devnet"
 HOST_COLLATERAL = 10_000_000
+ROUND_BLOCKS = 15
+START_DELAY_SECONDS = 15  # hosts start and load before round 0
 ROLES = [
     ("host-0", "honest"), ("host-1", "honest"), ("host-2", "honest"), ("host-3", "random-pg"),
     ("verifier-0", "verifier"), ("verifier-1", "verifier"),
@@ -70,10 +73,17 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _genesis_params() -> dict:
-    period = 15 + 2 + 4 + 8  # round_blocks + seed/selection + reveal + verdict
+    poc = {
+        "sampling_rate": "0.5",
+        "reveal_window_blocks": 4,
+        "verdict_window_blocks": 8,
+        "verifiers_per_challenge": 2,
+        "quorum": 2,
+        "min_verifier_collateral": 5_000_000,
+    }
+    period = round_period(ROUND_BLOCKS, PocParams(**poc))
     return {
-        "poc": {"sampling_rate": "0.5", "reveal_window_blocks": 4, "verdict_window_blocks": 8,
-                "verifiers_per_challenge": 2, "quorum": 2, "min_verifier_collateral": 5_000_000},
+        "poc": poc,
         "rewards": {"epoch_blocks": 2 * period, "reward_per_epoch": 1_000_000_000},
     }  # fmt: skip
 
@@ -121,9 +131,14 @@ def _run(
     homes = init_testnet(root / "chain", validators, CHAIN_ID, funded, block_time_text,
                          **_genesis_params())  # fmt: skip
     genesis = load_genesis(genesis_path(homes[0]))
-    cfg = make_run_config(corpus_hash(default_text()), "tiny", round_blocks=15,
-                          total_rounds=rounds, start_delay_blocks=int(15 / block_time),
-                          min_collateral=str(HOST_COLLATERAL))  # fmt: skip
+    cfg = make_run_config(
+        corpus_hash(default_text()),
+        "tiny",
+        round_blocks=ROUND_BLOCKS,
+        total_rounds=rounds,
+        start_delay_blocks=int(START_DELAY_SECONDS / block_time),
+        min_collateral=str(HOST_COLLATERAL),
+    )
     wallets = {m.name: Keyring(Path(m.home) / "keyring").wallet("k", PASSWORD) for m in members}
     with LocalNetwork(homes) as network:
         chain = network.nodes[0]

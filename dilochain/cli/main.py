@@ -23,7 +23,7 @@ from dilochain.cli import (
 from dilochain.cli.common import CliError
 from dilochain.client import ChainUnreachable
 from dilochain.keyring import KeyringError
-from genesis.models import GenesisError
+from genesis.document import GenesisError
 from node.artifacts import ArtifactError
 from node.errors import NodeError
 

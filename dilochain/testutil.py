@@ -1,4 +1,5 @@
-"""Test helpers: signed txs built with cosmpy, and an in-process chain driven block by block."""
+"""Helpers for tests and benchmarks (as the Cosmos SDK's testutil): deterministic wallets, txs
+signed offline by cosmpy, and an in-process chain driven block by block."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from chain.app import Application
 from chain.store import ChainStore
 from chain.testing import InProcessChain
 from dilochain.client import sign_offline
-from genesis.models import DENOM, GenesisDoc
+from genesis.document import DENOM, GenesisDoc
 
 CHAIN_ID = "dilochain-test"
 

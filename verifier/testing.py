@@ -1,0 +1,35 @@
+"""Rounds as a verifier sees them, built from a host's training result (tests, benchmarks)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from chain.modules.rounds import derive_data_seed
+from dilochain.poc.v1.types_pb2 import Challenge, RoundCommit
+from node.artifacts import LocalArtifactStore
+from node.round_work import RoundResult
+from node.run_config import RunConfig
+from node.tensor_codec import encode_state
+
+
+def publish_round(
+    directory: Path, cfg: RunConfig, base: dict, result: RoundResult, host: str, round_: int = 1
+) -> tuple[LocalArtifactStore, RoundCommit, list[Challenge]]:
+    """Store a round's artifacts in ``directory``; its commit and a revealed challenge for
+    every segment."""
+    store = LocalArtifactStore(directory)
+    base_hash = store.put(encode_state(base))
+    for data in result.checkpoints:
+        store.put(data)
+    commit = RoundCommit(
+        run_id="r", round=round_, host=host, ckpt_root=result.ckpt_root,
+        pseudo_grad_hash=store.put(result.pseudo_grad),
+        data_seed=derive_data_seed(cfg.seed, host, round_), base_hash=base_hash,
+    )  # fmt: skip
+    hashes = result.checkpoint_hashes
+    challenges = [
+        Challenge(run_id="r", round=round_, host=host, segment=s, revealed=True,
+                  start_hash=hashes[s], end_hash=hashes[s + 1], final_hash=hashes[-1])
+        for s in range(len(hashes) - 1)
+    ]  # fmt: skip
+    return store, commit, challenges
