@@ -20,19 +20,18 @@ import tempfile
 import time
 from pathlib import Path
 
+from dilochain.chain.modules.challenges import is_challenged
+from dilochain.node.data import Corpus, corpus_hash, default_text
+from dilochain.node.diloco import initial_global, params_of
+from dilochain.node.model import build_model
+from dilochain.node.round_work import train_round
+from dilochain.node.run_config import make_run_config
+from dilochain.node.train_step import set_deterministic
+from dilochain.protocol.params import PocParams
+from dilochain.verifier.replay import Policy, verify_challenge
+from dilochain.verifier.testing import publish_round
 from rich.console import Console
 from rich.table import Table
-
-from chain.modules.challenges import is_challenged
-from genesis.document import PocParams
-from node.data import Corpus, corpus_hash, default_text
-from node.diloco import initial_global, params_of
-from node.model import build_model
-from node.round_work import train_round
-from node.run_config import make_run_config
-from node.train_step import set_deterministic
-from verifier.replay import Policy, verify_challenge
-from verifier.testing import publish_round
 
 HOST = "dilo1honest"
 
@@ -61,10 +60,9 @@ def measure_cost() -> tuple[float, float, int, int]:
 def honest_noise() -> float:
     """Relative L2 between a segment trained on 2 threads and its replay on 1 (float drift)."""
     import torch
-
-    from node.tensor_codec import decode_state
-    from node.train_step import load_inner_state, run_segment
-    from verifier.replay import relative_l2
+    from dilochain.node.tensor_codec import decode_state
+    from dilochain.node.train_step import load_inner_state, run_segment
+    from dilochain.verifier.replay import relative_l2
 
     text = default_text()
     cfg = make_run_config(corpus_hash(text), "small", inner_steps=10, checkpoint_interval=10)

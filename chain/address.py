@@ -1,54 +1,9 @@
-"""Bech32 account addresses, as the Cosmos SDK derives them from secp256k1 public keys."""
+"""Address checks inside txs: an invalid address is a tx error naming the field."""
 
 from __future__ import annotations
 
-import hashlib
-from functools import lru_cache
-
-import bech32
-
-from chain.errors import TxError, codes
-
-ADDRESS_PREFIX = "dilo"
-
-
-def _ripemd160(data: bytes) -> bytes:
-    from Crypto.Hash import RIPEMD160  # pycryptodome, a dependency of cosmpy; OpenSSL 3 drops it
-
-    return RIPEMD160.new(data).digest()
-
-
-@lru_cache(maxsize=65536)
-def address_from_pubkey(pubkey: bytes, prefix: str = ADDRESS_PREFIX) -> str:
-    """The bech32 address of a compressed secp256k1 public key: ripemd160(sha256(pubkey))."""
-    return encode_address(_ripemd160(hashlib.sha256(pubkey).digest()), prefix)
-
-
-def module_address(name: str, prefix: str = ADDRESS_PREFIX) -> str:
-    """The address of a module account (sha256(name)[:20], as in the Cosmos SDK)."""
-    return encode_address(hashlib.sha256(name.encode()).digest()[:20], prefix)
-
-
-def encode_address(raw: bytes, prefix: str = ADDRESS_PREFIX) -> str:
-    """Bech32-encode 20 raw address bytes."""
-    return bech32.bech32_encode(prefix, bech32.convertbits(raw, 8, 5))
-
-
-@lru_cache(maxsize=65536)
-def decode_address(address: str, prefix: str = ADDRESS_PREFIX) -> bytes:
-    """The raw bytes of a bech32 address with the given prefix; raises ``ValueError`` if invalid.
-
-    Results are cached: bech32's checksum is pure Python and every tx decodes its signers.
-    """
-    hrp, data = bech32.bech32_decode(address)
-    if hrp is None or data is None:
-        raise ValueError(f"invalid bech32 address {address!r}")
-    if hrp != prefix:
-        raise ValueError(f"address {address!r} has prefix {hrp!r}, expected {prefix!r}")
-    raw = bech32.convertbits(data, 5, 8, False)
-    if raw is None or len(raw) not in (20, 32):
-        raise ValueError(f"address {address!r} has an invalid length")
-    return bytes(raw)
+from dilochain.chain.errors import TxError, codes
+from dilochain.protocol.address import decode_address
 
 
 def require_address(address: str, field: str) -> str:

@@ -14,14 +14,13 @@ from enum import Enum
 from cosmpy.protos.cosmos.crypto.secp256k1.keys_pb2 import PubKey
 from cosmpy.protos.cosmos.tx.signing.v1beta1.signing_pb2 import SignMode
 from cosmpy.protos.cosmos.tx.v1beta1.tx_pb2 import SignDoc
-
-from chain.address import address_from_pubkey, module_address
-from chain.context import Context
-from chain.errors import TxError, codes
-from chain.modules import auth, bank
-from chain.signature import verify_secp256k1
-from chain.tx import DecodedTx
-from genesis.coins import format_coins
+from dilochain.chain.context import Context
+from dilochain.chain.errors import TxError, codes
+from dilochain.chain.modules import auth, bank
+from dilochain.chain.signature import verify_secp256k1
+from dilochain.chain.tx import DecodedTx
+from dilochain.genesis.coins import format_coins
+from dilochain.protocol.address import address_from_pubkey, module_address
 
 FEE_COLLECTOR = module_address("fee_collector")
 _PUBKEY_TYPE = "/" + PubKey.DESCRIPTOR.full_name

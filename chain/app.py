@@ -15,16 +15,16 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from cosmpy.protos.cosmos.base.abci.v1beta1.abci_pb2 import TxMsgData, TxResponse
+from dilochain.chain.ante import Mode, SignatureCache, run_ante
+from dilochain.chain.context import Context, MsgSpec
+from dilochain.chain.errors import CODESPACE, TxError, codes
+from dilochain.chain.modules import bank, challenges, collateral, registry, rewards, rounds
+from dilochain.chain.state import CacheStore, GasMeter
+from dilochain.chain.store import ChainStore, StoredBlock, StoredTx, changeset_hash
+from dilochain.chain.tx import decode_tx
+from dilochain.genesis.document import AppState, GenesisDoc
+from dilochain.protocol.hashing import tx_hash
 from google.protobuf.any_pb2 import Any
-
-from chain.ante import Mode, SignatureCache, run_ante
-from chain.context import Context, MsgSpec
-from chain.errors import CODESPACE, TxError, codes
-from chain.modules import bank, challenges, collateral, registry, rewards, rounds
-from chain.state import CacheStore, GasMeter
-from chain.store import ChainStore, StoredBlock, StoredTx, changeset_hash
-from chain.tx import decode_tx, tx_hash
-from genesis.document import AppState, GenesisDoc
 
 log = logging.getLogger(__name__)
 

@@ -7,11 +7,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cosmpy.protos.tendermint.abci.types_pb2 import Event, EventAttribute
+from dilochain.chain.errors import TxError, codes
+from dilochain.chain.state import CacheStore
+from dilochain.protocol.params import Params
 from google.protobuf.message import Message
-
-from chain.errors import TxError, codes
-from chain.state import CacheStore
-from genesis.document import Params
 
 
 @dataclass

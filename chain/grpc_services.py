@@ -27,17 +27,17 @@ from cosmpy.protos.tendermint.p2p.types_pb2 import DefaultNodeInfo
 from cosmpy.protos.tendermint.types.block_pb2 import Block
 from cosmpy.protos.tendermint.types.params_pb2 import BlockParams, ConsensusParams
 from cosmpy.protos.tendermint.types.types_pb2 import BlockID
-
-from chain.address import decode_address
-from chain.app import Application, tx_failure
-from chain.comet_rpc import CometRpc, CometRpcError
-from chain.errors import codes
-from chain.modules import auth, bank, challenges, collateral, registry, rewards, rounds
-from chain.query_router import QueryRouter
-from chain.tx import tx_hash
-from dilochain.poc.v1 import query_pb2 as poc_q
-from dilochain.poc.v1 import query_pb2_grpc as poc_grpc
-from dilochain.poc.v1.types_pb2 import Params as PocParams
+from dilochain.chain.app import Application, tx_failure
+from dilochain.chain.comet_rpc import CometRpc, CometRpcError
+from dilochain.chain.errors import codes
+from dilochain.chain.modules import auth, bank, challenges, collateral, registry, rewards, rounds
+from dilochain.chain.query_router import QueryRouter
+from dilochain.protocol import schedule
+from dilochain.protocol.address import decode_address
+from dilochain.protocol.hashing import tx_hash
+from dilochain.protocol.pb.poc.v1 import query_pb2 as poc_q
+from dilochain.protocol.pb.poc.v1 import query_pb2_grpc as poc_grpc
+from dilochain.protocol.pb.poc.v1.types_pb2 import Params as PocParams
 
 APP_VERSION = version("dilochain")  # pyproject.toml's
 
@@ -249,7 +249,9 @@ class PocQuery(_UsesServices, poc_grpc.QueryServicer):
             await context.abort(grpc.StatusCode.NOT_FOUND, f"run {request.run_id!r} not found")
         params = self.s.app.params.poc
         # Before the run starts: round 0, still ahead.
-        window = rounds.window_at(run, params, height + 1) or rounds.round_window(run, params, 0)
+        window = schedule.window_at(run, params, height + 1) or schedule.round_window(
+            run, params, 0
+        )
         return poc_q.QueryRoundInfoResponse(
             height=height,
             round=window.round,

@@ -22,9 +22,7 @@ from cryptography.hazmat.primitives.serialization import (
     PrivateFormat,
     PublicFormat,
 )
-from pydantic import BaseModel, ConfigDict, Field
-
-from genesis.document import (
+from dilochain.genesis.document import (
     GenesisDoc,
     GenesisValidator,
     PubKey,
@@ -32,6 +30,7 @@ from genesis.document import (
     parse_genesis,
     save_genesis,
 )
+from pydantic import BaseModel, ConfigDict, Field
 
 VALIDATOR_POWER = 10
 

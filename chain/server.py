@@ -15,15 +15,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 import grpc
-
-from chain.abci import AbciHandler, AbciServer
-from chain.app import Application
-from chain.comet_rpc import CometRpc, CometRpcError
-from chain.cometbft import cometbft_binary, die_with_parent, port_free, strip_scheme
-from chain.grpc_services import APP_VERSION, Services, register_all
-from chain.home import db_path, load_home, read_config
-from chain.query_router import QueryRouter
-from chain.store import ChainStore
+from dilochain.chain.abci import AbciHandler, AbciServer
+from dilochain.chain.app import Application
+from dilochain.chain.comet_rpc import CometRpc, CometRpcError
+from dilochain.chain.cometbft import cometbft_binary, die_with_parent, port_free, strip_scheme
+from dilochain.chain.grpc_services import APP_VERSION, Services, register_all
+from dilochain.chain.home import db_path, load_home, read_config
+from dilochain.chain.query_router import QueryRouter
+from dilochain.chain.store import ChainStore
 
 log = logging.getLogger(__name__)
 STOP_GRACE_SECONDS = 15

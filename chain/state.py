@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Protocol
 
-from chain.errors import TxError, codes
+from dilochain.chain.errors import TxError, codes
 
 
 class ReadableStore(Protocol):

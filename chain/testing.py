@@ -12,10 +12,9 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from cosmpy.protos.cosmos.base.abci.v1beta1.abci_pb2 import TxResponse
-
-from chain.app import Application, tx_failure
-from chain.errors import codes
-from chain.tx import tx_hash
+from dilochain.chain.app import Application, tx_failure
+from dilochain.chain.errors import codes
+from dilochain.protocol.hashing import tx_hash
 
 BLOCK_INTERVAL_NS = 1_000_000_000
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
-from chain.home import (
+from dilochain.chain.home import (
     NodeConfig,
     genesis_path,
     init_home,
@@ -14,7 +14,7 @@ from chain.home import (
     validator_of,
     write_config,
 )
-from genesis.document import GenesisDoc, load_genesis, parse_genesis, save_genesis
+from dilochain.genesis.document import GenesisDoc, load_genesis, parse_genesis, save_genesis
 
 
 def free_port() -> int:

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 
 from cosmpy.protos.cosmos.tx.v1beta1.tx_pb2 import AuthInfo, TxBody, TxRaw
+from dilochain.chain.context import MsgSpec
+from dilochain.chain.errors import TxError, codes
+from dilochain.protocol.address import decode_address
+from dilochain.protocol.hashing import tx_hash
+from dilochain.protocol.params import AuthParams
 from google.protobuf.message import Message
-
-from chain.address import decode_address
-from chain.context import MsgSpec
-from chain.errors import TxError, codes
-from genesis.document import AuthParams
 
 
 @dataclass(frozen=True)
@@ -32,11 +31,6 @@ class DecodedTx:
     def gas_limit(self) -> int:
         """Gas the tx pays for."""
         return self.auth_info.fee.gas_limit
-
-
-def tx_hash(raw: bytes) -> bytes:
-    """The tx hash CometBFT and the SDK use: sha256 of the raw bytes."""
-    return hashlib.sha256(raw).digest()
 
 
 def _parse(message: type[Message], data: bytes, what: str) -> Message:

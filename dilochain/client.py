@@ -17,8 +17,8 @@ from cosmpy.protos.cosmos.base.tendermint.v1beta1 import query_pb2 as tm_q
 from cosmpy.protos.cosmos.base.tendermint.v1beta1 import query_pb2_grpc as tm_grpc
 from google.protobuf.message import Message
 
-from dilochain.poc.v1 import query_pb2_grpc as poc_grpc
-from genesis.document import DENOM, FeeParams
+from dilochain.protocol.params import DENOM, FeeParams
+from dilochain.protocol.pb.poc.v1 import query_pb2_grpc as poc_grpc
 
 
 class ChainUnreachable(Exception):

@@ -12,10 +12,10 @@ import time
 import urllib.request
 from pathlib import Path
 
-from chain.home import NodeConfig, genesis_path, init_home
-from chain.server import ChainStartError
-from chain.testnet import free_port, with_funds_and_params
-from genesis.document import GenesisDoc, load_genesis, save_genesis
+from dilochain.chain.home import NodeConfig, genesis_path, init_home
+from dilochain.chain.server import ChainStartError
+from dilochain.chain.testnet import free_port, with_funds_and_params
+from dilochain.genesis.document import GenesisDoc, load_genesis, save_genesis
 
 LISTENING = "gRPC server listening on "
 RPC_LISTENING = "CometBFT RPC listening on "

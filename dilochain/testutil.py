@@ -9,12 +9,13 @@ from cosmpy.aerial.wallet import LocalWallet
 from cosmpy.crypto.keypairs import PrivateKey
 from google.protobuf.message import Message
 
-from chain.address import ADDRESS_PREFIX
-from chain.app import Application
-from chain.store import ChainStore
-from chain.testing import InProcessChain
+from dilochain.chain.app import Application
+from dilochain.chain.store import ChainStore
+from dilochain.chain.testing import InProcessChain
 from dilochain.client import sign_offline
-from genesis.document import DENOM, GenesisDoc
+from dilochain.genesis.document import GenesisDoc
+from dilochain.protocol.address import ADDRESS_PREFIX
+from dilochain.protocol.params import DENOM
 
 CHAIN_ID = "dilochain-test"
 

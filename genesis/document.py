@@ -13,26 +13,14 @@ import hashlib
 import json
 import re
 from datetime import UTC, datetime
-from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    ConfigDict,
-    Field,
-    PlainSerializer,
-    ValidationError,
-    field_validator,
-    model_validator,
-)
+from dilochain.protocol.address import decode_address
+from dilochain.protocol.params import Denom, Int64, Params, StrictModel
+from pydantic import AfterValidator, Field, ValidationError, field_validator, model_validator
 
-from chain.address import decode_address
-
-DENOM = "udlc"
 _CHAIN_ID = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,47}$")
-_DENOM = re.compile(r"^[a-zA-Z][a-zA-Z0-9/:._-]{2,127}$")
 
 
 class GenesisError(ValueError):
@@ -44,53 +32,24 @@ def _valid_address(value: str) -> str:
     return value
 
 
-def _valid_denom(value: str) -> str:
-    if not _DENOM.match(value):
-        raise ValueError(f"invalid denom {value!r}")
-    return value
-
-
 Address = Annotated[str, AfterValidator(_valid_address)]
-Denom = Annotated[str, AfterValidator(_valid_denom)]
-# CometBFT's JSON writes int64 values as strings; numbers are accepted on input.
-Int64 = Annotated[int, PlainSerializer(str, return_type=str, when_used="json")]
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class Coin(_Strict):
+class Coin(StrictModel):
     """An amount of one denom."""
 
     denom: Denom
     amount: int = Field(ge=0)
 
 
-class AuthParams(_Strict):
-    """Tx size, memo and signature-cost limits (names as in x/auth)."""
-
-    max_memo_characters: int = Field(default=256, ge=0)
-    tx_size_cost_per_byte: int = Field(default=10, ge=0)
-    sig_verify_cost_secp256k1: int = Field(default=1000, ge=0)
-    max_tx_bytes: int = Field(default=1 << 20, gt=0)
-
-
-class FeeParams(_Strict):
-    """Fees are paid in ``fee_denom`` at no less than ``min_gas_price`` per unit of gas."""
-
-    fee_denom: Denom = DENOM
-    min_gas_price: Decimal = Field(default=Decimal("0.025"), ge=0)
-
-
-class BlockParams(_Strict):
+class BlockParams(StrictModel):
     """Block limits (CometBFT's ``consensus_params.block``)."""
 
     max_bytes: Int64 = Field(default=22_020_096, gt=0)
     max_gas: Int64 = Field(default=-1, ge=-1)
 
 
-class EvidenceParams(_Strict):
+class EvidenceParams(StrictModel):
     """How old evidence of misbehaviour may be (CometBFT's defaults)."""
 
     max_age_num_blocks: Int64 = Field(default=100_000, gt=0)
@@ -98,25 +57,25 @@ class EvidenceParams(_Strict):
     max_bytes: Int64 = Field(default=1_048_576, ge=0)
 
 
-class ValidatorParams(_Strict):
+class ValidatorParams(StrictModel):
     """Key types validators may use."""
 
     pub_key_types: list[Literal["ed25519"]] = ["ed25519"]
 
 
-class VersionParams(_Strict):
+class VersionParams(StrictModel):
     """The application's protocol version."""
 
     app: Int64 = 0
 
 
-class AbciParams(_Strict):
+class AbciParams(StrictModel):
     """Vote extensions stay off (0)."""
 
     vote_extensions_enable_height: Int64 = 0
 
 
-class ConsensusParams(_Strict):
+class ConsensusParams(StrictModel):
     """CometBFT's consensus params, written into genesis so that CometBFT and the app agree."""
 
     block: BlockParams = BlockParams()
@@ -126,54 +85,7 @@ class ConsensusParams(_Strict):
     abci: AbciParams = AbciParams()
 
 
-class PocParams(_Strict):
-    """Collateral, challenge, verdict and slashing parameters of the poc module."""
-
-    collateral_denom: Denom = DENOM
-    unbonding_period_seconds: int = Field(default=60, ge=0)
-    # With 3 verifiers a challenge, 1.5% keeps verifier compute near 5% of training and catches
-    # a host faking 10% of 5,000 segments with >99.9% probability (bench/verification.py).
-    sampling_rate: Decimal = Field(default=Decimal("0.015"), ge=0, le=1)
-    reveal_window_blocks: int = Field(default=5, ge=1)
-    verdict_window_blocks: int = Field(default=10, ge=1)
-    verifiers_per_challenge: int = Field(default=3, ge=1)
-    quorum: int = Field(default=2, ge=1)
-    slash_fraction: Decimal = Field(default=Decimal("0.3"), ge=0, le=1)
-    verifier_slash_fraction: Decimal = Field(default=Decimal("0.05"), ge=0, le=1)
-    min_verifier_collateral: int = Field(default=1_000_000, ge=0)
-    verification_mode: Literal["exact", "tolerance"] = "exact"
-    # Relative L2 distance allowed between a replayed and a revealed checkpoint (tolerance mode);
-    # bench/verification.py measures honest replay noise, this sits well above it.
-    tolerance: Decimal = Field(default=Decimal("1e-4"), gt=0)
-    # Relative L2 distance allowed between the committed (quantised, error-fed-back)
-    # pseudo-gradient and base - final checkpoint.
-    pseudo_grad_tolerance: Decimal = Field(default=Decimal("0.1"), gt=0)
-
-    @model_validator(mode="after")
-    def _quorum_reachable(self) -> PocParams:
-        if self.quorum > self.verifiers_per_challenge:
-            raise ValueError("quorum cannot exceed verifiers_per_challenge")
-        return self
-
-
-class RewardParams(_Strict):
-    """Epochs and their reward pools."""
-
-    epoch_blocks: int = Field(default=600, ge=1)
-    reward_per_epoch: int = Field(default=1_000_000_000, ge=0)  # udlc minted per epoch
-    verifier_share: Decimal = Field(default=Decimal("0.1"), ge=0, le=1)
-
-
-class Params(_Strict):
-    """All module parameters."""
-
-    auth: AuthParams = AuthParams()
-    fees: FeeParams = FeeParams()
-    poc: PocParams = PocParams()
-    rewards: RewardParams = RewardParams()
-
-
-class GenesisAccount(_Strict):
+class GenesisAccount(StrictModel):
     """An account funded at genesis."""
 
     address: Address
@@ -188,7 +100,7 @@ class GenesisAccount(_Strict):
         return sorted(coins, key=lambda c: c.denom)
 
 
-class PubKey(_Strict):
+class PubKey(StrictModel):
     """A validator's ed25519 consensus key, as CometBFT's JSON writes it."""
 
     type: Literal["tendermint/PubKeyEd25519"] = "tendermint/PubKeyEd25519"
@@ -210,7 +122,7 @@ class PubKey(_Strict):
         return hashlib.sha256(base64.b64decode(self.value)).digest()[:20].hex().upper()
 
 
-class GenesisValidator(_Strict):
+class GenesisValidator(StrictModel):
     """A validator of the genesis set."""
 
     address: str
@@ -225,7 +137,7 @@ class GenesisValidator(_Strict):
         return self
 
 
-class AppState(_Strict):
+class AppState(StrictModel):
     """What the application itself reads from genesis (CometBFT's ``app_state``)."""
 
     params: Params = Params()
@@ -239,7 +151,7 @@ class AppState(_Strict):
         return self
 
 
-class GenesisDoc(_Strict):
+class GenesisDoc(StrictModel):
     """The whole genesis document of a dilochain network, in CometBFT's layout."""
 
     genesis_time: datetime = Field(default_factory=lambda: datetime.now(UTC))

@@ -6,9 +6,8 @@ from collections.abc import Callable, Iterator
 from concurrent import futures
 
 import grpc
-
-from dilochain.node.v1 import blob_pb2, blob_pb2_grpc
-from node.artifacts import ArtifactError, ArtifactStore, check_digest
+from dilochain.node.artifacts import ArtifactError, ArtifactStore, check_digest
+from dilochain.protocol.pb.node.v1 import blob_pb2, blob_pb2_grpc
 
 CHUNK = 1 << 20
 

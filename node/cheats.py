@@ -10,16 +10,15 @@ from __future__ import annotations
 import hashlib
 
 import torch
-
-from chain.merkle import merkle_root
-from chain.modules.rounds import derive_data_seed
-from dilochain.poc.v1.types_pb2 import RunConfig
-from node.behaviors import Behavior
-from node.compress import bits_of, compress, decompress
-from node.data import Corpus
-from node.diloco import PARAM
-from node.round_work import RoundResult, train_round
-from node.tensor_codec import decode_state, encode_state
+from dilochain.node.behaviors import Behavior
+from dilochain.node.compress import bits_of, compress, decompress
+from dilochain.node.data import Corpus
+from dilochain.node.diloco import PARAM
+from dilochain.node.round_work import RoundResult, train_round
+from dilochain.node.tensor_codec import decode_state, encode_state
+from dilochain.protocol.merkle import merkle_root
+from dilochain.protocol.pb.poc.v1.types_pb2 import RunConfig
+from dilochain.protocol.schedule import derive_data_seed
 
 NOISE = 1e-6
 

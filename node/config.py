@@ -5,9 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
+from dilochain.node.behaviors import Behavior
 from pydantic import BaseModel, ConfigDict, Field
-
-from node.behaviors import Behavior
 
 
 class NodeConfig(BaseModel):

@@ -13,8 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-
-from node.errors import DataError
+from dilochain.node.errors import DataError
 
 HELDOUT_FRACTION = 0.1
 

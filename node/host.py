@@ -21,29 +21,29 @@ import grpc
 import torch
 from cosmpy.aerial.client import LedgerClient
 from cosmpy.aerial.wallet import Wallet
-
-from chain.merkle import merkle_proof
-from dilochain.client import TxRefused, poc_query, submit
-from dilochain.poc.v1 import query_pb2 as q
-from dilochain.poc.v1.tx_pb2 import (
+from dilochain.node.artifacts import ArtifactError, LocalArtifactStore
+from dilochain.node.blob_service import PeerFetchingStore, serve_blobs
+from dilochain.node.cheats import cheat_round
+from dilochain.node.compress import decompress
+from dilochain.node.config import NodeConfig
+from dilochain.node.data import Corpus, corpus_hash, load_text
+from dilochain.node.diloco import initial_global, outer_step, params_of
+from dilochain.node.errors import NodeError
+from dilochain.node.model import build_model
+from dilochain.node.round_work import RoundResult, train_round
+from dilochain.node.tensor_codec import decode_state, encode_state
+from dilochain.node.train_step import eval_loss, set_deterministic
+from dilochain.protocol.merkle import merkle_proof
+from dilochain.protocol.pb.poc.v1 import query_pb2 as q
+from dilochain.protocol.pb.poc.v1.tx_pb2 import (
     MsgCommitRound,
     MsgDepositCollateral,
     MsgRegisterHost,
     MsgRevealCheckpoints,
 )
-from dilochain.poc.v1.types_pb2 import Run
-from node.artifacts import ArtifactError, LocalArtifactStore
-from node.blob_service import PeerFetchingStore, serve_blobs
-from node.cheats import cheat_round
-from node.compress import decompress
-from node.config import NodeConfig
-from node.data import Corpus, corpus_hash, load_text
-from node.diloco import initial_global, outer_step, params_of
-from node.errors import NodeError
-from node.model import build_model
-from node.round_work import RoundResult, train_round
-from node.tensor_codec import decode_state, encode_state
-from node.train_step import eval_loss, set_deterministic
+from dilochain.protocol.pb.poc.v1.types_pb2 import Run
+
+from dilochain.client import TxRefused, poc_query, submit
 
 log = logging.getLogger(__name__)
 

@@ -9,16 +9,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
-
-from chain.merkle import merkle_root
-from chain.modules.rounds import derive_data_seed
-from dilochain.poc.v1.types_pb2 import RunConfig
-from node.compress import bits_of, compress_with_feedback
-from node.data import Corpus
-from node.diloco import params_of, pseudo_gradient
-from node.model import GPT
-from node.tensor_codec import encode_state
-from node.train_step import fresh_inner_state, train_step
+from dilochain.node.compress import bits_of, compress_with_feedback
+from dilochain.node.data import Corpus
+from dilochain.node.diloco import params_of, pseudo_gradient
+from dilochain.node.model import GPT
+from dilochain.node.tensor_codec import encode_state
+from dilochain.node.train_step import fresh_inner_state, train_step
+from dilochain.protocol.merkle import merkle_root
+from dilochain.protocol.pb.poc.v1.types_pb2 import RunConfig
+from dilochain.protocol.schedule import derive_data_seed
 
 Progress = Callable[[int, float, float], None]  # (step, loss, tokens per second)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dilochain.poc.v1.types_pb2 import ModelConfig, RunConfig
+from dilochain.protocol.pb.poc.v1.types_pb2 import ModelConfig, RunConfig
 
 PRESETS: dict[str, dict] = {
     # ~3.2M parameters: a few steps per second on 2 CPU cores.

@@ -9,17 +9,17 @@ import time
 
 import pytest
 from cosmpy.aerial.client import LedgerClient
+from dilochain.chain.modules.challenges import FAILED, NOT_REVEALED
+from dilochain.node.data import corpus_hash, default_text
+from dilochain.node.run_config import make_run_config
+from dilochain.protocol.params import DENOM
+from dilochain.protocol.pb.poc.v1 import query_pb2 as q
+from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgCreateRun
 
-from chain.modules.challenges import FAILED, NOT_REVEALED
 from dilochain.client import network_config, poc_query, submit
 from dilochain.keyring import Keyring
 from dilochain.localnet import ChainProcess, init_localnet, spawn_node, spawn_verifier
-from dilochain.poc.v1 import query_pb2 as q
-from dilochain.poc.v1.tx_pb2 import MsgCreateRun
 from dilochain.testutil import CHAIN_ID, wallet
-from genesis.document import DENOM
-from node.data import corpus_hash, default_text
-from node.run_config import make_run_config
 
 pytestmark = pytest.mark.integration
 PASSWORD = "pw"

@@ -5,21 +5,21 @@ from __future__ import annotations
 import pytest
 from cosmpy.protos.cosmos.bank.v1beta1.tx_pb2 import MsgSend
 from cosmpy.protos.cosmos.base.v1beta1.coin_pb2 import Coin
-
-from chain.ante import FEE_COLLECTOR
-from chain.errors import codes
-from chain.modules import bank, collateral, registry
-from chain.modules.collateral import MODULE_ACCOUNT
-from chain.tx import tx_hash
-from dilochain.poc.v1.tx_pb2 import (
+from dilochain.chain.ante import FEE_COLLECTOR
+from dilochain.chain.errors import codes
+from dilochain.chain.modules import bank, collateral, registry
+from dilochain.chain.modules.collateral import MODULE_ACCOUNT
+from dilochain.node.run_config import make_run_config
+from dilochain.protocol.hashing import tx_hash
+from dilochain.protocol.params import DENOM
+from dilochain.protocol.pb.poc.v1.tx_pb2 import (
     MsgCreateRun,
     MsgDepositCollateral,
     MsgRegisterHost,
     MsgWithdrawCollateral,
 )
+
 from dilochain.testutil import local_chain, signed_tx, wallet
-from genesis.document import DENOM
-from node.run_config import make_run_config
 
 ALICE, BOB = wallet(1), wallet(2)
 A, B = str(ALICE.address()), str(BOB.address())
@@ -91,8 +91,7 @@ def test_bad_signature_is_rejected(chain):
 
 def test_high_s_signature_is_rejected(chain):
     from cosmpy.protos.cosmos.tx.v1beta1.tx_pb2 import TxRaw
-
-    from chain.signature import SECP256K1_ORDER
+    from dilochain.chain.signature import SECP256K1_ORDER
 
     tx = TxRaw.FromString(signed_tx(ALICE, [send(B, 1)], sequence=0, account_number=0))
     sig = tx.signatures[0]
@@ -116,7 +115,7 @@ def test_signer_must_own_the_message(chain):
 
 
 def test_unknown_message_type_and_garbage(chain):
-    from dilochain.poc.v1.types_pb2 import Host
+    from dilochain.protocol.pb.poc.v1.types_pb2 import Host
 
     raw = signed_tx(ALICE, [Host(run_id="x")], sequence=0, account_number=0)
     result = chain.broadcast(raw)

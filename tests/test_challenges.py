@@ -5,11 +5,13 @@ from __future__ import annotations
 import hashlib
 
 import pytest
-
-from chain.errors import codes
-from chain.merkle import merkle_proof, merkle_root
-from chain.modules import bank, challenges, collateral, registry, rewards, rounds
-from dilochain.poc.v1.tx_pb2 import (
+from dilochain.chain.errors import codes
+from dilochain.chain.modules import bank, challenges, collateral, registry, rewards, rounds
+from dilochain.node.run_config import make_run_config
+from dilochain.protocol import schedule
+from dilochain.protocol.merkle import merkle_proof, merkle_root
+from dilochain.protocol.params import DENOM
+from dilochain.protocol.pb.poc.v1.tx_pb2 import (
     MsgClaimReward,
     MsgCommitRound,
     MsgCreateRun,
@@ -19,9 +21,8 @@ from dilochain.poc.v1.tx_pb2 import (
     MsgRevealCheckpoints,
     MsgSubmitVerdict,
 )
+
 from dilochain.testutil import local_chain, signed_tx, wallet
-from genesis.document import DENOM
-from node.run_config import make_run_config
 
 REWARDS = {"epoch_blocks": 10, "reward_per_epoch": 1_000_000, "verifier_share": "0.1"}
 CREATOR, HONEST, CHEAT, LAZY = wallet(40), wallet(41), wallet(42), wallet(43)
@@ -77,7 +78,7 @@ def net(tmp_path):
         assert chain.send(host, MsgCommitRound(
             host=addr(host), run_id="r", round=0, ckpt_root=merkle_root(LEAVES),
             pseudo_grad_hash=b"\x01" * 32, base_hash=b"\x02" * 32, tokens=TOKENS, loss=1.0,
-            data_seed=rounds.derive_data_seed(CFG.seed, addr(host), 0),
+            data_seed=schedule.derive_data_seed(CFG.seed, addr(host), 0),
         )).code == 0  # fmt: skip
     yield chain
     chain.c.app.store.close()
@@ -99,7 +100,7 @@ def verdict(v, host, segment, passed):
 
 
 def test_full_challenge_cycle(net):
-    run = rounds.window_at(registry.get_run(net.view, "r"), net.c.app.params.poc, 2)
+    run = schedule.window_at(registry.get_run(net.view, "r"), net.c.app.params.poc, 2)
     assert (run.start, run.end, run.selection, run.resolution) == (2, 3, 5, 9)
     net.blocks_until(run.selection)
     found = challenges.challenges(net.view, "r", 0)

@@ -7,21 +7,21 @@ import time
 
 import pytest
 from cosmpy.aerial.client import LedgerClient
+from dilochain.node.artifacts import LocalArtifactStore
+from dilochain.node.compress import decompress
+from dilochain.node.data import corpus_hash, default_text
+from dilochain.node.diloco import initial_global, outer_step
+from dilochain.node.model import build_model
+from dilochain.node.run_config import make_run_config
+from dilochain.node.tensor_codec import state_hash
+from dilochain.protocol.params import DENOM
+from dilochain.protocol.pb.poc.v1 import query_pb2 as q
+from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgCreateRun
 
 from dilochain.client import broadcast, network_config, poc_query
 from dilochain.keyring import Keyring
 from dilochain.localnet import ChainProcess, init_localnet, spawn_node
-from dilochain.poc.v1 import query_pb2 as q
-from dilochain.poc.v1.tx_pb2 import MsgCreateRun
 from dilochain.testutil import CHAIN_ID, wallet
-from genesis.document import DENOM
-from node.artifacts import LocalArtifactStore
-from node.compress import decompress
-from node.data import corpus_hash, default_text
-from node.diloco import initial_global, outer_step
-from node.model import build_model
-from node.run_config import make_run_config
-from node.tensor_codec import state_hash
 
 pytestmark = pytest.mark.integration
 PASSWORD = "node-pw"

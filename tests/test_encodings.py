@@ -7,12 +7,16 @@ import hashlib
 import pytest
 from cosmpy.crypto.address import Address
 from cosmpy.crypto.keypairs import PrivateKey
+from dilochain.chain.signature import SECP256K1_ORDER, valid_public_key, verify_secp256k1
+from dilochain.genesis.coins import format_coins, parse_coins
+from dilochain.protocol.address import (
+    address_from_pubkey,
+    decode_address,
+    encode_address,
+    module_address,
+)
 from hypothesis import given
 from hypothesis import strategies as st
-
-from chain.address import address_from_pubkey, decode_address, encode_address, module_address
-from chain.signature import SECP256K1_ORDER, valid_public_key, verify_secp256k1
-from genesis.coins import format_coins, parse_coins
 
 
 def test_address_matches_cosmpy():

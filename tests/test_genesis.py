@@ -7,9 +7,7 @@ import hashlib
 import json
 
 import pytest
-
-from dilochain.testutil import wallet
-from genesis.document import (
+from dilochain.genesis.document import (
     GenesisDoc,
     GenesisError,
     GenesisValidator,
@@ -18,6 +16,8 @@ from genesis.document import (
     parse_genesis,
     save_genesis,
 )
+
+from dilochain.testutil import wallet
 
 ADDRESS = str(wallet(1).address())
 

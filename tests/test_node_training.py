@@ -6,19 +6,18 @@ import hashlib
 
 import pytest
 import torch
+from dilochain.node.artifacts import ArtifactError, LocalArtifactStore
+from dilochain.node.blob_service import PeerFetchingStore, fetch_blob, serve_blobs
+from dilochain.node.compress import CompressionError, compress, compress_with_feedback, decompress
+from dilochain.node.data import Corpus, corpus_hash, default_text
+from dilochain.node.diloco import initial_global, outer_step, pseudo_gradient
+from dilochain.node.model import build_model
+from dilochain.node.round_work import checkpoint_steps, train_round
+from dilochain.node.run_config import make_run_config
+from dilochain.node.tensor_codec import CodecError, decode_state, encode_state, state_hash
+from dilochain.node.train_step import load_inner_state, run_segment, set_deterministic
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from node.artifacts import ArtifactError, LocalArtifactStore
-from node.blob_service import PeerFetchingStore, fetch_blob, serve_blobs
-from node.compress import CompressionError, compress, compress_with_feedback, decompress
-from node.data import Corpus, corpus_hash, default_text
-from node.diloco import initial_global, outer_step, pseudo_gradient
-from node.model import build_model
-from node.round_work import checkpoint_steps, train_round
-from node.run_config import make_run_config
-from node.tensor_codec import CodecError, decode_state, encode_state, state_hash
-from node.train_step import load_inner_state, run_segment, set_deterministic
 
 TEXT = default_text()
 CFG = make_run_config(corpus_hash(TEXT), "tiny")

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import pytest
-
-from chain.errors import codes
-from chain.modules import registry, rounds
-from dilochain.poc.v1.tx_pb2 import (
+from dilochain.chain.errors import codes
+from dilochain.chain.modules import registry, rounds
+from dilochain.node.run_config import make_run_config
+from dilochain.protocol import schedule
+from dilochain.protocol.pb.poc.v1.tx_pb2 import (
     MsgCommitRound,
     MsgCreateRun,
     MsgDepositCollateral,
     MsgRegisterHost,
 )
+
 from dilochain.testutil import local_chain, signed_tx, wallet
-from node.run_config import make_run_config
 
 CREATOR, H1, H2, H3, OUTSIDER = (wallet(i) for i in (20, 21, 22, 23, 24))
 HOSTS = [H1, H2, H3]
@@ -53,7 +54,7 @@ def commit(host, round_, base=b"\x01" * 32, **kw):
     fields = {
         "host": addr, "run_id": "r", "round": round_, "ckpt_root": b"\x02" * 32,
         "pseudo_grad_hash": b"\x03" * 32, "base_hash": base, "tokens": TOKENS, "loss": 2.5,
-        "data_seed": rounds.derive_data_seed(CONFIG.seed, addr, round_), **kw,
+        "data_seed": schedule.derive_data_seed(CONFIG.seed, addr, round_), **kw,
     }  # fmt: skip
     return MsgCommitRound(**fields)
 
@@ -63,10 +64,10 @@ def test_window_schedule(setup):
     run = registry.get_run(chain.app.committed_view(), "r")
     assert run.start_height == 2
     params = chain.app.params.poc  # reveal 5 + verdict 10: a period of 3 + 2 + 15 = 20 blocks
-    assert rounds.window_at(run, params, 1) is None
-    assert rounds.window_at(run, params, 2) == rounds.Window(0, 2, 4, 6, 21)
-    assert rounds.window_at(run, params, 21) == rounds.Window(0, 2, 4, 6, 21)
-    assert rounds.window_at(run, params, 22) == rounds.Window(1, 22, 24, 26, 41)
+    assert schedule.window_at(run, params, 1) is None
+    assert schedule.window_at(run, params, 2) == schedule.Window(0, 2, 4, 6, 21)
+    assert schedule.window_at(run, params, 21) == schedule.Window(0, 2, 4, 6, 21)
+    assert schedule.window_at(run, params, 22) == schedule.Window(1, 22, 24, 26, 41)
 
 
 def test_commits_and_majority_global_checkpoint(setup):

@@ -5,12 +5,11 @@ from __future__ import annotations
 import sqlite3
 
 import pytest
+from dilochain.chain.errors import TxError, codes
+from dilochain.chain.state import CacheStore, GasMeter
+from dilochain.chain.store import ChainStore, StoredBlock, StoredTx, changeset_hash
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from chain.errors import TxError, codes
-from chain.state import CacheStore, GasMeter
-from chain.store import ChainStore, StoredBlock, StoredTx, changeset_hash
 
 
 @pytest.fixture

@@ -9,12 +9,12 @@ import urllib.request
 
 import pytest
 from cosmpy.aerial.client import LedgerClient
+from dilochain.chain.testnet import init_testnet
+from dilochain.protocol.params import DENOM
 
-from chain.testnet import init_testnet
 from dilochain.client import network_config
 from dilochain.localnet import LocalNetwork
 from dilochain.testutil import CHAIN_ID, wallet
-from genesis.document import DENOM
 
 pytestmark = pytest.mark.integration
 POLL = 0.1

@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import pytest
-
-from node.cheats import cheat_round
-from node.compress import compress, decompress
-from node.data import Corpus, corpus_hash, default_text
-from node.diloco import initial_global
-from node.model import build_model
-from node.round_work import train_round
-from node.run_config import make_run_config
-from node.train_step import set_deterministic
-from verifier.replay import Policy, relative_l2, verify_challenge
-from verifier.testing import publish_round
+from dilochain.node.cheats import cheat_round
+from dilochain.node.compress import compress, decompress
+from dilochain.node.data import Corpus, corpus_hash, default_text
+from dilochain.node.diloco import initial_global
+from dilochain.node.model import build_model
+from dilochain.node.round_work import train_round
+from dilochain.node.run_config import make_run_config
+from dilochain.node.train_step import set_deterministic
+from dilochain.verifier.replay import Policy, relative_l2, verify_challenge
+from dilochain.verifier.testing import publish_round
 
 TEXT = default_text()
 CFG = make_run_config(corpus_hash(TEXT), "tiny")

@@ -8,15 +8,14 @@ import hashlib
 from dataclasses import dataclass
 
 import torch
-
-from dilochain.poc.v1.types_pb2 import Challenge, RoundCommit, RunConfig
-from node.artifacts import ArtifactError, ArtifactStore
-from node.compress import CompressionError, decompress
-from node.data import Corpus
-from node.diloco import params_of
-from node.model import build_model
-from node.tensor_codec import CodecError, decode_state, encode_state
-from node.train_step import STEP, load_inner_state, run_segment
+from dilochain.node.artifacts import ArtifactError, ArtifactStore
+from dilochain.node.compress import CompressionError, decompress
+from dilochain.node.data import Corpus
+from dilochain.node.diloco import params_of
+from dilochain.node.model import build_model
+from dilochain.node.tensor_codec import CodecError, decode_state, encode_state
+from dilochain.node.train_step import STEP, load_inner_state, run_segment
+from dilochain.protocol.pb.poc.v1.types_pb2 import Challenge, RoundCommit, RunConfig
 
 
 @dataclass(frozen=True)

@@ -13,17 +13,21 @@ from pathlib import Path
 import grpc
 from cosmpy.aerial.client import LedgerClient
 from cosmpy.aerial.wallet import Wallet
+from dilochain.node.artifacts import LocalArtifactStore
+from dilochain.node.blob_service import PeerFetchingStore
+from dilochain.node.data import Corpus, corpus_hash, load_text
+from dilochain.node.errors import NodeError
+from dilochain.node.train_step import set_deterministic
+from dilochain.protocol.pb.poc.v1 import query_pb2 as q
+from dilochain.protocol.pb.poc.v1.tx_pb2 import (
+    MsgDepositCollateral,
+    MsgRegisterVerifier,
+    MsgSubmitVerdict,
+)
+from dilochain.protocol.pb.poc.v1.types_pb2 import Challenge, ChallengeStatus, Run
+from dilochain.verifier.replay import Policy, Verdict, verify_challenge
 
 from dilochain.client import TxRefused, poc_query, submit
-from dilochain.poc.v1 import query_pb2 as q
-from dilochain.poc.v1.tx_pb2 import MsgDepositCollateral, MsgRegisterVerifier, MsgSubmitVerdict
-from dilochain.poc.v1.types_pb2 import Challenge, ChallengeStatus, Run
-from node.artifacts import LocalArtifactStore
-from node.blob_service import PeerFetchingStore
-from node.data import Corpus, corpus_hash, load_text
-from node.errors import NodeError
-from node.train_step import set_deterministic
-from verifier.replay import Policy, Verdict, verify_challenge
 
 log = logging.getLogger(__name__)
 

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from cosmpy.protos.cosmos.auth.v1beta1.auth_pb2 import BaseAccount
-
-from chain.context import get_int, set_int
-from chain.state import CacheStore
+from dilochain.chain.context import get_int, set_int
+from dilochain.chain.state import CacheStore
 
 _NEXT_NUMBER = b"auth/next_account_number"
 

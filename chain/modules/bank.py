@@ -5,13 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from cosmpy.protos.cosmos.bank.v1beta1.tx_pb2 import MsgSend, MsgSendResponse
-
-from chain.address import require_address
-from chain.context import Context, MsgSpec, get_int, set_int
-from chain.errors import TxError, codes
-from chain.modules.auth import ensure_account
-from chain.state import CacheStore
-from genesis.coins import format_coins
+from dilochain.chain.address import require_address
+from dilochain.chain.context import Context, MsgSpec, get_int, set_int
+from dilochain.chain.errors import TxError, codes
+from dilochain.chain.modules.auth import ensure_account
+from dilochain.chain.state import CacheStore
+from dilochain.genesis.coins import format_coins
 
 
 def _balance_key(address: str, denom: str) -> bytes:

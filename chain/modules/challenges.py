@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import hashlib
 
-from chain.context import Context, MsgSpec, get_int, set_int
-from chain.errors import TxError, codes
-from chain.merkle import verify_merkle_proof
-from chain.modules import collateral, registry, rewards, rounds
-from chain.state import CacheStore
-from dilochain.poc.v1.tx_pb2 import (
+from dilochain.chain.context import Context, MsgSpec, get_int, set_int
+from dilochain.chain.errors import TxError, codes
+from dilochain.chain.modules import collateral, registry, rewards, rounds
+from dilochain.chain.state import CacheStore
+from dilochain.protocol import schedule
+from dilochain.protocol.merkle import verify_merkle_proof
+from dilochain.protocol.pb.poc.v1.tx_pb2 import (
     MsgRegisterVerifier,
     MsgRegisterVerifierResponse,
     MsgRevealCheckpoints,
@@ -27,7 +28,7 @@ from dilochain.poc.v1.tx_pb2 import (
     MsgSubmitVerdict,
     MsgSubmitVerdictResponse,
 )
-from dilochain.poc.v1.types_pb2 import (
+from dilochain.protocol.pb.poc.v1.types_pb2 import (
     Challenge,
     ChallengeStatus,
     Run,
@@ -170,7 +171,7 @@ def resolve(ctx: Context, run: Run, round_: int) -> None:
 def end_block(ctx: Context) -> None:
     """Select challenges or resolve them for every run whose schedule says so at this block."""
     for run in registry.runs(ctx.store):
-        window = rounds.window_at(run, ctx.params.poc, ctx.height)
+        window = schedule.window_at(run, ctx.params.poc, ctx.height)
         if window is None or window.round >= run.config.total_rounds:
             continue
         if ctx.height == window.selection:
@@ -185,7 +186,7 @@ def _handle_reveal(ctx: Context, msg: MsgRevealCheckpoints) -> MsgRevealCheckpoi
     if run is None:
         raise TxError(codes.NOT_FOUND, f"run {msg.run_id!r} not found")
     c = _get(ctx, msg.run_id, msg.round, msg.host, msg.segment)
-    window = rounds.round_window(run, ctx.params.poc, msg.round)
+    window = schedule.round_window(run, ctx.params.poc, msg.round)
     last = window.selection + ctx.params.poc.reveal_window_blocks
     if not window.selection < ctx.height <= last:
         raise TxError(codes.INVALID_REQUEST,
@@ -244,7 +245,7 @@ def _handle_verdict(ctx: Context, msg: MsgSubmitVerdict) -> MsgSubmitVerdictResp
         raise TxError(codes.UNAUTHORIZED, f"{msg.verifier} is not assigned to this challenge")
     if not c.revealed:
         raise TxError(codes.INVALID_REQUEST, "the challenge is not revealed yet")
-    if ctx.height > rounds.round_window(run, ctx.params.poc, msg.round).resolution:
+    if ctx.height > schedule.round_window(run, ctx.params.poc, msg.round).resolution:
         raise TxError(codes.INVALID_REQUEST, "the verdict window has closed")
     if any(v.verifier == msg.verifier for v in c.votes):
         raise TxError(codes.INVALID_REQUEST, f"{msg.verifier} already voted on this challenge")

@@ -7,18 +7,18 @@ whose time passes its completion time. The registry locks the minimum a register
 
 from __future__ import annotations
 
-from chain.address import module_address
-from chain.context import Context, MsgSpec, get_int, parse_amount, set_int
-from chain.errors import TxError, codes
-from chain.modules import bank
-from chain.state import CacheStore
-from dilochain.poc.v1.tx_pb2 import (
+from dilochain.chain.context import Context, MsgSpec, get_int, parse_amount, set_int
+from dilochain.chain.errors import TxError, codes
+from dilochain.chain.modules import bank
+from dilochain.chain.state import CacheStore
+from dilochain.protocol.address import module_address
+from dilochain.protocol.pb.poc.v1.tx_pb2 import (
     MsgDepositCollateral,
     MsgDepositCollateralResponse,
     MsgWithdrawCollateral,
     MsgWithdrawCollateralResponse,
 )
-from dilochain.poc.v1.types_pb2 import CollateralInfo, UnbondingEntry
+from dilochain.protocol.pb.poc.v1.types_pb2 import CollateralInfo, UnbondingEntry
 
 MODULE_ACCOUNT = module_address("poc")
 _NEXT_ID = b"unb/next_id"

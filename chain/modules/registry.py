@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import re
 
-from chain.context import Context, MsgSpec, parse_amount
-from chain.errors import TxError, codes
-from chain.modules import collateral
-from chain.state import CacheStore
-from dilochain.poc.v1.tx_pb2 import (
+from dilochain.chain.context import Context, MsgSpec, parse_amount
+from dilochain.chain.errors import TxError, codes
+from dilochain.chain.modules import collateral
+from dilochain.chain.state import CacheStore
+from dilochain.protocol.pb.poc.v1.tx_pb2 import (
     MsgCreateRun,
     MsgCreateRunResponse,
     MsgRegisterHost,
     MsgRegisterHostResponse,
 )
-from dilochain.poc.v1.types_pb2 import Host, Run, RunConfig
+from dilochain.protocol.pb.poc.v1.types_pb2 import Host, Run, RunConfig
 
 _RUN_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 

@@ -10,13 +10,13 @@ to host work, ``verifier_share`` pro rata to verdicts. Each address claims an ep
 
 from __future__ import annotations
 
-from chain.context import Context, MsgSpec, get_int, set_int
-from chain.errors import TxError, codes
-from chain.modules import bank
-from chain.state import CacheStore
-from dilochain.poc.v1.tx_pb2 import MsgClaimReward, MsgClaimRewardResponse
-from dilochain.poc.v1.types_pb2 import Claimable, EpochInfo
-from genesis.document import Params
+from dilochain.chain.context import Context, MsgSpec, get_int, set_int
+from dilochain.chain.errors import TxError, codes
+from dilochain.chain.modules import bank
+from dilochain.chain.state import CacheStore
+from dilochain.protocol.params import Params
+from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgClaimReward, MsgClaimRewardResponse
+from dilochain.protocol.pb.poc.v1.types_pb2 import Claimable, EpochInfo
 
 
 def epoch_of(params: Params, height: int) -> int:

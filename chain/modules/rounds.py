@@ -12,59 +12,15 @@ round started from.
 
 from __future__ import annotations
 
-import hashlib
 from collections import Counter
-from dataclasses import dataclass
 
-from chain.context import Context, MsgSpec
-from chain.errors import TxError, codes
-from chain.modules import registry
-from chain.state import CacheStore
-from dilochain.poc.v1.tx_pb2 import MsgCommitRound, MsgCommitRoundResponse
-from dilochain.poc.v1.types_pb2 import GlobalCheckpoint, RoundCommit, Run
-from genesis.document import PocParams
-
-
-@dataclass(frozen=True)
-class Window:
-    """A round's blocks: its commit window, its selection and its resolution block."""
-
-    round: int
-    start: int
-    end: int
-    selection: int
-    resolution: int
-
-
-def derive_data_seed(seed: int, host: str, round_: int) -> int:
-    """The data seed of (run seed, host, round): drives the host's shard and batch order."""
-    digest = hashlib.sha256(f"dilochain-data/{seed}/{host}/{round_}".encode()).digest()
-    return int.from_bytes(digest[:8], "big")
-
-
-def round_period(round_blocks: int, params: PocParams) -> int:
-    """Blocks from one round's start to the next: commit window, seed and selection blocks,
-    reveal window, verdict window."""
-    return round_blocks + 2 + params.reveal_window_blocks + params.verdict_window_blocks
-
-
-def round_window(run: Run, params: PocParams, round_: int) -> Window:
-    """The blocks of round ``round_``."""
-    blocks = run.config.round_blocks
-    period = round_period(blocks, params)
-    start = run.start_height + round_ * period
-    selection = start + blocks + 1
-    return Window(round_, start, start + blocks - 1, selection, start + period - 1)
-
-
-def window_at(run: Run, params: PocParams, height: int) -> Window | None:
-    """The round whose period holds ``height`` (None before the run starts)."""
-    if height < run.start_height:
-        return None
-    first = round_window(run, params, 0)
-    return round_window(
-        run, params, (height - run.start_height) // (first.resolution + 1 - first.start)
-    )
+from dilochain.chain.context import Context, MsgSpec
+from dilochain.chain.errors import TxError, codes
+from dilochain.chain.modules import registry
+from dilochain.chain.state import CacheStore
+from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgCommitRound, MsgCommitRoundResponse
+from dilochain.protocol.pb.poc.v1.types_pb2 import GlobalCheckpoint, RoundCommit, Run
+from dilochain.protocol.schedule import derive_data_seed, window_at
 
 
 def tokens_per_round(run: Run) -> int:

@@ -8,12 +8,12 @@ import logging
 import signal
 from pathlib import Path
 
-from chain.address import decode_address
-from chain.home import NodeConfig, genesis_path, init_home
+from dilochain.chain.home import NodeConfig, genesis_path, init_home
 from dilochain.cli.common import CliError, default_home, keyring, parse_duration
+from dilochain.genesis.coins import parse_coins
+from dilochain.genesis.document import load_genesis, save_genesis
 from dilochain.localnet import LISTENING, RPC_LISTENING
-from genesis.coins import parse_coins
-from genesis.document import load_genesis, save_genesis
+from dilochain.protocol.address import decode_address
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -81,7 +81,7 @@ def _add_genesis_account(args: argparse.Namespace) -> int:
 
 
 def _start(args: argparse.Namespace) -> int:
-    from chain.server import ChainNode
+    from dilochain.chain.server import ChainNode
 
     block_time = block_time_flag(args.block_time) if args.block_time else None
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")

@@ -20,18 +20,19 @@ from rich.console import Console, Group
 from rich.live import Live
 from rich.table import Table
 
-from chain.home import genesis_path
-from chain.modules.rounds import round_period
-from chain.testnet import init_testnet
+from dilochain.chain.home import genesis_path
+from dilochain.chain.testnet import init_testnet
 from dilochain.cli.chain_cmd import block_time_flag
 from dilochain.cli.common import CliError, parse_duration
 from dilochain.cli.status_cmd import eval_curve, tables
 from dilochain.client import TxRefused, connect, poc_query, submit
+from dilochain.genesis.document import load_genesis
 from dilochain.keyring import Keyring
 from dilochain.localnet import LocalNetwork, spawn_node, spawn_verifier
-from dilochain.poc.v1 import query_pb2 as q
-from dilochain.poc.v1.tx_pb2 import MsgClaimReward, MsgCreateRun
-from genesis.document import DENOM, PocParams, load_genesis
+from dilochain.protocol.params import DENOM, PocParams
+from dilochain.protocol.pb.poc.v1 import query_pb2 as q
+from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgClaimReward, MsgCreateRun
+from dilochain.protocol.schedule import round_period
 
 CHAIN_ID = "dilochain-devnet"
 RUN_ID = "devnet-run"
@@ -119,8 +120,8 @@ def _run(
     block_time: float,
     png: Path,
 ) -> dict:
-    from node.data import corpus_hash, default_text
-    from node.run_config import make_run_config
+    from dilochain.node.data import corpus_hash, default_text
+    from dilochain.node.run_config import make_run_config
 
     members = []
     for name, behavior in [("creator", "creator"), *ROLES]:

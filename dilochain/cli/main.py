@@ -7,9 +7,9 @@ import sys
 
 import grpc
 
-from chain.cometbft import CometMissing
-from chain.home import HomeError
-from chain.server import ChainStartError
+from dilochain.chain.cometbft import CometMissing
+from dilochain.chain.home import HomeError
+from dilochain.chain.server import ChainStartError
 from dilochain.cli import (
     chain_cmd,
     devnet_cmd,
@@ -22,10 +22,10 @@ from dilochain.cli import (
 )
 from dilochain.cli.common import CliError
 from dilochain.client import ChainUnreachable
+from dilochain.genesis.document import GenesisError
 from dilochain.keyring import KeyringError
-from genesis.document import GenesisError
-from node.artifacts import ArtifactError
-from node.errors import NodeError
+from dilochain.node.artifacts import ArtifactError
+from dilochain.node.errors import NodeError
 
 
 def build_parser() -> argparse.ArgumentParser:

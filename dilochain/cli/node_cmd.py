@@ -15,7 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from dilochain.cli.common import CliError, default_home, keyring, keyring_password
 from dilochain.client import connect
-from node.behaviors import Behavior
+from dilochain.node.behaviors import Behavior
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -58,8 +58,8 @@ class RoundProgress:
 
 
 def _start(args: argparse.Namespace) -> int:
-    from node.config import NodeConfig
-    from node.host import HostNode
+    from dilochain.node.config import NodeConfig
+    from dilochain.node.host import HostNode
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     try:

@@ -8,11 +8,11 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from chain.address import decode_address
 from dilochain.cli.common import CliError, default_home, keyring, keyring_password
 from dilochain.client import TxRefused, connect, poc_query, submit
-from dilochain.poc.v1 import query_pb2 as q
-from dilochain.poc.v1.tx_pb2 import MsgClaimReward
+from dilochain.protocol.address import decode_address
+from dilochain.protocol.pb.poc.v1 import query_pb2 as q
+from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgClaimReward
 
 
 def register(sub: argparse._SubParsersAction) -> None:

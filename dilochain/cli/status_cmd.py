@@ -9,8 +9,8 @@ from rich.console import Console
 from rich.table import Table
 
 from dilochain.client import connect, poc_query
-from dilochain.poc.v1 import query_pb2 as q
-from dilochain.poc.v1.types_pb2 import ChallengeStatus
+from dilochain.protocol.pb.poc.v1 import query_pb2 as q
+from dilochain.protocol.pb.poc.v1.types_pb2 import ChallengeStatus
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -7,7 +7,7 @@ import signal
 import threading
 from pathlib import Path
 
-from chain.testnet import init_testnet, node_homes, rpc_address
+from dilochain.chain.testnet import init_testnet, node_homes, rpc_address
 from dilochain.cli.chain_cmd import block_time_flag
 from dilochain.cli.common import CliError
 from dilochain.localnet import LocalNetwork

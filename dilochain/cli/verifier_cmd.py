@@ -28,7 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from verifier.service import VerifierConfig, VerifierService
+    from dilochain.verifier.service import VerifierConfig, VerifierService
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     ring = keyring(args.home)

@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from dilochain.poc.v1 import tx_pb2 as dilochain_dot_poc_dot_v1_dot_tx__pb2
+from dilochain.protocol.pb.poc.v1 import tx_pb2 as dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2
 
 GRPC_GENERATED_VERSION = '1.71.2'
 GRPC_VERSION = grpc.__version__
@@ -18,7 +18,7 @@ except ImportError:
 if _version_not_supported:
     raise RuntimeError(
         f'The grpc package installed is at version {GRPC_VERSION},'
-        + f' but the generated code in dilochain/poc/v1/tx_pb2_grpc.py depends on'
+        + f' but the generated code in dilochain/protocol/pb/poc/v1/tx_pb2_grpc.py depends on'
         + f' grpcio>={GRPC_GENERATED_VERSION}.'
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
@@ -37,48 +37,48 @@ class MsgStub(object):
         """
         self.DepositCollateral = channel.unary_unary(
                 '/dilochain.poc.v1.Msg/DepositCollateral',
-                request_serializer=dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgDepositCollateral.SerializeToString,
-                response_deserializer=dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgDepositCollateralResponse.FromString,
+                request_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgDepositCollateral.SerializeToString,
+                response_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgDepositCollateralResponse.FromString,
                 _registered_method=True)
         self.WithdrawCollateral = channel.unary_unary(
                 '/dilochain.poc.v1.Msg/WithdrawCollateral',
-                request_serializer=dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgWithdrawCollateral.SerializeToString,
-                response_deserializer=dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgWithdrawCollateralResponse.FromString,
+                request_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgWithdrawCollateral.SerializeToString,
+                response_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgWithdrawCollateralResponse.FromString,
                 _registered_method=True)
         self.CreateRun = channel.unary_unary(
                 '/dilochain.poc.v1.Msg/CreateRun',
-                request_serializer=dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgCreateRun.SerializeToString,
-                response_deserializer=dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgCreateRunResponse.FromString,
+                request_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgCreateRun.SerializeToString,
+                response_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgCreateRunResponse.FromString,
                 _registered_method=True)
         self.RegisterHost = channel.unary_unary(
                 '/dilochain.poc.v1.Msg/RegisterHost',
-                request_serializer=dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgRegisterHost.SerializeToString,
-                response_deserializer=dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgRegisterHostResponse.FromString,
+                request_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgRegisterHost.SerializeToString,
+                response_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgRegisterHostResponse.FromString,
                 _registered_method=True)
         self.CommitRound = channel.unary_unary(
                 '/dilochain.poc.v1.Msg/CommitRound',
-                request_serializer=dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgCommitRound.SerializeToString,
-                response_deserializer=dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgCommitRoundResponse.FromString,
+                request_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgCommitRound.SerializeToString,
+                response_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgCommitRoundResponse.FromString,
                 _registered_method=True)
         self.RevealCheckpoints = channel.unary_unary(
                 '/dilochain.poc.v1.Msg/RevealCheckpoints',
-                request_serializer=dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgRevealCheckpoints.SerializeToString,
-                response_deserializer=dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgRevealCheckpointsResponse.FromString,
+                request_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgRevealCheckpoints.SerializeToString,
+                response_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgRevealCheckpointsResponse.FromString,
                 _registered_method=True)
         self.RegisterVerifier = channel.unary_unary(
                 '/dilochain.poc.v1.Msg/RegisterVerifier',
-                request_serializer=dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgRegisterVerifier.SerializeToString,
-                response_deserializer=dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgRegisterVerifierResponse.FromString,
+                request_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgRegisterVerifier.SerializeToString,
+                response_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgRegisterVerifierResponse.FromString,
                 _registered_method=True)
         self.SubmitVerdict = channel.unary_unary(
                 '/dilochain.poc.v1.Msg/SubmitVerdict',
-                request_serializer=dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgSubmitVerdict.SerializeToString,
-                response_deserializer=dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgSubmitVerdictResponse.FromString,
+                request_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgSubmitVerdict.SerializeToString,
+                response_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgSubmitVerdictResponse.FromString,
                 _registered_method=True)
         self.ClaimReward = channel.unary_unary(
                 '/dilochain.poc.v1.Msg/ClaimReward',
-                request_serializer=dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgClaimReward.SerializeToString,
-                response_deserializer=dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgClaimRewardResponse.FromString,
+                request_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgClaimReward.SerializeToString,
+                response_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgClaimRewardResponse.FromString,
                 _registered_method=True)
 
 
@@ -145,48 +145,48 @@ def add_MsgServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'DepositCollateral': grpc.unary_unary_rpc_method_handler(
                     servicer.DepositCollateral,
-                    request_deserializer=dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgDepositCollateral.FromString,
-                    response_serializer=dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgDepositCollateralResponse.SerializeToString,
+                    request_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgDepositCollateral.FromString,
+                    response_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgDepositCollateralResponse.SerializeToString,
             ),
             'WithdrawCollateral': grpc.unary_unary_rpc_method_handler(
                     servicer.WithdrawCollateral,
-                    request_deserializer=dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgWithdrawCollateral.FromString,
-                    response_serializer=dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgWithdrawCollateralResponse.SerializeToString,
+                    request_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgWithdrawCollateral.FromString,
+                    response_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgWithdrawCollateralResponse.SerializeToString,
             ),
             'CreateRun': grpc.unary_unary_rpc_method_handler(
                     servicer.CreateRun,
-                    request_deserializer=dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgCreateRun.FromString,
-                    response_serializer=dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgCreateRunResponse.SerializeToString,
+                    request_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgCreateRun.FromString,
+                    response_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgCreateRunResponse.SerializeToString,
             ),
             'RegisterHost': grpc.unary_unary_rpc_method_handler(
                     servicer.RegisterHost,
-                    request_deserializer=dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgRegisterHost.FromString,
-                    response_serializer=dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgRegisterHostResponse.SerializeToString,
+                    request_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgRegisterHost.FromString,
+                    response_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgRegisterHostResponse.SerializeToString,
             ),
             'CommitRound': grpc.unary_unary_rpc_method_handler(
                     servicer.CommitRound,
-                    request_deserializer=dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgCommitRound.FromString,
-                    response_serializer=dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgCommitRoundResponse.SerializeToString,
+                    request_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgCommitRound.FromString,
+                    response_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgCommitRoundResponse.SerializeToString,
             ),
             'RevealCheckpoints': grpc.unary_unary_rpc_method_handler(
                     servicer.RevealCheckpoints,
-                    request_deserializer=dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgRevealCheckpoints.FromString,
-                    response_serializer=dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgRevealCheckpointsResponse.SerializeToString,
+                    request_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgRevealCheckpoints.FromString,
+                    response_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgRevealCheckpointsResponse.SerializeToString,
             ),
             'RegisterVerifier': grpc.unary_unary_rpc_method_handler(
                     servicer.RegisterVerifier,
-                    request_deserializer=dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgRegisterVerifier.FromString,
-                    response_serializer=dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgRegisterVerifierResponse.SerializeToString,
+                    request_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgRegisterVerifier.FromString,
+                    response_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgRegisterVerifierResponse.SerializeToString,
             ),
             'SubmitVerdict': grpc.unary_unary_rpc_method_handler(
                     servicer.SubmitVerdict,
-                    request_deserializer=dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgSubmitVerdict.FromString,
-                    response_serializer=dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgSubmitVerdictResponse.SerializeToString,
+                    request_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgSubmitVerdict.FromString,
+                    response_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgSubmitVerdictResponse.SerializeToString,
             ),
             'ClaimReward': grpc.unary_unary_rpc_method_handler(
                     servicer.ClaimReward,
-                    request_deserializer=dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgClaimReward.FromString,
-                    response_serializer=dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgClaimRewardResponse.SerializeToString,
+                    request_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgClaimReward.FromString,
+                    response_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgClaimRewardResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -215,8 +215,8 @@ class Msg(object):
             request,
             target,
             '/dilochain.poc.v1.Msg/DepositCollateral',
-            dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgDepositCollateral.SerializeToString,
-            dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgDepositCollateralResponse.FromString,
+            dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgDepositCollateral.SerializeToString,
+            dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgDepositCollateralResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -242,8 +242,8 @@ class Msg(object):
             request,
             target,
             '/dilochain.poc.v1.Msg/WithdrawCollateral',
-            dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgWithdrawCollateral.SerializeToString,
-            dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgWithdrawCollateralResponse.FromString,
+            dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgWithdrawCollateral.SerializeToString,
+            dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgWithdrawCollateralResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -269,8 +269,8 @@ class Msg(object):
             request,
             target,
             '/dilochain.poc.v1.Msg/CreateRun',
-            dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgCreateRun.SerializeToString,
-            dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgCreateRunResponse.FromString,
+            dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgCreateRun.SerializeToString,
+            dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgCreateRunResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -296,8 +296,8 @@ class Msg(object):
             request,
             target,
             '/dilochain.poc.v1.Msg/RegisterHost',
-            dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgRegisterHost.SerializeToString,
-            dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgRegisterHostResponse.FromString,
+            dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgRegisterHost.SerializeToString,
+            dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgRegisterHostResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -323,8 +323,8 @@ class Msg(object):
             request,
             target,
             '/dilochain.poc.v1.Msg/CommitRound',
-            dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgCommitRound.SerializeToString,
-            dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgCommitRoundResponse.FromString,
+            dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgCommitRound.SerializeToString,
+            dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgCommitRoundResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -350,8 +350,8 @@ class Msg(object):
             request,
             target,
             '/dilochain.poc.v1.Msg/RevealCheckpoints',
-            dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgRevealCheckpoints.SerializeToString,
-            dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgRevealCheckpointsResponse.FromString,
+            dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgRevealCheckpoints.SerializeToString,
+            dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgRevealCheckpointsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -377,8 +377,8 @@ class Msg(object):
             request,
             target,
             '/dilochain.poc.v1.Msg/RegisterVerifier',
-            dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgRegisterVerifier.SerializeToString,
-            dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgRegisterVerifierResponse.FromString,
+            dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgRegisterVerifier.SerializeToString,
+            dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgRegisterVerifierResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -404,8 +404,8 @@ class Msg(object):
             request,
             target,
             '/dilochain.poc.v1.Msg/SubmitVerdict',
-            dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgSubmitVerdict.SerializeToString,
-            dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgSubmitVerdictResponse.FromString,
+            dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgSubmitVerdict.SerializeToString,
+            dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgSubmitVerdictResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -431,8 +431,8 @@ class Msg(object):
             request,
             target,
             '/dilochain.poc.v1.Msg/ClaimReward',
-            dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgClaimReward.SerializeToString,
-            dilochain_dot_poc_dot_v1_dot_tx__pb2.MsgClaimRewardResponse.FromString,
+            dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgClaimReward.SerializeToString,
+            dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgClaimRewardResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from dilochain.poc.v1 import query_pb2 as dilochain_dot_poc_dot_v1_dot_query__pb2
+from dilochain.protocol.pb.poc.v1 import query_pb2 as dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2
 
 GRPC_GENERATED_VERSION = '1.71.2'
 GRPC_VERSION = grpc.__version__
@@ -18,7 +18,7 @@ except ImportError:
 if _version_not_supported:
     raise RuntimeError(
         f'The grpc package installed is at version {GRPC_VERSION},'
-        + f' but the generated code in dilochain/poc/v1/query_pb2_grpc.py depends on'
+        + f' but the generated code in dilochain/protocol/pb/poc/v1/query_pb2_grpc.py depends on'
         + f' grpcio>={GRPC_GENERATED_VERSION}.'
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
@@ -37,68 +37,68 @@ class QueryStub(object):
         """
         self.Params = channel.unary_unary(
                 '/dilochain.poc.v1.Query/Params',
-                request_serializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryParamsRequest.SerializeToString,
-                response_deserializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryParamsResponse.FromString,
+                request_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryParamsRequest.SerializeToString,
+                response_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryParamsResponse.FromString,
                 _registered_method=True)
         self.Collateral = channel.unary_unary(
                 '/dilochain.poc.v1.Query/Collateral',
-                request_serializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryCollateralRequest.SerializeToString,
-                response_deserializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryCollateralResponse.FromString,
+                request_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryCollateralRequest.SerializeToString,
+                response_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryCollateralResponse.FromString,
                 _registered_method=True)
         self.Run = channel.unary_unary(
                 '/dilochain.poc.v1.Query/Run',
-                request_serializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryRunRequest.SerializeToString,
-                response_deserializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryRunResponse.FromString,
+                request_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryRunRequest.SerializeToString,
+                response_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryRunResponse.FromString,
                 _registered_method=True)
         self.Runs = channel.unary_unary(
                 '/dilochain.poc.v1.Query/Runs',
-                request_serializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryRunsRequest.SerializeToString,
-                response_deserializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryRunsResponse.FromString,
+                request_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryRunsRequest.SerializeToString,
+                response_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryRunsResponse.FromString,
                 _registered_method=True)
         self.Hosts = channel.unary_unary(
                 '/dilochain.poc.v1.Query/Hosts',
-                request_serializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryHostsRequest.SerializeToString,
-                response_deserializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryHostsResponse.FromString,
+                request_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryHostsRequest.SerializeToString,
+                response_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryHostsResponse.FromString,
                 _registered_method=True)
         self.RoundInfo = channel.unary_unary(
                 '/dilochain.poc.v1.Query/RoundInfo',
-                request_serializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryRoundInfoRequest.SerializeToString,
-                response_deserializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryRoundInfoResponse.FromString,
+                request_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryRoundInfoRequest.SerializeToString,
+                response_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryRoundInfoResponse.FromString,
                 _registered_method=True)
         self.Commits = channel.unary_unary(
                 '/dilochain.poc.v1.Query/Commits',
-                request_serializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryCommitsRequest.SerializeToString,
-                response_deserializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryCommitsResponse.FromString,
+                request_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryCommitsRequest.SerializeToString,
+                response_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryCommitsResponse.FromString,
                 _registered_method=True)
         self.GlobalCheckpoints = channel.unary_unary(
                 '/dilochain.poc.v1.Query/GlobalCheckpoints',
-                request_serializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryGlobalCheckpointsRequest.SerializeToString,
-                response_deserializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryGlobalCheckpointsResponse.FromString,
+                request_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryGlobalCheckpointsRequest.SerializeToString,
+                response_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryGlobalCheckpointsResponse.FromString,
                 _registered_method=True)
         self.Challenges = channel.unary_unary(
                 '/dilochain.poc.v1.Query/Challenges',
-                request_serializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryChallengesRequest.SerializeToString,
-                response_deserializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryChallengesResponse.FromString,
+                request_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryChallengesRequest.SerializeToString,
+                response_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryChallengesResponse.FromString,
                 _registered_method=True)
         self.Slashes = channel.unary_unary(
                 '/dilochain.poc.v1.Query/Slashes',
-                request_serializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QuerySlashesRequest.SerializeToString,
-                response_deserializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QuerySlashesResponse.FromString,
+                request_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QuerySlashesRequest.SerializeToString,
+                response_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QuerySlashesResponse.FromString,
                 _registered_method=True)
         self.Verifiers = channel.unary_unary(
                 '/dilochain.poc.v1.Query/Verifiers',
-                request_serializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryVerifiersRequest.SerializeToString,
-                response_deserializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryVerifiersResponse.FromString,
+                request_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryVerifiersRequest.SerializeToString,
+                response_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryVerifiersResponse.FromString,
                 _registered_method=True)
         self.Epoch = channel.unary_unary(
                 '/dilochain.poc.v1.Query/Epoch',
-                request_serializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryEpochRequest.SerializeToString,
-                response_deserializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryEpochResponse.FromString,
+                request_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryEpochRequest.SerializeToString,
+                response_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryEpochResponse.FromString,
                 _registered_method=True)
         self.Claimable = channel.unary_unary(
                 '/dilochain.poc.v1.Query/Claimable',
-                request_serializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryClaimableRequest.SerializeToString,
-                response_deserializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryClaimableResponse.FromString,
+                request_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryClaimableRequest.SerializeToString,
+                response_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryClaimableResponse.FromString,
                 _registered_method=True)
 
 
@@ -189,68 +189,68 @@ def add_QueryServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'Params': grpc.unary_unary_rpc_method_handler(
                     servicer.Params,
-                    request_deserializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryParamsRequest.FromString,
-                    response_serializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryParamsResponse.SerializeToString,
+                    request_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryParamsRequest.FromString,
+                    response_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryParamsResponse.SerializeToString,
             ),
             'Collateral': grpc.unary_unary_rpc_method_handler(
                     servicer.Collateral,
-                    request_deserializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryCollateralRequest.FromString,
-                    response_serializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryCollateralResponse.SerializeToString,
+                    request_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryCollateralRequest.FromString,
+                    response_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryCollateralResponse.SerializeToString,
             ),
             'Run': grpc.unary_unary_rpc_method_handler(
                     servicer.Run,
-                    request_deserializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryRunRequest.FromString,
-                    response_serializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryRunResponse.SerializeToString,
+                    request_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryRunRequest.FromString,
+                    response_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryRunResponse.SerializeToString,
             ),
             'Runs': grpc.unary_unary_rpc_method_handler(
                     servicer.Runs,
-                    request_deserializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryRunsRequest.FromString,
-                    response_serializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryRunsResponse.SerializeToString,
+                    request_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryRunsRequest.FromString,
+                    response_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryRunsResponse.SerializeToString,
             ),
             'Hosts': grpc.unary_unary_rpc_method_handler(
                     servicer.Hosts,
-                    request_deserializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryHostsRequest.FromString,
-                    response_serializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryHostsResponse.SerializeToString,
+                    request_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryHostsRequest.FromString,
+                    response_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryHostsResponse.SerializeToString,
             ),
             'RoundInfo': grpc.unary_unary_rpc_method_handler(
                     servicer.RoundInfo,
-                    request_deserializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryRoundInfoRequest.FromString,
-                    response_serializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryRoundInfoResponse.SerializeToString,
+                    request_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryRoundInfoRequest.FromString,
+                    response_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryRoundInfoResponse.SerializeToString,
             ),
             'Commits': grpc.unary_unary_rpc_method_handler(
                     servicer.Commits,
-                    request_deserializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryCommitsRequest.FromString,
-                    response_serializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryCommitsResponse.SerializeToString,
+                    request_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryCommitsRequest.FromString,
+                    response_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryCommitsResponse.SerializeToString,
             ),
             'GlobalCheckpoints': grpc.unary_unary_rpc_method_handler(
                     servicer.GlobalCheckpoints,
-                    request_deserializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryGlobalCheckpointsRequest.FromString,
-                    response_serializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryGlobalCheckpointsResponse.SerializeToString,
+                    request_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryGlobalCheckpointsRequest.FromString,
+                    response_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryGlobalCheckpointsResponse.SerializeToString,
             ),
             'Challenges': grpc.unary_unary_rpc_method_handler(
                     servicer.Challenges,
-                    request_deserializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryChallengesRequest.FromString,
-                    response_serializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryChallengesResponse.SerializeToString,
+                    request_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryChallengesRequest.FromString,
+                    response_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryChallengesResponse.SerializeToString,
             ),
             'Slashes': grpc.unary_unary_rpc_method_handler(
                     servicer.Slashes,
-                    request_deserializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QuerySlashesRequest.FromString,
-                    response_serializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QuerySlashesResponse.SerializeToString,
+                    request_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QuerySlashesRequest.FromString,
+                    response_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QuerySlashesResponse.SerializeToString,
             ),
             'Verifiers': grpc.unary_unary_rpc_method_handler(
                     servicer.Verifiers,
-                    request_deserializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryVerifiersRequest.FromString,
-                    response_serializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryVerifiersResponse.SerializeToString,
+                    request_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryVerifiersRequest.FromString,
+                    response_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryVerifiersResponse.SerializeToString,
             ),
             'Epoch': grpc.unary_unary_rpc_method_handler(
                     servicer.Epoch,
-                    request_deserializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryEpochRequest.FromString,
-                    response_serializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryEpochResponse.SerializeToString,
+                    request_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryEpochRequest.FromString,
+                    response_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryEpochResponse.SerializeToString,
             ),
             'Claimable': grpc.unary_unary_rpc_method_handler(
                     servicer.Claimable,
-                    request_deserializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryClaimableRequest.FromString,
-                    response_serializer=dilochain_dot_poc_dot_v1_dot_query__pb2.QueryClaimableResponse.SerializeToString,
+                    request_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryClaimableRequest.FromString,
+                    response_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryClaimableResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -279,8 +279,8 @@ class Query(object):
             request,
             target,
             '/dilochain.poc.v1.Query/Params',
-            dilochain_dot_poc_dot_v1_dot_query__pb2.QueryParamsRequest.SerializeToString,
-            dilochain_dot_poc_dot_v1_dot_query__pb2.QueryParamsResponse.FromString,
+            dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryParamsRequest.SerializeToString,
+            dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryParamsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -306,8 +306,8 @@ class Query(object):
             request,
             target,
             '/dilochain.poc.v1.Query/Collateral',
-            dilochain_dot_poc_dot_v1_dot_query__pb2.QueryCollateralRequest.SerializeToString,
-            dilochain_dot_poc_dot_v1_dot_query__pb2.QueryCollateralResponse.FromString,
+            dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryCollateralRequest.SerializeToString,
+            dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryCollateralResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -333,8 +333,8 @@ class Query(object):
             request,
             target,
             '/dilochain.poc.v1.Query/Run',
-            dilochain_dot_poc_dot_v1_dot_query__pb2.QueryRunRequest.SerializeToString,
-            dilochain_dot_poc_dot_v1_dot_query__pb2.QueryRunResponse.FromString,
+            dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryRunRequest.SerializeToString,
+            dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryRunResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -360,8 +360,8 @@ class Query(object):
             request,
             target,
             '/dilochain.poc.v1.Query/Runs',
-            dilochain_dot_poc_dot_v1_dot_query__pb2.QueryRunsRequest.SerializeToString,
-            dilochain_dot_poc_dot_v1_dot_query__pb2.QueryRunsResponse.FromString,
+            dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryRunsRequest.SerializeToString,
+            dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryRunsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -387,8 +387,8 @@ class Query(object):
             request,
             target,
             '/dilochain.poc.v1.Query/Hosts',
-            dilochain_dot_poc_dot_v1_dot_query__pb2.QueryHostsRequest.SerializeToString,
-            dilochain_dot_poc_dot_v1_dot_query__pb2.QueryHostsResponse.FromString,
+            dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryHostsRequest.SerializeToString,
+            dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryHostsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -414,8 +414,8 @@ class Query(object):
             request,
             target,
             '/dilochain.poc.v1.Query/RoundInfo',
-            dilochain_dot_poc_dot_v1_dot_query__pb2.QueryRoundInfoRequest.SerializeToString,
-            dilochain_dot_poc_dot_v1_dot_query__pb2.QueryRoundInfoResponse.FromString,
+            dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryRoundInfoRequest.SerializeToString,
+            dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryRoundInfoResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -441,8 +441,8 @@ class Query(object):
             request,
             target,
             '/dilochain.poc.v1.Query/Commits',
-            dilochain_dot_poc_dot_v1_dot_query__pb2.QueryCommitsRequest.SerializeToString,
-            dilochain_dot_poc_dot_v1_dot_query__pb2.QueryCommitsResponse.FromString,
+            dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryCommitsRequest.SerializeToString,
+            dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryCommitsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -468,8 +468,8 @@ class Query(object):
             request,
             target,
             '/dilochain.poc.v1.Query/GlobalCheckpoints',
-            dilochain_dot_poc_dot_v1_dot_query__pb2.QueryGlobalCheckpointsRequest.SerializeToString,
-            dilochain_dot_poc_dot_v1_dot_query__pb2.QueryGlobalCheckpointsResponse.FromString,
+            dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryGlobalCheckpointsRequest.SerializeToString,
+            dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryGlobalCheckpointsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -495,8 +495,8 @@ class Query(object):
             request,
             target,
             '/dilochain.poc.v1.Query/Challenges',
-            dilochain_dot_poc_dot_v1_dot_query__pb2.QueryChallengesRequest.SerializeToString,
-            dilochain_dot_poc_dot_v1_dot_query__pb2.QueryChallengesResponse.FromString,
+            dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryChallengesRequest.SerializeToString,
+            dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryChallengesResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -522,8 +522,8 @@ class Query(object):
             request,
             target,
             '/dilochain.poc.v1.Query/Slashes',
-            dilochain_dot_poc_dot_v1_dot_query__pb2.QuerySlashesRequest.SerializeToString,
-            dilochain_dot_poc_dot_v1_dot_query__pb2.QuerySlashesResponse.FromString,
+            dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QuerySlashesRequest.SerializeToString,
+            dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QuerySlashesResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -549,8 +549,8 @@ class Query(object):
             request,
             target,
             '/dilochain.poc.v1.Query/Verifiers',
-            dilochain_dot_poc_dot_v1_dot_query__pb2.QueryVerifiersRequest.SerializeToString,
-            dilochain_dot_poc_dot_v1_dot_query__pb2.QueryVerifiersResponse.FromString,
+            dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryVerifiersRequest.SerializeToString,
+            dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryVerifiersResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -576,8 +576,8 @@ class Query(object):
             request,
             target,
             '/dilochain.poc.v1.Query/Epoch',
-            dilochain_dot_poc_dot_v1_dot_query__pb2.QueryEpochRequest.SerializeToString,
-            dilochain_dot_poc_dot_v1_dot_query__pb2.QueryEpochResponse.FromString,
+            dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryEpochRequest.SerializeToString,
+            dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryEpochResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -603,8 +603,8 @@ class Query(object):
             request,
             target,
             '/dilochain.poc.v1.Query/Claimable',
-            dilochain_dot_poc_dot_v1_dot_query__pb2.QueryClaimableRequest.SerializeToString,
-            dilochain_dot_poc_dot_v1_dot_query__pb2.QueryClaimableResponse.FromString,
+            dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryClaimableRequest.SerializeToString,
+            dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryClaimableResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from dilochain.node.v1 import blob_pb2 as dilochain_dot_node_dot_v1_dot_blob__pb2
+from dilochain.protocol.pb.node.v1 import blob_pb2 as dilochain_dot_protocol_dot_pb_dot_node_dot_v1_dot_blob__pb2
 
 GRPC_GENERATED_VERSION = '1.71.2'
 GRPC_VERSION = grpc.__version__
@@ -18,7 +18,7 @@ except ImportError:
 if _version_not_supported:
     raise RuntimeError(
         f'The grpc package installed is at version {GRPC_VERSION},'
-        + f' but the generated code in dilochain/node/v1/blob_pb2_grpc.py depends on'
+        + f' but the generated code in dilochain/protocol/pb/node/v1/blob_pb2_grpc.py depends on'
         + f' grpcio>={GRPC_GENERATED_VERSION}.'
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
@@ -38,13 +38,13 @@ class BlobStub(object):
         """
         self.Get = channel.unary_stream(
                 '/dilochain.node.v1.Blob/Get',
-                request_serializer=dilochain_dot_node_dot_v1_dot_blob__pb2.GetBlobRequest.SerializeToString,
-                response_deserializer=dilochain_dot_node_dot_v1_dot_blob__pb2.BlobChunk.FromString,
+                request_serializer=dilochain_dot_protocol_dot_pb_dot_node_dot_v1_dot_blob__pb2.GetBlobRequest.SerializeToString,
+                response_deserializer=dilochain_dot_protocol_dot_pb_dot_node_dot_v1_dot_blob__pb2.BlobChunk.FromString,
                 _registered_method=True)
         self.Has = channel.unary_unary(
                 '/dilochain.node.v1.Blob/Has',
-                request_serializer=dilochain_dot_node_dot_v1_dot_blob__pb2.GetBlobRequest.SerializeToString,
-                response_deserializer=dilochain_dot_node_dot_v1_dot_blob__pb2.HasBlobResponse.FromString,
+                request_serializer=dilochain_dot_protocol_dot_pb_dot_node_dot_v1_dot_blob__pb2.GetBlobRequest.SerializeToString,
+                response_deserializer=dilochain_dot_protocol_dot_pb_dot_node_dot_v1_dot_blob__pb2.HasBlobResponse.FromString,
                 _registered_method=True)
 
 
@@ -70,13 +70,13 @@ def add_BlobServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'Get': grpc.unary_stream_rpc_method_handler(
                     servicer.Get,
-                    request_deserializer=dilochain_dot_node_dot_v1_dot_blob__pb2.GetBlobRequest.FromString,
-                    response_serializer=dilochain_dot_node_dot_v1_dot_blob__pb2.BlobChunk.SerializeToString,
+                    request_deserializer=dilochain_dot_protocol_dot_pb_dot_node_dot_v1_dot_blob__pb2.GetBlobRequest.FromString,
+                    response_serializer=dilochain_dot_protocol_dot_pb_dot_node_dot_v1_dot_blob__pb2.BlobChunk.SerializeToString,
             ),
             'Has': grpc.unary_unary_rpc_method_handler(
                     servicer.Has,
-                    request_deserializer=dilochain_dot_node_dot_v1_dot_blob__pb2.GetBlobRequest.FromString,
-                    response_serializer=dilochain_dot_node_dot_v1_dot_blob__pb2.HasBlobResponse.SerializeToString,
+                    request_deserializer=dilochain_dot_protocol_dot_pb_dot_node_dot_v1_dot_blob__pb2.GetBlobRequest.FromString,
+                    response_serializer=dilochain_dot_protocol_dot_pb_dot_node_dot_v1_dot_blob__pb2.HasBlobResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -106,8 +106,8 @@ class Blob(object):
             request,
             target,
             '/dilochain.node.v1.Blob/Get',
-            dilochain_dot_node_dot_v1_dot_blob__pb2.GetBlobRequest.SerializeToString,
-            dilochain_dot_node_dot_v1_dot_blob__pb2.BlobChunk.FromString,
+            dilochain_dot_protocol_dot_pb_dot_node_dot_v1_dot_blob__pb2.GetBlobRequest.SerializeToString,
+            dilochain_dot_protocol_dot_pb_dot_node_dot_v1_dot_blob__pb2.BlobChunk.FromString,
             options,
             channel_credentials,
             insecure,
@@ -133,8 +133,8 @@ class Blob(object):
             request,
             target,
             '/dilochain.node.v1.Blob/Has',
-            dilochain_dot_node_dot_v1_dot_blob__pb2.GetBlobRequest.SerializeToString,
-            dilochain_dot_node_dot_v1_dot_blob__pb2.HasBlobResponse.FromString,
+            dilochain_dot_protocol_dot_pb_dot_node_dot_v1_dot_blob__pb2.GetBlobRequest.SerializeToString,
+            dilochain_dot_protocol_dot_pb_dot_node_dot_v1_dot_blob__pb2.HasBlobResponse.FromString,
             options,
             channel_credentials,
             insecure,

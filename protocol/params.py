@@ -1,0 +1,92 @@
+"""The chain's module parameters, as genesis fixes them (validated with pydantic)."""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainSerializer, model_validator
+
+DENOM = "udlc"
+_DENOM = re.compile(r"^[a-zA-Z][a-zA-Z0-9/:._-]{2,127}$")
+
+
+def _valid_denom(value: str) -> str:
+    if not _DENOM.match(value):
+        raise ValueError(f"invalid denom {value!r}")
+    return value
+
+
+Denom = Annotated[str, AfterValidator(_valid_denom)]
+# CometBFT's JSON writes int64 values as strings; numbers are accepted on input.
+Int64 = Annotated[int, PlainSerializer(str, return_type=str, when_used="json")]
+
+
+class StrictModel(BaseModel):
+    """Frozen, and an unknown field is an error."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class AuthParams(StrictModel):
+    """Tx size, memo and signature-cost limits (names as in x/auth)."""
+
+    max_memo_characters: int = Field(default=256, ge=0)
+    tx_size_cost_per_byte: int = Field(default=10, ge=0)
+    sig_verify_cost_secp256k1: int = Field(default=1000, ge=0)
+    max_tx_bytes: int = Field(default=1 << 20, gt=0)
+
+
+class FeeParams(StrictModel):
+    """Fees are paid in ``fee_denom`` at no less than ``min_gas_price`` per unit of gas."""
+
+    fee_denom: Denom = DENOM
+    min_gas_price: Decimal = Field(default=Decimal("0.025"), ge=0)
+
+
+class PocParams(StrictModel):
+    """Collateral, challenge, verdict and slashing parameters of the poc module."""
+
+    collateral_denom: Denom = DENOM
+    unbonding_period_seconds: int = Field(default=60, ge=0)
+    # With 3 verifiers a challenge, 1.5% keeps verifier compute near 5% of training and catches
+    # a host faking 10% of 5,000 segments with >99.9% probability (bench/verification.py).
+    sampling_rate: Decimal = Field(default=Decimal("0.015"), ge=0, le=1)
+    reveal_window_blocks: int = Field(default=5, ge=1)
+    verdict_window_blocks: int = Field(default=10, ge=1)
+    verifiers_per_challenge: int = Field(default=3, ge=1)
+    quorum: int = Field(default=2, ge=1)
+    slash_fraction: Decimal = Field(default=Decimal("0.3"), ge=0, le=1)
+    verifier_slash_fraction: Decimal = Field(default=Decimal("0.05"), ge=0, le=1)
+    min_verifier_collateral: int = Field(default=1_000_000, ge=0)
+    verification_mode: Literal["exact", "tolerance"] = "exact"
+    # Relative L2 distance allowed between a replayed and a revealed checkpoint (tolerance mode);
+    # bench/verification.py measures honest replay noise, this sits well above it.
+    tolerance: Decimal = Field(default=Decimal("1e-4"), gt=0)
+    # Relative L2 distance allowed between the committed (quantised, error-fed-back)
+    # pseudo-gradient and base - final checkpoint.
+    pseudo_grad_tolerance: Decimal = Field(default=Decimal("0.1"), gt=0)
+
+    @model_validator(mode="after")
+    def _quorum_reachable(self) -> PocParams:
+        if self.quorum > self.verifiers_per_challenge:
+            raise ValueError("quorum cannot exceed verifiers_per_challenge")
+        return self
+
+
+class RewardParams(StrictModel):
+    """Epochs and their reward pools."""
+
+    epoch_blocks: int = Field(default=600, ge=1)
+    reward_per_epoch: int = Field(default=1_000_000_000, ge=0)  # udlc minted per epoch
+    verifier_share: Decimal = Field(default=Decimal("0.1"), ge=0, le=1)
+
+
+class Params(StrictModel):
+    """All module parameters."""
+
+    auth: AuthParams = AuthParams()
+    fees: FeeParams = FeeParams()
+    poc: PocParams = PocParams()
+    rewards: RewardParams = RewardParams()
