@@ -1,4 +1,4 @@
-"""Talking to a dilochain node with cosmpy: connection, tx building and the poc query stub."""
+"""Talking to a dilochain node with cosmpy: connection, tx building and submission."""
 
 from __future__ import annotations
 
@@ -18,7 +18,6 @@ from cosmpy.protos.cosmos.base.tendermint.v1beta1 import query_pb2_grpc as tm_gr
 from google.protobuf.message import Message
 
 from dilochain.protocol.params import DENOM, FeeParams
-from dilochain.protocol.pb.poc.v1 import query_pb2_grpc as poc_grpc
 
 
 class ChainUnreachable(Exception):
@@ -56,11 +55,6 @@ def query_chain_id(grpc_address: str, timeout: float = 5.0) -> str:
 def connect(grpc_address: str, chain_id: str | None = None) -> LedgerClient:
     """An unmodified cosmpy ``LedgerClient`` for the node at ``grpc_address``."""
     return LedgerClient(network_config(chain_id or query_chain_id(grpc_address), grpc_address))
-
-
-def poc_query(grpc_address: str) -> poc_grpc.QueryStub:
-    """A stub for ``dilochain.poc.v1.Query`` on the node at ``grpc_address``."""
-    return poc_grpc.QueryStub(grpc.insecure_channel(grpc_address))
 
 
 def sign_offline(

@@ -37,13 +37,13 @@ from dilochain.protocol.merkle import merkle_proof
 from dilochain.protocol.pb.poc.v1 import query_pb2 as q
 from dilochain.protocol.pb.poc.v1.tx_pb2 import (
     MsgCommitRound,
-    MsgDepositCollateral,
     MsgRegisterHost,
     MsgRevealCheckpoints,
 )
 from dilochain.protocol.pb.poc.v1.types_pb2 import Run
 
-from dilochain.client import TxRefused, poc_query, submit
+from dilochain.client import TxRefused, submit
+from dilochain.poc_client import InsufficientFunds, PocClient, ensure_bonded
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +74,7 @@ class HostNode:
         self.client = client
         self.wallet = wallet
         self.address = str(wallet.address())
-        self.poc = poc_query(cfg.chain)
+        self.poc = PocClient(cfg.chain)
         self.rc = self._query_run().config
         text = load_text(cfg.data)
         if corpus_hash(text) != self.rc.corpus_hash:
@@ -98,26 +98,25 @@ class HostNode:
     # ---- chain queries -----------------------------------------------------------------------
     def _query_run(self) -> Run:
         try:
-            return self.poc.Run(q.QueryRunRequest(run_id=self.cfg.run_id)).run
+            run = self.poc.run(self.cfg.run_id)
         except grpc.RpcError as err:
-            if err.code() == grpc.StatusCode.NOT_FOUND:
-                raise NodeError(f"unknown run {self.cfg.run_id!r}") from None
             raise NodeError(f"chain unreachable at {self.cfg.chain}: {err.details()}") from None
+        if run is None:
+            raise NodeError(f"unknown run {self.cfg.run_id!r}")
+        return run
 
     def _peer_endpoints(self) -> list[str]:
-        hosts = self.poc.Hosts(q.QueryHostsRequest(run_id=self.cfg.run_id)).hosts
+        hosts = self.poc.hosts(run_id=self.cfg.run_id)
         return [h.endpoint for h in hosts if h.address != self.address and h.endpoint]
 
     def _round_info(self) -> q.QueryRoundInfoResponse:
-        return self.poc.RoundInfo(q.QueryRoundInfoRequest(run_id=self.cfg.run_id))
+        return self.poc.round_info(run_id=self.cfg.run_id)
 
     def _commits(self, round_: int):
-        request = q.QueryCommitsRequest(run_id=self.cfg.run_id, round=round_)
-        return list(self.poc.Commits(request).commits)
+        return self.poc.commits(self.cfg.run_id, round_)
 
     def _recorded_globals(self) -> dict[int, bytes]:
-        request = q.QueryGlobalCheckpointsRequest(run_id=self.cfg.run_id)
-        return {g.round: g.hash for g in self.poc.GlobalCheckpoints(request).checkpoints}
+        return {g.round: g.hash for g in self.poc.global_checkpoints(self.cfg.run_id)}
 
     def _send(self, *msgs) -> None:
         submit(self.client, self.wallet, *msgs, poll=self.cfg.poll_seconds)
@@ -125,24 +124,18 @@ class HostNode:
     # ---- registration ------------------------------------------------------------------------
     def ensure_registered(self, endpoint: str) -> None:
         """Bond the run's minimum collateral and register (or move) this host's endpoint."""
-        hosts = {
-            h.address: h for h in self.poc.Hosts(q.QueryHostsRequest(run_id=self.cfg.run_id)).hosts
-        }
+        hosts = {h.address: h for h in self.poc.hosts(self.cfg.run_id)}
         mine = hosts.get(self.address)
         if mine is not None and mine.endpoint == endpoint:
             return
         msgs = []
         if mine is None:
-            info = self.poc.Collateral(q.QueryCollateralRequest(address=self.address)).collateral
-            need = int(self.rc.min_collateral) - int(info.bonded)
-            if need > 0:
-                balance = self.client.query_bank_balance(self.wallet.address(), "udlc")
-                if balance < need:
-                    raise NodeError(
-                        f"no collateral: run {self.cfg.run_id!r} needs {need}udlc more bonded "
-                        f"and {self.address} holds {balance}udlc"
-                    )
-                msgs.append(MsgDepositCollateral(depositor=self.address, amount=str(need)))
+            try:
+                msgs = ensure_bonded(
+                    self.client, self.poc, self.wallet, int(self.rc.min_collateral)
+                )
+            except InsufficientFunds as err:
+                raise NodeError(f"no collateral for run {self.cfg.run_id!r}: {err}") from None
         msgs.append(MsgRegisterHost(host=self.address, run_id=self.cfg.run_id, endpoint=endpoint))
         try:
             self._send(*msgs)
@@ -272,8 +265,7 @@ class HostNode:
 
     def reveal(self, round_: int) -> None:
         """Reveal every challenged segment of this host's round ``round_`` (with Merkle proofs)."""
-        request = q.QueryChallengesRequest(run_id=self.cfg.run_id, round=round_)
-        mine = [c for c in self.poc.Challenges(request).challenges
+        mine = [c for c in self.poc.challenges(self.cfg.run_id, round_)
                 if c.host == self.address and not c.revealed]  # fmt: skip
         if not mine or self.cfg.behavior == "no-reveal" or not self.checkpoint_hashes:
             return

@@ -13,12 +13,12 @@ from dilochain.chain.modules.challenges import FAILED, NOT_REVEALED
 from dilochain.node.data import corpus_hash, default_text
 from dilochain.node.run_config import make_run_config
 from dilochain.protocol.params import DENOM
-from dilochain.protocol.pb.poc.v1 import query_pb2 as q
 from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgCreateRun
 
-from dilochain.client import network_config, poc_query, submit
+from dilochain.client import network_config, submit
 from dilochain.keyring import Keyring
 from dilochain.localnet import ChainProcess, init_localnet, spawn_node, spawn_verifier
+from dilochain.poc_client import PocClient
 from dilochain.testutil import CHAIN_ID, wallet
 
 pytestmark = pytest.mark.integration
@@ -58,12 +58,11 @@ def test_cheaters_are_slashed_and_honest_hosts_are_not(tmp_path):
             for h, b in zip(verifier_homes, VERIFIERS, strict=True)
         ]  # fmt: skip
         nodes, verifiers = procs[: len(host_homes)], procs[len(host_homes) :]
-        poc = poc_query(chain.address)
+        poc = PocClient(chain.address)
         try:
             # Restart an honest verifier mid-run, while round 0's challenges are being voted on.
-            request = q.QueryChallengesRequest(run_id="adv", round=0)
             deadline = time.monotonic() + 120
-            while not any(c.votes for c in poc.Challenges(request).challenges):
+            while not any(c.votes for c in poc.challenges("adv", 0)):
                 assert time.monotonic() < deadline, "no verdicts in round 0"
                 time.sleep(0.2)
             verifiers[0].send_signal(signal.SIGINT)
@@ -76,16 +75,12 @@ def test_cheaters_are_slashed_and_honest_hosts_are_not(tmp_path):
                 proc.terminate()
             for proc in verifiers:
                 proc.wait(30)
-        slashes = list(poc.Slashes(q.QuerySlashesRequest()).slashes)
-        bonded = {
-            home: int(poc.Collateral(q.QueryCollateralRequest(address=a)).collateral.bonded)
-            for home, a in address.items()
-        }
+        slashes = list(poc.slashes())
+        bonded = {home: int(poc.collateral(address=a).bonded) for home, a in address.items()}
         commits, challenges = [], []
         for r in range(cfg.total_rounds):
-            commits += poc.Commits(q.QueryCommitsRequest(run_id="adv", round=r)).commits
-            request = q.QueryChallengesRequest(run_id="adv", round=r)
-            challenges += poc.Challenges(request).challenges
+            commits += poc.commits(run_id="adv", round=r)
+            challenges += poc.challenges("adv", r)
 
     slashed = {s.address for s in slashes}
     for home, behavior in zip(host_homes, HONEST + CHEATS, strict=True):

@@ -11,10 +11,10 @@ from cosmpy.protos.cosmos.base.v1beta1.coin_pb2 import Coin
 from cosmpy.protos.cosmos.tx.v1beta1.service_pb2 import BroadcastMode, BroadcastTxRequest
 from dilochain.chain.errors import codes
 from dilochain.protocol.params import DENOM
-from dilochain.protocol.pb.poc.v1 import query_pb2 as poc_q
 from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgDepositCollateral
 
-from dilochain.client import broadcast, poc_query
+from dilochain.client import broadcast
+from dilochain.poc_client import PocClient
 from dilochain.testutil import signed_tx, wallet
 from tests.conftest import FUNDS
 
@@ -45,9 +45,8 @@ def test_deposit_collateral_with_a_cosmpy_transaction(running_chain):
     tx = broadcast(client, carol, msg).wait_to_complete(poll_period=POLL)
     assert tx.response.code == 0
     assert tx.response.events["deposit_collateral"]["amount"] == "7000000udlc"
-    stub = poc_query(running_chain.address)
-    info = stub.Collateral(poc_q.QueryCollateralRequest(address=str(carol.address())))
-    assert info.collateral.bonded == "7000000"
+    with PocClient(running_chain.address) as poc:
+        assert poc.collateral(str(carol.address())).bonded == "7000000"
 
 
 def _raw_broadcast(client, raw: bytes):

@@ -11,13 +11,13 @@ import pytest
 from cosmpy.aerial.client import LedgerClient
 from cosmpy.protos.cosmos.bank.v1beta1 import query_pb2 as bank_q
 from dilochain.protocol.params import DENOM
-from dilochain.protocol.pb.poc.v1 import query_pb2 as q
 from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgClaimReward
 
 from dilochain.cli.devnet_cmd import HOST_COLLATERAL, PASSWORD
-from dilochain.client import TxRefused, network_config, poc_query, submit
+from dilochain.client import TxRefused, network_config, submit
 from dilochain.keyring import Keyring
 from dilochain.localnet import ChainProcess
+from dilochain.poc_client import PocClient
 
 pytestmark = pytest.mark.integration
 ROUNDS = 3
@@ -35,34 +35,29 @@ def test_devnet_up_catches_the_cheater_and_pays_everyone(tmp_path):
     members = {m["name"]: m for m in summary["members"]}
 
     with ChainProcess(Path(summary["chain_home"]), "200ms") as chain:
-        poc = poc_query(chain.address)
+        poc = PocClient(chain.address)
         client = LedgerClient(network_config(summary["chain_id"], chain.address))
-        checkpoints = poc.GlobalCheckpoints(
-            q.QueryGlobalCheckpointsRequest(run_id=summary["run_id"])
-        ).checkpoints
+        checkpoints = poc.global_checkpoints(run_id=summary["run_id"])
         assert [g.round for g in checkpoints] == list(range(ROUNDS))
         assert all(g.agreeing == g.commits >= 3 for g in checkpoints)
 
         cheater = members["host-3"]
-        slashes = [
-            s for s in poc.Slashes(q.QuerySlashesRequest(address=cheater["address"])).slashes
-        ]
+        slashes = [s for s in poc.slashes(address=cheater["address"])]
         assert slashes, "the dishonest host was not slashed"
         expected = HOST_COLLATERAL
         for _ in slashes:
             expected -= int(expected * 0.3)
-        bonded = poc.Collateral(q.QueryCollateralRequest(address=cheater["address"])).collateral
+        bonded = poc.collateral(address=cheater["address"])
         assert int(bonded.bonded) == expected
 
         paid = 0
         for name in ("host-0", "host-1", "host-2", "verifier-0", "verifier-1"):
             member = members[name]
             assert member["claims"], f"{name} was paid nothing"
-            assert not poc.Slashes(q.QuerySlashesRequest(address=member["address"])).slashes
+            assert not poc.slashes(address=member["address"])
             for claim in member["claims"]:
-                request = q.QueryClaimableRequest(address=member["address"], epoch=claim["epoch"])
-                due = poc.Claimable(request).claimable
-                info = poc.Epoch(q.QueryEpochRequest(epoch=claim["epoch"])).epoch
+                due = poc.claimable(member["address"], claim["epoch"])
+                info = poc.epoch(epoch=claim["epoch"])
                 pool = int(info.reward_pool)
                 share = (pool - pool // 10) * int(due.host_work) // max(1, int(info.host_work))
                 share += pool // 10 * int(due.verifier_work) // max(1, int(info.verifier_work))
@@ -78,6 +73,6 @@ def test_devnet_up_catches_the_cheater_and_pays_everyone(tmp_path):
                                                   epoch=host0["claims"][0]["epoch"]))  # fmt: skip
 
         # Supply: genesis + rewards minted - collateral burned by slashing.
-        burned = sum(int(s.amount) for s in poc.Slashes(q.QuerySlashesRequest()).slashes)
+        burned = sum(int(s.amount) for s in poc.slashes())
         supply = client.bank.SupplyOf(bank_q.QuerySupplyOfRequest(denom=DENOM)).amount.amount
         assert int(supply) == summary["genesis_supply"] + paid - burned

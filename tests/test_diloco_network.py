@@ -15,12 +15,12 @@ from dilochain.node.model import build_model
 from dilochain.node.run_config import make_run_config
 from dilochain.node.tensor_codec import state_hash
 from dilochain.protocol.params import DENOM
-from dilochain.protocol.pb.poc.v1 import query_pb2 as q
 from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgCreateRun
 
-from dilochain.client import broadcast, network_config, poc_query
+from dilochain.client import broadcast, network_config
 from dilochain.keyring import Keyring
 from dilochain.localnet import ChainProcess, init_localnet, spawn_node
+from dilochain.poc_client import PocClient
 from dilochain.testutil import CHAIN_ID, wallet
 
 pytestmark = pytest.mark.integration
@@ -53,13 +53,12 @@ def test_hosts_train_rounds_and_agree_on_global_checkpoints(tmp_path):
         client = LedgerClient(network_config(CHAIN_ID, chain.address))
         create = MsgCreateRun(creator=str(creator.address()), run_id="net", config=cfg)
         broadcast(client, creator, create).wait_to_complete(poll_period=0.2)
-        poc = poc_query(chain.address)
+        poc = PocClient(chain.address)
         spawn = lambda home: spawn_node(home, "net", "host", chain.address, PASSWORD)  # noqa: E731
         procs = [spawn(home) for home in homes[:3]]
 
         def recorded():
-            request = q.QueryGlobalCheckpointsRequest(run_id="net")
-            return {g.round: g for g in poc.GlobalCheckpoints(request).checkpoints}
+            return {g.round: g for g in poc.global_checkpoints("net")}
 
         # Restart host 2 once round 1 is on chain: it must resume and commit again.
         _wait(lambda: 1 in recorded(), 90, "round 1's global checkpoint", procs)
@@ -73,11 +72,8 @@ def test_hosts_train_rounds_and_agree_on_global_checkpoints(tmp_path):
             assert proc.wait(150) == 0, (homes[procs.index(proc)] / "node.log").read_text()[-3000:]
 
         records = recorded()
-        commits = {
-            r: list(poc.Commits(q.QueryCommitsRequest(run_id="net", round=r)).commits)
-            for r in range(ROUNDS)
-        }
-        hosts_held = poc.Hosts(q.QueryHostsRequest(run_id="net")).hosts
+        commits = {r: list(poc.commits(run_id="net", round=r)) for r in range(ROUNDS)}
+        hosts_held = poc.hosts(run_id="net")
     assert sorted(h.address for h in hosts_held) == sorted(hosts)
     assert sorted(records) == list(range(ROUNDS))
     for r, record in records.items():

@@ -18,16 +18,15 @@ from dilochain.node.blob_service import PeerFetchingStore
 from dilochain.node.data import Corpus, corpus_hash, load_text
 from dilochain.node.errors import NodeError
 from dilochain.node.train_step import set_deterministic
-from dilochain.protocol.pb.poc.v1 import query_pb2 as q
 from dilochain.protocol.pb.poc.v1.tx_pb2 import (
-    MsgDepositCollateral,
     MsgRegisterVerifier,
     MsgSubmitVerdict,
 )
 from dilochain.protocol.pb.poc.v1.types_pb2 import Challenge, ChallengeStatus, Run
 from dilochain.verifier.replay import Policy, Verdict, verify_challenge
 
-from dilochain.client import TxRefused, poc_query, submit
+from dilochain.client import TxRefused, submit
+from dilochain.poc_client import InsufficientFunds, PocClient, ensure_bonded
 
 log = logging.getLogger(__name__)
 
@@ -53,8 +52,8 @@ class VerifierService:
         self.client = client
         self.wallet = wallet
         self.address = str(wallet.address())
-        self.poc = poc_query(cfg.chain)
-        params = self.poc.Params(q.QueryParamsRequest()).params
+        self.poc = PocClient(cfg.chain)
+        params = self.poc.params()
         self.params = params
         self.policy = Policy(params.verification_mode, float(params.tolerance),
                              float(params.pseudo_grad_tolerance))  # fmt: skip
@@ -69,12 +68,15 @@ class VerifierService:
 
     def ensure_registered(self) -> None:
         """Bond the minimum verifier collateral and register, once."""
-        registered = self.poc.Verifiers(q.QueryVerifiersRequest()).verifiers
+        registered = self.poc.verifiers()
         if any(v.address == self.address for v in registered):
             return
-        info = self.poc.Collateral(q.QueryCollateralRequest(address=self.address)).collateral
-        need = int(self.params.min_verifier_collateral) - int(info.bonded)
-        msgs = [MsgDepositCollateral(depositor=self.address, amount=str(need))] if need > 0 else []
+        try:
+            msgs = ensure_bonded(
+                self.client, self.poc, self.wallet, int(self.params.min_verifier_collateral)
+            )
+        except InsufficientFunds as err:
+            raise NodeError(f"cannot register as a verifier: {err}") from None
         msgs.append(MsgRegisterVerifier(verifier=self.address))
         try:
             self._send(*msgs)
@@ -91,10 +93,9 @@ class VerifierService:
 
     def pending(self, run: Run) -> list[Challenge]:
         """Revealed, undecided challenges of the current round assigned to me and not voted."""
-        info = self.poc.RoundInfo(q.QueryRoundInfoRequest(run_id=run.run_id))
-        request = q.QueryChallengesRequest(run_id=run.run_id, round=info.round)
+        info = self.poc.round_info(run.run_id)
         return [
-            c for c in self.poc.Challenges(request).challenges
+            c for c in self.poc.challenges(run.run_id, info.round)
             if self.address in c.verifiers and c.revealed
             and c.status == ChallengeStatus.CHALLENGE_STATUS_PENDING
             and all(v.verifier != self.address for v in c.votes)
@@ -103,11 +104,11 @@ class VerifierService:
     def _check(self, run: Run, corpus: Corpus, challenge: Challenge) -> Verdict:
         if self.cfg.always_fail:
             return Verdict(False, "always fails")
-        hosts = self.poc.Hosts(q.QueryHostsRequest(run_id=run.run_id)).hosts
+        hosts = self.poc.hosts(run_id=run.run_id)
         owner = [h.endpoint for h in hosts if h.address == challenge.host]
         store = PeerFetchingStore(self.local, lambda: owner + [h.endpoint for h in hosts])
-        request = q.QueryCommitsRequest(run_id=run.run_id, round=challenge.round)
-        commit = next(c for c in self.poc.Commits(request).commits if c.host == challenge.host)
+        commits = self.poc.commits(run.run_id, challenge.round)
+        commit = next(c for c in commits if c.host == challenge.host)
         return verify_challenge(run.config, corpus, commit, challenge, store, self.policy)
 
     def _submit(self, msgs: list[MsgSubmitVerdict]) -> int:
@@ -126,7 +127,7 @@ class VerifierService:
     def step(self, pool: ThreadPoolExecutor) -> int:
         """One pass over every run: replay pending challenges in parallel, then vote."""
         voted = 0
-        for run in self.poc.Runs(q.QueryRunsRequest()).runs:
+        for run in self.poc.runs():
             corpus = self._corpus(run)
             if corpus is None:
                 continue

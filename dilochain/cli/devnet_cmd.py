@@ -25,12 +25,12 @@ from dilochain.chain.testnet import init_testnet
 from dilochain.cli.chain_cmd import block_time_flag
 from dilochain.cli.common import CliError, parse_duration
 from dilochain.cli.status_cmd import eval_curve, tables
-from dilochain.client import TxRefused, connect, poc_query, submit
+from dilochain.client import TxRefused, connect, submit
 from dilochain.genesis.document import load_genesis
 from dilochain.keyring import Keyring
 from dilochain.localnet import LocalNetwork, spawn_node, spawn_verifier
+from dilochain.poc_client import PocClient
 from dilochain.protocol.params import DENOM, PocParams
-from dilochain.protocol.pb.poc.v1 import query_pb2 as q
 from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgClaimReward, MsgCreateRun
 from dilochain.protocol.schedule import round_period
 
@@ -170,19 +170,19 @@ def _run(
         failed = [m.name for m, p in zip(hosts, node_procs, strict=True) if p.returncode]
         if failed:
             raise CliError(f"hosts {failed} stopped with an error; see their node.log in {root}")
-        poc = poc_query(chain.address)
+        poc = PocClient(chain.address)
         _claim_all(console, client, poc, members[1:], wallets)
         return _summary(console, homes[0], poc, members, genesis, rounds, png)
 
 
 def _claim_all(console, client, poc, members: list[Member], wallets) -> None:
-    last = poc.Epoch(q.QueryEpochRequest(current=True)).epoch
+    last = poc.epoch()
     with console.status(f"waiting for epoch {last.epoch} to close (block {last.end_height})"):
-        while not poc.Epoch(q.QueryEpochRequest(epoch=last.epoch)).epoch.closed:
+        while not poc.epoch(epoch=last.epoch).closed:
             time.sleep(0.3)
     for member in members:
         for epoch in range(last.epoch + 1):
-            due = poc.Claimable(q.QueryClaimableRequest(address=member.address, epoch=epoch))
+            due = poc.claimable(address=member.address, epoch=epoch)
             if int(due.claimable.amount) == 0 or due.claimable.claimed:
                 continue
             msg = MsgClaimReward(claimer=member.address, epoch=epoch)
@@ -198,15 +198,13 @@ def _claim_all(console, client, poc, members: list[Member], wallets) -> None:
 def _summary(
     console, chain_home: Path, poc, members: list[Member], genesis, rounds: int, png: Path
 ) -> dict:
-    slashes = list(poc.Slashes(q.QuerySlashesRequest()).slashes)
+    slashes = list(poc.slashes())
     for m in members:
         m.slashed = sum(int(s.amount) for s in slashes if s.address == m.address)
-        m.collateral = int(
-            poc.Collateral(q.QueryCollateralRequest(address=m.address)).collateral.bonded
-        )
+        m.collateral = int(poc.collateral(address=m.address).bonded)
     curve = eval_curve(poc, RUN_ID, rounds)
     _plot(curve, png)
-    checkpoints = poc.GlobalCheckpoints(q.QueryGlobalCheckpointsRequest(run_id=RUN_ID)).checkpoints
+    checkpoints = poc.global_checkpoints(run_id=RUN_ID)
     loss = Table("round", "eval loss (median of hosts' reports)", title="loss curve")
     for r, value in curve:
         loss.add_row(str(r), f"{value:.4f}")

@@ -9,9 +9,9 @@ from rich.console import Console
 from rich.table import Table
 
 from dilochain.cli.common import CliError, default_home, keyring, keyring_password
-from dilochain.client import TxRefused, connect, poc_query, submit
+from dilochain.client import TxRefused, connect, submit
+from dilochain.poc_client import PocClient
 from dilochain.protocol.address import decode_address
-from dilochain.protocol.pb.poc.v1 import query_pb2 as q
 from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgClaimReward
 
 
@@ -48,15 +48,15 @@ def _address(args: argparse.Namespace) -> str:
 
 def _show(args: argparse.Namespace) -> int:
     address = _address(args)
-    poc = poc_query(args.chain)
+    poc = PocClient(args.chain)
     connect(args.chain)  # a clear error if no chain answers
-    current = poc.Epoch(q.QueryEpochRequest(current=True)).epoch
+    current = poc.epoch()
     epochs = [args.epoch] if args.epoch is not None else range(current.epoch + 1)
     table = Table("epoch", "blocks", "status", "pool", "host work", "verdicts", "amount",
                   "claimed", title=f"rewards of {address}")  # fmt: skip
     for epoch in epochs:
-        info = poc.Epoch(q.QueryEpochRequest(epoch=epoch)).epoch
-        mine = poc.Claimable(q.QueryClaimableRequest(address=address, epoch=epoch)).claimable
+        info = poc.epoch(epoch=epoch)
+        mine = poc.claimable(address=address, epoch=epoch)
         table.add_row(
             str(epoch), f"{info.start_height}-{info.end_height}",
             "closed" if info.closed else "open", f"{info.reward_pool}udlc", mine.host_work,

@@ -8,8 +8,8 @@ import statistics
 from rich.console import Console
 from rich.table import Table
 
-from dilochain.client import connect, poc_query
-from dilochain.protocol.pb.poc.v1 import query_pb2 as q
+from dilochain.client import connect
+from dilochain.poc_client import PocClient
 from dilochain.protocol.pb.poc.v1.types_pb2 import ChallengeStatus
 
 
@@ -25,7 +25,7 @@ def eval_curve(poc, run_id: str, rounds: int) -> list[tuple[int, float]]:
     """(round, median committed eval loss of the round's base state) for rounds with commits."""
     curve = []
     for r in range(rounds):
-        commits = poc.Commits(q.QueryCommitsRequest(run_id=run_id, round=r)).commits
+        commits = poc.commits(run_id=run_id, round=r)
         losses = [c.eval_loss for c in commits if c.eval_loss]
         if losses:
             curve.append((r, statistics.median(losses)))
@@ -35,17 +35,17 @@ def eval_curve(poc, run_id: str, rounds: int) -> list[tuple[int, float]]:
 def tables(address: str, only: str | None = None) -> list[Table]:
     """The status tables for the chain at ``address``."""
     client = connect(address)
-    poc = poc_query(address)
+    poc = PocClient(address)
     height = client.query_height()
-    epoch = poc.Epoch(q.QueryEpochRequest(current=True)).epoch
+    epoch = poc.epoch()
     out = [Table("chain", "height", "epoch", title="dilochain")]
     out[0].add_row(client.network_config.chain_id, str(height),
                    f"{epoch.epoch} (blocks {epoch.start_height}-{epoch.end_height})")  # fmt: skip
-    slashes = list(poc.Slashes(q.QuerySlashesRequest()).slashes)
-    for run in poc.Runs(q.QueryRunsRequest()).runs:
+    slashes = list(poc.slashes())
+    for run in poc.runs():
         if only and run.run_id != only:
             continue
-        info = poc.RoundInfo(q.QueryRoundInfoRequest(run_id=run.run_id))
+        info = poc.round_info(run_id=run.run_id)
         curve = eval_curve(poc, run.run_id, min(info.round + 1, run.config.total_rounds))
         rounds = Table("run", "round", "phase", "eval loss", "pending challenges",
                        title=f"run {run.run_id}")  # fmt: skip
@@ -53,14 +53,14 @@ def tables(address: str, only: str | None = None) -> list[Table]:
                  else "commit" if height + 1 <= info.window_end else "challenge")  # fmt: skip
         pending = sum(
             c.status == ChallengeStatus.CHALLENGE_STATUS_PENDING
-            for c in poc.Challenges(q.QueryChallengesRequest(run_id=run.run_id,
-                                                             round=info.round)).challenges
+            for c in poc.challenges(run_id=run.run_id,
+                                                             round=info.round)
         )  # fmt: skip
         rounds.add_row(run.run_id, f"{info.round}/{run.config.total_rounds}", phase,
                        f"{curve[-1][1]:.4f}" if curve else "-", str(pending))  # fmt: skip
         hosts = Table("host", "endpoint", "collateral", "slashed", title=f"hosts of {run.run_id}")
-        for host in poc.Hosts(q.QueryHostsRequest(run_id=run.run_id)).hosts:
-            bonded = poc.Collateral(q.QueryCollateralRequest(address=host.address)).collateral
+        for host in poc.hosts(run_id=run.run_id):
+            bonded = poc.collateral(address=host.address)
             taken = sum(int(s.amount) for s in slashes if s.address == host.address)
             hosts.add_row(host.address, host.endpoint, f"{bonded.bonded}udlc",
                           f"{taken}udlc" if taken else "-")  # fmt: skip

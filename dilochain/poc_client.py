@@ -1,0 +1,129 @@
+"""A typed client of ``dilochain.poc.v1.Query``, in cosmpy's style, and the bonding path that
+hosts and verifiers share."""
+
+from __future__ import annotations
+
+import grpc
+from cosmpy.aerial.client import LedgerClient
+from cosmpy.aerial.wallet import Wallet
+
+from dilochain.protocol.params import DENOM
+from dilochain.protocol.pb.poc.v1 import query_pb2 as q
+from dilochain.protocol.pb.poc.v1 import query_pb2_grpc as poc_grpc
+from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgDepositCollateral
+from dilochain.protocol.pb.poc.v1.types_pb2 import (
+    Challenge,
+    Claimable,
+    CollateralInfo,
+    EpochInfo,
+    GlobalCheckpoint,
+    Host,
+    Params,
+    RoundCommit,
+    Run,
+    Slash,
+    Verifier,
+)
+
+
+class InsufficientFunds(Exception):
+    """An account cannot pay the collateral it must bond."""
+
+
+class PocClient:
+    """The poc module's queries over one gRPC channel, which the client owns and closes."""
+
+    def __init__(self, grpc_address: str):
+        self.address = grpc_address
+        self._channel = grpc.insecure_channel(grpc_address)
+        self._stub = poc_grpc.QueryStub(self._channel)
+
+    def close(self) -> None:
+        """Close the channel."""
+        self._channel.close()
+
+    def __enter__(self) -> PocClient:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def params(self) -> Params:
+        """The module's parameters."""
+        return self._stub.Params(q.QueryParamsRequest()).params
+
+    def collateral(self, address: str) -> CollateralInfo:
+        """Bonded and unbonding collateral of ``address``."""
+        return self._stub.Collateral(q.QueryCollateralRequest(address=address)).collateral
+
+    def run(self, run_id: str) -> Run | None:
+        """The run ``run_id``, or None if there is none."""
+        try:
+            return self._stub.Run(q.QueryRunRequest(run_id=run_id)).run
+        except grpc.RpcError as err:
+            if err.code() == grpc.StatusCode.NOT_FOUND:
+                return None
+            raise
+
+    def runs(self) -> list[Run]:
+        """Every run."""
+        return list(self._stub.Runs(q.QueryRunsRequest()).runs)
+
+    def hosts(self, run_id: str) -> list[Host]:
+        """The hosts registered in a run."""
+        return list(self._stub.Hosts(q.QueryHostsRequest(run_id=run_id)).hosts)
+
+    def round_info(self, run_id: str) -> q.QueryRoundInfoResponse:
+        """The chain's height and the run's current round with its windows."""
+        return self._stub.RoundInfo(q.QueryRoundInfoRequest(run_id=run_id))
+
+    def commits(self, run_id: str, round: int) -> list[RoundCommit]:
+        """The commits of one round."""
+        return list(self._stub.Commits(q.QueryCommitsRequest(run_id=run_id, round=round)).commits)
+
+    def global_checkpoints(self, run_id: str) -> list[GlobalCheckpoint]:
+        """The recorded global checkpoint of every round so far."""
+        request = q.QueryGlobalCheckpointsRequest(run_id=run_id)
+        return list(self._stub.GlobalCheckpoints(request).checkpoints)
+
+    def challenges(self, run_id: str, round: int) -> list[Challenge]:
+        """The challenges of one round."""
+        request = q.QueryChallengesRequest(run_id=run_id, round=round)
+        return list(self._stub.Challenges(request).challenges)
+
+    def slashes(self, address: str = "") -> list[Slash]:
+        """Slashes of ``address`` (of everyone when empty)."""
+        return list(self._stub.Slashes(q.QuerySlashesRequest(address=address)).slashes)
+
+    def verifiers(self) -> list[Verifier]:
+        """Registered verifiers."""
+        return list(self._stub.Verifiers(q.QueryVerifiersRequest()).verifiers)
+
+    def epoch(self, epoch: int | None = None) -> EpochInfo:
+        """Epoch ``epoch`` (the current one when None): bounds, pool, total work."""
+        request = (
+            q.QueryEpochRequest(current=True) if epoch is None else q.QueryEpochRequest(epoch=epoch)
+        )
+        return self._stub.Epoch(request).epoch
+
+    def claimable(self, address: str, epoch: int) -> Claimable:
+        """What ``address`` earned in ``epoch`` and whether it was claimed."""
+        request = q.QueryClaimableRequest(address=address, epoch=epoch)
+        return self._stub.Claimable(request).claimable
+
+
+def ensure_bonded(
+    ledger: LedgerClient, poc: PocClient, wallet: Wallet, required: int
+) -> list[MsgDepositCollateral]:
+    """The deposit that brings ``wallet``'s bonded collateral up to ``required`` (none if it is
+    there already); raises :class:`InsufficientFunds` if the balance cannot pay it."""
+    address = str(wallet.address())
+    need = required - int(poc.collateral(address).bonded)
+    if need <= 0:
+        return []
+    balance = ledger.query_bank_balance(wallet.address(), DENOM)
+    if balance < need:
+        raise InsufficientFunds(
+            f"{address} must bond {need}{DENOM} more collateral and holds {balance}{DENOM}"
+        )
+    return [MsgDepositCollateral(depositor=address, amount=str(need))]
