@@ -34,15 +34,15 @@ from cosmpy.protos.cosmos.tx.v1beta1 import service_pb2 as tx_s
 from cosmpy.protos.cosmos.tx.v1beta1 import service_pb2_grpc as tx_grpc
 from cosmpy.protos.cosmos.tx.v1beta1.tx_pb2 import AuthInfo, SignDoc, TxRaw
 from cosmpy.protos.tendermint.abci import types_pb2 as abci
-from dilochain.chain.abci import AbciHandler, AbciServer, decode_frames, encode_frame
-from dilochain.chain.signature import verify_secp256k1
-from dilochain.chain.testnet import init_testnet
-from dilochain.protocol.hashing import tx_hash
-from dilochain.protocol.params import DENOM
 from rich.console import Console
 from rich.table import Table
 
+from dilochain.chain.abci import AbciHandler, AbciServer, decode_frames, encode_frame
+from dilochain.chain.signature import verify_secp256k1
+from dilochain.chain.testnet import init_testnet
 from dilochain.localnet import LocalNetwork
+from dilochain.protocol.hashing import tx_hash
+from dilochain.protocol.params import DENOM
 from dilochain.testutil import CHAIN_ID, local_chain, signed_tx, wallet
 
 

@@ -17,6 +17,10 @@ import hashlib
 import time
 
 import torch
+from rich.console import Console
+from rich.table import Table
+
+from dilochain.client import sign_offline
 from dilochain.node.compress import compress, compress_with_feedback, decompress
 from dilochain.node.data import Corpus, corpus_hash, default_text
 from dilochain.node.diloco import initial_global, outer_step, params_of, pseudo_gradient
@@ -33,10 +37,6 @@ from dilochain.node.train_step import (
 )
 from dilochain.protocol.merkle import merkle_root
 from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgCommitRound
-from rich.console import Console
-from rich.table import Table
-
-from dilochain.client import sign_offline
 from dilochain.testutil import wallet
 
 BENCH_MODEL = {"context": 64, "d_model": 128, "n_layers": 2, "n_heads": 4}

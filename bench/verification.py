@@ -20,6 +20,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from rich.console import Console
+from rich.table import Table
+
 from dilochain.chain.modules.challenges import is_challenged
 from dilochain.node.data import Corpus, corpus_hash, default_text
 from dilochain.node.diloco import initial_global, params_of
@@ -30,8 +33,6 @@ from dilochain.node.train_step import set_deterministic
 from dilochain.protocol.params import PocParams
 from dilochain.verifier.replay import Policy, verify_challenge
 from dilochain.verifier.testing import publish_round
-from rich.console import Console
-from rich.table import Table
 
 HOST = "dilo1honest"
 
@@ -60,6 +61,7 @@ def measure_cost() -> tuple[float, float, int, int]:
 def honest_noise() -> float:
     """Relative L2 between a segment trained on 2 threads and its replay on 1 (float drift)."""
     import torch
+
     from dilochain.node.tensor_codec import decode_state
     from dilochain.node.train_step import load_inner_state, run_segment
     from dilochain.verifier.replay import relative_l2

@@ -18,8 +18,9 @@ from collections.abc import Awaitable, Callable
 
 from cosmpy.protos.cosmos.base.abci.v1beta1.abci_pb2 import TxResponse
 from cosmpy.protos.tendermint.abci import types_pb2 as abci
-from dilochain.chain.app import Application
 from google.protobuf.message import DecodeError
+
+from dilochain.chain.app import Application
 
 log = logging.getLogger(__name__)
 

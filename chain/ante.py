@@ -14,6 +14,7 @@ from enum import Enum
 from cosmpy.protos.cosmos.crypto.secp256k1.keys_pb2 import PubKey
 from cosmpy.protos.cosmos.tx.signing.v1beta1.signing_pb2 import SignMode
 from cosmpy.protos.cosmos.tx.v1beta1.tx_pb2 import SignDoc
+
 from dilochain.chain.context import Context
 from dilochain.chain.errors import TxError, codes
 from dilochain.chain.modules import auth, bank

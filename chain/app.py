@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from cosmpy.protos.cosmos.base.abci.v1beta1.abci_pb2 import TxMsgData, TxResponse
+from google.protobuf.any_pb2 import Any
+
 from dilochain.chain.ante import Mode, SignatureCache, run_ante
 from dilochain.chain.context import Context, MsgSpec
 from dilochain.chain.errors import CODESPACE, TxError, codes
@@ -24,7 +26,6 @@ from dilochain.chain.store import ChainStore, StoredBlock, StoredTx, changeset_h
 from dilochain.chain.tx import decode_tx
 from dilochain.genesis.document import AppState, GenesisDoc
 from dilochain.protocol.hashing import tx_hash
-from google.protobuf.any_pb2 import Any
 
 log = logging.getLogger(__name__)
 

@@ -7,10 +7,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cosmpy.protos.tendermint.abci.types_pb2 import Event, EventAttribute
+from google.protobuf.message import Message
+
 from dilochain.chain.errors import TxError, codes
 from dilochain.chain.state import CacheStore
 from dilochain.protocol.params import Params
-from google.protobuf.message import Message
 
 
 @dataclass

@@ -27,6 +27,7 @@ from cosmpy.protos.tendermint.p2p.types_pb2 import DefaultNodeInfo
 from cosmpy.protos.tendermint.types.block_pb2 import Block
 from cosmpy.protos.tendermint.types.params_pb2 import BlockParams, ConsensusParams
 from cosmpy.protos.tendermint.types.types_pb2 import BlockID
+
 from dilochain.chain.app import Application, tx_failure
 from dilochain.chain.comet_rpc import CometRpc, CometRpcError
 from dilochain.chain.errors import codes

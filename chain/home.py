@@ -22,6 +22,8 @@ from cryptography.hazmat.primitives.serialization import (
     PrivateFormat,
     PublicFormat,
 )
+from pydantic import BaseModel, ConfigDict, Field
+
 from dilochain.genesis.document import (
     GenesisDoc,
     GenesisValidator,
@@ -30,7 +32,6 @@ from dilochain.genesis.document import (
     parse_genesis,
     save_genesis,
 )
-from pydantic import BaseModel, ConfigDict, Field
 
 VALIDATOR_POWER = 10
 

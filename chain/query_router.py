@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import grpc
 from cosmpy.protos.tendermint.abci import types_pb2 as abci
-from dilochain.chain.errors import CODESPACE, codes
 from google.protobuf.descriptor import ServiceDescriptor
 from google.protobuf.message import DecodeError
 from google.protobuf.message_factory import GetMessageClass
+
+from dilochain.chain.errors import CODESPACE, codes
 
 _STATUS_CODES = {
     grpc.StatusCode.NOT_FOUND: codes.NOT_FOUND,

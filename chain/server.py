@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import grpc
+
 from dilochain.chain.abci import AbciHandler, AbciServer
 from dilochain.chain.app import Application
 from dilochain.chain.comet_rpc import CometRpc, CometRpcError

@@ -12,6 +12,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from cosmpy.protos.cosmos.base.abci.v1beta1.abci_pb2 import TxResponse
+
 from dilochain.chain.app import Application, tx_failure
 from dilochain.chain.errors import codes
 from dilochain.protocol.hashing import tx_hash

@@ -5,12 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cosmpy.protos.cosmos.tx.v1beta1.tx_pb2 import AuthInfo, TxBody, TxRaw
+from google.protobuf.message import Message
+
 from dilochain.chain.context import MsgSpec
 from dilochain.chain.errors import TxError, codes
 from dilochain.protocol.address import decode_address
 from dilochain.protocol.hashing import tx_hash
 from dilochain.protocol.params import AuthParams
-from google.protobuf.message import Message
 
 
 @dataclass(frozen=True)

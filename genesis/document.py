@@ -16,9 +16,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Literal
 
+from pydantic import AfterValidator, Field, ValidationError, field_validator, model_validator
+
 from dilochain.protocol.address import decode_address
 from dilochain.protocol.params import Denom, Int64, Params, StrictModel
-from pydantic import AfterValidator, Field, ValidationError, field_validator, model_validator
 
 _CHAIN_ID = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,47}$")
 

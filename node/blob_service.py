@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterator
 from concurrent import futures
 
 import grpc
+
 from dilochain.node.artifacts import ArtifactError, ArtifactStore, check_digest
 from dilochain.protocol.pb.node.v1 import blob_pb2, blob_pb2_grpc
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 
 import torch
+
 from dilochain.node.behaviors import Behavior
 from dilochain.node.compress import bits_of, compress, decompress
 from dilochain.node.data import Corpus

@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from dilochain.node.behaviors import Behavior
 from pydantic import BaseModel, ConfigDict, Field
+
+from dilochain.node.behaviors import Behavior
 
 
 class NodeConfig(BaseModel):

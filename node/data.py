@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+
 from dilochain.node.errors import DataError
 
 HELDOUT_FRACTION = 0.1

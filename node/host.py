@@ -21,6 +21,8 @@ import grpc
 import torch
 from cosmpy.aerial.client import LedgerClient
 from cosmpy.aerial.wallet import Wallet
+
+from dilochain.client import TxRefused, submit
 from dilochain.node.artifacts import ArtifactError, LocalArtifactStore
 from dilochain.node.blob_service import PeerFetchingStore, serve_blobs
 from dilochain.node.cheats import cheat_round
@@ -33,6 +35,7 @@ from dilochain.node.model import build_model
 from dilochain.node.round_work import RoundResult, train_round
 from dilochain.node.tensor_codec import decode_state, encode_state
 from dilochain.node.train_step import eval_loss, set_deterministic
+from dilochain.poc_client import InsufficientFunds, PocClient, ensure_bonded
 from dilochain.protocol.merkle import merkle_proof
 from dilochain.protocol.pb.poc.v1 import query_pb2 as q
 from dilochain.protocol.pb.poc.v1.tx_pb2 import (
@@ -41,9 +44,6 @@ from dilochain.protocol.pb.poc.v1.tx_pb2 import (
     MsgRevealCheckpoints,
 )
 from dilochain.protocol.pb.poc.v1.types_pb2 import Run
-
-from dilochain.client import TxRefused, submit
-from dilochain.poc_client import InsufficientFunds, PocClient, ensure_bonded
 
 log = logging.getLogger(__name__)
 

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import torch
-from dilochain.protocol.pb.poc.v1.types_pb2 import ModelConfig
 from torch import nn
 from torch.nn import functional as F
+
+from dilochain.protocol.pb.poc.v1.types_pb2 import ModelConfig
 
 
 class Block(nn.Module):

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
+
 from dilochain.node.compress import bits_of, compress_with_feedback
 from dilochain.node.data import Corpus
 from dilochain.node.diloco import params_of, pseudo_gradient

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from cosmpy.aerial.client import LedgerClient
 from cosmpy.aerial.wallet import LocalWallet
-from dilochain.protocol.params import DENOM
 
 from dilochain.client import network_config
 from dilochain.localnet import ChainProcess, init_localnet
+from dilochain.protocol.params import DENOM
 from dilochain.testutil import CHAIN_ID, wallet
 
 FUNDS = 10**12

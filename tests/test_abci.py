@@ -11,14 +11,14 @@ from cosmpy.protos.cosmos.bank.v1beta1 import query_pb2 as bank_q
 from cosmpy.protos.cosmos.bank.v1beta1.tx_pb2 import MsgSend
 from cosmpy.protos.cosmos.base.v1beta1.coin_pb2 import Coin
 from cosmpy.protos.tendermint.abci import types_pb2 as abci
+from hypothesis import given
+from hypothesis import strategies as st
+
 from dilochain.chain.abci import AbciHandler, AbciServer, decode_frames, encode_frame
 from dilochain.chain.errors import codes
 from dilochain.chain.grpc_services import Services, register_all
 from dilochain.chain.query_router import QueryRouter
 from dilochain.protocol.params import DENOM
-from hypothesis import given
-from hypothesis import strategies as st
-
 from dilochain.testutil import CHAIN_ID, local_chain, signed_tx, wallet
 
 ALICE, BOB = wallet(1), wallet(2)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from cosmpy.protos.cosmos.bank.v1beta1.tx_pb2 import MsgSend
 from cosmpy.protos.cosmos.base.v1beta1.coin_pb2 import Coin
+
 from dilochain.chain.ante import FEE_COLLECTOR
 from dilochain.chain.errors import codes
 from dilochain.chain.modules import bank, collateral, registry
@@ -18,7 +19,6 @@ from dilochain.protocol.pb.poc.v1.tx_pb2 import (
     MsgRegisterHost,
     MsgWithdrawCollateral,
 )
-
 from dilochain.testutil import local_chain, signed_tx, wallet
 
 ALICE, BOB = wallet(1), wallet(2)
@@ -91,6 +91,7 @@ def test_bad_signature_is_rejected(chain):
 
 def test_high_s_signature_is_rejected(chain):
     from cosmpy.protos.cosmos.tx.v1beta1.tx_pb2 import TxRaw
+
     from dilochain.chain.signature import SECP256K1_ORDER
 
     tx = TxRaw.FromString(signed_tx(ALICE, [send(B, 1)], sequence=0, account_number=0))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 
 import pytest
+
 from dilochain.chain.errors import codes
 from dilochain.chain.modules import bank, challenges, collateral, registry, rewards, rounds
 from dilochain.node.run_config import make_run_config
@@ -21,7 +22,6 @@ from dilochain.protocol.pb.poc.v1.tx_pb2 import (
     MsgRevealCheckpoints,
     MsgSubmitVerdict,
 )
-
 from dilochain.testutil import local_chain, signed_tx, wallet
 
 REWARDS = {"epoch_blocks": 10, "reward_per_epoch": 1_000_000, "verifier_share": "0.1"}

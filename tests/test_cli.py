@@ -11,8 +11,8 @@ import sys
 
 import pytest
 from cosmpy.aerial.wallet import LocalWallet
-from dilochain.chain.testnet import free_port, rpc_address
 
+from dilochain.chain.testnet import free_port, rpc_address
 from dilochain.cli.main import main
 from dilochain.localnet import rpc_status
 from dilochain.testutil import wallet

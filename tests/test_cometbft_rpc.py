@@ -16,10 +16,10 @@ from cosmpy.protos.cosmos.auth.v1beta1.auth_pb2 import BaseAccount
 from cosmpy.protos.cosmos.bank.v1beta1 import query_pb2 as bank_q
 from cosmpy.protos.cosmos.bank.v1beta1.tx_pb2 import MsgSend
 from cosmpy.protos.cosmos.base.v1beta1.coin_pb2 import Coin
+
 from dilochain.chain.errors import codes
 from dilochain.protocol.hashing import tx_hash
 from dilochain.protocol.params import DENOM
-
 from dilochain.testutil import CHAIN_ID, signed_tx, wallet
 from tests.conftest import FUNDS
 

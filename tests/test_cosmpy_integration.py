@@ -9,12 +9,12 @@ from cosmpy.aerial.tx import Transaction
 from cosmpy.protos.cosmos.bank.v1beta1.tx_pb2 import MsgSend
 from cosmpy.protos.cosmos.base.v1beta1.coin_pb2 import Coin
 from cosmpy.protos.cosmos.tx.v1beta1.service_pb2 import BroadcastMode, BroadcastTxRequest
-from dilochain.chain.errors import codes
-from dilochain.protocol.params import DENOM
-from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgDepositCollateral
 
+from dilochain.chain.errors import codes
 from dilochain.client import broadcast
 from dilochain.poc_client import PocClient
+from dilochain.protocol.params import DENOM
+from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgDepositCollateral
 from dilochain.testutil import signed_tx, wallet
 from tests.conftest import FUNDS
 

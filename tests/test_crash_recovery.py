@@ -17,10 +17,10 @@ from cosmpy.protos.cosmos.base.tendermint.v1beta1 import query_pb2_grpc as tm_gr
 from cosmpy.protos.cosmos.base.v1beta1.coin_pb2 import Coin
 from cosmpy.protos.cosmos.tx.v1beta1 import service_pb2 as tx_s
 from cosmpy.protos.cosmos.tx.v1beta1 import service_pb2_grpc as tx_grpc
-from dilochain.protocol.hashing import tx_hash
-from dilochain.protocol.params import DENOM
 
 from dilochain.localnet import ChainProcess, init_localnet
+from dilochain.protocol.hashing import tx_hash
+from dilochain.protocol.params import DENOM
 from dilochain.testutil import CHAIN_ID, signed_tx, wallet
 
 pytestmark = pytest.mark.integration

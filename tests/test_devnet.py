@@ -10,14 +10,14 @@ from pathlib import Path
 import pytest
 from cosmpy.aerial.client import LedgerClient
 from cosmpy.protos.cosmos.bank.v1beta1 import query_pb2 as bank_q
-from dilochain.protocol.params import DENOM
-from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgClaimReward
 
 from dilochain.cli.devnet_cmd import HOST_COLLATERAL, PASSWORD
 from dilochain.client import TxRefused, network_config, submit
 from dilochain.keyring import Keyring
 from dilochain.localnet import ChainProcess
 from dilochain.poc_client import PocClient
+from dilochain.protocol.params import DENOM
+from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgClaimReward
 
 pytestmark = pytest.mark.integration
 ROUNDS = 3

@@ -7,6 +7,9 @@ import hashlib
 import pytest
 from cosmpy.crypto.address import Address
 from cosmpy.crypto.keypairs import PrivateKey
+from hypothesis import given
+from hypothesis import strategies as st
+
 from dilochain.chain.signature import SECP256K1_ORDER, valid_public_key, verify_secp256k1
 from dilochain.genesis.coins import format_coins, parse_coins
 from dilochain.protocol.address import (
@@ -15,8 +18,6 @@ from dilochain.protocol.address import (
     encode_address,
     module_address,
 )
-from hypothesis import given
-from hypothesis import strategies as st
 
 
 def test_address_matches_cosmpy():

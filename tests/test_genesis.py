@@ -7,6 +7,7 @@ import hashlib
 import json
 
 import pytest
+
 from dilochain.genesis.document import (
     GenesisDoc,
     GenesisError,
@@ -16,7 +17,6 @@ from dilochain.genesis.document import (
     parse_genesis,
     save_genesis,
 )
-
 from dilochain.testutil import wallet
 
 ADDRESS = str(wallet(1).address())

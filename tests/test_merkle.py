@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import hashlib
 
-from dilochain.protocol.merkle import merkle_proof, merkle_root, verify_merkle_proof
 from hypothesis import given
 from hypothesis import strategies as st
+
+from dilochain.protocol.merkle import merkle_proof, merkle_root, verify_merkle_proof
 
 LEAVES = st.lists(st.binary(min_size=32, max_size=32), min_size=1, max_size=40)
 

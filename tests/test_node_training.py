@@ -6,6 +6,9 @@ import hashlib
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from dilochain.node.artifacts import ArtifactError, LocalArtifactStore
 from dilochain.node.blob_service import PeerFetchingStore, fetch_blob, serve_blobs
 from dilochain.node.compress import CompressionError, compress, compress_with_feedback, decompress
@@ -16,8 +19,6 @@ from dilochain.node.round_work import checkpoint_steps, train_round
 from dilochain.node.run_config import make_run_config
 from dilochain.node.tensor_codec import CodecError, decode_state, encode_state, state_hash
 from dilochain.node.train_step import load_inner_state, run_segment, set_deterministic
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 TEXT = default_text()
 CFG = make_run_config(corpus_hash(TEXT), "tiny")

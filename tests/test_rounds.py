@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from dilochain.chain.errors import codes
 from dilochain.chain.modules import registry, rounds
 from dilochain.node.run_config import make_run_config
@@ -13,7 +14,6 @@ from dilochain.protocol.pb.poc.v1.tx_pb2 import (
     MsgDepositCollateral,
     MsgRegisterHost,
 )
-
 from dilochain.testutil import local_chain, signed_tx, wallet
 
 CREATOR, H1, H2, H3, OUTSIDER = (wallet(i) for i in (20, 21, 22, 23, 24))

@@ -5,11 +5,12 @@ from __future__ import annotations
 import sqlite3
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from dilochain.chain.errors import TxError, codes
 from dilochain.chain.state import CacheStore, GasMeter
 from dilochain.chain.store import ChainStore, StoredBlock, StoredTx, changeset_hash
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 
 @pytest.fixture

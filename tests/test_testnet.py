@@ -9,11 +9,11 @@ import urllib.request
 
 import pytest
 from cosmpy.aerial.client import LedgerClient
-from dilochain.chain.testnet import init_testnet
-from dilochain.protocol.params import DENOM
 
+from dilochain.chain.testnet import init_testnet
 from dilochain.client import network_config
 from dilochain.localnet import LocalNetwork
+from dilochain.protocol.params import DENOM
 from dilochain.testutil import CHAIN_ID, wallet
 
 pytestmark = pytest.mark.integration

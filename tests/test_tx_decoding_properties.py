@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 from cosmpy.protos.cosmos.bank.v1beta1.tx_pb2 import MsgSend
 from cosmpy.protos.cosmos.base.v1beta1.coin_pb2 import Coin
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from dilochain.chain.app import MSG_SPECS
 from dilochain.chain.errors import TxError
 from dilochain.chain.tx import decode_tx
 from dilochain.protocol.params import DENOM, AuthParams
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
 from dilochain.testutil import local_chain, signed_tx, wallet
 
 ALICE, BOB = wallet(11), wallet(12)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from dilochain.node.cheats import cheat_round
 from dilochain.node.compress import compress, decompress
 from dilochain.node.data import Corpus, corpus_hash, default_text

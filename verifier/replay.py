@@ -8,6 +8,7 @@ import hashlib
 from dataclasses import dataclass
 
 import torch
+
 from dilochain.node.artifacts import ArtifactError, ArtifactStore
 from dilochain.node.compress import CompressionError, decompress
 from dilochain.node.data import Corpus

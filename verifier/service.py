@@ -13,20 +13,20 @@ from pathlib import Path
 import grpc
 from cosmpy.aerial.client import LedgerClient
 from cosmpy.aerial.wallet import Wallet
+
+from dilochain.client import TxRefused, submit
 from dilochain.node.artifacts import LocalArtifactStore
 from dilochain.node.blob_service import PeerFetchingStore
 from dilochain.node.data import Corpus, corpus_hash, load_text
 from dilochain.node.errors import NodeError
 from dilochain.node.train_step import set_deterministic
+from dilochain.poc_client import InsufficientFunds, PocClient, ensure_bonded
 from dilochain.protocol.pb.poc.v1.tx_pb2 import (
     MsgRegisterVerifier,
     MsgSubmitVerdict,
 )
 from dilochain.protocol.pb.poc.v1.types_pb2 import Challenge, ChallengeStatus, Run
 from dilochain.verifier.replay import Policy, Verdict, verify_challenge
-
-from dilochain.client import TxRefused, submit
-from dilochain.poc_client import InsufficientFunds, PocClient, ensure_bonded
 
 log = logging.getLogger(__name__)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from cosmpy.protos.cosmos.auth.v1beta1.auth_pb2 import BaseAccount
+
 from dilochain.chain.context import get_int, set_int
 from dilochain.chain.state import CacheStore
 

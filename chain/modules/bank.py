@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from cosmpy.protos.cosmos.bank.v1beta1.tx_pb2 import MsgSend, MsgSendResponse
+
 from dilochain.chain.address import require_address
 from dilochain.chain.context import Context, MsgSpec, get_int, set_int
 from dilochain.chain.errors import TxError, codes

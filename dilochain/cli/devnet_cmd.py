@@ -183,7 +183,7 @@ def _claim_all(console, client, poc, members: list[Member], wallets) -> None:
     for member in members:
         for epoch in range(last.epoch + 1):
             due = poc.claimable(address=member.address, epoch=epoch)
-            if int(due.claimable.amount) == 0 or due.claimable.claimed:
+            if int(due.amount) == 0 or due.claimed:
                 continue
             msg = MsgClaimReward(claimer=member.address, epoch=epoch)
             try:
@@ -191,7 +191,7 @@ def _claim_all(console, client, poc, members: list[Member], wallets) -> None:
             except TxRefused as err:
                 console.print(f"[red]{member.name} epoch {epoch}: claim refused: {err}")
                 continue
-            member.claims.append({"epoch": epoch, "amount": int(due.claimable.amount),
+            member.claims.append({"epoch": epoch, "amount": int(due.amount),
                                   "tx": response.hash})  # fmt: skip
 
 

@@ -48,10 +48,16 @@ def _address(args: argparse.Namespace) -> str:
 
 def _show(args: argparse.Namespace) -> int:
     address = _address(args)
-    poc = PocClient(args.chain)
     connect(args.chain)  # a clear error if no chain answers
+    with PocClient(args.chain) as poc:
+        table = _rewards_table(poc, address, args.epoch)
+    Console().print(table)
+    return 0
+
+
+def _rewards_table(poc: PocClient, address: str, only: int | None) -> Table:
     current = poc.epoch()
-    epochs = [args.epoch] if args.epoch is not None else range(current.epoch + 1)
+    epochs = [only] if only is not None else range(current.epoch + 1)
     table = Table("epoch", "blocks", "status", "pool", "host work", "verdicts", "amount",
                   "claimed", title=f"rewards of {address}")  # fmt: skip
     for epoch in epochs:
@@ -62,8 +68,7 @@ def _show(args: argparse.Namespace) -> int:
             "closed" if info.closed else "open", f"{info.reward_pool}udlc", mine.host_work,
             mine.verifier_work, f"{mine.amount}udlc", "yes" if mine.claimed else "no",
         )  # fmt: skip
-    Console().print(table)
-    return 0
+    return table
 
 
 def _claim(args: argparse.Namespace) -> int:

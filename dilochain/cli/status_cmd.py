@@ -34,8 +34,11 @@ def eval_curve(poc, run_id: str, rounds: int) -> list[tuple[int, float]]:
 
 def tables(address: str, only: str | None = None) -> list[Table]:
     """The status tables for the chain at ``address``."""
-    client = connect(address)
-    poc = PocClient(address)
+    with PocClient(address) as poc:
+        return _tables(connect(address), poc, only)
+
+
+def _tables(client, poc: PocClient, only: str | None) -> list[Table]:
     height = client.query_height()
     epoch = poc.epoch()
     out = [Table("chain", "height", "epoch", title="dilochain")]
@@ -53,9 +56,8 @@ def tables(address: str, only: str | None = None) -> list[Table]:
                  else "commit" if height + 1 <= info.window_end else "challenge")  # fmt: skip
         pending = sum(
             c.status == ChallengeStatus.CHALLENGE_STATUS_PENDING
-            for c in poc.challenges(run_id=run.run_id,
-                                                             round=info.round)
-        )  # fmt: skip
+            for c in poc.challenges(run.run_id, info.round)
+        )
         rounds.add_row(run.run_id, f"{info.round}/{run.config.total_rounds}", phase,
                        f"{curve[-1][1]:.4f}" if curve else "-", str(pending))  # fmt: skip
         hosts = Table("host", "endpoint", "collateral", "slashed", title=f"hosts of {run.run_id}")
