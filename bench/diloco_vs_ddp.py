@@ -21,23 +21,23 @@ from rich.console import Console
 from rich.table import Table
 
 from dilochain.client import sign_offline
-from dilochain.node.compress import compress, compress_with_feedback, decompress
-from dilochain.node.data import Corpus, corpus_hash, default_text
-from dilochain.node.diloco import initial_global, outer_step, params_of, pseudo_gradient
-from dilochain.node.model import build_model, parameter_count
-from dilochain.node.round_work import train_round
-from dilochain.node.run_config import make_run_config
-from dilochain.node.tensor_codec import encode_state
-from dilochain.node.train_step import (
+from dilochain.protocol.merkle import merkle_root
+from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgCommitRound
+from dilochain.testutil import wallet
+from dilochain.training.compress import compress, compress_with_feedback, decompress
+from dilochain.training.data import Corpus, corpus_hash, default_text
+from dilochain.training.diloco import initial_global, outer_step, params_of, pseudo_gradient
+from dilochain.training.model import build_model, parameter_count
+from dilochain.training.round_work import train_round
+from dilochain.training.run_config import make_run_config
+from dilochain.training.tensor_codec import encode_state
+from dilochain.training.train_step import (
     eval_loss,
     fresh_inner_state,
     lr_at,
     set_deterministic,
     train_step,
 )
-from dilochain.protocol.merkle import merkle_root
-from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgCommitRound
-from dilochain.testutil import wallet
 
 BENCH_MODEL = {"context": 64, "d_model": 128, "n_layers": 2, "n_heads": 4}
 

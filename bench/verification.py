@@ -24,13 +24,13 @@ from rich.console import Console
 from rich.table import Table
 
 from dilochain.chain.modules.challenges import is_challenged
-from dilochain.node.data import Corpus, corpus_hash, default_text
-from dilochain.node.diloco import initial_global, params_of
-from dilochain.node.model import build_model
-from dilochain.node.round_work import train_round
-from dilochain.node.run_config import make_run_config
-from dilochain.node.train_step import set_deterministic
 from dilochain.protocol.params import PocParams
+from dilochain.training.data import Corpus, corpus_hash, default_text
+from dilochain.training.diloco import initial_global, params_of
+from dilochain.training.model import build_model
+from dilochain.training.round_work import train_round
+from dilochain.training.run_config import make_run_config
+from dilochain.training.train_step import set_deterministic
 from dilochain.verifier.replay import Policy, verify_challenge
 from dilochain.verifier.testing import publish_round
 
@@ -62,8 +62,8 @@ def honest_noise() -> float:
     """Relative L2 between a segment trained on 2 threads and its replay on 1 (float drift)."""
     import torch
 
-    from dilochain.node.tensor_codec import decode_state
-    from dilochain.node.train_step import load_inner_state, run_segment
+    from dilochain.training.tensor_codec import decode_state
+    from dilochain.training.train_step import load_inner_state, run_segment
     from dilochain.verifier.replay import relative_l2
 
     text = default_text()

@@ -1,8 +1,68 @@
-"""The names of host behaviours: honest, and the cheats the devnet and the tests play."""
+"""How a host behaves in a round: the :class:`Behavior` protocol and its honest default.
 
-from typing import Literal
+The host program only ever calls a behaviour's ``train`` and ``reveal``; every dishonest
+behaviour lives in :mod:`dilochain.node.cheats`, for the tests, benchmarks and the devnet.
+"""
 
-Behavior = Literal[
-    "honest", "random-pg", "fewer-steps", "wrong-data", "bad-reveal", "no-reveal", "copy-pg",
-    "noisy",
-]  # fmt: skip
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+import torch
+
+from dilochain.protocol.pb.poc.v1.types_pb2 import RunConfig
+from dilochain.training.data import Corpus
+from dilochain.training.model import GPT
+from dilochain.training.round_work import Progress, RoundResult, train_round
+
+
+@dataclass
+class RoundJob:
+    """Everything one round's training needs."""
+
+    model: GPT
+    cfg: RunConfig
+    corpus: Corpus
+    host: str
+    round: int
+    global_state: dict[str, torch.Tensor]
+    error: dict[str, torch.Tensor] | None
+    progress: Progress | None = None
+    # Another host's pseudo-gradient of this round once one is committed (None if none comes
+    # in time); only a copying cheat calls it.
+    peer_pseudo_grad: Callable[[], bytes | None] = lambda: None
+
+    def train(self, cfg: RunConfig | None = None, host: str | None = None) -> RoundResult:
+        """The honest round (optionally under another config or host identity)."""
+        return train_round(self.model, cfg or self.cfg, self.corpus, host or self.host,
+                           self.round, self.global_state, self.error, self.progress)  # fmt: skip
+
+
+class Behavior(Protocol):
+    """What a host does with a round and with a challenge."""
+
+    name: str
+
+    def train(self, job: RoundJob) -> RoundResult:
+        """The round the host commits."""
+        ...
+
+    def reveal(self, end_hash: bytes) -> bytes | None:
+        """The end-checkpoint hash revealed for a challenged segment (None: withhold)."""
+        ...
+
+
+class Honest:
+    """Trains as specified and reveals what it committed."""
+
+    name = "honest"
+
+    def train(self, job: RoundJob) -> RoundResult:
+        """The honest round."""
+        return job.train()
+
+    def reveal(self, end_hash: bytes) -> bytes | None:
+        """The committed hash."""
+        return end_hash

@@ -1,4 +1,4 @@
-"""Dishonest host behaviours, for the devnet's cheater and the adversarial tests.
+"""Dishonest host behaviours, for the devnet's cheater, the adversarial tests and benchmarks.
 
 Each turns an honest round (or reveal) into a specific cheat the verifiers must catch; ``noisy``
 is honest work whose floats differ slightly, as on other hardware, which tolerance mode must
@@ -7,28 +7,111 @@ accept. An operator never sets these; ``dilochain node start --behavior`` exists
 
 from __future__ import annotations
 
-import hashlib
-
 import torch
 
-from dilochain.node.behaviors import Behavior
-from dilochain.node.compress import bits_of, compress, decompress
-from dilochain.node.data import Corpus
-from dilochain.node.diloco import PARAM
-from dilochain.node.round_work import RoundResult, train_round
-from dilochain.node.tensor_codec import decode_state, encode_state
+from dilochain.node.behaviors import Behavior, Honest, RoundJob
+from dilochain.protocol.hashing import content_hash
 from dilochain.protocol.merkle import merkle_root
 from dilochain.protocol.pb.poc.v1.types_pb2 import RunConfig
 from dilochain.protocol.schedule import derive_data_seed
+from dilochain.training.compress import bits_of, compress, decompress
+from dilochain.training.diloco import PARAM
+from dilochain.training.round_work import RoundResult
+from dilochain.training.tensor_codec import decode_state, encode_state
 
 NOISE = 1e-6
 
 
 def _with_checkpoints(result: RoundResult, checkpoints: list[bytes]) -> RoundResult:
-    hashes = [hashlib.sha256(c).digest() for c in checkpoints]
+    hashes = [content_hash(c) for c in checkpoints]
     result.checkpoints, result.checkpoint_hashes = checkpoints, hashes
     result.ckpt_root = merkle_root(hashes)
     return result
+
+
+class RandomPseudoGrad(Honest):
+    """Trains, then publishes a random pseudo-gradient of the right scale."""
+
+    name = "random-pg"
+
+    def train(self, job: RoundJob) -> RoundResult:
+        result = job.train()
+        fake = {
+            k: torch.randn_like(v) * float(v.std())
+            for k, v in decompress(result.pseudo_grad).items()
+        }
+        result.pseudo_grad = compress(fake, bits_of(job.cfg.compression))
+        return result
+
+
+class FewerSteps(Honest):
+    """Trains half the steps and pads the checkpoints with the last one."""
+
+    name = "fewer-steps"
+
+    def train(self, job: RoundJob) -> RoundResult:
+        cfg = job.cfg
+        short = RunConfig()
+        short.CopyFrom(cfg)
+        short.inner_steps = (
+            cfg.inner_steps // 2 // cfg.checkpoint_interval * cfg.checkpoint_interval
+        )
+        result = job.train(cfg=short)
+        missing = cfg.inner_steps // cfg.checkpoint_interval + 1 - len(result.checkpoints)
+        result.tokens = cfg.inner_steps * cfg.batch_size * cfg.model.context
+        return _with_checkpoints(result, result.checkpoints + [result.checkpoints[-1]] * missing)
+
+
+class WrongData(Honest):
+    """Trains on another host's shard and claims its own data seed."""
+
+    name = "wrong-data"
+
+    def train(self, job: RoundJob) -> RoundResult:
+        result = job.train(host=job.host + "-elsewhere")
+        result.data_seed = derive_data_seed(job.cfg.seed, job.host, job.round)
+        return result
+
+
+class Noisy(Honest):
+    """Honest work whose checkpoints differ by a relative 1e-6, like other hardware's floats."""
+
+    name = "noisy"
+
+    def train(self, job: RoundJob) -> RoundResult:
+        result = job.train()
+        generator = torch.Generator().manual_seed(job.round)
+        noisy = [result.checkpoints[0]] + [_perturb(c, generator) for c in result.checkpoints[1:]]
+        return _with_checkpoints(result, noisy)
+
+
+class BadReveal(Honest):
+    """Trains honestly but reveals an end checkpoint it did not commit."""
+
+    name = "bad-reveal"
+
+    def reveal(self, end_hash: bytes) -> bytes | None:
+        return content_hash(b"not my checkpoint" + end_hash)
+
+
+class NoReveal(Honest):
+    """Trains honestly but never answers a challenge."""
+
+    name = "no-reveal"
+
+    def reveal(self, end_hash: bytes) -> bytes | None:
+        return None
+
+
+class CopyPseudoGrad(Honest):
+    """Publishes another host's pseudo-gradient as its own."""
+
+    name = "copy-pg"
+
+    def train(self, job: RoundJob) -> RoundResult:
+        result = job.train()
+        result.pseudo_grad = job.peer_pseudo_grad() or result.pseudo_grad
+        return result
 
 
 def _perturb(data: bytes, generator: torch.Generator) -> bytes:
@@ -40,35 +123,13 @@ def _perturb(data: bytes, generator: torch.Generator) -> bytes:
     return encode_state(state)
 
 
-def cheat_round(
-    behavior: Behavior, model, cfg: RunConfig, corpus: Corpus, host: str, round_: int,
-    global_state, error, progress=None,
-) -> RoundResult:  # fmt: skip
-    """The round a host with ``behavior`` commits."""
-    if behavior == "fewer-steps":
-        short = RunConfig()
-        short.CopyFrom(cfg)
-        short.inner_steps = (
-            cfg.inner_steps // 2 // cfg.checkpoint_interval * cfg.checkpoint_interval
-        )
-        result = train_round(model, short, corpus, host, round_, global_state, error, progress)
-        missing = cfg.inner_steps // cfg.checkpoint_interval + 1 - len(result.checkpoints)
-        result.tokens = cfg.inner_steps * cfg.batch_size * cfg.model.context
-        return _with_checkpoints(result, result.checkpoints + [result.checkpoints[-1]] * missing)
-    if behavior == "wrong-data":
-        result = train_round(model, cfg, corpus, host + "-elsewhere", round_, global_state, error,
-                             progress)  # fmt: skip
-        result.data_seed = derive_data_seed(cfg.seed, host, round_)
-        return result
-    result = train_round(model, cfg, corpus, host, round_, global_state, error, progress)
-    if behavior == "random-pg":
-        fake = {
-            k: torch.randn_like(v) * float(v.std())
-            for k, v in decompress(result.pseudo_grad).items()
-        }
-        result.pseudo_grad = compress(fake, bits_of(cfg.compression))
-    elif behavior == "noisy":
-        generator = torch.Generator().manual_seed(round_)
-        noisy = [result.checkpoints[0]] + [_perturb(c, generator) for c in result.checkpoints[1:]]
-        result = _with_checkpoints(result, noisy)
-    return result
+BEHAVIORS: dict[str, type[Behavior]] = {
+    b.name: b
+    for b in (Honest, RandomPseudoGrad, FewerSteps, WrongData, Noisy, BadReveal, NoReveal,
+              CopyPseudoGrad)
+}  # fmt: skip
+
+
+def behavior(name: str) -> Behavior:
+    """The behaviour called ``name``."""
+    return BEHAVIORS[name]()

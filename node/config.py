@@ -7,7 +7,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from dilochain.node.behaviors import Behavior
+# Host behaviours by name: honest, and the cheats of dilochain.node.cheats (tests, devnet).
+BEHAVIOR_NAMES = ("honest", "random-pg", "fewer-steps", "wrong-data", "bad-reveal", "no-reveal",
+                  "copy-pg", "noisy")  # fmt: skip
+BehaviorName = Literal[BEHAVIOR_NAMES]
 
 
 class NodeConfig(BaseModel):
@@ -24,7 +27,7 @@ class NodeConfig(BaseModel):
     artifacts: Path | None = None
     blob_address: str = "127.0.0.1:0"
     threads: int = Field(default=1, ge=1)
-    behavior: Behavior = "honest"
+    behavior: BehaviorName = "honest"
     poll_seconds: float = Field(default=0.2, gt=0)
 
     @property

@@ -3,7 +3,3 @@
 
 class NodeError(Exception):
     """Something the operator must fix: unknown run, no collateral, wrong data…"""
-
-
-class DataError(NodeError):
-    """Text that cannot be used for training."""

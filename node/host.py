@@ -1,40 +1,31 @@
-"""The host node: registers, trains round after round, publishes, commits, resumes.
+"""The host node's loop: register, then round after round train, publish, commit, reveal.
 
-Each round r: bring the global state up to θ_r (aggregating the resolved rounds' unexcluded
-pseudo-gradients, or syncing to the chain's recorded global checkpoint), train H inner steps,
-publish the checkpoints and the compressed pseudo-gradient, commit their hashes in a
-``MsgCommitRound``, reveal whichever segments the chain challenges, and wait for the round to
-resolve.
+Each round r: bring the global state up to θ_r (:mod:`dilochain.node.aggregation`), train H
+inner steps as the host's :class:`~dilochain.node.behaviors.Behavior` does, publish the
+checkpoints and the compressed pseudo-gradient, commit their hashes in a ``MsgCommitRound``,
+reveal whichever segments the chain challenges, and wait for the round to resolve. What it needs
+to resume after a restart is saved after every step (:mod:`dilochain.node.resume`).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import threading
 import time
-from dataclasses import dataclass
-from functools import cached_property
 
 import grpc
 import torch
 from cosmpy.aerial.client import LedgerClient
 from cosmpy.aerial.wallet import Wallet
 
+from dilochain.artifacts.blob_service import PeerFetchingStore, serve_blobs
+from dilochain.artifacts.store import ArtifactError, LocalArtifactStore
 from dilochain.client import TxRefused, submit
-from dilochain.node.artifacts import ArtifactError, LocalArtifactStore
-from dilochain.node.blob_service import PeerFetchingStore, serve_blobs
-from dilochain.node.cheats import cheat_round
-from dilochain.node.compress import decompress
+from dilochain.node.aggregation import Aggregator, GlobalView
+from dilochain.node.behaviors import Behavior, RoundJob
 from dilochain.node.config import NodeConfig
-from dilochain.node.data import Corpus, corpus_hash, load_text
-from dilochain.node.diloco import initial_global, outer_step, params_of
 from dilochain.node.errors import NodeError
-from dilochain.node.model import build_model
-from dilochain.node.round_work import RoundResult, train_round
-from dilochain.node.tensor_codec import decode_state, encode_state
-from dilochain.node.train_step import eval_loss, set_deterministic
+from dilochain.node.resume import ResumeState
 from dilochain.poc_client import InsufficientFunds, PocClient, ensure_bonded
 from dilochain.protocol.merkle import merkle_proof
 from dilochain.protocol.pb.poc.v1 import query_pb2 as q
@@ -44,35 +35,24 @@ from dilochain.protocol.pb.poc.v1.tx_pb2 import (
     MsgRevealCheckpoints,
 )
 from dilochain.protocol.pb.poc.v1.types_pb2 import Run
+from dilochain.training.data import Corpus, corpus_hash, load_text
+from dilochain.training.diloco import initial_global, params_of
+from dilochain.training.model import build_model
+from dilochain.training.round_work import RoundResult
+from dilochain.training.tensor_codec import decode_state, encode_state
+from dilochain.training.train_step import eval_loss, set_deterministic
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class GlobalView:
-    """The global state the node knows: θ_round and the outer momentum (never mutated)."""
-
-    round: int
-    state: dict[str, torch.Tensor]
-
-    @cached_property
-    def encoded(self) -> bytes:
-        """The canonical encoding, as published."""
-        return encode_state(self.state)
-
-    @cached_property
-    def hash(self) -> bytes:
-        """Hash of the canonical encoding (what the chain records)."""
-        return hashlib.sha256(self.encoded).digest()
 
 
 class HostNode:
     """One host operator's node for one run."""
 
-    def __init__(self, cfg: NodeConfig, client: LedgerClient, wallet: Wallet):
+    def __init__(self, cfg: NodeConfig, client: LedgerClient, wallet: Wallet, behavior: Behavior):
         self.cfg = cfg
         self.client = client
         self.wallet = wallet
+        self.behavior = behavior
         self.address = str(wallet.address())
         self.poc = PocClient(cfg.chain)
         self.rc = self._query_run().config
@@ -91,11 +71,12 @@ class HostNode:
         self.model = build_model(self.rc.model, self.rc.seed).to(self.device)
         self.local = LocalArtifactStore(cfg.artifact_dir)
         self.store = PeerFetchingStore(self.local, self._peer_endpoints)
+        self.aggregator = Aggregator(self.poc, cfg.run_id, self.rc, self.local, self.store)
         cfg.state_dir.mkdir(parents=True, exist_ok=True)
         self.eval_losses: dict[int, float] = {}
         self.checkpoint_hashes: list[bytes] = []  # of the last round this node committed
 
-    # ---- chain queries -----------------------------------------------------------------------
+    # ---- chain -------------------------------------------------------------------------------
     def _query_run(self) -> Run:
         try:
             run = self.poc.run(self.cfg.run_id)
@@ -106,22 +87,15 @@ class HostNode:
         return run
 
     def _peer_endpoints(self) -> list[str]:
-        hosts = self.poc.hosts(run_id=self.cfg.run_id)
+        hosts = self.poc.hosts(self.cfg.run_id)
         return [h.endpoint for h in hosts if h.address != self.address and h.endpoint]
 
     def _round_info(self) -> q.QueryRoundInfoResponse:
-        return self.poc.round_info(run_id=self.cfg.run_id)
-
-    def _commits(self, round_: int):
-        return self.poc.commits(self.cfg.run_id, round_)
-
-    def _recorded_globals(self) -> dict[int, bytes]:
-        return {g.round: g.hash for g in self.poc.global_checkpoints(self.cfg.run_id)}
+        return self.poc.round_info(self.cfg.run_id)
 
     def _send(self, *msgs) -> None:
         submit(self.client, self.wallet, *msgs, poll=self.cfg.poll_seconds)
 
-    # ---- registration ------------------------------------------------------------------------
     def ensure_registered(self, endpoint: str) -> None:
         """Bond the run's minimum collateral and register (or move) this host's endpoint."""
         hosts = {h.address: h for h in self.poc.hosts(self.cfg.run_id)}
@@ -130,10 +104,9 @@ class HostNode:
             return
         msgs = []
         if mine is None:
+            required = int(self.rc.min_collateral)
             try:
-                msgs = ensure_bonded(
-                    self.client, self.poc, self.wallet, int(self.rc.min_collateral)
-                )
+                msgs = ensure_bonded(self.client, self.poc, self.wallet, required)
             except InsufficientFunds as err:
                 raise NodeError(f"no collateral for run {self.cfg.run_id!r}: {err}") from None
         msgs.append(MsgRegisterHost(host=self.address, run_id=self.cfg.run_id, endpoint=endpoint))
@@ -143,7 +116,7 @@ class HostNode:
             raise NodeError(f"registration in run {self.cfg.run_id!r} refused: {err}") from None
         log.info("registered in run %s (blob endpoint %s)", self.cfg.run_id, endpoint)
 
-    # ---- global state ------------------------------------------------------------------------
+    # ---- resume ------------------------------------------------------------------------------
     def _state_file(self):
         return self.cfg.state_dir / "state.json"
 
@@ -151,70 +124,23 @@ class HostNode:
         self, view: GlobalView, error: dict[str, torch.Tensor] | None, attempted: int
     ) -> None:
         self.local.put(view.encoded)
-        record = {
-            "round": view.round,
-            "global_hash": view.hash.hex(),
-            "error_hash": self.local.put(encode_state(error)).hex() if error else None,
-            "attempted": attempted,
-            "checkpoint_hashes": [h.hex() for h in self.checkpoint_hashes],
-        }
-        tmp = self._state_file().with_suffix(".tmp")
-        tmp.write_text(json.dumps(record))
-        tmp.replace(self._state_file())
+        error_hash = self.local.put(encode_state(error)) if error else None
+        record = ResumeState(view.round, view.hash, error_hash, attempted, self.checkpoint_hashes)
+        record.save(self._state_file())
 
     def _load(self) -> tuple[GlobalView, dict[str, torch.Tensor] | None, int]:
         """Resume from the state file, else from the chain's latest global checkpoint, else θ_0."""
-        path = self._state_file()
-        if path.exists():
-            try:
-                record = json.loads(path.read_text())
-                self.checkpoint_hashes = [bytes.fromhex(h) for h in record["checkpoint_hashes"]]
-                global_hash, error_hash = record["global_hash"], record["error_hash"]
-                round_, attempted = int(record["round"]), int(record["attempted"])
-            except (ValueError, KeyError, TypeError) as err:
-                raise NodeError(f"{path} is unreadable ({err!r}); move it away to resync") from None
-            state = decode_state(self.local.get(bytes.fromhex(global_hash)))
-            error = decode_state(self.local.get(bytes.fromhex(error_hash))) if error_hash else None
-            return GlobalView(round_, state), error, attempted
-        recorded = self._recorded_globals()
-        if recorded:
-            latest = max(recorded)
-            return GlobalView(latest, decode_state(self._fetch(recorded[latest]))), None, -1
+        record = ResumeState.load(self._state_file())
+        if record is not None:
+            self.checkpoint_hashes = record.checkpoint_hashes
+            state = decode_state(self.local.get(record.global_hash))
+            error = decode_state(self.local.get(record.error_hash)) if record.error_hash else None
+            return GlobalView(record.round, state), error, record.attempted
+        latest = self.aggregator.latest()
+        if latest is not None:
+            return latest, None, -1
         params = {n: p.detach().cpu().clone() for n, p in self.model.named_parameters()}
         return GlobalView(0, initial_global(params)), None, -1
-
-    def _fetch(self, digest: bytes, patience: float = 120.0) -> bytes:
-        """An artifact from the local store or a peer, waiting for a peer that is restarting."""
-        deadline = time.monotonic() + patience
-        while True:
-            try:
-                return self.store.get(digest)
-            except ArtifactError as err:
-                if time.monotonic() > deadline:
-                    raise
-                log.warning("waiting for artifact %s: %s", digest.hex()[:12], err)
-                time.sleep(1.0)
-
-    def advance(self, view: GlobalView) -> GlobalView:
-        """θ_{r+1} from θ_r and round r's accepted commits (those that started from θ_r)."""
-        recorded = self._recorded_globals().get(view.round)
-        if recorded is not None and recorded != view.hash:
-            log.warning(
-                "round %d: local global state differs from the chain's; resyncing", view.round
-            )
-            view = GlobalView(view.round, decode_state(self._fetch(recorded)))
-        base = view.hash
-        deltas = [
-            decompress(self._fetch(c.pseudo_grad_hash))
-            for c in self._commits(view.round)
-            if c.base_hash == base and not c.excluded
-        ]
-        state = outer_step(view.state, deltas, self.rc.outer_lr, self.rc.outer_momentum)
-        nxt = GlobalView(view.round + 1, state)
-        self.local.put(nxt.encoded)
-        log.info("round %d aggregated %d pseudo-gradients; eval loss %.4f",
-                 view.round, len(deltas), self.evaluate(nxt))  # fmt: skip
-        return nxt
 
     def evaluate(self, view: GlobalView) -> float:
         """Held-out loss of a global state (cached per round)."""
@@ -224,7 +150,13 @@ class HostNode:
             self.eval_losses[view.round] = eval_loss(self.model, self.heldout)
         return self.eval_losses[view.round]
 
-    # ---- the loop ------------------------------------------------------------------------------
+    def advance(self, view: GlobalView) -> GlobalView:
+        """θ_{r+1}, aggregated from round r's accepted commits."""
+        nxt = self.aggregator.advance(view)
+        log.info("round %d: eval loss %.4f", nxt.round, self.evaluate(nxt))
+        return nxt
+
+    # ---- one round ---------------------------------------------------------------------------
     def publish_and_commit(self, view: GlobalView, result: RoundResult) -> bool:
         """Publish a round's artifacts and commit their hashes; False if the chain refused."""
         for data in result.checkpoints:
@@ -252,28 +184,20 @@ class HostNode:
         (while their hosts are surely up) so aggregation does not depend on them later."""
         while not stop.is_set() and self._round_info().height < height:
             if prefetch_round is not None:
-                self._prefetch(prefetch_round)
+                self.aggregator.prefetch(prefetch_round)
             stop.wait(self.cfg.poll_seconds)
-
-    def _prefetch(self, round_: int) -> None:
-        for c in self._commits(round_):
-            if not self.local.has(c.pseudo_grad_hash):
-                try:
-                    self.store.get(c.pseudo_grad_hash)
-                except ArtifactError as err:
-                    log.debug("prefetch of %s failed: %s", c.pseudo_grad_hash.hex()[:12], err)
 
     def reveal(self, round_: int) -> None:
         """Reveal every challenged segment of this host's round ``round_`` (with Merkle proofs)."""
         mine = [c for c in self.poc.challenges(self.cfg.run_id, round_)
                 if c.host == self.address and not c.revealed]  # fmt: skip
-        if not mine or self.cfg.behavior == "no-reveal" or not self.checkpoint_hashes:
+        if not mine or not self.checkpoint_hashes:
             return
         leaves, msgs = self.checkpoint_hashes, []
         for c in mine:
-            end = leaves[c.segment + 1]
-            if self.cfg.behavior == "bad-reveal":
-                end = hashlib.sha256(b"not my checkpoint" + end).digest()
+            end = self.behavior.reveal(leaves[c.segment + 1])
+            if end is None:
+                continue
             msgs.append(MsgRevealCheckpoints(
                 host=self.address, run_id=self.cfg.run_id, round=round_, segment=c.segment,
                 start_hash=leaves[c.segment], end_hash=end, final_hash=leaves[-1],
@@ -281,42 +205,34 @@ class HostNode:
                 end_proof=merkle_proof(leaves, c.segment + 1),
                 final_proof=merkle_proof(leaves, len(leaves) - 1),
             ))  # fmt: skip
+        if not msgs:
+            return
         try:
             self._send(*msgs)
             log.info("round %d: revealed segments %s", round_, [c.segment for c in mine])
         except TxRefused as err:
             log.warning("round %d reveal refused: %s", round_, err)
 
-    def _train(self, view: GlobalView, error, progress) -> RoundResult:
-        args = (
-            self.model,
-            self.rc,
-            self.corpus,
-            self.address,
-            view.round,
-            view.state,
-            error,
-            progress,
-        )
-        if self.cfg.behavior in ("honest", "bad-reveal", "no-reveal"):
-            return train_round(*args)
-        if self.cfg.behavior == "copy-pg":
-            result = train_round(*args)
-            result.pseudo_grad = self._copied_pseudo_grad(view.round) or result.pseudo_grad
-            return result
-        return cheat_round(self.cfg.behavior, *args)
-
-    def _copied_pseudo_grad(self, round_: int) -> bytes | None:
-        """Another host's pseudo-gradient of this round once one is committed (a cheat)."""
+    def _peer_pseudo_grad(self, round_: int) -> bytes | None:
+        """Another host's pseudo-gradient of this round once one is committed in the window."""
         info = self._round_info()
         while info.round == round_ and info.height + 2 < info.window_end:
-            others = [c for c in self._commits(round_) if c.host != self.address]
+            others = [c for c in self.poc.commits(self.cfg.run_id, round_)
+                      if c.host != self.address]  # fmt: skip
             if others:
                 return self.store.get(others[0].pseudo_grad_hash)
             time.sleep(self.cfg.poll_seconds)
             info = self._round_info()
         return None
 
+    def _train(self, view: GlobalView, error, progress) -> RoundResult:
+        job = RoundJob(
+            self.model, self.rc, self.corpus, self.address, view.round, view.state, error,
+            progress, lambda: self._peer_pseudo_grad(view.round),
+        )  # fmt: skip
+        return self.behavior.train(job)
+
+    # ---- the loop ----------------------------------------------------------------------------
     def run(self, stop: threading.Event, progress=None) -> int:
         """Train until the run's last round or ``stop``; returns rounds committed."""
         view, error, attempted = self._load()
@@ -333,7 +249,8 @@ class HostNode:
                 view = self.advance(view)
                 self._save(view, error, attempted)
             in_window = info.height + 1 <= info.window_end
-            mine = any(c.host == self.address for c in self._commits(view.round))
+            commits = self.poc.commits(self.cfg.run_id, view.round)
+            mine = any(c.host == self.address for c in commits)
             if in_window and not mine and attempted < view.round:
                 result = self._train(view, error, progress)
                 if stop.is_set():

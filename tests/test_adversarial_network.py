@@ -14,12 +14,12 @@ from dilochain.chain.modules.challenges import FAILED, NOT_REVEALED
 from dilochain.client import network_config, submit
 from dilochain.keyring import Keyring
 from dilochain.localnet import ChainProcess, init_localnet, spawn_node, spawn_verifier
-from dilochain.node.data import corpus_hash, default_text
-from dilochain.node.run_config import make_run_config
 from dilochain.poc_client import PocClient
 from dilochain.protocol.params import DENOM
 from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgCreateRun
 from dilochain.testutil import CHAIN_ID, wallet
+from dilochain.training.data import corpus_hash, default_text
+from dilochain.training.run_config import make_run_config
 
 pytestmark = pytest.mark.integration
 PASSWORD = "pw"

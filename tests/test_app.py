@@ -10,7 +10,6 @@ from dilochain.chain.ante import FEE_COLLECTOR
 from dilochain.chain.errors import codes
 from dilochain.chain.modules import bank, collateral, registry
 from dilochain.chain.modules.collateral import MODULE_ACCOUNT
-from dilochain.node.run_config import make_run_config
 from dilochain.protocol.hashing import tx_hash
 from dilochain.protocol.params import DENOM
 from dilochain.protocol.pb.poc.v1.tx_pb2 import (
@@ -20,6 +19,7 @@ from dilochain.protocol.pb.poc.v1.tx_pb2 import (
     MsgWithdrawCollateral,
 )
 from dilochain.testutil import local_chain, signed_tx, wallet
+from dilochain.training.run_config import make_run_config
 
 ALICE, BOB = wallet(1), wallet(2)
 A, B = str(ALICE.address()), str(BOB.address())

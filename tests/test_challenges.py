@@ -8,7 +8,6 @@ import pytest
 
 from dilochain.chain.errors import codes
 from dilochain.chain.modules import bank, challenges, collateral, registry, rewards, rounds
-from dilochain.node.run_config import make_run_config
 from dilochain.protocol import schedule
 from dilochain.protocol.merkle import merkle_proof, merkle_root
 from dilochain.protocol.params import DENOM
@@ -23,6 +22,7 @@ from dilochain.protocol.pb.poc.v1.tx_pb2 import (
     MsgSubmitVerdict,
 )
 from dilochain.testutil import local_chain, signed_tx, wallet
+from dilochain.training.run_config import make_run_config
 
 REWARDS = {"epoch_blocks": 10, "reward_per_epoch": 1_000_000, "verifier_share": "0.1"}
 CREATOR, HONEST, CHEAT, LAZY = wallet(40), wallet(41), wallet(42), wallet(43)

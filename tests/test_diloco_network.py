@@ -8,20 +8,20 @@ import time
 import pytest
 from cosmpy.aerial.client import LedgerClient
 
+from dilochain.artifacts.store import LocalArtifactStore
 from dilochain.client import broadcast, network_config
 from dilochain.keyring import Keyring
 from dilochain.localnet import ChainProcess, init_localnet, spawn_node
-from dilochain.node.artifacts import LocalArtifactStore
-from dilochain.node.compress import decompress
-from dilochain.node.data import corpus_hash, default_text
-from dilochain.node.diloco import initial_global, outer_step
-from dilochain.node.model import build_model
-from dilochain.node.run_config import make_run_config
-from dilochain.node.tensor_codec import state_hash
 from dilochain.poc_client import PocClient
 from dilochain.protocol.params import DENOM
 from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgCreateRun
 from dilochain.testutil import CHAIN_ID, wallet
+from dilochain.training.compress import decompress
+from dilochain.training.data import corpus_hash, default_text
+from dilochain.training.diloco import initial_global, outer_step
+from dilochain.training.model import build_model
+from dilochain.training.run_config import make_run_config
+from dilochain.training.tensor_codec import state_hash
 
 pytestmark = pytest.mark.integration
 PASSWORD = "node-pw"

@@ -12,10 +12,10 @@ from cosmpy.crypto.address import Address
 
 from dilochain.client import broadcast
 from dilochain.keyring import Keyring
-from dilochain.node.data import corpus_hash, default_text
-from dilochain.node.run_config import make_run_config
 from dilochain.protocol.params import DENOM
 from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgCreateRun
+from dilochain.training.data import corpus_hash, default_text
+from dilochain.training.run_config import make_run_config
 
 pytestmark = pytest.mark.integration
 PASSWORD = "pw"

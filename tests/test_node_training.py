@@ -9,16 +9,21 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dilochain.node.artifacts import ArtifactError, LocalArtifactStore
-from dilochain.node.blob_service import PeerFetchingStore, fetch_blob, serve_blobs
-from dilochain.node.compress import CompressionError, compress, compress_with_feedback, decompress
-from dilochain.node.data import Corpus, corpus_hash, default_text
-from dilochain.node.diloco import initial_global, outer_step, pseudo_gradient
-from dilochain.node.model import build_model
-from dilochain.node.round_work import checkpoint_steps, train_round
-from dilochain.node.run_config import make_run_config
-from dilochain.node.tensor_codec import CodecError, decode_state, encode_state, state_hash
-from dilochain.node.train_step import load_inner_state, run_segment, set_deterministic
+from dilochain.artifacts.blob_service import PeerFetchingStore, fetch_blob, serve_blobs
+from dilochain.artifacts.store import ArtifactError, LocalArtifactStore
+from dilochain.training.compress import (
+    CompressionError,
+    compress,
+    compress_with_feedback,
+    decompress,
+)
+from dilochain.training.data import Corpus, corpus_hash, default_text
+from dilochain.training.diloco import initial_global, outer_step, pseudo_gradient
+from dilochain.training.model import build_model
+from dilochain.training.round_work import checkpoint_steps, train_round
+from dilochain.training.run_config import make_run_config
+from dilochain.training.tensor_codec import CodecError, decode_state, encode_state, state_hash
+from dilochain.training.train_step import load_inner_state, run_segment, set_deterministic
 
 TEXT = default_text()
 CFG = make_run_config(corpus_hash(TEXT), "tiny")

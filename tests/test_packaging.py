@@ -30,7 +30,8 @@ def test_wheel_installs_only_the_dilochain_namespace(tmp_path):
         "dilochain",
         wheel.name.split("-py")[0] + ".dist-info",
     }
-    modules = ["chain/app.py", "node/model.py", "verifier/replay.py", "genesis/document.py",
+    modules = ["chain/app.py", "node/host.py", "training/model.py", "artifacts/store.py",
+               "verifier/replay.py", "genesis/document.py",
                "protocol/merkle.py", "protocol/pb/poc/v1/tx_pb2.py", "cli/main.py"]  # fmt: skip
     for module in modules:
         assert f"dilochain/{module}" in names, module
@@ -45,7 +46,7 @@ def test_wheel_installs_only_the_dilochain_namespace(tmp_path):
         [python, "-c", purelib], check=True, capture_output=True, text=True
     ).stdout.strip()
     zipfile.ZipFile(wheel).extractall(site)
-    probe = ("import dilochain.chain.app, dilochain.node.model, dilochain.verifier.replay, "
+    probe = ("import dilochain.chain.app, dilochain.training.model, dilochain.verifier.replay, "
              "dilochain.cli.main; print(dilochain.chain.app.__file__)")  # fmt: skip
     found = subprocess.run(
         [python, "-c", probe],

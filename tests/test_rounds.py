@@ -6,7 +6,6 @@ import pytest
 
 from dilochain.chain.errors import codes
 from dilochain.chain.modules import registry, rounds
-from dilochain.node.run_config import make_run_config
 from dilochain.protocol import schedule
 from dilochain.protocol.pb.poc.v1.tx_pb2 import (
     MsgCommitRound,
@@ -15,6 +14,7 @@ from dilochain.protocol.pb.poc.v1.tx_pb2 import (
     MsgRegisterHost,
 )
 from dilochain.testutil import local_chain, signed_tx, wallet
+from dilochain.training.run_config import make_run_config
 
 CREATOR, H1, H2, H3, OUTSIDER = (wallet(i) for i in (20, 21, 22, 23, 24))
 HOSTS = [H1, H2, H3]

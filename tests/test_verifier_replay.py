@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from dilochain.node.cheats import cheat_round
-from dilochain.node.compress import compress, decompress
-from dilochain.node.data import Corpus, corpus_hash, default_text
-from dilochain.node.diloco import initial_global
-from dilochain.node.model import build_model
-from dilochain.node.round_work import train_round
-from dilochain.node.run_config import make_run_config
-from dilochain.node.train_step import set_deterministic
+from dilochain.node.behaviors import RoundJob
+from dilochain.node.cheats import BEHAVIORS, CopyPseudoGrad, behavior
+from dilochain.node.config import BEHAVIOR_NAMES, NodeConfig
+from dilochain.training.compress import compress, decompress
+from dilochain.training.data import Corpus, corpus_hash, default_text
+from dilochain.training.diloco import initial_global
+from dilochain.training.model import build_model
+from dilochain.training.round_work import train_round
+from dilochain.training.run_config import make_run_config
+from dilochain.training.train_step import set_deterministic
 from dilochain.verifier.replay import Policy, relative_l2, verify_challenge
 from dilochain.verifier.testing import publish_round
 
@@ -39,33 +41,45 @@ def honest(base, host=HOST):
     return train_round(build_model(CFG.model, 0), CFG, CORPUS, host, 1, base, None)
 
 
+def job(base, **kw) -> RoundJob:
+    return RoundJob(build_model(CFG.model, 0), CFG, CORPUS, HOST, 1, base, None, **kw)
+
+
+def cheated(name: str, base):
+    return behavior(name).train(job(base))
+
+
+def test_every_named_behavior_exists_and_honest_is_the_default():
+    assert set(BEHAVIORS) == set(BEHAVIOR_NAMES)
+    assert NodeConfig.model_fields["behavior"].default == "honest"
+    assert behavior("honest").reveal(b"h") == b"h" and behavior("no-reveal").reveal(b"h") is None
+
+
 def test_honest_round_passes_in_both_modes(tmp_path, base):
     result = honest(base)
     for policy in (EXACT, TOLERANT):
         assert all(v.passed for v in verdicts(tmp_path, base, result, policy)), policy
 
 
-@pytest.mark.parametrize("behavior", ["random-pg", "fewer-steps", "wrong-data"])
-def test_cheats_fail_every_segment_they_touch(tmp_path, base, behavior):
-    model = build_model(CFG.model, 0)
-    result = cheat_round(behavior, model, CFG, CORPUS, HOST, 1, base, None)
+@pytest.mark.parametrize("name", ["random-pg", "fewer-steps", "wrong-data"])
+def test_cheats_fail_every_segment_they_touch(tmp_path, base, name):
+    result = cheated(name, base)
     found = verdicts(tmp_path, base, result, TOLERANT)
     assert not all(v.passed for v in found), [v.reason for v in found]
-    if behavior != "fewer-steps":  # the short cheat's first segments are honest work
+    if name != "fewer-steps":  # the short cheat's first segments are honest work
         assert not any(v.passed for v in found)
 
 
 def test_copied_pseudo_gradient_fails(tmp_path, base):
-    mine, theirs = honest(base), honest(base, OTHER)
-    mine.pseudo_grad = theirs.pseudo_grad
+    theirs = honest(base, OTHER)
+    mine = CopyPseudoGrad().train(job(base, peer_pseudo_grad=lambda: theirs.pseudo_grad))
     found = verdicts(tmp_path, base, mine, TOLERANT)
     assert not any(v.passed for v in found)
     assert all("pseudo-gradient" in v.reason for v in found)
 
 
 def test_noisy_floats_pass_tolerance_but_not_exact(tmp_path, base):
-    model = build_model(CFG.model, 0)
-    result = cheat_round("noisy", model, CFG, CORPUS, HOST, 1, base, None)
+    result = cheated("noisy", base)
     tolerant = verdicts(tmp_path / "t", base, result, TOLERANT)
     assert all(v.passed for v in tolerant), [v.reason for v in tolerant]
     assert all(0 < v.distance < TOLERANT.tolerance for v in tolerant)

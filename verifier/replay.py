@@ -9,14 +9,14 @@ from dataclasses import dataclass
 
 import torch
 
-from dilochain.node.artifacts import ArtifactError, ArtifactStore
-from dilochain.node.compress import CompressionError, decompress
-from dilochain.node.data import Corpus
-from dilochain.node.diloco import params_of
-from dilochain.node.model import build_model
-from dilochain.node.tensor_codec import CodecError, decode_state, encode_state
-from dilochain.node.train_step import STEP, load_inner_state, run_segment
+from dilochain.artifacts.store import ArtifactError, ArtifactStore
 from dilochain.protocol.pb.poc.v1.types_pb2 import Challenge, RoundCommit, RunConfig
+from dilochain.training.compress import CompressionError, decompress
+from dilochain.training.data import Corpus
+from dilochain.training.diloco import params_of
+from dilochain.training.model import build_model
+from dilochain.training.tensor_codec import CodecError, decode_state, encode_state
+from dilochain.training.train_step import STEP, load_inner_state, run_segment
 
 
 @dataclass(frozen=True)

@@ -14,21 +14,24 @@ import grpc
 from cosmpy.aerial.client import LedgerClient
 from cosmpy.aerial.wallet import Wallet
 
+from dilochain.artifacts.blob_service import PeerFetchingStore
+from dilochain.artifacts.store import LocalArtifactStore
 from dilochain.client import TxRefused, submit
-from dilochain.node.artifacts import LocalArtifactStore
-from dilochain.node.blob_service import PeerFetchingStore
-from dilochain.node.data import Corpus, corpus_hash, load_text
-from dilochain.node.errors import NodeError
-from dilochain.node.train_step import set_deterministic
 from dilochain.poc_client import InsufficientFunds, PocClient, ensure_bonded
 from dilochain.protocol.pb.poc.v1.tx_pb2 import (
     MsgRegisterVerifier,
     MsgSubmitVerdict,
 )
 from dilochain.protocol.pb.poc.v1.types_pb2 import Challenge, ChallengeStatus, Run
+from dilochain.training.data import Corpus, corpus_hash, load_text
+from dilochain.training.train_step import set_deterministic
 from dilochain.verifier.replay import Policy, Verdict, verify_challenge
 
 log = logging.getLogger(__name__)
+
+
+class VerifierError(Exception):
+    """Something the verifier's operator must fix: no collateral, no chain…"""
 
 
 @dataclass(frozen=True)
@@ -76,12 +79,12 @@ class VerifierService:
                 self.client, self.poc, self.wallet, int(self.params.min_verifier_collateral)
             )
         except InsufficientFunds as err:
-            raise NodeError(f"cannot register as a verifier: {err}") from None
+            raise VerifierError(f"cannot register as a verifier: {err}") from None
         msgs.append(MsgRegisterVerifier(verifier=self.address))
         try:
             self._send(*msgs)
         except TxRefused as err:
-            raise NodeError(f"verifier registration refused: {err}") from None
+            raise VerifierError(f"verifier registration refused: {err}") from None
         log.info("registered as a verifier")
 
     def _corpus(self, run: Run) -> Corpus | None:
@@ -156,5 +159,7 @@ class VerifierService:
                     self.verdicts += self.step(pool)
                     stop.wait(self.cfg.poll_seconds)
         except grpc.RpcError as err:
-            raise NodeError(f"chain at {self.cfg.chain}: {err.details() or err.code()}") from None
+            raise VerifierError(
+                f"chain at {self.cfg.chain}: {err.details() or err.code()}"
+            ) from None
         return self.verdicts

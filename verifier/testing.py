@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dilochain.node.artifacts import LocalArtifactStore
-from dilochain.node.round_work import RoundResult
-from dilochain.node.run_config import RunConfig
-from dilochain.node.tensor_codec import encode_state
+from dilochain.artifacts.store import LocalArtifactStore
 from dilochain.protocol.pb.poc.v1.types_pb2 import Challenge, RoundCommit
 from dilochain.protocol.schedule import derive_data_seed
+from dilochain.training.round_work import RoundResult
+from dilochain.training.run_config import RunConfig
+from dilochain.training.tensor_codec import encode_state
 
 
 def publish_round(

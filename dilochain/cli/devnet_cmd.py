@@ -120,8 +120,8 @@ def _run(
     block_time: float,
     png: Path,
 ) -> dict:
-    from dilochain.node.data import corpus_hash, default_text
-    from dilochain.node.run_config import make_run_config
+    from dilochain.training.data import corpus_hash, default_text
+    from dilochain.training.run_config import make_run_config
 
     members = []
     for name, behavior in [("creator", "creator"), *ROLES]:

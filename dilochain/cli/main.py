@@ -7,6 +7,7 @@ import sys
 
 import grpc
 
+from dilochain.artifacts.store import ArtifactError
 from dilochain.chain.cometbft import CometMissing
 from dilochain.chain.home import HomeError
 from dilochain.chain.server import ChainStartError
@@ -24,8 +25,9 @@ from dilochain.cli.common import CliError
 from dilochain.client import ChainUnreachable
 from dilochain.genesis.document import GenesisError
 from dilochain.keyring import KeyringError
-from dilochain.node.artifacts import ArtifactError
 from dilochain.node.errors import NodeError
+from dilochain.training.data import DataError
+from dilochain.verifier.service import VerifierError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -47,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 USER_ERRORS = (
     CliError, HomeError, ChainStartError, CometMissing, ChainUnreachable, KeyringError,
-    GenesisError, NodeError, ArtifactError,
+    GenesisError, NodeError, DataError, VerifierError, ArtifactError,
 )  # fmt: skip
 
 

@@ -7,7 +7,6 @@ import logging
 import signal
 import threading
 from pathlib import Path
-from typing import get_args
 
 from pydantic import ValidationError
 from rich.console import Console
@@ -15,7 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from dilochain.cli.common import CliError, default_home, keyring, keyring_password
 from dilochain.client import connect
-from dilochain.node.behaviors import Behavior
+from dilochain.node.config import BEHAVIOR_NAMES
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -34,7 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     start.add_argument("--blob-address", default="127.0.0.1:0")
     start.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     # The devnet's and the tests' dishonest hosts; not for operators.
-    start.add_argument("--behavior", default="honest", choices=get_args(Behavior),
+    start.add_argument("--behavior", default="honest", choices=BEHAVIOR_NAMES,
                        help=argparse.SUPPRESS)  # fmt: skip
     start.set_defaults(func=_start)
 
@@ -58,6 +57,7 @@ class RoundProgress:
 
 
 def _start(args: argparse.Namespace) -> int:
+    from dilochain.node.cheats import behavior
     from dilochain.node.config import NodeConfig
     from dilochain.node.host import HostNode
 
@@ -75,7 +75,7 @@ def _start(args: argparse.Namespace) -> int:
     ring = keyring(args.home)
     ring.show(args.key)  # unknown key: fail before asking for a password
     wallet = ring.wallet(args.key, keyring_password())
-    node = HostNode(cfg, connect(args.chain), wallet)
+    node = HostNode(cfg, connect(args.chain), wallet, behavior(cfg.behavior))
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())

@@ -14,7 +14,10 @@ from pathlib import Path
 
 import torch
 
-from dilochain.node.errors import DataError
+
+class DataError(ValueError):
+    """Text that cannot be used for training."""
+
 
 HELDOUT_FRACTION = 0.1
 

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from dilochain.node.data import Corpus
-from dilochain.node.diloco import PARAM
-from dilochain.node.model import GPT
 from dilochain.protocol.pb.poc.v1.types_pb2 import RunConfig
+from dilochain.training.data import Corpus
+from dilochain.training.diloco import PARAM
+from dilochain.training.model import GPT
 
 EXP_AVG, EXP_AVG_SQ, STEP = "exp_avg/", "exp_avg_sq/", "step"  # and PARAM, shared with diloco
 BETAS, EPS = (0.9, 0.95), 1e-8

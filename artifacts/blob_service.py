@@ -7,7 +7,7 @@ from concurrent import futures
 
 import grpc
 
-from dilochain.node.artifacts import ArtifactError, ArtifactStore, check_digest
+from dilochain.artifacts.store import ArtifactError, ArtifactStore, check_digest
 from dilochain.protocol.pb.node.v1 import blob_pb2, blob_pb2_grpc
 
 CHUNK = 1 << 20

@@ -3,22 +3,22 @@ the compressed pseudo-gradient and the Merkle root the host commits."""
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 
-from dilochain.node.compress import bits_of, compress_with_feedback
-from dilochain.node.data import Corpus
-from dilochain.node.diloco import params_of, pseudo_gradient
-from dilochain.node.model import GPT
-from dilochain.node.tensor_codec import encode_state
-from dilochain.node.train_step import fresh_inner_state, train_step
+from dilochain.protocol.hashing import content_hash
 from dilochain.protocol.merkle import merkle_root
 from dilochain.protocol.pb.poc.v1.types_pb2 import RunConfig
 from dilochain.protocol.schedule import derive_data_seed
+from dilochain.training.compress import bits_of, compress_with_feedback
+from dilochain.training.data import Corpus
+from dilochain.training.diloco import params_of, pseudo_gradient
+from dilochain.training.model import GPT
+from dilochain.training.tensor_codec import encode_state
+from dilochain.training.train_step import fresh_inner_state, train_step
 
 Progress = Callable[[int, float, float], None]  # (step, loss, tokens per second)
 
@@ -70,7 +70,7 @@ def train_round(
             progress(state.step, losses[-1], rate)
     delta = pseudo_gradient(start, state.params())
     pseudo_grad, new_error = compress_with_feedback(delta, error, bits_of(cfg.compression))
-    hashes = [hashlib.sha256(c).digest() for c in checkpoints]
+    hashes = [content_hash(c) for c in checkpoints]
     tail = losses[-max(1, cfg.checkpoint_interval) :]
     return RoundResult(
         checkpoints=checkpoints,

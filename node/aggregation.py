@@ -1,0 +1,113 @@
+"""The global state a host knows, and how it moves forward: the outer step over a round's
+accepted pseudo-gradients, fetched from peers while their hosts are up."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from functools import cached_property
+
+import torch
+
+from dilochain.artifacts.blob_service import PeerFetchingStore
+from dilochain.artifacts.store import ArtifactError, LocalArtifactStore
+from dilochain.poc_client import PocClient
+from dilochain.protocol.hashing import content_hash
+from dilochain.protocol.pb.poc.v1.types_pb2 import RunConfig
+from dilochain.training.compress import decompress
+from dilochain.training.diloco import outer_step
+from dilochain.training.tensor_codec import decode_state, encode_state
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class GlobalView:
+    """The global state the node knows: θ_round and the outer momentum (never mutated)."""
+
+    round: int
+    state: dict[str, torch.Tensor]
+
+    @cached_property
+    def encoded(self) -> bytes:
+        """The canonical encoding, as published."""
+        return encode_state(self.state)
+
+    @cached_property
+    def hash(self) -> bytes:
+        """Hash of the canonical encoding (what the chain records)."""
+        return content_hash(self.encoded)
+
+
+class Aggregator:
+    """Advances a run's global state round by round, as every host and the chain agree."""
+
+    def __init__(
+        self,
+        poc: PocClient,
+        run_id: str,
+        rc: RunConfig,
+        local: LocalArtifactStore,
+        store: PeerFetchingStore,
+        patience: float = 120.0,
+    ):
+        self.poc = poc
+        self.run_id = run_id
+        self.rc = rc
+        self.local = local
+        self.store = store
+        self.patience = patience
+
+    def recorded(self) -> dict[int, bytes]:
+        """The chain's global checkpoint hash of every round so far."""
+        return {g.round: g.hash for g in self.poc.global_checkpoints(self.run_id)}
+
+    def fetch(self, digest: bytes) -> bytes:
+        """An artifact from the local store or a peer, waiting for a peer that is restarting."""
+        deadline = time.monotonic() + self.patience
+        while True:
+            try:
+                return self.store.get(digest)
+            except ArtifactError as err:
+                if time.monotonic() > deadline:
+                    raise
+                log.warning("waiting for artifact %s: %s", digest.hex()[:12], err)
+                time.sleep(1.0)
+
+    def prefetch(self, round_: int) -> None:
+        """Fetch the round's committed pseudo-gradients that are not here yet."""
+        for c in self.poc.commits(self.run_id, round_):
+            if not self.local.has(c.pseudo_grad_hash):
+                try:
+                    self.store.get(c.pseudo_grad_hash)
+                except ArtifactError as err:
+                    log.debug("prefetch of %s failed: %s", c.pseudo_grad_hash.hex()[:12], err)
+
+    def latest(self) -> GlobalView | None:
+        """The chain's latest recorded global state, fetched (None before round 0 is)."""
+        recorded = self.recorded()
+        if not recorded:
+            return None
+        latest = max(recorded)
+        return GlobalView(latest, decode_state(self.fetch(recorded[latest])))
+
+    def advance(self, view: GlobalView) -> GlobalView:
+        """θ_{r+1} from θ_r and round r's accepted commits (those that started from θ_r)."""
+        recorded = self.recorded().get(view.round)
+        if recorded is not None and recorded != view.hash:
+            log.warning(
+                "round %d: local global state differs from the chain's; resyncing", view.round
+            )
+            view = GlobalView(view.round, decode_state(self.fetch(recorded)))
+        base = view.hash
+        deltas = [
+            decompress(self.fetch(c.pseudo_grad_hash))
+            for c in self.poc.commits(self.run_id, view.round)
+            if c.base_hash == base and not c.excluded
+        ]
+        state = outer_step(view.state, deltas, self.rc.outer_lr, self.rc.outer_momentum)
+        nxt = GlobalView(view.round + 1, state)
+        self.local.put(nxt.encoded)
+        log.info("round %d aggregated %d pseudo-gradients", view.round, len(deltas))
+        return nxt
