@@ -57,6 +57,11 @@ class _UsesServices:
     def __init__(self, services: Services):
         self.s = services
 
+    @property
+    def view(self):
+        """Committed state, as every query reads it."""
+        return self.s.app.committed_view()
+
 
 async def _valid_address(address: str, context: grpc.aio.ServicerContext) -> str:
     try:
@@ -71,7 +76,7 @@ class AuthQuery(_UsesServices, auth_grpc.QueryServicer):
 
     async def Account(self, request, context):
         address = await _valid_address(request.address, context)
-        account = auth.get_account(self.s.app.committed_view(), address)
+        account = auth.get_account(self.view, address)
         if account is None:
             await context.abort(grpc.StatusCode.NOT_FOUND, f"account {address} not found")
         response = auth_q.QueryAccountResponse()
@@ -84,24 +89,24 @@ class BankQuery(_UsesServices, bank_grpc.QueryServicer):
 
     async def Balance(self, request, context):
         address = await _valid_address(request.address, context)
-        amount = bank.balance(self.s.app.committed_view(), address, request.denom)
+        amount = bank.balance(self.view, address, request.denom)
         return bank_q.QueryBalanceResponse(balance=Coin(denom=request.denom, amount=str(amount)))
 
     async def AllBalances(self, request, context):
         address = await _valid_address(request.address, context)
-        held = bank.all_balances(self.s.app.committed_view(), address)
+        held = bank.all_balances(self.view, address)
         return bank_q.QueryAllBalancesResponse(
             balances=[Coin(denom=d, amount=str(a)) for d, a in sorted(held.items())]
         )
 
     async def TotalSupply(self, request, context):
-        held = bank.total_supply(self.s.app.committed_view())
+        held = bank.total_supply(self.view)
         return bank_q.QueryTotalSupplyResponse(
             supply=[Coin(denom=d, amount=str(a)) for d, a in sorted(held.items())]
         )
 
     async def SupplyOf(self, request, context):
-        amount = bank.supply(self.s.app.committed_view(), request.denom)
+        amount = bank.supply(self.view, request.denom)
         return bank_q.QuerySupplyOfResponse(amount=Coin(denom=request.denom, amount=str(amount)))
 
 
@@ -222,21 +227,21 @@ class PocQuery(_UsesServices, poc_grpc.QueryServicer):
 
     async def Collateral(self, request, context):
         address = await _valid_address(request.address, context)
-        found = collateral.info(self.s.app.committed_view(), address)
+        found = collateral.info(self.view, address)
         return poc_q.QueryCollateralResponse(collateral=found)
 
     async def Run(self, request, context):
-        run = registry.get_run(self.s.app.committed_view(), request.run_id)
+        run = registry.get_run(self.view, request.run_id)
         if run is None:
             await context.abort(grpc.StatusCode.NOT_FOUND, f"run {request.run_id!r} not found")
         return poc_q.QueryRunResponse(run=run)
 
     async def Runs(self, request, context):
-        found = registry.runs(self.s.app.committed_view())
+        found = registry.runs(self.view)
         return poc_q.QueryRunsResponse(runs=found)
 
     async def Hosts(self, request, context):
-        view = self.s.app.committed_view()
+        view = self.view
         run = registry.get_run(view, request.run_id)
         found = registry.hosts(view, request.run_id) if run else []
         if run is None:
@@ -244,7 +249,7 @@ class PocQuery(_UsesServices, poc_grpc.QueryServicer):
         return poc_q.QueryHostsResponse(hosts=found)
 
     async def RoundInfo(self, request, context):
-        run = registry.get_run(self.s.app.committed_view(), request.run_id)
+        run = registry.get_run(self.view, request.run_id)
         height = self.s.app.height
         if run is None:
             await context.abort(grpc.StatusCode.NOT_FOUND, f"run {request.run_id!r} not found")
@@ -264,36 +269,36 @@ class PocQuery(_UsesServices, poc_grpc.QueryServicer):
         )
 
     async def Commits(self, request, context):
-        found = rounds.commits(self.s.app.committed_view(), request.run_id, request.round)
+        found = rounds.commits(self.view, request.run_id, request.round)
         return poc_q.QueryCommitsResponse(commits=found)
 
     async def GlobalCheckpoints(self, request, context):
-        found = rounds.global_checkpoints(self.s.app.committed_view(), request.run_id)
+        found = rounds.global_checkpoints(self.view, request.run_id)
         return poc_q.QueryGlobalCheckpointsResponse(checkpoints=found)
 
     async def Challenges(self, request, context):
-        view = self.s.app.committed_view()
+        view = self.view
         found = challenges.challenges(view, request.run_id, request.round)
         return poc_q.QueryChallengesResponse(challenges=found)
 
     async def Slashes(self, request, context):
-        found = challenges.slashes(self.s.app.committed_view(), request.address)
+        found = challenges.slashes(self.view, request.address)
         return poc_q.QuerySlashesResponse(slashes=found)
 
     async def Verifiers(self, request, context):
-        found = challenges.verifiers(self.s.app.committed_view())
+        found = challenges.verifiers(self.view)
         return poc_q.QueryVerifiersResponse(verifiers=found)
 
     async def Epoch(self, request, context):
         height = self.s.app.height
         params = self.s.app.params
         epoch = rewards.epoch_of(params, height + 1) if request.current else request.epoch
-        info = rewards.epoch_info(self.s.app.committed_view(), params, epoch, height)
+        info = rewards.epoch_info(self.view, params, epoch, height)
         return poc_q.QueryEpochResponse(epoch=info)
 
     async def Claimable(self, request, context):
         address = await _valid_address(request.address, context)
-        view = self.s.app.committed_view()
+        view = self.view
         found = rewards.claimable(view, self.s.app.params, address, request.epoch)
         return poc_q.QueryClaimableResponse(claimable=found)
 

@@ -63,6 +63,14 @@ def addr(w) -> str:
     return str(w.address())
 
 
+def _commit(net, host, round_):
+    return net.send(host, MsgCommitRound(
+        host=addr(host), run_id="r", round=round_, ckpt_root=merkle_root(LEAVES),
+        pseudo_grad_hash=b"\x01" * 32, base_hash=b"\x02" * 32, tokens=TOKENS, loss=1.0,
+        data_seed=schedule.derive_data_seed(CFG.seed, addr(host), round_),
+    ))  # fmt: skip
+
+
 @pytest.fixture
 def net(tmp_path):
     chain = Chain(tmp_path)
@@ -75,11 +83,7 @@ def net(tmp_path):
                    MsgRegisterVerifier(verifier=addr(v)))  # fmt: skip
     chain.c.block()  # height 1; round 0 starts at 2
     for host in (HONEST, CHEAT, LAZY):
-        assert chain.send(host, MsgCommitRound(
-            host=addr(host), run_id="r", round=0, ckpt_root=merkle_root(LEAVES),
-            pseudo_grad_hash=b"\x01" * 32, base_hash=b"\x02" * 32, tokens=TOKENS, loss=1.0,
-            data_seed=schedule.derive_data_seed(CFG.seed, addr(host), 0),
-        )).code == 0  # fmt: skip
+        assert _commit(chain, host, 0).code == 0
     yield chain
     chain.c.app.store.close()
 
@@ -183,3 +187,53 @@ def test_verifier_needs_collateral(tmp_path):
     chain = Chain(tmp_path)
     result = chain.send(VERIFIERS[0], MsgRegisterVerifier(verifier=addr(VERIFIERS[0])))
     assert result.code == codes.INSUFFICIENT_FUNDS and "needs 500" in result.raw_log
+
+
+def _play_round(net, round_, hosts, failing=()):
+    """Reveal every segment of ``hosts`` and vote: pass, except ``failing`` hosts' segments."""
+    window = schedule.round_window(registry.get_run(net.view, "r"), net.c.app.params.poc, round_)
+    net.blocks_until(window.selection)
+    for host in hosts:
+        for segment in (0, 1):
+            msg = reveal(host, segment)
+            msg.round = round_
+            assert net.send(host, msg).code == 0
+    for host in hosts:
+        for segment in (0, 1):
+            for v in VERIFIERS:
+                vote = verdict(v, host, segment, host not in failing)
+                vote.round = round_
+                assert net.send(v, vote).code == 0
+    net.blocks_until(window.resolution)
+    return window
+
+
+def test_failed_host_forfeits_unclaimed_rewards_and_is_jailed(net):
+    params = net.c.app.params
+    _play_round(net, 0, (HONEST, CHEAT, LAZY))  # everyone honest in round 0 (epoch 0)
+    for host in (HONEST, CHEAT, LAZY):
+        assert _commit(net, host, 1).code == 0
+    window = _play_round(net, 1, (HONEST, CHEAT, LAZY), failing=(CHEAT,))
+    assert rewards.epoch_of(params, window.resolution) == 1  # caught in epoch 1
+    view = net.view
+    # Jailed: no longer a host of the run; epoch 0's unclaimed rewards are forfeited.
+    assert not registry.is_host(view, "r", addr(CHEAT))
+    assert registry.is_host(view, "r", addr(HONEST))
+    due = rewards.claimable(view, params, addr(CHEAT), 0)
+    assert due.forfeited and due.amount == "0" and due.host_work == str(TOKENS)
+    net.blocks_until(rewards.epoch_bounds(params, 1)[1])
+    refused = net.send(CHEAT, MsgClaimReward(claimer=addr(CHEAT), epoch=0))
+    assert refused.code == codes.INVALID_REQUEST and "forfeited" in refused.raw_log
+    # Nobody else's share grew: the forfeited part is simply never minted.
+    before = bank.supply(net.view, DENOM)
+    host_pool = REWARDS["reward_per_epoch"] * 9 // 10
+    for host in (HONEST, LAZY):
+        assert net.send(host, MsgClaimReward(claimer=addr(host), epoch=0)).code == 0
+    net.c.block()
+    assert bank.supply(net.view, DENOM) == before + 2 * (host_pool // 3)
+    # It may register again, bonding the run's minimum anew, and then earn again.
+    assert collateral.bonded(net.view, addr(CHEAT)) == 7_000
+    again = net.send(CHEAT, MsgRegisterHost(host=addr(CHEAT), run_id="r", endpoint="e"))
+    assert again.code == 0
+    net.c.block()
+    assert registry.is_host(net.view, "r", addr(CHEAT))

@@ -42,7 +42,7 @@ PASSED = ChallengeStatus.CHALLENGE_STATUS_PASSED
 FAILED = ChallengeStatus.CHALLENGE_STATUS_FAILED
 NOT_REVEALED = ChallengeStatus.CHALLENGE_STATUS_NOT_REVEALED
 UNDECIDED = ChallengeStatus.CHALLENGE_STATUS_UNDECIDED
-_SLASH_SEQ = b"slash/next"
+_SLASH_SEQ = b"seq/slash"  # outside the iterated slash/ prefix
 
 
 def score(seed: bytes, *parts: object) -> int:
@@ -95,7 +95,7 @@ def verifiers(store: CacheStore) -> list[Verifier]:
 def slashes(store: CacheStore, address: str = "") -> list[Slash]:
     """Slashes of one address (or all), oldest first per address."""
     prefix = b"slash/" + (address.encode() + b"/" if address else b"")
-    return [Slash.FromString(v) for k, v in store.iterate(prefix) if k != _SLASH_SEQ]
+    return [Slash.FromString(v) for _, v in store.iterate(prefix)]
 
 
 def _slash(ctx: Context, address: str, fraction, run_id: str, round_: int, reason: str) -> None:
@@ -164,6 +164,8 @@ def resolve(ctx: Context, run: Run, round_: int) -> None:
             _slash(ctx, commit.host, params.slash_fraction, run.run_id, round_,
                    "failed a challenge")  # fmt: skip
             rewards.mark_slashed(ctx, commit.host)
+            rewards.forfeit(ctx, commit.host)
+            registry.jail(ctx, run.run_id, commit.host)
         else:
             rewards.credit(ctx, "host", commit.host, commit.tokens)
 

@@ -73,6 +73,14 @@ def is_host(store: CacheStore, run_id: str, address: str) -> bool:
     return store.get(_host_key(run_id, address)) is not None
 
 
+def jail(ctx: Context, run_id: str, address: str) -> None:
+    """Remove a host that failed a challenge from the run: its later commits are refused until
+    it registers again (bonding the run's minimum collateral anew)."""
+    if ctx.store.get(_host_key(run_id, address)) is not None:
+        ctx.store.delete(_host_key(run_id, address))
+        ctx.emit("jail_host", run_id=run_id, host=address)
+
+
 def _handle_create_run(ctx: Context, msg: MsgCreateRun) -> MsgCreateRunResponse:
     if not _RUN_ID.match(msg.run_id):
         raise TxError(codes.INVALID_REQUEST, f"run_id: invalid run id {msg.run_id!r}")

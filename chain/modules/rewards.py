@@ -3,9 +3,12 @@
 An epoch is ``epoch_blocks`` blocks. When a round's challenges are decided (its resolution
 block), each unexcluded commit credits its host the round's tokens, and each verdict on the
 quorum side credits its verifier one unit, in the epoch of that block; a host slashed in an
-epoch earns nothing for it. Once the epoch's last block is committed its pool
-(``reward_per_epoch``, minted on claim) is claimable: ``1 - verifier_share`` of it pro rata
-to host work, ``verifier_share`` pro rata to verdicts. Each address claims an epoch once.
+epoch earns nothing for it, and forfeits its unclaimed host rewards of every earlier epoch
+(never minted, so no one else's share grows and the pool is never overpaid); being jailed from
+the run, it earns nothing more there unless it registers again. Once the epoch's last block is
+committed its pool (``reward_per_epoch``, minted on claim) is claimable: ``1 - verifier_share``
+of it pro rata to host work, ``verifier_share`` pro rata to verdicts. Each address claims an
+epoch once.
 """
 
 from __future__ import annotations
@@ -40,6 +43,22 @@ def _slashed_key(epoch: int, address: str) -> bytes:
 
 def _claim_key(epoch: int, address: str) -> bytes:
     return b"claim/%012d/" % epoch + address.encode()
+
+
+def _forfeit_key(address: str) -> bytes:
+    return b"forfeit/" + address.encode()
+
+
+def forfeit(ctx: Context, address: str) -> None:
+    """A host that failed a challenge forfeits its unclaimed host rewards up to this epoch."""
+    epoch = epoch_of(ctx.params, ctx.height)
+    ctx.store.set(_forfeit_key(address), str(epoch).encode())
+    ctx.emit("forfeit_rewards", address=address, through_epoch=epoch)
+
+
+def _forfeits(store: CacheStore, address: str, epoch: int) -> bool:
+    through = store.get(_forfeit_key(address))
+    return through is not None and epoch <= int(through)
 
 
 def credit(ctx: Context, role: str, address: str, units: int) -> None:
@@ -79,7 +98,8 @@ def claimable(store: CacheStore, params: Params, address: str, epoch: int) -> Cl
     host_pool = pool - verifier_pool
     hosts, verifiers = _work(store, epoch, "host"), _work(store, epoch, "verifier")
     amount = 0
-    if hosts.get(address):
+    forfeited = bool(hosts.get(address)) and _forfeits(store, address, epoch)
+    if hosts.get(address) and not forfeited:
         amount += host_pool * hosts[address] // sum(hosts.values())
     if verifiers.get(address):
         amount += verifier_pool * verifiers[address] // sum(verifiers.values())
@@ -87,7 +107,7 @@ def claimable(store: CacheStore, params: Params, address: str, epoch: int) -> Cl
     return Claimable(
         address=address, epoch=epoch, amount=str(int(claimed) if claimed else amount),
         claimed=claimed is not None, host_work=str(hosts.get(address, 0)),
-        verifier_work=str(verifiers.get(address, 0)),
+        verifier_work=str(verifiers.get(address, 0)), forfeited=forfeited and claimed is None,
     )  # fmt: skip
 
 
@@ -101,6 +121,9 @@ def _handle_claim(ctx: Context, msg: MsgClaimReward) -> MsgClaimRewardResponse:
         raise TxError(codes.INVALID_REQUEST,
                       f"{msg.claimer} already claimed epoch {msg.epoch}")  # fmt: skip
     amount = int(due.amount)
+    if amount == 0 and due.forfeited:
+        raise TxError(codes.INVALID_REQUEST, f"{msg.claimer} forfeited its rewards of epoch "
+                                             f"{msg.epoch} by failing a challenge")  # fmt: skip
     if amount == 0:
         raise TxError(codes.NOT_FOUND, f"{msg.claimer} has no paid work in epoch {msg.epoch}")
     bank.mint(ctx.store, msg.claimer, {ctx.params.fees.fee_denom: amount})

@@ -136,20 +136,22 @@ class EpochInfo(_message.Message):
     def __init__(self, epoch: _Optional[int] = ..., start_height: _Optional[int] = ..., end_height: _Optional[int] = ..., closed: bool = ..., reward_pool: _Optional[str] = ..., host_work: _Optional[str] = ..., verifier_work: _Optional[str] = ...) -> None: ...
 
 class Claimable(_message.Message):
-    __slots__ = ("address", "epoch", "amount", "claimed", "host_work", "verifier_work")
+    __slots__ = ("address", "epoch", "amount", "claimed", "host_work", "verifier_work", "forfeited")
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     AMOUNT_FIELD_NUMBER: _ClassVar[int]
     CLAIMED_FIELD_NUMBER: _ClassVar[int]
     HOST_WORK_FIELD_NUMBER: _ClassVar[int]
     VERIFIER_WORK_FIELD_NUMBER: _ClassVar[int]
+    FORFEITED_FIELD_NUMBER: _ClassVar[int]
     address: str
     epoch: int
     amount: str
     claimed: bool
     host_work: str
     verifier_work: str
-    def __init__(self, address: _Optional[str] = ..., epoch: _Optional[int] = ..., amount: _Optional[str] = ..., claimed: bool = ..., host_work: _Optional[str] = ..., verifier_work: _Optional[str] = ...) -> None: ...
+    forfeited: bool
+    def __init__(self, address: _Optional[str] = ..., epoch: _Optional[int] = ..., amount: _Optional[str] = ..., claimed: bool = ..., host_work: _Optional[str] = ..., verifier_work: _Optional[str] = ..., forfeited: bool = ...) -> None: ...
 
 class Vote(_message.Message):
     __slots__ = ("verifier", "passed", "evidence_hash")
