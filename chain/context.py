@@ -54,6 +54,18 @@ Handler = Callable[[Context, Any], Message]
 
 
 @dataclass(frozen=True)
+class QueryContext:
+    """What a module's query handler reads: committed state, its height, the params."""
+
+    store: CacheStore
+    height: int
+    params: Params
+
+
+QueryHandler = Callable[[QueryContext, Any], Message]
+
+
+@dataclass(frozen=True)
 class MsgSpec:
     """How the chain decodes, authorizes and executes one message type."""
 

@@ -30,15 +30,14 @@ from cosmpy.protos.tendermint.types.types_pb2 import BlockID
 
 from dilochain.chain.app import Application, tx_failure
 from dilochain.chain.comet_rpc import CometRpc, CometRpcError
-from dilochain.chain.errors import codes
+from dilochain.chain.context import QueryContext, QueryHandler
+from dilochain.chain.errors import TxError, codes
 from dilochain.chain.modules import auth, bank, challenges, collateral, registry, rewards, rounds
 from dilochain.chain.query_router import QueryRouter
-from dilochain.protocol import schedule
 from dilochain.protocol.address import decode_address
 from dilochain.protocol.hashing import tx_hash
 from dilochain.protocol.pb.poc.v1 import query_pb2 as poc_q
 from dilochain.protocol.pb.poc.v1 import query_pb2_grpc as poc_grpc
-from dilochain.protocol.pb.poc.v1.types_pb2 import Params as PocParams
 
 APP_VERSION = version("dilochain")  # pyproject.toml's
 
@@ -218,89 +217,36 @@ class ConsensusQuery(_UsesServices, consensus_grpc.QueryServicer):
         )
 
 
-class PocQuery(_UsesServices, poc_grpc.QueryServicer):
-    """dilochain.poc.v1.Query."""
+_GRPC_STATUS = {
+    codes.NOT_FOUND: grpc.StatusCode.NOT_FOUND,
+    codes.INVALID_ADDRESS: grpc.StatusCode.INVALID_ARGUMENT,
+    codes.INVALID_REQUEST: grpc.StatusCode.INVALID_ARGUMENT,
+}
 
-    async def Params(self, request, context):
-        params = self.s.app.params.poc.model_dump(mode="json")  # decimals become strings
-        return poc_q.QueryParamsResponse(params=PocParams(**params))
 
-    async def Collateral(self, request, context):
-        address = await _valid_address(request.address, context)
-        found = collateral.info(self.view, address)
-        return poc_q.QueryCollateralResponse(collateral=found)
+def _poc_method(handler: QueryHandler):
+    async def method(self, request, context):
+        ctx = QueryContext(self.view, self.s.app.height, self.s.app.params)
+        try:
+            return handler(ctx, request)
+        except TxError as err:
+            await context.abort(_GRPC_STATUS.get(err.code, grpc.StatusCode.UNKNOWN), err.log)
 
-    async def Run(self, request, context):
-        run = registry.get_run(self.view, request.run_id)
-        if run is None:
-            await context.abort(grpc.StatusCode.NOT_FOUND, f"run {request.run_id!r} not found")
-        return poc_q.QueryRunResponse(run=run)
+    method.__doc__ = handler.__doc__
+    return method
 
-    async def Runs(self, request, context):
-        found = registry.runs(self.view)
-        return poc_q.QueryRunsResponse(runs=found)
 
-    async def Hosts(self, request, context):
-        view = self.view
-        run = registry.get_run(view, request.run_id)
-        found = registry.hosts(view, request.run_id) if run else []
-        if run is None:
-            await context.abort(grpc.StatusCode.NOT_FOUND, f"run {request.run_id!r} not found")
-        return poc_q.QueryHostsResponse(hosts=found)
+POC_QUERIES: dict[str, QueryHandler] = {
+    **registry.QUERIES, **collateral.QUERIES, **rounds.QUERIES, **challenges.QUERIES,
+    **rewards.QUERIES,
+}  # fmt: skip
 
-    async def RoundInfo(self, request, context):
-        run = registry.get_run(self.view, request.run_id)
-        height = self.s.app.height
-        if run is None:
-            await context.abort(grpc.StatusCode.NOT_FOUND, f"run {request.run_id!r} not found")
-        params = self.s.app.params.poc
-        # Before the run starts: round 0, still ahead.
-        window = schedule.window_at(run, params, height + 1) or schedule.round_window(
-            run, params, 0
-        )
-        return poc_q.QueryRoundInfoResponse(
-            height=height,
-            round=window.round,
-            window_start=window.start,
-            window_end=window.end,
-            finished=window.round >= run.config.total_rounds,
-            selection_height=window.selection,
-            resolution_height=window.resolution,
-        )
-
-    async def Commits(self, request, context):
-        found = rounds.commits(self.view, request.run_id, request.round)
-        return poc_q.QueryCommitsResponse(commits=found)
-
-    async def GlobalCheckpoints(self, request, context):
-        found = rounds.global_checkpoints(self.view, request.run_id)
-        return poc_q.QueryGlobalCheckpointsResponse(checkpoints=found)
-
-    async def Challenges(self, request, context):
-        view = self.view
-        found = challenges.challenges(view, request.run_id, request.round)
-        return poc_q.QueryChallengesResponse(challenges=found)
-
-    async def Slashes(self, request, context):
-        found = challenges.slashes(self.view, request.address)
-        return poc_q.QuerySlashesResponse(slashes=found)
-
-    async def Verifiers(self, request, context):
-        found = challenges.verifiers(self.view)
-        return poc_q.QueryVerifiersResponse(verifiers=found)
-
-    async def Epoch(self, request, context):
-        height = self.s.app.height
-        params = self.s.app.params
-        epoch = rewards.epoch_of(params, height + 1) if request.current else request.epoch
-        info = rewards.epoch_info(self.view, params, epoch, height)
-        return poc_q.QueryEpochResponse(epoch=info)
-
-    async def Claimable(self, request, context):
-        address = await _valid_address(request.address, context)
-        view = self.view
-        found = rewards.claimable(view, self.s.app.params, address, request.epoch)
-        return poc_q.QueryClaimableResponse(claimable=found)
+# dilochain.poc.v1.Query: every method is the query handler its module declares beside its state.
+PocQuery = type(
+    "PocQuery",
+    (_UsesServices, poc_grpc.QueryServicer),
+    {name: _poc_method(handler) for name, handler in POC_QUERIES.items()},
+)
 
 
 def _service(module, name: str):

@@ -19,6 +19,7 @@ from dilochain.chain.errors import codes
 from dilochain.chain.grpc_services import Services, register_all
 from dilochain.chain.query_router import QueryRouter
 from dilochain.protocol.params import DENOM
+from dilochain.protocol.pb.poc.v1 import query_pb2 as q
 from dilochain.testutil import CHAIN_ID, local_chain, signed_tx, wallet
 
 ALICE, BOB = wallet(1), wallet(2)
@@ -113,6 +114,14 @@ def test_queries_by_grpc_path(tmp_path):
     bad = bank_q.QueryBalanceRequest(address="dilo1nope", denom=DENOM).SerializeToString()
     answer = handle(handler, abci.Request(query=abci.RequestQuery(path=path, data=bad))).query
     assert answer.code == codes.INVALID_REQUEST and answer.log
+    run = q.QueryRunRequest(run_id="nope").SerializeToString()
+    path = "/dilochain.poc.v1.Query/Run"
+    answer = handle(handler, abci.Request(query=abci.RequestQuery(path=path, data=run))).query
+    assert answer.code == codes.NOT_FOUND and "run 'nope' not found" in answer.log
+    epoch = q.QueryEpochRequest(current=True).SerializeToString()
+    path = "/dilochain.poc.v1.Query/Epoch"
+    answer = handle(handler, abci.Request(query=abci.RequestQuery(path=path, data=epoch))).query
+    assert q.QueryEpochResponse.FromString(answer.value).epoch.start_height == 1
     unknown = abci.Request(query=abci.RequestQuery(path="/no.Such/Thing"))
     assert handle(handler, unknown).query.code == codes.UNKNOWN_REQUEST
     garbage = abci.Request(query=abci.RequestQuery(path=path, data=b"\xff\xff"))

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import hashlib
 
-from dilochain.chain.context import Context, MsgSpec, get_int, set_int
+from dilochain.chain.context import Context, MsgSpec, QueryContext, QueryHandler, get_int, set_int
 from dilochain.chain.errors import TxError, codes
 from dilochain.chain.modules import collateral, registry, rewards, rounds
 from dilochain.chain.state import CacheStore
 from dilochain.protocol import schedule
 from dilochain.protocol.merkle import verify_merkle_proof
+from dilochain.protocol.pb.poc.v1 import query_pb2 as q
 from dilochain.protocol.pb.poc.v1.tx_pb2 import (
     MsgRegisterVerifier,
     MsgRegisterVerifierResponse,
@@ -263,3 +264,25 @@ MSGS = [
     MsgSpec(MsgRegisterVerifier, "verifier", _handle_register_verifier),
     MsgSpec(MsgSubmitVerdict, "verifier", _handle_verdict),
 ]
+
+
+def _query_challenges(
+    ctx: QueryContext, request: q.QueryChallengesRequest
+) -> q.QueryChallengesResponse:
+    found = challenges(ctx.store, request.run_id, request.round)
+    return q.QueryChallengesResponse(challenges=found)
+
+
+def _query_slashes(ctx: QueryContext, request: q.QuerySlashesRequest) -> q.QuerySlashesResponse:
+    return q.QuerySlashesResponse(slashes=slashes(ctx.store, request.address))
+
+
+def _query_verifiers(
+    ctx: QueryContext, request: q.QueryVerifiersRequest
+) -> q.QueryVerifiersResponse:
+    return q.QueryVerifiersResponse(verifiers=verifiers(ctx.store))
+
+
+QUERIES: dict[str, QueryHandler] = {
+    "Challenges": _query_challenges, "Slashes": _query_slashes, "Verifiers": _query_verifiers,
+}  # fmt: skip

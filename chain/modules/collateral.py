@@ -7,11 +7,21 @@ whose time passes its completion time. The registry locks the minimum a register
 
 from __future__ import annotations
 
-from dilochain.chain.context import Context, MsgSpec, get_int, parse_amount, set_int
+from dilochain.chain.address import require_address
+from dilochain.chain.context import (
+    Context,
+    MsgSpec,
+    QueryContext,
+    QueryHandler,
+    get_int,
+    parse_amount,
+    set_int,
+)
 from dilochain.chain.errors import TxError, codes
 from dilochain.chain.modules import bank
 from dilochain.chain.state import CacheStore
 from dilochain.protocol.address import module_address
+from dilochain.protocol.pb.poc.v1 import query_pb2 as q
 from dilochain.protocol.pb.poc.v1.tx_pb2 import (
     MsgDepositCollateral,
     MsgDepositCollateralResponse,
@@ -124,3 +134,13 @@ MSGS = [
     MsgSpec(MsgDepositCollateral, "depositor", _handle_deposit),
     MsgSpec(MsgWithdrawCollateral, "depositor", _handle_withdraw),
 ]
+
+
+def _query_collateral(
+    ctx: QueryContext, request: q.QueryCollateralRequest
+) -> q.QueryCollateralResponse:
+    address = require_address(request.address, "address")
+    return q.QueryCollateralResponse(collateral=info(ctx.store, address))
+
+
+QUERIES: dict[str, QueryHandler] = {"Collateral": _query_collateral}

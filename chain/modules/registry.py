@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import re
 
-from dilochain.chain.context import Context, MsgSpec, parse_amount
+from dilochain.chain.context import Context, MsgSpec, QueryContext, QueryHandler, parse_amount
 from dilochain.chain.errors import TxError, codes
 from dilochain.chain.modules import collateral
 from dilochain.chain.state import CacheStore
+from dilochain.protocol.pb.poc.v1 import query_pb2 as q
 from dilochain.protocol.pb.poc.v1.tx_pb2 import (
     MsgCreateRun,
     MsgCreateRunResponse,
@@ -15,6 +16,7 @@ from dilochain.protocol.pb.poc.v1.tx_pb2 import (
     MsgRegisterHostResponse,
 )
 from dilochain.protocol.pb.poc.v1.types_pb2 import Host, Run, RunConfig
+from dilochain.protocol.pb.poc.v1.types_pb2 import Params as PocParams
 
 _RUN_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 
@@ -132,3 +134,34 @@ MSGS = [
     MsgSpec(MsgCreateRun, "creator", _handle_create_run),
     MsgSpec(MsgRegisterHost, "host", _handle_register_host),
 ]
+
+
+def require_run(store: CacheStore, run_id: str) -> Run:
+    """The run ``run_id``; a NOT_FOUND error if there is none."""
+    run = get_run(store, run_id)
+    if run is None:
+        raise TxError(codes.NOT_FOUND, f"run {run_id!r} not found")
+    return run
+
+
+def _query_params(ctx: QueryContext, request: q.QueryParamsRequest) -> q.QueryParamsResponse:
+    values = ctx.params.poc.model_dump(mode="json")  # decimals become strings
+    return q.QueryParamsResponse(params=PocParams(**values))
+
+
+def _query_run(ctx: QueryContext, request: q.QueryRunRequest) -> q.QueryRunResponse:
+    return q.QueryRunResponse(run=require_run(ctx.store, request.run_id))
+
+
+def _query_runs(ctx: QueryContext, request: q.QueryRunsRequest) -> q.QueryRunsResponse:
+    return q.QueryRunsResponse(runs=runs(ctx.store))
+
+
+def _query_hosts(ctx: QueryContext, request: q.QueryHostsRequest) -> q.QueryHostsResponse:
+    require_run(ctx.store, request.run_id)
+    return q.QueryHostsResponse(hosts=hosts(ctx.store, request.run_id))
+
+
+QUERIES: dict[str, QueryHandler] = {
+    "Params": _query_params, "Run": _query_run, "Runs": _query_runs, "Hosts": _query_hosts,
+}  # fmt: skip

@@ -13,11 +13,13 @@ epoch once.
 
 from __future__ import annotations
 
-from dilochain.chain.context import Context, MsgSpec, get_int, set_int
+from dilochain.chain.address import require_address
+from dilochain.chain.context import Context, MsgSpec, QueryContext, QueryHandler, get_int, set_int
 from dilochain.chain.errors import TxError, codes
 from dilochain.chain.modules import bank
 from dilochain.chain.state import CacheStore
 from dilochain.protocol.params import Params
+from dilochain.protocol.pb.poc.v1 import query_pb2 as q
 from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgClaimReward, MsgClaimRewardResponse
 from dilochain.protocol.pb.poc.v1.types_pb2 import Claimable, EpochInfo
 
@@ -133,3 +135,19 @@ def _handle_claim(ctx: Context, msg: MsgClaimReward) -> MsgClaimRewardResponse:
 
 
 MSGS = [MsgSpec(MsgClaimReward, "claimer", _handle_claim)]
+
+
+def _query_epoch(ctx: QueryContext, request: q.QueryEpochRequest) -> q.QueryEpochResponse:
+    epoch = epoch_of(ctx.params, ctx.height + 1) if request.current else request.epoch
+    return q.QueryEpochResponse(epoch=epoch_info(ctx.store, ctx.params, epoch, ctx.height))
+
+
+def _query_claimable(
+    ctx: QueryContext, request: q.QueryClaimableRequest
+) -> q.QueryClaimableResponse:
+    address = require_address(request.address, "address")
+    found = claimable(ctx.store, ctx.params, address, request.epoch)
+    return q.QueryClaimableResponse(claimable=found)
+
+
+QUERIES: dict[str, QueryHandler] = {"Epoch": _query_epoch, "Claimable": _query_claimable}

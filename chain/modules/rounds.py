@@ -14,13 +14,14 @@ from __future__ import annotations
 
 from collections import Counter
 
-from dilochain.chain.context import Context, MsgSpec
+from dilochain.chain.context import Context, MsgSpec, QueryContext, QueryHandler
 from dilochain.chain.errors import TxError, codes
 from dilochain.chain.modules import registry
 from dilochain.chain.state import CacheStore
+from dilochain.protocol.pb.poc.v1 import query_pb2 as q
 from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgCommitRound, MsgCommitRoundResponse
 from dilochain.protocol.pb.poc.v1.types_pb2 import GlobalCheckpoint, RoundCommit, Run
-from dilochain.protocol.schedule import derive_data_seed, window_at
+from dilochain.protocol.schedule import derive_data_seed, round_window, window_at
 
 
 def tokens_per_round(run: Run) -> int:
@@ -112,3 +113,38 @@ def end_block(ctx: Context) -> None:
 
 
 MSGS = [MsgSpec(MsgCommitRound, "host", _handle_commit)]
+
+
+def _query_round_info(
+    ctx: QueryContext, request: q.QueryRoundInfoRequest
+) -> q.QueryRoundInfoResponse:
+    run = registry.require_run(ctx.store, request.run_id)
+    params = ctx.params.poc
+    # Before the run starts: round 0, still ahead.
+    window = window_at(run, params, ctx.height + 1) or round_window(run, params, 0)
+    return q.QueryRoundInfoResponse(
+        height=ctx.height,
+        round=window.round,
+        window_start=window.start,
+        window_end=window.end,
+        finished=window.round >= run.config.total_rounds,
+        selection_height=window.selection,
+        resolution_height=window.resolution,
+    )
+
+
+def _query_commits(ctx: QueryContext, request: q.QueryCommitsRequest) -> q.QueryCommitsResponse:
+    return q.QueryCommitsResponse(commits=commits(ctx.store, request.run_id, request.round))
+
+
+def _query_global_checkpoints(
+    ctx: QueryContext, request: q.QueryGlobalCheckpointsRequest
+) -> q.QueryGlobalCheckpointsResponse:
+    found = global_checkpoints(ctx.store, request.run_id)
+    return q.QueryGlobalCheckpointsResponse(checkpoints=found)
+
+
+QUERIES: dict[str, QueryHandler] = {
+    "RoundInfo": _query_round_info, "Commits": _query_commits,
+    "GlobalCheckpoints": _query_global_checkpoints,
+}  # fmt: skip
