@@ -5,13 +5,18 @@ from __future__ import annotations
 
 import base64
 import json
+import signal
+import subprocess
+import sys
 import urllib.request
 
 import pytest
 from cosmpy.aerial.client import LedgerClient
 
-from dilochain.chain.testnet import init_testnet
+from dilochain.chain.home import genesis_path, node_id, read_config
+from dilochain.chain.testnet import init_testnet, node_homes, rpc_address
 from dilochain.client import network_config
+from dilochain.genesis.document import load_genesis
 from dilochain.localnet import LocalNetwork
 from dilochain.protocol.params import DENOM
 from dilochain.testutil import CHAIN_ID, wallet
@@ -85,3 +90,34 @@ def test_four_validators_survive_one_down_and_agree(tmp_path):
             assert len(hashes) == 1, f"validators disagree at height {height}: {hashes}"
     finally:
         network.stop()
+
+
+def test_testnet_commands(tmp_path):
+    directory = tmp_path / "net"
+    base = [sys.executable, "-m", "dilochain.cli.main", "testnet"]
+    init = subprocess.run([*base, "init", "--validators", "2", "--dir", str(directory),
+                           "--block-time", "200ms"], capture_output=True, text=True)  # fmt: skip
+    assert init.returncode == 0, init.stderr
+    homes = node_homes(directory)
+    assert [h.name for h in homes] == ["node0", "node1"]
+    genesis = [load_genesis(genesis_path(h)) for h in homes]
+    assert genesis[0] == genesis[1] and len(genesis[0].validators) == 2
+    peers = read_config(homes[0])["p2p"]["persistent_peers"]
+    assert peers == f"{node_id(homes[1])}@{read_config(homes[1])['p2p']['laddr'][6:]}"
+    again = subprocess.run([*base, "init", "--dir", str(directory)], capture_output=True, text=True)
+    assert (
+        again.returncode == 1 and again.stderr.startswith("error: ") and "already" in again.stderr
+    )
+
+    up = subprocess.Popen([*base, "up", "--dir", str(directory)], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        lines = [up.stdout.readline() for _ in range(3)]
+        assert lines[0].startswith("node0: gRPC 127.0.0.1:"), lines
+        assert "2 validators committing blocks" in lines[2], lines
+        assert int(_rpc(rpc_address(homes[1]), "status")["sync_info"]["latest_block_height"]) >= 1
+    finally:
+        up.send_signal(signal.SIGINT)
+        _, err = up.communicate(timeout=60)
+    assert up.returncode == 0, err
+    assert "Traceback" not in err
