@@ -58,12 +58,7 @@ class SignatureCache:
 
 def _fee(ctx: Context, tx: DecodedTx, mode: Mode) -> dict[str, int]:
     fees = ctx.params.fees
-    coins: dict[str, int] = {}
-    for coin in tx.auth_info.fee.amount:
-        if not coin.amount.isdigit() or coin.denom in coins:
-            raise TxError(codes.INVALID_COINS, "fee: invalid coins")
-        if int(coin.amount):
-            coins[coin.denom] = int(coin.amount)
+    coins = bank.coins_from_proto(tx.auth_info.fee.amount, "fee", positive=False)
     if set(coins) - {fees.fee_denom}:
         raise TxError(codes.INVALID_COINS, f"fee: only {fees.fee_denom} is accepted")
     if mode is Mode.SIMULATE:

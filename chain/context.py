@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -79,11 +80,26 @@ class MsgSpec:
         return "/" + self.message.DESCRIPTOR.full_name
 
 
+_UINT = re.compile(r"[0-9]{1,78}")
+
+
+def parse_uint(text: str) -> int | None:
+    """An amount written as ASCII digits that fits 256 bits (the SDK's ``math.Int``), else None.
+
+    (``str.isdigit`` would take an Arabic-Indic five as 5 and a superscript two as a digit.)
+    """
+    if not _UINT.fullmatch(text):
+        return None
+    value = int(text)
+    return value if value.bit_length() <= 256 else None
+
+
 def parse_amount(text: str, field_name: str) -> int:
     """A positive integer amount from a message's string field."""
-    if not text.isdigit() or int(text) <= 0:
-        raise TxError(codes.INVALID_COINS, f"{field_name}: invalid amount {text!r}")
-    return int(text)
+    value = parse_uint(text)
+    if not value:
+        raise TxError(codes.INVALID_COINS, f"{field_name}: invalid amount {text[:80]!r}")
+    return value
 
 
 def get_int(store: CacheStore, key: bytes) -> int:

@@ -41,6 +41,9 @@ def _parse(message: type[Message], data: bytes, what: str) -> Message:
         raise TxError(codes.TX_DECODE, f"{what}: {err}: tx parse error") from None
 
 
+MAX_GAS_WANTED = (1 << 63) - 1  # as the Cosmos SDK's ante handler: gas is an int64 downstream
+
+
 def decode_tx(raw: bytes, registry: dict[str, MsgSpec], params: AuthParams) -> DecodedTx:
     """Parse ``raw`` and run the SDK's stateless checks; raises :class:`TxError` with a code."""
     if len(raw) > params.max_tx_bytes:
@@ -48,6 +51,9 @@ def decode_tx(raw: bytes, registry: dict[str, MsgSpec], params: AuthParams) -> D
     tx_raw = _parse(TxRaw, raw, "tx")
     body = _parse(TxBody, tx_raw.body_bytes, "body")
     auth_info = _parse(AuthInfo, tx_raw.auth_info_bytes, "auth_info")
+    if auth_info.fee.gas_limit > MAX_GAS_WANTED:
+        raise TxError(codes.INVALID_GAS_LIMIT, f"gas limit {auth_info.fee.gas_limit} is above "
+                                               f"the maximum {MAX_GAS_WANTED}")  # fmt: skip
     if not body.messages:
         raise TxError(codes.INVALID_REQUEST, "must contain at least one message")
     if len(body.memo) > params.max_memo_characters:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from cosmpy.protos.cosmos.bank.v1beta1.tx_pb2 import MsgSend
 from cosmpy.protos.cosmos.base.v1beta1.coin_pb2 import Coin
+from cosmpy.protos.cosmos.tx.v1beta1.tx_pb2 import AuthInfo, TxRaw
 
 from dilochain.chain.ante import FEE_COLLECTOR
 from dilochain.chain.errors import codes
@@ -223,3 +224,27 @@ def test_app_hash_changes_with_state_and_is_persisted(chain):
     chain.block()
     assert chain.app.app_hash != genesis_hash
     assert chain.app.store.block(2).hash  # block rows persisted
+
+
+@pytest.mark.parametrize(
+    "amount",
+    ["\u0665", "\u00b2", "1" * 79, str(1 << 256), "-1", " 5", "", "1e3"],  # Arabic five, ², …
+)
+def test_amounts_are_ascii_digits_within_256_bits(chain, amount):
+    msg = MsgSend(from_address=A, to_address=B, amount=[Coin(denom=DENOM, amount=amount)])
+    result = chain.broadcast(signed_tx(ALICE, [msg], sequence=0, account_number=0))
+    assert result.code == codes.INVALID_COINS, result.raw_log
+    # The same amount as a fee (simulated: the edited tx's signature no longer matters).
+    tx = TxRaw.FromString(signed_tx(ALICE, [send(B, 1)], sequence=0, account_number=0))
+    auth = AuthInfo.FromString(tx.auth_info_bytes)
+    auth.fee.amount[0].amount = amount
+    tx.auth_info_bytes = auth.SerializeToString()
+    assert chain.app.simulate(tx.SerializeToString()).code == codes.INVALID_COINS
+
+
+def test_gas_limit_above_int64_is_a_coded_rejection(chain):
+    raw = signed_tx(ALICE, [send(B, 1)], sequence=0, account_number=0, gas_limit=(1 << 64) - 1,
+                    fee=10**9)  # fmt: skip
+    for result in (chain.broadcast(raw), chain.app.simulate(raw)):
+        assert result.code == codes.INVALID_GAS_LIMIT and "maximum" in result.raw_log
+    assert [r.code for r in chain.block()] == []  # nothing admitted; the chain goes on

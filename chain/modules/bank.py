@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from cosmpy.protos.cosmos.bank.v1beta1.tx_pb2 import MsgSend, MsgSendResponse
 
 from dilochain.chain.address import require_address
-from dilochain.chain.context import Context, MsgSpec, get_int, set_int
+from dilochain.chain.context import Context, MsgSpec, get_int, parse_uint, set_int
 from dilochain.chain.errors import TxError, codes
 from dilochain.chain.modules.auth import ensure_account
 from dilochain.chain.state import CacheStore
@@ -76,15 +76,17 @@ def send(ctx: Context, sender: str, recipient: str, coins: dict[str, int]) -> No
     ctx.emit("transfer", recipient=recipient, sender=sender, amount=format_coins(coins))
 
 
-def coins_from_proto(coins: Iterable, field_name: str) -> dict[str, int]:
-    """Validate repeated ``cosmos.base.v1beta1.Coin`` into ``{denom: amount}``."""
+def coins_from_proto(coins: Iterable, field_name: str, positive: bool = True) -> dict[str, int]:
+    """Validate repeated ``cosmos.base.v1beta1.Coin`` into ``{denom: amount}`` (zero amounts
+    dropped); ``positive`` requires something left."""
     result: dict[str, int] = {}
     for coin in coins:
-        if not coin.amount.isdigit() or not coin.denom or coin.denom in result:
+        amount = parse_uint(coin.amount)
+        if amount is None or not coin.denom or coin.denom in result:
             raise TxError(codes.INVALID_COINS, f"{field_name}: invalid coins")
-        if int(coin.amount):
-            result[coin.denom] = int(coin.amount)
-    if not result:
+        if amount:
+            result[coin.denom] = amount
+    if positive and not result:
         raise TxError(codes.INVALID_COINS, f"{field_name}: must be positive")
     return result
 
