@@ -15,8 +15,8 @@ from dilochain.artifacts.store import ArtifactError, LocalArtifactStore
 from dilochain.poc_client import PocClient
 from dilochain.protocol.hashing import content_hash
 from dilochain.protocol.pb.poc.v1.types_pb2 import RunConfig
-from dilochain.training.compress import decompress
-from dilochain.training.diloco import outer_step
+from dilochain.training.compress import CompressionError, decompress
+from dilochain.training.diloco import outer_step, params_of, pseudo_gradient_problem
 from dilochain.training.tensor_codec import decode_state, encode_state
 
 log = logging.getLogger(__name__)
@@ -100,12 +100,22 @@ class Aggregator:
                 "round %d: local global state differs from the chain's; resyncing", view.round
             )
             view = GlobalView(view.round, decode_state(self.fetch(recorded)))
-        base = view.hash
-        deltas = [
-            decompress(self.fetch(c.pseudo_grad_hash))
-            for c in self.poc.commits(self.run_id, view.round)
-            if c.base_hash == base and not c.excluded
-        ]
+        base, params = view.hash, params_of(view.state)
+        deltas = []
+        for c in self.poc.commits(self.run_id, view.round):
+            if c.base_hash != base or c.excluded:
+                continue
+            try:
+                delta = decompress(self.fetch(c.pseudo_grad_hash))
+            except CompressionError as err:
+                problem = str(err)
+            else:
+                problem = pseudo_gradient_problem(delta, params)
+            if problem is None:
+                deltas.append(delta)
+            else:
+                log.warning("round %d: %s's pseudo-gradient is left out: %s",
+                            view.round, c.host, problem)  # fmt: skip
         state = outer_step(view.state, deltas, self.rc.outer_lr, self.rc.outer_momentum)
         nxt = GlobalView(view.round + 1, state)
         self.local.put(nxt.encoded)
