@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import struct
+
 import pytest
+import torch
 
 from dilochain.node.behaviors import RoundJob
 from dilochain.node.cheats import BEHAVIORS, CopyPseudoGrad, behavior
 from dilochain.node.config import BEHAVIOR_NAMES, NodeConfig
+from dilochain.protocol.pb.poc.v1.types_pb2 import Challenge
 from dilochain.training.compress import compress, decompress
 from dilochain.training.data import Corpus, corpus_hash, default_text
 from dilochain.training.diloco import initial_global
 from dilochain.training.model import build_model
 from dilochain.training.round_work import train_round
 from dilochain.training.run_config import make_run_config
-from dilochain.training.train_step import set_deterministic
+from dilochain.training.tensor_codec import MAGIC, CodecError, decode_state, encode_state
+from dilochain.training.train_step import STEP, set_deterministic
 from dilochain.verifier.replay import Policy, relative_l2, verify_challenge
 from dilochain.verifier.testing import publish_round
 
@@ -94,9 +99,35 @@ def test_missing_artifact_fails(tmp_path, base):
 
 
 def test_relative_l2():
-    import torch
 
     a = {"w": torch.ones(4)}
     assert relative_l2(a, a) == 0
     assert abs(relative_l2({"w": torch.ones(4) * 1.1}, a) - 0.1) < 1e-6
     assert decompress(compress(a, 8))["w"].allclose(a["w"])
+
+
+def _declared(shape: tuple[int, ...]) -> bytes:
+    """A tensor encoding whose one float32 tensor declares ``shape`` and carries 4 bytes."""
+    header = MAGIC + struct.pack("<I", 1) + struct.pack("<H", 1) + b"x"
+    header += struct.pack("<B", 7) + b"float32" + struct.pack("<B", len(shape))
+    return header + struct.pack(f"<{len(shape)}Q", *shape) + b"\x00" * 4
+
+
+@pytest.mark.parametrize("shape", [(1 << 63,), (1 << 40,) * 20, (1 << 31, 1 << 31)])
+def test_declared_shapes_are_checked_before_allocating(shape):
+    with pytest.raises(CodecError, match="needs"):
+        decode_state(_declared(shape))
+
+
+def test_crafted_checkpoints_fail_the_host_not_the_verifier(tmp_path, base):
+    result = honest(base)
+    store, commit, challenges = publish_round(tmp_path, CFG, base, result, HOST)
+    two_steps = decode_state(result.checkpoints[0])
+    two_steps[STEP] = torch.tensor([0, 0])
+    crafted = [encode_state(two_steps), _declared((1 << 63,)), _declared((1 << 40,) * 20)]
+    for data in crafted:
+        challenge = Challenge()
+        challenge.CopyFrom(challenges[0])
+        challenge.start_hash = store.put(data)
+        verdict = verify_challenge(CFG, CORPUS, commit, challenge, store, TOLERANT)
+        assert not verdict.passed and verdict.reason, verdict

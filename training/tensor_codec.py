@@ -8,10 +8,12 @@ artifact hash and its state hash are the same number.
 
 from __future__ import annotations
 
-import hashlib
+import math
 import struct
 
 import torch
+
+from dilochain.protocol.hashing import content_hash
 
 MAGIC = b"DLT1"
 _DTYPES = {
@@ -66,13 +68,12 @@ def decode_state(data: bytes) -> dict[str, torch.Tensor]:
             (rank,) = struct.unpack_from("<B", data, pos)
             shape = struct.unpack_from(f"<{rank}Q", data, pos + 1)
             pos += 1 + 8 * rank
-            size = (
-                torch.empty(shape, dtype=dtype).numel()
-                * torch.empty((), dtype=dtype).element_size()
-            )
+            # Sized from the declared shape, checked against the bytes present before any
+            # allocation: a crafted shape cannot make the decoder allocate more than it was sent.
+            size = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
+            if size > len(data) - pos:
+                raise CodecError(f"{key}: shape {shape} needs {size} bytes, {len(data) - pos} left")
             chunk = bytearray(data[pos : pos + size])
-            if len(chunk) != size:
-                raise CodecError(f"{key}: truncated data")
             pos += size
             flat = (
                 torch.frombuffer(chunk, dtype=torch.uint8)
@@ -83,10 +84,12 @@ def decode_state(data: bytes) -> dict[str, torch.Tensor]:
         if pos != len(data):
             raise CodecError("trailing bytes after the last tensor")
         return state
-    except (struct.error, KeyError, UnicodeDecodeError, RuntimeError) as err:
+    except (struct.error, KeyError, UnicodeDecodeError, RuntimeError, ValueError) as err:
+        if isinstance(err, CodecError):
+            raise
         raise CodecError(f"malformed tensor encoding: {err}") from None
 
 
 def state_hash(state: dict[str, torch.Tensor]) -> bytes:
     """SHA-256 of the canonical encoding."""
-    return hashlib.sha256(encode_state(state)).digest()
+    return content_hash(encode_state(state))

@@ -58,6 +58,22 @@ def verify_challenge(
     policy: Policy,
 ) -> Verdict:
     """Re-execute a challenged segment; never raises for a host's fault, it fails the host."""
+    try:
+        return _verify(cfg, corpus, commit, challenge, store, policy)
+    except (ValueError, TypeError, RuntimeError, KeyError, IndexError, OverflowError) as err:
+        # Bytes that decode but are not a checkpoint of this run's model (a step tensor of two
+        # elements, wrong shapes…): the host's fault, never the verifier's crash.
+        return Verdict(False, f"checkpoint does not fit the run's model: {err}")
+
+
+def _verify(
+    cfg: RunConfig,
+    corpus: Corpus,
+    commit: RoundCommit,
+    challenge: Challenge,
+    store: ArtifactStore,
+    policy: Policy,
+) -> Verdict:
     k = cfg.checkpoint_interval
     try:
         start = decode_state(store.get(challenge.start_hash))
