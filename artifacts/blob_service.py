@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterator
 from concurrent import futures
 
 import grpc
 
-from dilochain.artifacts.store import ArtifactError, ArtifactStore, check_digest
+from dilochain.artifacts.store import ArtifactError, ArtifactStore
 from dilochain.protocol.pb.node.v1 import blob_pb2, blob_pb2_grpc
 
 CHUNK = 1 << 20
@@ -47,25 +48,35 @@ def serve_blobs(store: ArtifactStore, address: str) -> tuple[grpc.Server, str]:
     return server, f"{address.rsplit(':', 1)[0]}:{port}"
 
 
-def fetch_blob(endpoint: str, digest: bytes, timeout: float = 60.0) -> bytes:
-    """Fetch an artifact from a host's blob service and check its hash."""
+def fetch_blob(endpoint: str, digest: bytes, limit: int, timeout: float = 60.0) -> bytes:
+    """Fetch an artifact from a host's blob service, hashing while it streams and stopping as
+    soon as it passes ``limit`` bytes (no artifact of the run can be larger)."""
+    received, hasher = bytearray(), hashlib.sha256()
     with grpc.insecure_channel(endpoint) as channel:
+        chunks = blob_pb2_grpc.BlobStub(channel).Get(
+            blob_pb2.GetBlobRequest(hash=digest), timeout=timeout
+        )
         try:
-            chunks = blob_pb2_grpc.BlobStub(channel).Get(
-                blob_pb2.GetBlobRequest(hash=digest), timeout=timeout
-            )
-            data = b"".join(chunk.data for chunk in chunks)
+            for chunk in chunks:
+                if len(received) + len(chunk.data) > limit:
+                    chunks.cancel()
+                    raise ArtifactError(f"{endpoint}: sent more than the {limit} bytes allowed")
+                received += chunk.data
+                hasher.update(chunk.data)
         except grpc.RpcError as err:
             raise ArtifactError(f"{endpoint}: {err.details() or err.code()}") from None
-    return check_digest(digest, data, endpoint)
+    if hasher.digest() != digest:
+        raise ArtifactError(f"artifact {digest.hex()[:16]}… from {endpoint} is corrupt")
+    return bytes(received)
 
 
 class PeerFetchingStore:
     """A local store that fetches what it lacks from peers' blob services, then keeps it."""
 
-    def __init__(self, local: ArtifactStore, peers: Callable[[], list[str]]):
+    def __init__(self, local: ArtifactStore, peers: Callable[[], list[str]], limit: int):
         self.local = local
         self.peers = peers
+        self.limit = limit
 
     def put(self, data: bytes) -> bytes:
         """Store locally."""
@@ -82,7 +93,7 @@ class PeerFetchingStore:
         errors = []
         for endpoint in self.peers():
             try:
-                data = fetch_blob(endpoint, digest)
+                data = fetch_blob(endpoint, digest, self.limit)
             except ArtifactError as err:
                 errors.append(str(err))
                 continue

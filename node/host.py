@@ -37,7 +37,7 @@ from dilochain.protocol.pb.poc.v1.tx_pb2 import (
 from dilochain.protocol.pb.poc.v1.types_pb2 import Run
 from dilochain.training.data import Corpus, corpus_hash, load_text
 from dilochain.training.diloco import initial_global, params_of
-from dilochain.training.model import build_model
+from dilochain.training.model import build_model, max_artifact_bytes
 from dilochain.training.round_work import RoundResult
 from dilochain.training.tensor_codec import decode_state, encode_state
 from dilochain.training.train_step import eval_loss, set_deterministic
@@ -70,7 +70,8 @@ class HostNode:
         set_deterministic(cfg.threads)
         self.model = build_model(self.rc.model, self.rc.seed).to(self.device)
         self.local = LocalArtifactStore(cfg.artifact_dir)
-        self.store = PeerFetchingStore(self.local, self._peer_endpoints)
+        limit = max_artifact_bytes(self.rc.model)
+        self.store = PeerFetchingStore(self.local, self._peer_endpoints, limit)
         self.aggregator = Aggregator(self.poc, cfg.run_id, self.rc, self.local, self.store)
         cfg.state_dir.mkdir(parents=True, exist_ok=True)
         self.eval_losses: dict[int, float] = {}

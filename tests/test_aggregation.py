@@ -49,7 +49,7 @@ def test_invalid_pseudo_gradients_are_left_out_not_fatal(tmp_path):
         RoundCommit(host=name, base_hash=view.hash, pseudo_grad_hash=local.put(data))
         for name, data in hostile.items()
     ]
-    store = PeerFetchingStore(local, lambda: [])
+    store = PeerFetchingStore(local, lambda: [], limit=1 << 30)
     aggregator = Aggregator(FakePoc(commits), "r", CFG, local, store, patience=0)
     nxt = aggregator.advance(view)
     expected = outer_step(view.state, [decompress(local.get(commits[0].pseudo_grad_hash))],

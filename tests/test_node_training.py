@@ -168,13 +168,15 @@ def test_blob_service_and_peer_fetch(tmp_path):
     digest = served.put(big)
     server, endpoint = serve_blobs(served, "127.0.0.1:0")
     try:
-        assert fetch_blob(endpoint, digest) == big
-        mine = PeerFetchingStore(LocalArtifactStore(tmp_path / "b"), lambda: [endpoint])
+        assert fetch_blob(endpoint, digest, len(big)) == big
+        with pytest.raises(ArtifactError, match="more than the"):
+            fetch_blob(endpoint, digest, len(big) - 1)  # an endless stream stops at the limit
+        mine = PeerFetchingStore(LocalArtifactStore(tmp_path / "b"), lambda: [endpoint], len(big))
         assert mine.get(digest) == big and mine.has(digest)
         with pytest.raises(ArtifactError, match="on no peer"):
             mine.get(b"\x01" * 32)
         (tmp_path / "a" / digest.hex()[:2] / digest.hex()).write_bytes(b"evil")
-        other = PeerFetchingStore(LocalArtifactStore(tmp_path / "c"), lambda: [endpoint])
+        other = PeerFetchingStore(LocalArtifactStore(tmp_path / "c"), lambda: [endpoint], 1 << 30)
         with pytest.raises(ArtifactError):
             other.get(digest)
         assert not other.has(digest)

@@ -69,6 +69,12 @@ def build_model(cfg: ModelConfig, seed: int) -> GPT:
         return GPT(cfg)
 
 
+def max_artifact_bytes(cfg: ModelConfig) -> int:
+    """An upper bound on any artifact of a run with this model: a checkpoint (parameters and
+    both AdamW moments, float32) plus room for names and headers. Fetches stop past it."""
+    return 3 * 4 * parameter_count(build_model(cfg, 0)) + (1 << 20)
+
+
 def parameter_count(model: nn.Module) -> int:
     """Number of trainable parameters."""
     return sum(p.numel() for p in model.parameters())

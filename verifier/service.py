@@ -24,6 +24,7 @@ from dilochain.protocol.pb.poc.v1.tx_pb2 import (
 )
 from dilochain.protocol.pb.poc.v1.types_pb2 import Challenge, ChallengeStatus, Run
 from dilochain.training.data import Corpus, corpus_hash, load_text
+from dilochain.training.model import max_artifact_bytes
 from dilochain.training.train_step import set_deterministic
 from dilochain.verifier.replay import Policy, Verdict, verify_challenge
 
@@ -109,7 +110,8 @@ class VerifierService:
             return Verdict(False, "always fails")
         hosts = self.poc.hosts(run_id=run.run_id)
         owner = [h.endpoint for h in hosts if h.address == challenge.host]
-        store = PeerFetchingStore(self.local, lambda: owner + [h.endpoint for h in hosts])
+        limit = max_artifact_bytes(run.config.model)
+        store = PeerFetchingStore(self.local, lambda: owner + [h.endpoint for h in hosts], limit)
         commits = self.poc.commits(run.run_id, challenge.round)
         commit = next(c for c in commits if c.host == challenge.host)
         return verify_challenge(run.config, corpus, commit, challenge, store, self.policy)
