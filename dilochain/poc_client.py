@@ -115,10 +115,12 @@ class PocClient:
 def ensure_bonded(
     ledger: LedgerClient, poc: PocClient, wallet: Wallet, required: int
 ) -> list[MsgDepositCollateral]:
-    """The deposit that brings ``wallet``'s bonded collateral up to ``required`` (none if it is
-    there already); raises :class:`InsufficientFunds` if the balance cannot pay it."""
+    """The deposit that brings ``wallet``'s free collateral (bonded, not locked by other runs or
+    registrations) up to ``required`` (none if it is there already); raises
+    :class:`InsufficientFunds` if the balance cannot pay it."""
     address = str(wallet.address())
-    need = required - int(poc.collateral(address).bonded)
+    held = poc.collateral(address)
+    need = required - (int(held.bonded) - int(held.locked or 0))
     if need <= 0:
         return []
     balance = ledger.query_bank_balance(wallet.address(), DENOM)

@@ -204,6 +204,20 @@ def test_run_registry_needs_collateral(chain):
     unknown = MsgRegisterHost(host=B, run_id="nope")
     result = chain.broadcast(signed_tx(BOB, [unknown], sequence=2, account_number=1))
     assert result.code == codes.NOT_FOUND
+    # One bond cannot stand behind two runs: the second needs its own 500 free.
+    second = MsgCreateRun(creator=A, run_id="r2", config=config)
+    assert chain.broadcast(signed_tx(ALICE, [second], sequence=1, account_number=0)).code == 0
+    chain.block()
+    join = MsgRegisterHost(host=B, run_id="r2", endpoint="127.0.0.1:3")
+    result = chain.broadcast(signed_tx(BOB, [join], sequence=2, account_number=1))
+    assert result.code == codes.INSUFFICIENT_FUNDS and "0 free (500 bonded, 500 locked)" in (
+        result.raw_log
+    )
+    more = MsgDepositCollateral(depositor=B, amount="500")
+    assert chain.broadcast(signed_tx(BOB, [more, join], sequence=2, account_number=1)).code == 0
+    chain.block()
+    held = collateral.info(chain.app.committed_view(), B)
+    assert (held.bonded, held.locked) == ("1000", "1000")
 
 
 def test_failed_message_reverts_whole_tx_but_keeps_fee(chain):

@@ -226,13 +226,7 @@ def _handle_register_verifier(
     if ctx.store.get(key) is not None:
         raise TxError(codes.INVALID_REQUEST, f"{msg.verifier} is already a verifier")
     need = ctx.params.poc.min_verifier_collateral
-    have = collateral.bonded(ctx.store, msg.verifier)
-    if have < need:
-        raise TxError(
-            codes.INSUFFICIENT_FUNDS,
-            f"a verifier needs {need} bonded collateral, {msg.verifier} has {have}",
-        )
-    collateral.lock(ctx.store, msg.verifier, need)
+    collateral.reserve(ctx.store, msg.verifier, need, "a verifier")
     record = Verifier(address=msg.verifier, registered_height=ctx.height)
     ctx.store.set(key, record.SerializeToString())
     ctx.emit("register_verifier", verifier=msg.verifier)

@@ -55,10 +55,27 @@ def bonded(store: CacheStore, address: str) -> int:
     return get_int(store, _bonded_key(address))
 
 
-def lock(store: CacheStore, address: str, amount: int) -> None:
-    """Forbid withdrawals that would leave ``address`` with less than ``amount`` bonded."""
-    key = _locked_key(address)
-    set_int(store, key, max(get_int(store, key), amount))
+def locked(store: CacheStore, address: str) -> int:
+    """Bonded collateral reserved by runs and verifier registration (not withdrawable)."""
+    return get_int(store, _locked_key(address))
+
+
+def reserve(store: CacheStore, address: str, amount: int, purpose: str) -> None:
+    """Lock ``amount`` of ``address``'s bonded collateral for ``purpose``, from what no other
+    run or registration holds: one bond cannot stand behind two runs."""
+    have, held = bonded(store, address), locked(store, address)
+    if have - held < amount:
+        raise TxError(
+            codes.INSUFFICIENT_FUNDS,
+            f"{purpose} needs {amount} bonded collateral, {address} has {max(0, have - held)} "
+            f"free ({have} bonded, {held} locked)",
+        )
+    set_int(store, _locked_key(address), held + amount)
+
+
+def release(store: CacheStore, address: str, amount: int) -> None:
+    """Give back a reservation (a jailed host's run)."""
+    set_int(store, _locked_key(address), max(0, locked(store, address) - amount))
 
 
 def slash(ctx: Context, address: str, fraction) -> int:
@@ -78,7 +95,12 @@ def info(store: CacheStore, address: str) -> CollateralInfo:
         UnbondingEntry(amount=value.decode(), completion_time_unix=int(key.split(b"/")[-2]))
         for key, value in store.iterate(prefix)
     ]
-    return CollateralInfo(address=address, bonded=str(bonded(store, address)), unbonding=entries)
+    return CollateralInfo(
+        address=address,
+        bonded=str(bonded(store, address)),
+        unbonding=entries,
+        locked=str(locked(store, address)),
+    )
 
 
 def _handle_deposit(ctx: Context, msg: MsgDepositCollateral) -> MsgDepositCollateralResponse:

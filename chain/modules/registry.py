@@ -76,10 +76,14 @@ def is_host(store: CacheStore, run_id: str, address: str) -> bool:
 
 
 def jail(ctx: Context, run_id: str, address: str) -> None:
-    """Remove a host that failed a challenge from the run: its later commits are refused until
-    it registers again (bonding the run's minimum collateral anew)."""
+    """Remove a host that failed a challenge from the run, releasing the run's reservation of
+    its collateral: its later commits are refused until it registers again (reserving the run's
+    minimum collateral anew)."""
     if ctx.store.get(_host_key(run_id, address)) is not None:
         ctx.store.delete(_host_key(run_id, address))
+        run = get_run(ctx.store, run_id)
+        if run is not None:
+            collateral.release(ctx.store, address, int(run.config.min_collateral))
         ctx.emit("jail_host", run_id=run_id, host=address)
 
 
@@ -115,13 +119,8 @@ def _handle_register_host(ctx: Context, msg: MsgRegisterHost) -> MsgRegisterHost
         return MsgRegisterHostResponse()
     if run.config.max_hosts and len(hosts(ctx.store, msg.run_id)) >= run.config.max_hosts:
         raise TxError(codes.INVALID_REQUEST, f"run {msg.run_id!r} is full")
-    need, have = int(run.config.min_collateral), collateral.bonded(ctx.store, msg.host)
-    if have < need:
-        raise TxError(
-            codes.INSUFFICIENT_FUNDS,
-            f"run {msg.run_id!r} needs {need} bonded collateral, {msg.host} has {have}",
-        )
-    collateral.lock(ctx.store, msg.host, need)
+    need = int(run.config.min_collateral)
+    collateral.reserve(ctx.store, msg.host, need, f"run {msg.run_id!r}")
     host = Host(
         run_id=msg.run_id, address=msg.host, endpoint=msg.endpoint, registered_height=ctx.height
     )

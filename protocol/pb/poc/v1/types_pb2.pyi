@@ -248,14 +248,16 @@ class UnbondingEntry(_message.Message):
     def __init__(self, amount: _Optional[str] = ..., completion_time_unix: _Optional[int] = ...) -> None: ...
 
 class CollateralInfo(_message.Message):
-    __slots__ = ("address", "bonded", "unbonding")
+    __slots__ = ("address", "bonded", "unbonding", "locked")
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     BONDED_FIELD_NUMBER: _ClassVar[int]
     UNBONDING_FIELD_NUMBER: _ClassVar[int]
+    LOCKED_FIELD_NUMBER: _ClassVar[int]
     address: str
     bonded: str
     unbonding: _containers.RepeatedCompositeFieldContainer[UnbondingEntry]
-    def __init__(self, address: _Optional[str] = ..., bonded: _Optional[str] = ..., unbonding: _Optional[_Iterable[_Union[UnbondingEntry, _Mapping]]] = ...) -> None: ...
+    locked: str
+    def __init__(self, address: _Optional[str] = ..., bonded: _Optional[str] = ..., unbonding: _Optional[_Iterable[_Union[UnbondingEntry, _Mapping]]] = ..., locked: _Optional[str] = ...) -> None: ...
 
 class Params(_message.Message):
     __slots__ = ("collateral_denom", "unbonding_period_seconds", "sampling_rate", "reveal_window_blocks", "verdict_window_blocks", "verifiers_per_challenge", "quorum", "slash_fraction", "verifier_slash_fraction", "min_verifier_collateral", "verification_mode", "tolerance", "pseudo_grad_tolerance")
