@@ -20,6 +20,7 @@ from dilochain.protocol.pb.poc.v1.tx_pb2 import (
     MsgRegisterVerifier,
     MsgRevealCheckpoints,
     MsgSubmitVerdict,
+    MsgWithdrawCollateral,
 )
 from dilochain.testutil import local_chain, signed_tx, wallet
 from dilochain.training.run_config import make_run_config
@@ -237,3 +238,19 @@ def test_failed_host_forfeits_unclaimed_rewards_and_is_jailed(net):
     assert again.code == 0
     net.c.block()
     assert registry.is_host(net.view, "r", addr(CHEAT))
+
+
+def test_withdrawing_after_committing_does_not_escape_the_slash(net):
+    withdraw = MsgWithdrawCollateral(depositor=addr(CHEAT), amount="9000")
+    assert net.send(CHEAT, withdraw).code == 0  # 1,000 stays locked by the run
+    net.c.block()
+    assert collateral.info(net.view, addr(CHEAT)).unbonding[0].amount == "9000"
+    window = schedule.window_at(registry.get_run(net.view, "r"), net.c.app.params.poc, 2)
+    supply = bank.supply(net.view, DENOM)
+    net.blocks_until(window.resolution)  # CHEAT never reveals
+    view = net.view
+    (slash,) = challenges.slashes(view, addr(CHEAT))
+    assert slash.amount == "3000"  # 30% of the 10,000 bonded when it committed
+    held = collateral.info(view, addr(CHEAT))
+    assert held.bonded == "700" and held.unbonding[0].amount == "6300"
+    assert bank.supply(view, DENOM) == supply - 3 * 3000  # no host revealed: all three burned

@@ -99,8 +99,11 @@ def slashes(store: CacheStore, address: str = "") -> list[Slash]:
     return [Slash.FromString(v) for _, v in store.iterate(prefix)]
 
 
-def _slash(ctx: Context, address: str, fraction, run_id: str, round_: int, reason: str) -> None:
-    amount = collateral.slash(ctx, address, fraction)
+def _slash(
+    ctx: Context, address: str, fraction, run_id: str, round_: int, reason: str,
+    infraction_height: int | None = None,
+) -> None:  # fmt: skip
+    amount = collateral.slash(ctx, address, fraction, infraction_height)
     seq = get_int(ctx.store, _SLASH_SEQ)
     set_int(ctx.store, _SLASH_SEQ, seq + 1)
     record = Slash(address=address, run_id=run_id, round=round_, amount=str(amount),
@@ -163,7 +166,7 @@ def resolve(ctx: Context, run: Run, round_: int) -> None:
             commit.excluded = True
             rounds.set_commit(ctx.store, commit)
             _slash(ctx, commit.host, params.slash_fraction, run.run_id, round_,
-                   "failed a challenge")  # fmt: skip
+                   "failed a challenge", infraction_height=commit.height)  # fmt: skip
             rewards.mark_slashed(ctx, commit.host)
             rewards.forfeit(ctx, commit.host)
             registry.jail(ctx, run.run_id, commit.host)

@@ -31,7 +31,7 @@ from dilochain.protocol.pb.poc.v1.tx_pb2 import (
 from dilochain.protocol.pb.poc.v1.types_pb2 import CollateralInfo, UnbondingEntry
 
 MODULE_ACCOUNT = module_address("poc")
-_NEXT_ID = b"unb/next_id"
+_NEXT_ID = b"seq/unbonding"  # outside the iterated unb/ prefix
 
 
 def _bonded_key(address: str) -> bytes:
@@ -48,6 +48,16 @@ def _entry_key(address: str, completion: int, entry_id: int) -> bytes:
 
 def _queue_key(completion: int, address: str, entry_id: int) -> bytes:
     return b"unbq/%012d/" % completion + address.encode() + b"/%d" % entry_id
+
+
+def _entry_value(amount: int, created: int) -> bytes:
+    return b"%d/%d" % (amount, created)
+
+
+def _parse_entry(value: bytes) -> tuple[int, int]:
+    """(amount, height the withdrawal was made at) of an unbonding entry."""
+    amount, created = value.split(b"/")
+    return int(amount), int(created)
 
 
 def bonded(store: CacheStore, address: str) -> int:
@@ -78,12 +88,26 @@ def release(store: CacheStore, address: str, amount: int) -> None:
     set_int(store, _locked_key(address), max(0, locked(store, address) - amount))
 
 
-def slash(ctx: Context, address: str, fraction) -> int:
-    """Burn ``fraction`` of ``address``'s bonded collateral; returns the amount taken."""
+def slash(ctx: Context, address: str, fraction, infraction_height: int | None = None) -> int:
+    """Burn ``fraction`` of ``address``'s bonded collateral, and of every unbonding entry it
+    withdrew at or after ``infraction_height`` (collateral that was bonded when the fault was
+    committed stays slashable while it unbonds, as in x/staking); returns the amount taken."""
     have = bonded(ctx.store, address)
     amount = int(have * fraction)
+    set_int(ctx.store, _bonded_key(address), have - amount)
+    if infraction_height is not None:
+        for key, value in ctx.store.iterate(b"unb/" + address.encode() + b"/"):
+            held, created = _parse_entry(value)
+            if created < infraction_height:
+                continue
+            taken = int(held * fraction)
+            completion, entry_id = (int(part) for part in key.split(b"/")[-2:])
+            ctx.store.set(key, _entry_value(held - taken, created))
+            ctx.store.set(
+                _queue_key(completion, address, entry_id), _entry_value(held - taken, created)
+            )
+            amount += taken
     if amount:
-        set_int(ctx.store, _bonded_key(address), have - amount)
         bank.burn(ctx.store, MODULE_ACCOUNT, {ctx.params.poc.collateral_denom: amount})
     return amount
 
@@ -92,7 +116,9 @@ def info(store: CacheStore, address: str) -> CollateralInfo:
     """Bonded and unbonding collateral of ``address``."""
     prefix = b"unb/" + address.encode() + b"/"
     entries = [
-        UnbondingEntry(amount=value.decode(), completion_time_unix=int(key.split(b"/")[-2]))
+        UnbondingEntry(
+            amount=str(_parse_entry(value)[0]), completion_time_unix=int(key.split(b"/")[-2])
+        )
         for key, value in store.iterate(prefix)
     ]
     return CollateralInfo(
@@ -120,18 +146,18 @@ def _handle_withdraw(ctx: Context, msg: MsgWithdrawCollateral) -> MsgWithdrawCol
         raise TxError(
             codes.INSUFFICIENT_FUNDS, f"bonded collateral {have} is smaller than {amount}"
         )
-    locked = get_int(store, _locked_key(who))
-    if have - amount < locked:
+    held = locked(store, who)
+    if have - amount < held:
         raise TxError(
             codes.INVALID_REQUEST,
-            f"withdrawal would leave {have - amount} bonded; registered runs require {locked}",
+            f"withdrawal would leave {have - amount} bonded; registered runs require {held}",
         )
     set_int(store, _bonded_key(who), have - amount)
     completion = ctx.time_s + ctx.params.poc.unbonding_period_seconds
     entry_id = get_int(store, _NEXT_ID)
     set_int(store, _NEXT_ID, entry_id + 1)
-    store.set(_entry_key(who, completion, entry_id), str(amount).encode())
-    store.set(_queue_key(completion, who, entry_id), str(amount).encode())
+    store.set(_entry_key(who, completion, entry_id), _entry_value(amount, ctx.height))
+    store.set(_queue_key(completion, who, entry_id), _entry_value(amount, ctx.height))
     ctx.emit("withdraw_collateral", depositor=who, amount=amount, completion_time=completion)
     return MsgWithdrawCollateralResponse(completion_time_unix=completion)
 
@@ -144,11 +170,12 @@ def end_block(ctx: Context) -> None:
         _, completion, address, entry_id = key.decode().split("/")
         if int(completion) > ctx.time_s:
             break
-        due.append((key, int(completion), address, int(entry_id), int(value)))
+        due.append((key, int(completion), address, int(entry_id), _parse_entry(value)[0]))
     for key, completion, address, entry_id, amount in due:
         ctx.store.delete(key)
         ctx.store.delete(_entry_key(address, completion, entry_id))
-        bank.send(ctx, MODULE_ACCOUNT, address, {denom: amount})
+        if amount:
+            bank.send(ctx, MODULE_ACCOUNT, address, {denom: amount})
         ctx.emit("complete_unbonding", depositor=address, amount=f"{amount}{denom}")
 
 
