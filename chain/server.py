@@ -23,7 +23,7 @@ from dilochain.chain.cometbft import cometbft_binary, die_with_parent, port_free
 from dilochain.chain.grpc_services import APP_VERSION, Services, register_all
 from dilochain.chain.home import db_path, load_home, read_config
 from dilochain.chain.query_router import QueryRouter
-from dilochain.chain.store import ChainStore
+from dilochain.chain.store import ChainStore, StoreError
 
 log = logging.getLogger(__name__)
 STOP_GRACE_SECONDS = 15
@@ -43,7 +43,10 @@ class ChainNode:
         self.binary = cometbft_binary()
         self.rpc_address = strip_scheme(config.get("rpc", {}).get("laddr", "127.0.0.1:26657"))
         self.p2p_address = strip_scheme(config.get("p2p", {}).get("laddr", "127.0.0.1:26656"))
-        self.store = ChainStore(db_path(home))
+        try:
+            self.store = ChainStore(db_path(home))
+        except StoreError as err:
+            raise ChainStartError(str(err)) from None
         self.app = Application(self.store, genesis)
         self.grpc_address = grpc_address
         self.block_time = block_time

@@ -79,6 +79,10 @@ def _prefix_end(prefix: bytes) -> bytes | None:
     return stripped[:-1] + bytes([stripped[-1] + 1])
 
 
+class StoreError(Exception):
+    """The database file is not a usable chain store."""
+
+
 class ChainStore:
     """SQLite-backed store; safe to use from several threads (one connection behind a lock)."""
 
@@ -86,9 +90,17 @@ class ChainStore:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
         self._lock = threading.Lock()
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")
-        self._db.executescript(_SCHEMA)
+        try:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=FULL")
+            self._db.executescript(_SCHEMA)
+            self._db.execute("SELECT count(*) FROM meta").fetchone()
+        except sqlite3.DatabaseError as err:
+            self._db.close()
+            raise StoreError(
+                f"{path} is not a usable chain database ({err}); restore it from a backup, or "
+                "move it away together with CometBFT's data/ to resync from peers"
+            ) from None
         self._cache: dict[bytes, bytes | None] = {}
         self._meta: dict[str, bytes | None] = {}
 

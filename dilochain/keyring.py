@@ -33,6 +33,17 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _SCRYPT_N = 2**15
 
 
+def _read_json(path: Path, fields: tuple[str, ...]) -> dict:
+    """A keyring file's JSON object with ``fields``; a damaged file is one clear error."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise KeyringError(f"{path} is unreadable ({err}); restore it from a backup") from None
+    if not isinstance(data, dict) or any(field not in data for field in fields):
+        raise KeyringError(f"{path} is damaged (fields missing); restore it from a backup")
+    return data
+
+
 class KeyringError(Exception):
     """A keyring operation the user asked for cannot be done (message says why)."""
 
@@ -72,10 +83,12 @@ class Keyring:
             verifier.write_text(json.dumps(blob))
             os.chmod(verifier, 0o600)
             return
-        blob = json.loads(verifier.read_text())
-        if not hmac.compare_digest(
-            _derive(password, bytes.fromhex(blob["salt"])).hex(), blob["hash"]
-        ):
+        blob = _read_json(verifier, ("salt", "hash"))
+        try:
+            expected = _derive(password, bytes.fromhex(blob["salt"])).hex()
+        except (ValueError, TypeError):
+            raise KeyringError(f"{verifier} is damaged; restore it from a backup") from None
+        if not hmac.compare_digest(expected, str(blob["hash"])):
             raise KeyringError("wrong keyring password")
 
     def add(self, name: str, password: str, mnemonic: str | None = None) -> tuple[KeyInfo, str]:
@@ -115,7 +128,7 @@ class Keyring:
         path = self._path(name)
         if not path.exists():
             raise KeyringError(f"no key named {name!r} in {self.directory}")
-        return json.loads(path.read_text())
+        return _read_json(path, ("name", "address", "pubkey", "salt", "nonce", "ciphertext"))
 
     def show(self, name: str) -> KeyInfo:
         """The public part of key ``name`` (no password needed)."""
@@ -125,7 +138,7 @@ class Keyring:
     def list(self) -> list[KeyInfo]:
         """All keys, by name."""
         if not self.directory.exists():
-            return []
+            raise KeyringError(f"no keyring at {self.directory} (add a key with `keys add`)")
         return [self.show(p.stem) for p in sorted(self.directory.glob("*.json"))]
 
     def wallet(self, name: str, password: str) -> LocalWallet:
@@ -140,4 +153,8 @@ class Keyring:
             )
         except InvalidTag:
             raise KeyringError(f"key {name!r} cannot be unsealed (wrong password?)") from None
+        except (ValueError, TypeError):
+            raise KeyringError(
+                f"key file of {name!r} is damaged; restore it from a backup"
+            ) from None
         return LocalWallet(PrivateKey(raw), prefix=ADDRESS_PREFIX)

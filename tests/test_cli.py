@@ -87,6 +87,8 @@ def test_chain_start_without_cometbft(tmp_path, capsys, monkeypatch):
         (["chain", "start", "--block-time", "fast"], "invalid duration"),
         (["chain", "start", "--block-time", "10ms"], "between 50ms and 60s"),
         (["keys", "show", "ghost"], "no key named 'ghost'"),
+        (["keys", "list"], "no keyring"),
+        (["chain", "add-genesis-account", ADDRESS, "1e30"], "base units"),
     ],
 )
 def test_user_errors_are_one_line(tmp_path, capsys, argv, needle):
@@ -110,6 +112,33 @@ def test_missing_home_and_bad_genesis(tmp_path, capsys):
     capsys.readouterr()
     code, _, err = run(capsys, "chain", "start", "--home", str(home))
     assert_one_line_error(code, err, "field app_state.accounts.0.address")
+
+
+def test_damaged_files_are_one_clear_line(tmp_path, capsys, monkeypatch):
+    home = tmp_path / "h"
+    _init(home)
+    monkeypatch.setenv("DILOCHAIN_KEYRING_PASSWORD", "pw")
+    assert run(capsys, "keys", "add", "alice", "--home", str(home))[0] == 0
+    key_file = home / "keyring" / "alice.json"
+    key_file.write_text("{}")
+    assert_one_line_error(*run(capsys, "keys", "show", "alice", "--home", str(home))[::2],
+                          "damaged")  # fmt: skip
+    key_file.write_text('{"name": "alice", "addr')  # truncated
+    assert_one_line_error(*run(capsys, "keys", "list", "--home", str(home))[::2], "unreadable")
+    (home / "keyring" / ".keyhash").write_text('{"salt": "00"')
+    assert_one_line_error(*run(capsys, "keys", "add", "bob", "--home", str(home))[::2],
+                          "unreadable")  # fmt: skip
+    (home / "config" / "priv_validator_key.json").write_text("{}")
+    assert_one_line_error(*run(capsys, "chain", "start", "--home", str(home))[::2],
+                          "unreadable key file")  # fmt: skip
+
+
+def test_garbage_chain_database_is_one_clear_line(tmp_path, capsys):
+    home = tmp_path / "h"
+    _init(home)
+    (home / "data" / "chain.db").write_bytes(b"not sqlite at all" * 100)
+    code, _, err = run(capsys, "chain", "start", "--home", str(home))
+    assert_one_line_error(code, err, "is not a usable chain database")
 
 
 def test_bad_flag_is_a_usage_error(tmp_path):

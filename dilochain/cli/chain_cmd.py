@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import re
 import signal
 from pathlib import Path
 
@@ -75,6 +76,11 @@ def _add_genesis_account(args: argparse.Namespace) -> int:
         coins = parse_coins(args.amount)
     except ValueError as err:
         raise CliError(str(err)) from None
+    if any(re.fullmatch(r"[eE][0-9]+", denom) for denom in coins):  # 1e30 read as 1 "e30"
+        raise CliError(
+            f"invalid amount {args.amount!r}: write it in base units with a denom, "
+            "e.g. 1000000000udlc"
+        )
     save_genesis(load_genesis(path).with_account(address, coins), path)
     print(f"added {args.amount} to {address}")
     return 0
