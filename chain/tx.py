@@ -56,6 +56,9 @@ def decode_tx(raw: bytes, registry: dict[str, MsgSpec], params: AuthParams) -> D
                                                f"the maximum {MAX_GAS_WANTED}")  # fmt: skip
     if not body.messages:
         raise TxError(codes.INVALID_REQUEST, "must contain at least one message")
+    if len(body.messages) > params.max_msgs_per_tx:
+        raise TxError(codes.INVALID_REQUEST, f"{len(body.messages)} messages; at most "
+                                             f"{params.max_msgs_per_tx} per tx")  # fmt: skip
     if len(body.memo) > params.max_memo_characters:
         raise TxError(codes.MEMO_TOO_LARGE, f"memo longer than {params.max_memo_characters}")
     if body.extension_options or body.non_critical_extension_options:

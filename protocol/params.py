@@ -36,6 +36,8 @@ class AuthParams(StrictModel):
     tx_size_cost_per_byte: int = Field(default=10, ge=0)
     sig_verify_cost_secp256k1: int = Field(default=1000, ge=0)
     max_tx_bytes: int = Field(default=1 << 20, gt=0)
+    # Bounds the work one tx (or one unsigned Simulate) can ask for.
+    max_msgs_per_tx: int = Field(default=64, ge=1)
 
 
 class FeeParams(StrictModel):
@@ -67,6 +69,12 @@ class PocParams(StrictModel):
     # Relative L2 distance allowed between the committed (quantised, error-fed-back)
     # pseudo-gradient and base - final checkpoint.
     pseudo_grad_tolerance: Decimal = Field(default=Decimal("0.1"), gt=0)
+
+    # Bounds on what MsgCreateRun may ask of the chain: every segment of every commit can be
+    # challenged in one selection block, so the work per block stays bounded.
+    max_segments_per_round: int = Field(default=64, ge=1)
+    max_inner_steps: int = Field(default=100_000, ge=1)
+    max_total_rounds: int = Field(default=100_000, ge=1)
 
     @model_validator(mode="after")
     def _quorum_reachable(self) -> PocParams:

@@ -8,6 +8,7 @@ from dilochain.chain.context import Context, MsgSpec, QueryContext, QueryHandler
 from dilochain.chain.errors import TxError, codes
 from dilochain.chain.modules import collateral
 from dilochain.chain.state import CacheStore
+from dilochain.protocol.params import PocParams
 from dilochain.protocol.pb.poc.v1 import query_pb2 as q
 from dilochain.protocol.pb.poc.v1.tx_pb2 import (
     MsgCreateRun,
@@ -16,7 +17,7 @@ from dilochain.protocol.pb.poc.v1.tx_pb2 import (
     MsgRegisterHostResponse,
 )
 from dilochain.protocol.pb.poc.v1.types_pb2 import Host, Run, RunConfig
-from dilochain.protocol.pb.poc.v1.types_pb2 import Params as PocParams
+from dilochain.protocol.pb.poc.v1.types_pb2 import Params as ParamsProto
 
 _RUN_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 
@@ -45,7 +46,7 @@ def hosts(store: CacheStore, run_id: str) -> list[Host]:
     return [Host.FromString(v) for _, v in store.iterate(b"host/" + run_id.encode() + b"/")]
 
 
-def _validate_config(cfg: RunConfig) -> None:
+def _validate_config(cfg: RunConfig, params: PocParams) -> None:
     def need(ok: bool, what: str) -> None:
         if not ok:
             raise TxError(codes.INVALID_REQUEST, f"config: {what}")
@@ -62,6 +63,13 @@ def _validate_config(cfg: RunConfig) -> None:
     )
     need(cfg.inner_steps % cfg.checkpoint_interval == 0,
          "inner_steps must be a multiple of checkpoint_interval")  # fmt: skip
+    need(cfg.inner_steps <= params.max_inner_steps,
+         f"inner_steps above the chain's maximum {params.max_inner_steps}")  # fmt: skip
+    need(cfg.inner_steps // cfg.checkpoint_interval <= params.max_segments_per_round,
+         f"more than {params.max_segments_per_round} segments (inner_steps / "
+         "checkpoint_interval) per round")  # fmt: skip
+    need(cfg.total_rounds <= params.max_total_rounds,
+         f"total_rounds above the chain's maximum {params.max_total_rounds}")  # fmt: skip
     need(cfg.inner_lr > 0 and cfg.outer_lr > 0 and 0 <= cfg.outer_momentum < 1,
          "learning rates must be positive and outer_momentum in [0, 1)")  # fmt: skip
     need(cfg.weight_decay >= 0 and cfg.grad_clip >= 0, "weight_decay and grad_clip must be >= 0")
@@ -92,7 +100,7 @@ def _handle_create_run(ctx: Context, msg: MsgCreateRun) -> MsgCreateRunResponse:
         raise TxError(codes.INVALID_REQUEST, f"run_id: invalid run id {msg.run_id!r}")
     if get_run(ctx.store, msg.run_id) is not None:
         raise TxError(codes.INVALID_REQUEST, f"run {msg.run_id!r} already exists")
-    _validate_config(msg.config)
+    _validate_config(msg.config, ctx.params.poc)
     run = Run(
         run_id=msg.run_id,
         creator=msg.creator,
@@ -145,7 +153,7 @@ def require_run(store: CacheStore, run_id: str) -> Run:
 
 def _query_params(ctx: QueryContext, request: q.QueryParamsRequest) -> q.QueryParamsResponse:
     values = ctx.params.poc.model_dump(mode="json")  # decimals become strings
-    return q.QueryParamsResponse(params=PocParams(**values))
+    return q.QueryParamsResponse(params=ParamsProto(**values))
 
 
 def _query_run(ctx: QueryContext, request: q.QueryRunRequest) -> q.QueryRunResponse:

@@ -260,7 +260,7 @@ class CollateralInfo(_message.Message):
     def __init__(self, address: _Optional[str] = ..., bonded: _Optional[str] = ..., unbonding: _Optional[_Iterable[_Union[UnbondingEntry, _Mapping]]] = ..., locked: _Optional[str] = ...) -> None: ...
 
 class Params(_message.Message):
-    __slots__ = ("collateral_denom", "unbonding_period_seconds", "sampling_rate", "reveal_window_blocks", "verdict_window_blocks", "verifiers_per_challenge", "quorum", "slash_fraction", "verifier_slash_fraction", "min_verifier_collateral", "verification_mode", "tolerance", "pseudo_grad_tolerance")
+    __slots__ = ("collateral_denom", "unbonding_period_seconds", "sampling_rate", "reveal_window_blocks", "verdict_window_blocks", "verifiers_per_challenge", "quorum", "slash_fraction", "verifier_slash_fraction", "min_verifier_collateral", "verification_mode", "tolerance", "pseudo_grad_tolerance", "max_segments_per_round", "max_inner_steps", "max_total_rounds")
     COLLATERAL_DENOM_FIELD_NUMBER: _ClassVar[int]
     UNBONDING_PERIOD_SECONDS_FIELD_NUMBER: _ClassVar[int]
     SAMPLING_RATE_FIELD_NUMBER: _ClassVar[int]
@@ -274,6 +274,9 @@ class Params(_message.Message):
     VERIFICATION_MODE_FIELD_NUMBER: _ClassVar[int]
     TOLERANCE_FIELD_NUMBER: _ClassVar[int]
     PSEUDO_GRAD_TOLERANCE_FIELD_NUMBER: _ClassVar[int]
+    MAX_SEGMENTS_PER_ROUND_FIELD_NUMBER: _ClassVar[int]
+    MAX_INNER_STEPS_FIELD_NUMBER: _ClassVar[int]
+    MAX_TOTAL_ROUNDS_FIELD_NUMBER: _ClassVar[int]
     collateral_denom: str
     unbonding_period_seconds: int
     sampling_rate: str
@@ -287,4 +290,7 @@ class Params(_message.Message):
     verification_mode: str
     tolerance: str
     pseudo_grad_tolerance: str
-    def __init__(self, collateral_denom: _Optional[str] = ..., unbonding_period_seconds: _Optional[int] = ..., sampling_rate: _Optional[str] = ..., reveal_window_blocks: _Optional[int] = ..., verdict_window_blocks: _Optional[int] = ..., verifiers_per_challenge: _Optional[int] = ..., quorum: _Optional[int] = ..., slash_fraction: _Optional[str] = ..., verifier_slash_fraction: _Optional[str] = ..., min_verifier_collateral: _Optional[int] = ..., verification_mode: _Optional[str] = ..., tolerance: _Optional[str] = ..., pseudo_grad_tolerance: _Optional[str] = ...) -> None: ...
+    max_segments_per_round: int
+    max_inner_steps: int
+    max_total_rounds: int
+    def __init__(self, collateral_denom: _Optional[str] = ..., unbonding_period_seconds: _Optional[int] = ..., sampling_rate: _Optional[str] = ..., reveal_window_blocks: _Optional[int] = ..., verdict_window_blocks: _Optional[int] = ..., verifiers_per_challenge: _Optional[int] = ..., quorum: _Optional[int] = ..., slash_fraction: _Optional[str] = ..., verifier_slash_fraction: _Optional[str] = ..., min_verifier_collateral: _Optional[int] = ..., verification_mode: _Optional[str] = ..., tolerance: _Optional[str] = ..., pseudo_grad_tolerance: _Optional[str] = ..., max_segments_per_round: _Optional[int] = ..., max_inner_steps: _Optional[int] = ..., max_total_rounds: _Optional[int] = ...) -> None: ...
