@@ -20,6 +20,7 @@ from dilochain.chain.abci import AbciHandler, AbciServer
 from dilochain.chain.app import Application
 from dilochain.chain.comet_rpc import CometRpc, CometRpcError
 from dilochain.chain.cometbft import cometbft_binary, die_with_parent, port_free, strip_scheme
+from dilochain.chain.grpc_errors import DecodeErrorsAsInvalidArgument
 from dilochain.chain.grpc_services import APP_VERSION, Services, register_all
 from dilochain.chain.home import db_path, load_home, read_config
 from dilochain.chain.query_router import QueryRouter
@@ -94,7 +95,9 @@ class ChainNode:
                 raise ChainStartError(f"cannot listen on {address} for CometBFT's {name}: in use")
         rpc = CometRpc(self.rpc_address)
         router = QueryRouter(lambda: self.app.height)
-        server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+        server = grpc.aio.server(
+            interceptors=[DecodeErrorsAsInvalidArgument()], options=[("grpc.so_reuseport", 0)]
+        )
         register_all(server, Services(self.app, rpc), self.home.name, router)
         try:
             port = server.add_insecure_port(self.grpc_address)

@@ -32,6 +32,12 @@ def encode_address(raw: bytes, prefix: str = ADDRESS_PREFIX) -> str:
     return bech32.bech32_encode(prefix, bech32.convertbits(raw, 8, 5))
 
 
+def _shown(address: str) -> str:
+    """An address as an error message quotes it: cut short, so a megabyte of garbage does not
+    become a megabyte of error (gRPC status details travel in size-limited metadata)."""
+    return repr(address) if len(address) <= 80 else f"{address[:64]!r}… ({len(address)} chars)"
+
+
 @lru_cache(maxsize=65536)
 def decode_address(address: str, prefix: str = ADDRESS_PREFIX) -> bytes:
     """The raw bytes of a bech32 address with the given prefix; raises ``ValueError`` if invalid.
@@ -40,10 +46,10 @@ def decode_address(address: str, prefix: str = ADDRESS_PREFIX) -> bytes:
     """
     hrp, data = bech32.bech32_decode(address)
     if hrp is None or data is None:
-        raise ValueError(f"invalid bech32 address {address!r}")
+        raise ValueError(f"invalid bech32 address {_shown(address)}")
     if hrp != prefix:
-        raise ValueError(f"address {address!r} has prefix {hrp!r}, expected {prefix!r}")
+        raise ValueError(f"address {_shown(address)} has prefix {hrp!r}, expected {prefix!r}")
     raw = bech32.convertbits(data, 5, 8, False)
     if raw is None or len(raw) not in (20, 32):
-        raise ValueError(f"address {address!r} has an invalid length")
+        raise ValueError(f"address {_shown(address)} has an invalid length")
     return bytes(raw)

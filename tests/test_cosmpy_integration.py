@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import math
 
+import grpc
 import pytest
 from cosmpy.aerial.tx import Transaction
+from cosmpy.protos.cosmos.bank.v1beta1 import query_pb2 as bank_q
 from cosmpy.protos.cosmos.bank.v1beta1.tx_pb2 import MsgSend
 from cosmpy.protos.cosmos.base.v1beta1.coin_pb2 import Coin
 from cosmpy.protos.cosmos.tx.v1beta1.service_pb2 import BroadcastMode, BroadcastTxRequest
@@ -133,3 +135,23 @@ def test_unknown_account_and_tx_are_not_found(running_chain):
     assert err.value.code() == grpc.StatusCode.NOT_FOUND
     with pytest.raises(NotFoundError):
         running_chain.client.query_tx("AB" * 32)
+
+
+def test_garbage_requests_are_invalid_argument(running_chain):
+    with grpc.insecure_channel(running_chain.address) as channel:
+        for method in ("/cosmos.bank.v1beta1.Query/Balance", "/dilochain.poc.v1.Query/Run",
+                       "/cosmos.tx.v1beta1.Service/BroadcastTx"):  # fmt: skip
+            call = channel.unary_unary(method)  # raw bytes in and out
+            with pytest.raises(grpc.RpcError) as err:
+                call(b"\xff\xff\xff", timeout=10)
+            assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, method
+            assert "does not decode" in err.value.details()
+        balance = channel.unary_unary(
+            "/cosmos.bank.v1beta1.Query/Balance",
+            request_serializer=bank_q.QueryBalanceRequest.SerializeToString,
+            response_deserializer=bank_q.QueryBalanceResponse.FromString,
+        )
+        with pytest.raises(grpc.RpcError) as err:
+            balance(bank_q.QueryBalanceRequest(address="d" * 3_000_000, denom=DENOM), timeout=10)
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert len(err.value.details()) < 300 and "3000000 chars" in err.value.details()
