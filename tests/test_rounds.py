@@ -119,3 +119,16 @@ def test_commit_after_the_window_closes_is_refused(setup):
         chain.block()  # heights 2-4: round 0's window passes
     result = chain.broadcast(acct.tx(H1, [commit(H1, 0)], 1))
     assert result.code == codes.INVALID_REQUEST and "open round: none" in result.raw_log
+
+
+def test_a_finished_run_leaves_the_blocks_work_but_stays_queryable(setup):
+    chain, _ = setup
+    view = chain.app.committed_view
+    assert [r.run_id for r in registry.active_runs(view())] == ["r"]
+    last = schedule.round_window(registry.get_run(view(), "r"), chain.app.params.poc, 1)
+    while chain.app.height < last.resolution - 1:
+        chain.block()
+    assert [r.run_id for r in registry.active_runs(view())] == ["r"]
+    chain.block()  # the last round resolves: the run is retired
+    assert registry.active_runs(view()) == []
+    assert [r.run_id for r in registry.runs(view())] == ["r"]

@@ -176,14 +176,18 @@ def resolve(ctx: Context, run: Run, round_: int) -> None:
 
 def end_block(ctx: Context) -> None:
     """Select challenges or resolve them for every run whose schedule says so at this block."""
-    for run in registry.runs(ctx.store):
+    for run in registry.active_runs(ctx.store):
         window = schedule.window_at(run, ctx.params.poc, ctx.height)
-        if window is None or window.round >= run.config.total_rounds:
+        if window is None:
             continue
-        if ctx.height == window.selection:
+        if window.round >= run.config.total_rounds:
+            registry.retire(ctx, run)
+        elif ctx.height == window.selection:
             select(ctx, run, window.round)
         elif ctx.height == window.resolution:
             resolve(ctx, run, window.round)
+            if window.round + 1 == run.config.total_rounds:
+                registry.retire(ctx, run)
 
 
 # ---- messages -------------------------------------------------------------------------------

@@ -41,6 +41,23 @@ def runs(store: CacheStore) -> list[Run]:
     return [Run.FromString(v) for _, v in store.iterate(b"run/")]
 
 
+def _active_key(run_id: str) -> bytes:
+    return b"active/" + run_id.encode()
+
+
+def active_runs(store: CacheStore) -> list[Run]:
+    """Runs whose last round has not resolved yet: the only ones end-of-block work visits, so a
+    block's work does not grow with the number of finished runs."""
+    found = (get_run(store, k[len(b"active/") :].decode()) for k, _ in store.iterate(b"active/"))
+    return [run for run in found if run is not None]
+
+
+def retire(ctx: Context, run: Run) -> None:
+    """Take a finished run out of the active set (it stays queryable)."""
+    ctx.store.delete(_active_key(run.run_id))
+    ctx.emit("run_finished", run_id=run.run_id)
+
+
 def hosts(store: CacheStore, run_id: str) -> list[Host]:
     """Hosts registered in ``run_id``, by address."""
     return [Host.FromString(v) for _, v in store.iterate(b"host/" + run_id.encode() + b"/")]
@@ -109,6 +126,7 @@ def _handle_create_run(ctx: Context, msg: MsgCreateRun) -> MsgCreateRunResponse:
         start_height=ctx.height + 1 + msg.config.start_delay_blocks,
     )
     ctx.store.set(_run_key(msg.run_id), run.SerializeToString())
+    ctx.store.set(_active_key(msg.run_id), b"1")
     ctx.emit("create_run", run_id=msg.run_id, creator=msg.creator)
     return MsgCreateRunResponse()
 

@@ -94,7 +94,7 @@ def _handle_commit(ctx: Context, msg: MsgCommitRound) -> MsgCommitRoundResponse:
 
 def end_block(ctx: Context) -> None:
     """Record the global checkpoint of every round whose commit window ends at this block."""
-    for run in registry.runs(ctx.store):
+    for run in registry.active_runs(ctx.store):
         window = window_at(run, ctx.params.poc, ctx.height)
         if window is None or window.end != ctx.height or window.round >= run.config.total_rounds:
             continue
