@@ -98,12 +98,15 @@ def decompress(data: bytes) -> dict[str, torch.Tensor]:
             shape = struct.unpack_from(f"<{rank}Q", data, pos + 1)
             pos += 1 + 8 * rank
             numel = math.prod(shape)
-            n_blocks = math.ceil(numel / BLOCK)
+            n_blocks = -(-numel // BLOCK)
+            size = numel if bits == 8 else -(-numel // 2)
+            # Checked against the bytes present before anything is allocated.
+            if max(shape, default=0) >= 1 << 63 or 4 * n_blocks + size > len(data) - pos:
+                raise CompressionError(f"{key}: shape {shape} does not fit the data")
             scales = torch.frombuffer(
                 bytearray(data[pos : pos + 4 * n_blocks]), dtype=torch.float32
             )
             pos += 4 * n_blocks
-            size = numel if bits == 8 else math.ceil(numel / 2)
             q = _unpack(data[pos : pos + size], numel, bits)
             pos += size
             if q.numel() != numel or scales.numel() != n_blocks:
@@ -113,7 +116,8 @@ def decompress(data: bytes) -> dict[str, torch.Tensor]:
         if pos != len(data):
             raise CompressionError("trailing bytes")
         return out
-    except (struct.error, UnicodeDecodeError, RuntimeError, ValueError) as err:
+    except (struct.error, UnicodeDecodeError, RuntimeError, ValueError, TypeError,
+            OverflowError) as err:  # fmt: skip
         if isinstance(err, CompressionError):
             raise
         raise CompressionError(f"malformed pseudo-gradient: {err}") from None

@@ -71,7 +71,7 @@ def decode_state(data: bytes) -> dict[str, torch.Tensor]:
             # Sized from the declared shape, checked against the bytes present before any
             # allocation: a crafted shape cannot make the decoder allocate more than it was sent.
             size = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
-            if size > len(data) - pos:
+            if max(shape, default=0) >= 1 << 63 or size > len(data) - pos:
                 raise CodecError(f"{key}: shape {shape} needs {size} bytes, {len(data) - pos} left")
             chunk = bytearray(data[pos : pos + size])
             pos += size
@@ -84,7 +84,8 @@ def decode_state(data: bytes) -> dict[str, torch.Tensor]:
         if pos != len(data):
             raise CodecError("trailing bytes after the last tensor")
         return state
-    except (struct.error, KeyError, UnicodeDecodeError, RuntimeError, ValueError) as err:
+    except (struct.error, KeyError, UnicodeDecodeError, RuntimeError, ValueError, TypeError,
+            OverflowError) as err:  # fmt: skip
         if isinstance(err, CodecError):
             raise
         raise CodecError(f"malformed tensor encoding: {err}") from None

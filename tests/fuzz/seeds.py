@@ -1,0 +1,87 @@
+"""Writes the seed corpus of every fuzz target (``python -m tests.fuzz.seeds``; committed)."""
+
+from __future__ import annotations
+
+import json
+import struct
+
+import torch
+from cosmpy.protos.cosmos.bank.v1beta1.tx_pb2 import MsgSend
+from cosmpy.protos.cosmos.base.v1beta1.coin_pb2 import Coin
+
+from dilochain.chain.app import MSG_SPECS
+from dilochain.genesis.document import GenesisDoc
+from dilochain.protocol.params import DENOM
+from dilochain.protocol.pb.poc.v1.tx_pb2 import (
+    MsgClaimReward,
+    MsgCommitRound,
+    MsgCreateRun,
+    MsgDepositCollateral,
+    MsgRegisterHost,
+    MsgSubmitVerdict,
+    MsgWithdrawCollateral,
+)
+from dilochain.testutil import signed_tx
+from dilochain.training.compress import BLOCK, compress
+from dilochain.training.compress import MAGIC as PG_MAGIC
+from dilochain.training.run_config import make_run_config
+from dilochain.training.tensor_codec import MAGIC, encode_state
+from tests.fuzz.targets import CORPUS, FUNDED
+
+
+def _seeds() -> dict[str, list[bytes]]:
+    alice, bob = (str(w.address()) for w in FUNDED[:2])
+    send = MsgSend(from_address=alice, to_address=bob, amount=[Coin(denom=DENOM, amount="7")])
+    config = make_run_config("ab" * 32, "tiny", min_collateral="100")
+    messages = [
+        send,
+        MsgDepositCollateral(depositor=alice, amount="1000"),
+        MsgWithdrawCollateral(depositor=alice, amount="10"),
+        MsgCreateRun(creator=alice, run_id="fuzz", config=config),
+        MsgRegisterHost(host=alice, run_id="fuzz", endpoint="127.0.0.1:1"),
+        MsgCommitRound(host=alice, run_id="fuzz", round=0, ckpt_root=b"\1" * 32),
+        MsgSubmitVerdict(verifier=alice, run_id="fuzz", host=bob, passed=True),
+        MsgClaimReward(claimer=alice, epoch=0),
+    ]
+    types = [spec.message for spec in MSG_SPECS]
+    small = {"a": torch.arange(6, dtype=torch.float32).reshape(2, 3), "b": torch.ones(4)}
+    shape = MAGIC + struct.pack("<I", 1) + struct.pack("<H", 1) + b"x" + struct.pack("<B", 7)
+    shape += b"float32" + struct.pack("<B", 1) + struct.pack("<Q", 1 << 62)
+    # Found by the fuzzer: a zero-sized tensor with a dimension past int64, and a compressed
+    # tensor whose element count overflows a float division.
+    zero_huge = MAGIC + struct.pack("<I", 1) + struct.pack("<H", 1) + b"x" + struct.pack("<B", 7)
+    zero_huge += b"float32" + struct.pack("<B", 2) + struct.pack("<2Q", 0, 1 << 63)
+    overflow = PG_MAGIC + struct.pack("<BII", 8, BLOCK, 1) + struct.pack("<H", 1) + b"x"
+    overflow += struct.pack("<B", 20) + struct.pack("<20Q", *[(1 << 64) - 1] * 20)
+    genesis = GenesisDoc(chain_id="fuzz-1").with_account(alice, {DENOM: 5})
+    return {
+        "tx": [signed_tx(FUNDED[0], [m], sequence=0, account_number=0) for m in messages]
+        + [b"", b"\x0a\x00", b"\xff" * 40],
+        "msg": [bytes([types.index(type(m))]) + m.SerializeToString() for m in messages],
+        "pseudo_gradient": [
+            compress(small, 8),
+            compress(small, 4),
+            compress(small, 8)[:-3],
+            overflow,
+        ],
+        "checkpoint": [encode_state(small), encode_state({}), shape, zero_huge],
+        "genesis": [genesis.model_dump_json().encode(), b"{}", b'{"chain_id": 5}'],
+        "node_config": [
+            json.dumps({"home": "/tmp/h", "run_id": "r", "key": "k"}).encode(),
+            b'{"home": 1}',
+            b"[]",
+        ],
+    }
+
+
+def main() -> None:
+    """(Re)write ``tests/fuzz/corpus/TARGET/seed-N`` for every target."""
+    for target, seeds in _seeds().items():
+        directory = CORPUS / target
+        directory.mkdir(parents=True, exist_ok=True)
+        for index, data in enumerate(seeds):
+            (directory / f"seed-{index}").write_bytes(data)
+
+
+if __name__ == "__main__":
+    main()
