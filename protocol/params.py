@@ -75,6 +75,9 @@ class PocParams(StrictModel):
     max_segments_per_round: int = Field(default=64, ge=1)
     max_inner_steps: int = Field(default=100_000, ge=1)
     max_total_rounds: int = Field(default=100_000, ge=1)
+    max_start_delay_blocks: int = Field(default=100_000, ge=0)
+    # End-of-block work visits every active run: their number is bounded.
+    max_active_runs: int = Field(default=1_000, ge=1)
 
     @model_validator(mode="after")
     def _quorum_reachable(self) -> PocParams:

@@ -277,3 +277,19 @@ def test_run_parameters_and_message_counts_are_bounded(chain):
     for answer in (chain.broadcast(crowd), chain.app.simulate(crowd)):
         assert answer.code == codes.INVALID_REQUEST and "at most 64 per tx" in answer.raw_log
     assert chain.app.params.poc.max_segments_per_round == 64  # a genesis parameter
+
+
+def test_active_runs_and_start_delays_are_bounded(tmp_path):
+    chain = local_chain(tmp_path, {A: 10**9}, poc={"max_active_runs": 2})
+    delays = [("a", 0), ("b", 0), ("c", 0)]
+    results = []
+    for seq, (run_id, delay) in enumerate(delays):
+        config = make_run_config("ab" * 32, "tiny", start_delay_blocks=delay)
+        create = MsgCreateRun(creator=A, run_id=run_id, config=config)
+        results.append(chain.broadcast(signed_tx(ALICE, [create], sequence=seq, account_number=0)))
+    assert [r.code for r in results[:2]] == [0, 0]
+    assert results[2].code == codes.INVALID_REQUEST and "maximum of 2 runs" in results[2].raw_log
+    config = make_run_config("ab" * 32, "tiny", start_delay_blocks=10**6)
+    late = MsgCreateRun(creator=A, run_id="late", config=config)
+    result = chain.broadcast(signed_tx(ALICE, [late], sequence=2, account_number=0))
+    assert result.code == codes.INVALID_REQUEST and "start_delay_blocks" in result.raw_log

@@ -87,6 +87,8 @@ def _validate_config(cfg: RunConfig, params: PocParams) -> None:
          "checkpoint_interval) per round")  # fmt: skip
     need(cfg.total_rounds <= params.max_total_rounds,
          f"total_rounds above the chain's maximum {params.max_total_rounds}")  # fmt: skip
+    most = params.max_start_delay_blocks
+    need(cfg.start_delay_blocks <= most, f"start_delay_blocks above the chain's maximum {most}")
     need(cfg.inner_lr > 0 and cfg.outer_lr > 0 and 0 <= cfg.outer_momentum < 1,
          "learning rates must be positive and outer_momentum in [0, 1)")  # fmt: skip
     need(cfg.weight_decay >= 0 and cfg.grad_clip >= 0, "weight_decay and grad_clip must be >= 0")
@@ -118,6 +120,9 @@ def _handle_create_run(ctx: Context, msg: MsgCreateRun) -> MsgCreateRunResponse:
     if get_run(ctx.store, msg.run_id) is not None:
         raise TxError(codes.INVALID_REQUEST, f"run {msg.run_id!r} already exists")
     _validate_config(msg.config, ctx.params.poc)
+    limit = ctx.params.poc.max_active_runs
+    if sum(1 for _ in ctx.store.iterate(b"active/")) >= limit:
+        raise TxError(codes.INVALID_REQUEST, f"the chain already runs its maximum of {limit} runs")
     run = Run(
         run_id=msg.run_id,
         creator=msg.creator,
