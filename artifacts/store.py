@@ -7,11 +7,12 @@ atomic writes and a hash check on every read.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import tempfile
 from pathlib import Path
 from typing import Protocol
+
+from dilochain.protocol.hashing import content_hash
 
 
 class ArtifactError(Exception):
@@ -36,7 +37,7 @@ class ArtifactStore(Protocol):
 
 def check_digest(digest: bytes, data: bytes, where: str) -> bytes:
     """Return ``data`` if it hashes to ``digest``; else raise a corrupt-artifact error."""
-    if hashlib.sha256(data).digest() != digest:
+    if content_hash(data) != digest:
         raise ArtifactError(
             f"artifact {digest.hex()[:16]}… from {where} is corrupt (hash mismatch)"
         )
@@ -56,7 +57,7 @@ class LocalArtifactStore:
 
     def put(self, data: bytes) -> bytes:
         """Write atomically (temp file + rename); idempotent."""
-        digest = hashlib.sha256(data).digest()
+        digest = content_hash(data)
         path = self._path(digest)
         if path.exists():
             return digest

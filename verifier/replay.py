@@ -4,7 +4,9 @@ round's base and final checkpoint. The step code is the node's (``node.train_ste
 
 from __future__ import annotations
 
+import functools
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -15,7 +17,7 @@ from dilochain.training.compress import CompressionError, decompress
 from dilochain.training.data import Corpus
 from dilochain.training.diloco import params_of
 from dilochain.training.model import build_model
-from dilochain.training.tensor_codec import CodecError, decode_state, encode_state
+from dilochain.training.tensor_codec import CodecError, decode_state, state_hash
 from dilochain.training.train_step import STEP, load_inner_state, run_segment
 
 
@@ -49,6 +51,21 @@ def relative_l2(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float
     return (diff / norm) ** 0.5 if norm else float(diff > 0)
 
 
+def _host_fault_fails(check: Callable[..., Verdict]) -> Callable[..., Verdict]:
+    """Bytes that decode but are not a checkpoint of the run's model (a step tensor of two
+    elements, wrong shapes…) are the host's fault: a failed verdict, never the verifier's crash."""
+
+    @functools.wraps(check)
+    def guarded(*args, **kwargs) -> Verdict:
+        try:
+            return check(*args, **kwargs)
+        except (ValueError, TypeError, RuntimeError, KeyError, IndexError, OverflowError) as err:
+            return Verdict(False, f"checkpoint does not fit the run's model: {err}")
+
+    return guarded
+
+
+@_host_fault_fails
 def verify_challenge(
     cfg: RunConfig,
     corpus: Corpus,
@@ -58,22 +75,6 @@ def verify_challenge(
     policy: Policy,
 ) -> Verdict:
     """Re-execute a challenged segment; never raises for a host's fault, it fails the host."""
-    try:
-        return _verify(cfg, corpus, commit, challenge, store, policy)
-    except (ValueError, TypeError, RuntimeError, KeyError, IndexError, OverflowError) as err:
-        # Bytes that decode but are not a checkpoint of this run's model (a step tensor of two
-        # elements, wrong shapes…): the host's fault, never the verifier's crash.
-        return Verdict(False, f"checkpoint does not fit the run's model: {err}")
-
-
-def _verify(
-    cfg: RunConfig,
-    corpus: Corpus,
-    commit: RoundCommit,
-    challenge: Challenge,
-    store: ArtifactStore,
-    policy: Policy,
-) -> Verdict:
     k = cfg.checkpoint_interval
     try:
         start = decode_state(store.get(challenge.start_hash))
@@ -100,7 +101,7 @@ def _verify(
     run_segment(state, cfg, corpus, shard, commit.data_seed, commit.round, k)
     replayed = state.checkpoint()
     if policy.mode == "exact":
-        if hashlib.sha256(encode_state(replayed)).digest() != challenge.end_hash:
+        if state_hash(replayed) != challenge.end_hash:
             return Verdict(False, "replayed segment does not match the revealed end checkpoint")
         distance = 0.0
     else:
