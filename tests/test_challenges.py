@@ -254,3 +254,24 @@ def test_withdrawing_after_committing_does_not_escape_the_slash(net):
     held = collateral.info(view, addr(CHEAT))
     assert held.bonded == "700" and held.unbonding[0].amount == "6300"
     assert bank.supply(view, DENOM) == supply - 3 * 3000  # no host revealed: all three burned
+
+
+def test_undecided_work_is_aggregated_but_not_paid(net):
+    window = schedule.window_at(registry.get_run(net.view, "r"), net.c.app.params.poc, 2)
+    net.blocks_until(window.selection)
+    for host in (HONEST, CHEAT, LAZY):
+        for segment in (0, 1):
+            assert net.send(host, reveal(host, segment)).code == 0
+    for host in (HONEST, LAZY):  # nobody votes on CHEAT's segments
+        for segment in (0, 1):
+            for v in VERIFIERS:
+                assert net.send(v, verdict(v, host, segment, True)).code == 0
+    net.blocks_until(window.resolution)
+    view = net.view
+    statuses = {c.status for c in challenges.challenges(view, "r", 0) if c.host == addr(CHEAT)}
+    assert statuses == {challenges.UNDECIDED}
+    commit = next(c for c in rounds.commits(view, "r", 0) if c.host == addr(CHEAT))
+    assert not commit.excluded and not challenges.slashes(view, addr(CHEAT))
+    params = net.c.app.params
+    assert rewards.claimable(view, params, addr(CHEAT), 0).host_work == "0"
+    assert rewards.claimable(view, params, addr(HONEST), 0).host_work == str(TOKENS)

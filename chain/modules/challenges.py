@@ -147,6 +147,7 @@ def resolve(ctx: Context, run: Run, round_: int) -> None:
     """Decide every challenge of the round; slash and exclude failed hosts."""
     params = ctx.params.poc
     failed_hosts: set[str] = set()
+    undecided_hosts: set[str] = set()
     for c in challenges(ctx.store, run.run_id, round_):
         c.status = _decide(c, params.quorum)
         _save(ctx.store, c)
@@ -154,6 +155,8 @@ def resolve(ctx: Context, run: Run, round_: int) -> None:
                  segment=c.segment, status=ChallengeStatus.Name(c.status))  # fmt: skip
         if c.status in (FAILED, NOT_REVEALED):
             failed_hosts.add(c.host)
+        elif c.status == UNDECIDED:
+            undecided_hosts.add(c.host)
         if c.status in (FAILED, PASSED):
             for vote in c.votes:
                 if vote.passed == (c.status == PASSED):
@@ -170,6 +173,9 @@ def resolve(ctx: Context, run: Run, round_: int) -> None:
             rewards.mark_slashed(ctx, commit.host)
             rewards.forfeit(ctx, commit.host)
             registry.jail(ctx, run.run_id, commit.host)
+        elif commit.host in undecided_hosts:  # not shown to be right: aggregated, not paid
+            ctx.emit("work_unpaid", run_id=run.run_id, round=round_, host=commit.host,
+                     reason="a challenge was left undecided")  # fmt: skip
         else:
             rewards.credit(ctx, "host", commit.host, commit.tokens)
 
