@@ -128,7 +128,9 @@ class Application:
         except TxError as err:
             return tx_failure(err.code, err.log)
         gas_wanted = tx.gas_limit
-        meter = GasMeter(None if mode is Mode.SIMULATE else gas_wanted)
+        # Simulate meters against the chain's cap instead of the (unsigned) tx's own limit.
+        limit = self.params.auth.simulate_gas_limit if mode is Mode.SIMULATE else gas_wanted
+        meter = GasMeter(limit)
         ante_store = CacheStore(parent, meter)
         ctx = Context(ante_store, height, time_ns, self.chain_id, self.params)
         try:

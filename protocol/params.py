@@ -38,6 +38,8 @@ class AuthParams(StrictModel):
     max_tx_bytes: int = Field(default=1 << 20, gt=0)
     # Bounds the work one tx (or one unsigned Simulate) can ask for.
     max_msgs_per_tx: int = Field(default=64, ge=1)
+    # The most gas one Simulate may spend (it is unsigned and free: the SDK's query gas limit).
+    simulate_gas_limit: int = Field(default=50_000_000, gt=0)
 
 
 class FeeParams(StrictModel):

@@ -293,3 +293,13 @@ def test_active_runs_and_start_delays_are_bounded(tmp_path):
     late = MsgCreateRun(creator=A, run_id="late", config=config)
     result = chain.broadcast(signed_tx(ALICE, [late], sequence=2, account_number=0))
     assert result.code == codes.INVALID_REQUEST and "start_delay_blocks" in result.raw_log
+
+
+def test_simulate_is_capped_by_the_chain_not_the_tx(tmp_path):
+    chain = local_chain(tmp_path, {A: 10**9}, auth={"simulate_gas_limit": 100_000})
+    raw = signed_tx(ALICE, [send(B, 1)] * 10, sequence=0, account_number=0, gas_limit=10**9,
+                    fee=10**8)  # fmt: skip
+    result = chain.app.simulate(raw)
+    assert result.code == codes.OUT_OF_GAS and "out of gas" in result.raw_log
+    small = signed_tx(ALICE, [send(B, 1)], sequence=0, account_number=0)
+    assert chain.app.simulate(small).code == 0
