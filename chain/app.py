@@ -244,11 +244,8 @@ class Application:
         self._pending = (finalized, state)
         return finalized
 
-    def commit(self) -> int:
-        """Persist the finalized block, its txs and its state changes in one transaction.
-
-        Returns the committed height.
-        """
+    def commit(self) -> None:
+        """Persist the finalized block, its txs and its state changes in one transaction."""
         if self._pending is None:
             raise ValueError("commit without a finalize_block")
         finalized, state = self._pending
@@ -268,4 +265,3 @@ class Application:
         self.store.commit(state.writes, meta, block, stored_txs)
         self._pending = None
         self.check_state = CacheStore(self.store)
-        return block.height

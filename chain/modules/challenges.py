@@ -198,9 +198,7 @@ def end_block(ctx: Context) -> None:
 
 # ---- messages -------------------------------------------------------------------------------
 def _handle_reveal(ctx: Context, msg: MsgRevealCheckpoints) -> MsgRevealCheckpointsResponse:
-    run = registry.get_run(ctx.store, msg.run_id)
-    if run is None:
-        raise TxError(codes.NOT_FOUND, f"run {msg.run_id!r} not found")
+    run = registry.require_run(ctx.store, msg.run_id)
     c = _get(ctx, msg.run_id, msg.round, msg.host, msg.segment)
     window = schedule.round_window(run, ctx.params.poc, msg.round)
     last = window.selection + ctx.params.poc.reveal_window_blocks
@@ -247,9 +245,7 @@ def _handle_register_verifier(
 
 
 def _handle_verdict(ctx: Context, msg: MsgSubmitVerdict) -> MsgSubmitVerdictResponse:
-    run = registry.get_run(ctx.store, msg.run_id)
-    if run is None:
-        raise TxError(codes.NOT_FOUND, f"run {msg.run_id!r} not found")
+    run = registry.require_run(ctx.store, msg.run_id)
     c = _get(ctx, msg.run_id, msg.round, msg.host, msg.segment)
     if msg.verifier not in c.verifiers:
         raise TxError(codes.UNAUTHORIZED, f"{msg.verifier} is not assigned to this challenge")

@@ -102,10 +102,9 @@ def slash(ctx: Context, address: str, fraction, infraction_height: int | None = 
                 continue
             taken = int(held * fraction)
             completion, entry_id = (int(part) for part in key.split(b"/")[-2:])
-            ctx.store.set(key, _entry_value(held - taken, created))
-            ctx.store.set(
-                _queue_key(completion, address, entry_id), _entry_value(held - taken, created)
-            )
+            value = _entry_value(held - taken, created)
+            ctx.store.set(key, value)
+            ctx.store.set(_queue_key(completion, address, entry_id), value)
             amount += taken
     if amount:
         bank.burn(ctx.store, MODULE_ACCOUNT, {ctx.params.poc.collateral_denom: amount})

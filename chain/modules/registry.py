@@ -36,6 +36,14 @@ def get_run(store: CacheStore, run_id: str) -> Run | None:
     return Run.FromString(raw) if raw is not None else None
 
 
+def require_run(store: CacheStore, run_id: str) -> Run:
+    """The run ``run_id``; a NOT_FOUND error if there is none."""
+    run = get_run(store, run_id)
+    if run is None:
+        raise TxError(codes.NOT_FOUND, f"run {run_id!r} not found")
+    return run
+
+
 def runs(store: CacheStore) -> list[Run]:
     """All registered runs, by id."""
     return [Run.FromString(v) for _, v in store.iterate(b"run/")]
@@ -137,9 +145,7 @@ def _handle_create_run(ctx: Context, msg: MsgCreateRun) -> MsgCreateRunResponse:
 
 
 def _handle_register_host(ctx: Context, msg: MsgRegisterHost) -> MsgRegisterHostResponse:
-    run = get_run(ctx.store, msg.run_id)
-    if run is None:
-        raise TxError(codes.NOT_FOUND, f"run {msg.run_id!r} not found")
+    run = require_run(ctx.store, msg.run_id)
     key = _host_key(msg.run_id, msg.host)
     existing = ctx.store.get(key)
     if existing is not None:  # a registered host re-registers to move its endpoint
@@ -164,14 +170,6 @@ MSGS = [
     MsgSpec(MsgCreateRun, "creator", _handle_create_run),
     MsgSpec(MsgRegisterHost, "host", _handle_register_host),
 ]
-
-
-def require_run(store: CacheStore, run_id: str) -> Run:
-    """The run ``run_id``; a NOT_FOUND error if there is none."""
-    run = get_run(store, run_id)
-    if run is None:
-        raise TxError(codes.NOT_FOUND, f"run {run_id!r} not found")
-    return run
 
 
 def _query_params(ctx: QueryContext, request: q.QueryParamsRequest) -> q.QueryParamsResponse:

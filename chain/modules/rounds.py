@@ -56,9 +56,7 @@ def global_checkpoints(store: CacheStore, run_id: str) -> list[GlobalCheckpoint]
 
 
 def _handle_commit(ctx: Context, msg: MsgCommitRound) -> MsgCommitRoundResponse:
-    run = registry.get_run(ctx.store, msg.run_id)
-    if run is None:
-        raise TxError(codes.NOT_FOUND, f"run {msg.run_id!r} not found")
+    run = registry.require_run(ctx.store, msg.run_id)
     if not registry.is_host(ctx.store, msg.run_id, msg.host):
         raise TxError(codes.UNAUTHORIZED, f"{msg.host} is not a host of run {msg.run_id!r}")
     window = window_at(run, ctx.params.poc, ctx.height)
