@@ -24,6 +24,7 @@ from cryptography.hazmat.primitives.serialization import (
 )
 from pydantic import BaseModel, ConfigDict, Field
 
+from dilochain.chain.cometbft import strip_scheme
 from dilochain.genesis.document import (
     GenesisDoc,
     GenesisValidator,
@@ -184,6 +185,14 @@ def read_config(home: Path) -> dict:
         return tomllib.loads(config_path(home).read_text())
     except (OSError, tomllib.TOMLDecodeError) as err:
         raise HomeError(f"{config_path(home)}: unreadable ({err})") from None
+
+
+def listen_addresses(home: Path) -> tuple[str, str]:
+    """CometBFT's RPC and P2P listen addresses (``host:port``) from ``config.toml``."""
+    config, defaults = read_config(home), NodeConfig()
+    rpc = config.get("rpc", {}).get("laddr", defaults.rpc_address)
+    p2p = config.get("p2p", {}).get("laddr", defaults.p2p_address)
+    return strip_scheme(rpc), strip_scheme(p2p)
 
 
 def init_home(

@@ -27,7 +27,7 @@ class _Aborted(Exception):
         self.details = details
 
 
-class _QueryContext:
+class _ServicerContext:
     """The part of a grpc.aio servicer context the query servicers use."""
 
     async def abort(self, code: grpc.StatusCode, details: str) -> None:
@@ -54,11 +54,6 @@ class QueryRouter:
                 GetMessageClass(method.input_type),
             )
 
-    @property
-    def paths(self) -> list[str]:
-        """Every routed path, sorted."""
-        return sorted(self._routes)
-
     async def query(self, path: str, data: bytes) -> abci.ResponseQuery:
         """Answer one ABCI query at the latest committed height."""
         height = self._height()
@@ -71,7 +66,7 @@ class QueryRouter:
         except DecodeError as err:
             return _failure(codes.TX_DECODE, f"undecodable {request_type.__name__}: {err}", height)
         try:
-            response = await handler(request, _QueryContext())
+            response = await handler(request, _ServicerContext())
         except _Aborted as err:
             return _failure(_STATUS_CODES.get(err.status, codes.INTERNAL), err.details, height)
         return abci.ResponseQuery(code=0, value=response.SerializeToString(), height=height)

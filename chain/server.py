@@ -19,10 +19,10 @@ import grpc
 from dilochain.chain.abci import AbciHandler, AbciServer
 from dilochain.chain.app import Application
 from dilochain.chain.comet_rpc import CometRpc, CometRpcError
-from dilochain.chain.cometbft import cometbft_binary, die_with_parent, port_free, strip_scheme
+from dilochain.chain.cometbft import cometbft_binary, die_with_parent, port_free
 from dilochain.chain.grpc_errors import DecodeErrorsAsInvalidArgument
 from dilochain.chain.grpc_services import APP_VERSION, Services, register_all
-from dilochain.chain.home import db_path, load_home, read_config
+from dilochain.chain.home import db_path, listen_addresses, load_home
 from dilochain.chain.query_router import QueryRouter
 from dilochain.chain.store import ChainStore, StoreError
 
@@ -39,11 +39,9 @@ class ChainNode:
 
     def __init__(self, home: Path, grpc_address: str, block_time: str | None = None):
         genesis = load_home(home)
-        config = read_config(home)
         self.home = home
         self.binary = cometbft_binary()
-        self.rpc_address = strip_scheme(config.get("rpc", {}).get("laddr", "127.0.0.1:26657"))
-        self.p2p_address = strip_scheme(config.get("p2p", {}).get("laddr", "127.0.0.1:26656"))
+        self.rpc_address, self.p2p_address = listen_addresses(home)
         try:
             self.store = ChainStore(db_path(home))
         except StoreError as err:

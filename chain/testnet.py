@@ -9,8 +9,8 @@ from dilochain.chain.home import (
     NodeConfig,
     genesis_path,
     init_home,
+    listen_addresses,
     node_id,
-    read_config,
     validator_of,
     write_config,
 )
@@ -87,4 +87,4 @@ def init_testnet(
 
 def rpc_address(home: Path) -> str:
     """The CometBFT RPC address of a home (``host:port``)."""
-    return read_config(home)["rpc"]["laddr"].split("://", 1)[-1]
+    return listen_addresses(home)[0]
