@@ -24,6 +24,16 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+def loopback_config(moniker: str, block_time: str) -> NodeConfig:
+    """A node's config with its RPC and P2P on free loopback ports."""
+    return NodeConfig(
+        moniker=moniker,
+        rpc_address=f"127.0.0.1:{free_port()}",
+        p2p_address=f"127.0.0.1:{free_port()}",
+        block_time=block_time,
+    )
+
+
 def node_homes(directory: Path) -> list[Path]:
     """The validator homes ``init_testnet`` wrote under ``directory``, in order."""
     homes = sorted(
@@ -62,12 +72,7 @@ def init_testnet(
     homes, configs = [], []
     for index in range(validators):
         home = directory / f"node{index}"
-        config = NodeConfig(
-            moniker=home.name,
-            rpc_address=f"127.0.0.1:{free_port()}",
-            p2p_address=f"127.0.0.1:{free_port()}",
-            block_time=block_time,
-        )
+        config = loopback_config(home.name, block_time)
         init_home(home, chain_id, overwrite=True, config=config)
         homes.append(home)
         configs.append(config)

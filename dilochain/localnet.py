@@ -12,9 +12,9 @@ import time
 import urllib.request
 from pathlib import Path
 
-from dilochain.chain.home import NodeConfig, genesis_path, init_home
+from dilochain.chain.home import genesis_path, init_home
 from dilochain.chain.server import ChainStartError
-from dilochain.chain.testnet import free_port, with_funds_and_params
+from dilochain.chain.testnet import loopback_config, with_funds_and_params
 from dilochain.genesis.document import GenesisDoc, load_genesis, save_genesis
 
 LISTENING = "gRPC server listening on "
@@ -30,12 +30,7 @@ def init_localnet(
 ) -> GenesisDoc:
     """Initialise a one-validator ``home`` on free loopback ports with ``accounts`` funded;
     ``param_overrides`` patch genesis params."""
-    config = NodeConfig(
-        moniker=home.name or "dilochain",
-        rpc_address=f"127.0.0.1:{free_port()}",
-        p2p_address=f"127.0.0.1:{free_port()}",
-        block_time=block_time,
-    )
+    config = loopback_config(home.name or "dilochain", block_time)
     doc = init_home(home, chain_id, overwrite=True, config=config)
     save_genesis(with_funds_and_params(doc, accounts, param_overrides), genesis_path(home))
     return load_genesis(genesis_path(home))

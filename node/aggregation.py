@@ -11,7 +11,7 @@ from functools import cached_property
 import torch
 
 from dilochain.artifacts.blob_service import PeerFetchingStore
-from dilochain.artifacts.store import ArtifactError, LocalArtifactStore
+from dilochain.artifacts.store import ArtifactError
 from dilochain.poc_client import PocClient
 from dilochain.protocol.hashing import content_hash
 from dilochain.protocol.pb.poc.v1.types_pb2 import RunConfig
@@ -48,14 +48,12 @@ class Aggregator:
         poc: PocClient,
         run_id: str,
         rc: RunConfig,
-        local: LocalArtifactStore,
         store: PeerFetchingStore,
         patience: float = 120.0,
     ):
         self.poc = poc
         self.run_id = run_id
         self.rc = rc
-        self.local = local
         self.store = store
         self.patience = patience
 
@@ -78,7 +76,7 @@ class Aggregator:
     def prefetch(self, round_: int) -> None:
         """Fetch the round's committed pseudo-gradients that are not here yet."""
         for c in self.poc.commits(self.run_id, round_):
-            if not self.local.has(c.pseudo_grad_hash):
+            if not self.store.has(c.pseudo_grad_hash):
                 try:
                     self.store.get(c.pseudo_grad_hash)
                 except ArtifactError as err:
@@ -118,6 +116,6 @@ class Aggregator:
                             view.round, c.host, problem)  # fmt: skip
         state = outer_step(view.state, deltas, self.rc.outer_lr, self.rc.outer_momentum)
         nxt = GlobalView(view.round + 1, state)
-        self.local.put(nxt.encoded)
+        self.store.put(nxt.encoded)
         log.info("round %d aggregated %d pseudo-gradients", view.round, len(deltas))
         return nxt

@@ -72,7 +72,7 @@ class HostNode:
         self.local = LocalArtifactStore(cfg.artifact_dir)
         limit = max_artifact_bytes(self.rc.model)
         self.store = PeerFetchingStore(self.local, self._peer_endpoints, limit)
-        self.aggregator = Aggregator(self.poc, cfg.run_id, self.rc, self.local, self.store)
+        self.aggregator = Aggregator(self.poc, cfg.run_id, self.rc, self.store)
         cfg.state_dir.mkdir(parents=True, exist_ok=True)
         self.eval_losses: dict[int, float] = {}
         self.checkpoint_hashes: list[bytes] = []  # of the last round this node committed

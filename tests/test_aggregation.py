@@ -50,7 +50,7 @@ def test_invalid_pseudo_gradients_are_left_out_not_fatal(tmp_path):
         for name, data in hostile.items()
     ]
     store = PeerFetchingStore(local, lambda: [], limit=1 << 30)
-    aggregator = Aggregator(FakePoc(commits), "r", CFG, local, store, patience=0)
+    aggregator = Aggregator(FakePoc(commits), "r", CFG, store, patience=0)
     nxt = aggregator.advance(view)
     expected = outer_step(view.state, [decompress(local.get(commits[0].pseudo_grad_hash))],
                           CFG.outer_lr, CFG.outer_momentum)  # fmt: skip
