@@ -36,10 +36,23 @@ def init_localnet(
     return load_genesis(genesis_path(home))
 
 
+def rpc_call(rpc_address: str, method: str, timeout: float = 10.0, **params: object) -> dict:
+    """The ``result`` of one JSON-RPC call to CometBFT; raises ``ValueError`` with CometBFT's
+    error, ``OSError`` if nothing answers."""
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).encode()
+    request = urllib.request.Request(
+        f"http://{rpc_address}", body, {"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=timeout) as reply:
+        answer = json.load(reply)
+    if "error" in answer:
+        raise ValueError(f"CometBFT {method}: {answer['error']}")
+    return answer["result"]
+
+
 def rpc_status(rpc_address: str, timeout: float = 5.0) -> dict:
     """CometBFT's ``status`` result (node info, latest height and app hash)."""
-    with urllib.request.urlopen(f"http://{rpc_address}/status", timeout=timeout) as reply:
-        return json.load(reply)["result"]
+    return rpc_call(rpc_address, "status", timeout)
 
 
 def spawn_cli(

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import json
 import time
-import urllib.request
 
 import aiohttp
 import pytest
@@ -18,6 +16,7 @@ from cosmpy.protos.cosmos.bank.v1beta1.tx_pb2 import MsgSend
 from cosmpy.protos.cosmos.base.v1beta1.coin_pb2 import Coin
 
 from dilochain.chain.errors import codes
+from dilochain.localnet import rpc_call
 from dilochain.protocol.hashing import tx_hash
 from dilochain.protocol.params import DENOM
 from dilochain.testutil import CHAIN_ID, signed_tx, wallet
@@ -26,22 +25,12 @@ from tests.conftest import FUNDS
 pytestmark = pytest.mark.integration
 
 
-def rpc(address: str, method: str, **params) -> dict:
-    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).encode()
-    headers = {"Content-Type": "application/json"}
-    request = urllib.request.Request(f"http://{address}", body, headers)
-    with urllib.request.urlopen(request, timeout=10) as reply:
-        answer = json.load(reply)
-    assert "error" not in answer, answer
-    return answer["result"]
-
-
 def wait_for_tx(address: str, digest: bytes, timeout: float = 30.0) -> dict:
     deadline = time.monotonic() + timeout
     while True:
         try:
-            return rpc(address, "tx", hash=base64.b64encode(digest).decode())
-        except AssertionError:
+            return rpc_call(address, "tx", hash=base64.b64encode(digest).decode())
+        except ValueError:  # not indexed yet
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.1)
@@ -49,7 +38,7 @@ def wait_for_tx(address: str, digest: bytes, timeout: float = 30.0) -> dict:
 
 def test_status_broadcast_tx_block_and_search(running_chain):
     address = running_chain.process.rpc_address
-    status = rpc(address, "status")
+    status = rpc_call(address, "status")
     assert status["node_info"]["network"] == CHAIN_ID
     assert int(status["sync_info"]["latest_block_height"]) >= 1
 
@@ -58,21 +47,21 @@ def test_status_broadcast_tx_block_and_search(running_chain):
     send = MsgSend(from_address=str(sender.address()), to_address=receiver,
                    amount=[Coin(denom=DENOM, amount="42")])  # fmt: skip
     raw = signed_tx(sender, [send], sequence=0, account_number=0)
-    checked = rpc(address, "broadcast_tx_sync", tx=base64.b64encode(raw).decode())
+    checked = rpc_call(address, "broadcast_tx_sync", tx=base64.b64encode(raw).decode())
     assert checked["code"] == 0 and checked["hash"] == tx_hash(raw).hex().upper()
 
     found = wait_for_tx(address, tx_hash(raw))
     height = int(found["height"])
     assert found["tx_result"]["code"] == 0 and base64.b64decode(found["tx"]) == raw
-    block = rpc(address, "block", height=str(height))["block"]
+    block = rpc_call(address, "block", height=str(height))["block"]
     assert base64.b64decode(block["data"]["txs"][0]) == raw
-    by_sender = rpc(address, "tx_search", query=f"message.sender='{sender.address()}'")
+    by_sender = rpc_call(address, "tx_search", query=f"message.sender='{sender.address()}'")
     assert tx_hash(raw).hex().upper() in {t["hash"] for t in by_sender["txs"]}
-    by_height = rpc(address, "tx_search", query=f"tx.height={height}")
+    by_height = rpc_call(address, "tx_search", query=f"tx.height={height}")
     assert int(by_height["total_count"]) >= 1
 
     # A tx that does not decode is refused by CheckTx with a code; blocks keep coming.
-    garbage = rpc(address, "broadcast_tx_sync", tx=base64.b64encode(b"\x00junk").decode())
+    garbage = rpc_call(address, "broadcast_tx_sync", tx=base64.b64encode(b"\x00junk").decode())
     assert garbage["code"] == codes.TX_DECODE and garbage["log"]
     running_chain.process.wait_for_height(height + 2)
 
@@ -81,19 +70,19 @@ def test_abci_query_answers_grpc_paths(running_chain):
     address = running_chain.process.rpc_address
     owner = str(running_chain.wallets[1].address())
     request = bank_q.QueryBalanceRequest(address=owner, denom=DENOM)
-    answer = rpc(address, "abci_query", path="/cosmos.bank.v1beta1.Query/Balance",
+    answer = rpc_call(address, "abci_query", path="/cosmos.bank.v1beta1.Query/Balance",
                  data=request.SerializeToString().hex())["response"]  # fmt: skip
     balance = bank_q.QueryBalanceResponse.FromString(base64.b64decode(answer["value"]))
     assert int(balance.balance.amount) <= FUNDS and balance.balance.denom == DENOM
     request = auth_q.QueryAccountRequest(address=owner)
-    answer = rpc(address, "abci_query", path="/cosmos.auth.v1beta1.Query/Account",
+    answer = rpc_call(address, "abci_query", path="/cosmos.auth.v1beta1.Query/Account",
                  data=request.SerializeToString().hex())["response"]  # fmt: skip
     account = BaseAccount()
     auth_q.QueryAccountResponse.FromString(base64.b64decode(answer["value"])).account.Unpack(
         account
     )
     assert account.address == owner and account.account_number == 1
-    unknown = rpc(address, "abci_query", path="/nope.Query/Nothing", data="")["response"]
+    unknown = rpc_call(address, "abci_query", path="/nope.Query/Nothing", data="")["response"]
     assert unknown["code"] == codes.UNKNOWN_REQUEST and unknown["log"]
 
 

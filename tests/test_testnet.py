@@ -4,11 +4,9 @@ and restarted, and every application agreeing on the app hash."""
 from __future__ import annotations
 
 import base64
-import json
 import signal
 import subprocess
 import sys
-import urllib.request
 
 import pytest
 from cosmpy.aerial.client import LedgerClient
@@ -17,7 +15,7 @@ from dilochain.chain.home import genesis_path, node_id, read_config
 from dilochain.chain.testnet import init_testnet, node_homes, rpc_address
 from dilochain.client import network_config
 from dilochain.genesis.document import load_genesis
-from dilochain.localnet import LocalNetwork
+from dilochain.localnet import LocalNetwork, rpc_call
 from dilochain.protocol.params import DENOM
 from dilochain.testutil import CHAIN_ID, wallet
 
@@ -25,19 +23,13 @@ pytestmark = pytest.mark.integration
 POLL = 0.1
 
 
-def _rpc(address: str, method: str, **params) -> dict:
-    query = "&".join(f"{k}={v}" for k, v in params.items())
-    with urllib.request.urlopen(f"http://{address}/{method}?{query}", timeout=10) as reply:
-        return json.load(reply)["result"]
-
-
 def _header_app_hash(rpc_address: str, height: int) -> str:
-    return _rpc(rpc_address, "block", height=height)["block"]["header"]["app_hash"]
+    return rpc_call(rpc_address, "block", height=str(height))["block"]["header"]["app_hash"]
 
 
 def _app_agrees(node, reference) -> None:
     """The node's application's last app hash is the one the network put in the next header."""
-    info = _rpc(node.rpc_address, "abci_info")["response"]
+    info = rpc_call(node.rpc_address, "abci_info")["response"]
     height = int(info["last_block_height"])
     app_hash = base64.b64decode(info.get("last_block_app_hash", "")).hex().upper()
     reference.wait_for_height(height + 1)
@@ -115,7 +107,9 @@ def test_testnet_commands(tmp_path):
         lines = [up.stdout.readline() for _ in range(3)]
         assert lines[0].startswith("node0: gRPC 127.0.0.1:"), lines
         assert "2 validators committing blocks" in lines[2], lines
-        assert int(_rpc(rpc_address(homes[1]), "status")["sync_info"]["latest_block_height"]) >= 1
+        assert (
+            int(rpc_call(rpc_address(homes[1]), "status")["sync_info"]["latest_block_height"]) >= 1
+        )
     finally:
         up.send_signal(signal.SIGINT)
         _, err = up.communicate(timeout=60)

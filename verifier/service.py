@@ -63,6 +63,7 @@ class VerifierService:
                              float(params.pseudo_grad_tolerance))  # fmt: skip
         self.text = load_text(cfg.data)
         self.corpora: dict[str, Corpus] = {}
+        self.fetch_limits: dict[str, int] = {}  # per run: its largest possible artifact
         self.local = LocalArtifactStore(cfg.home / "verifier-artifacts")
         self.verdicts = 0
         set_deterministic(1)
@@ -110,7 +111,9 @@ class VerifierService:
             return Verdict(False, "always fails")
         hosts = self.poc.hosts(run_id=run.run_id)
         owner = [h.endpoint for h in hosts if h.address == challenge.host]
-        limit = max_artifact_bytes(run.config.model)
+        if run.run_id not in self.fetch_limits:  # building the model to count it: once a run
+            self.fetch_limits[run.run_id] = max_artifact_bytes(run.config.model)
+        limit = self.fetch_limits[run.run_id]
         store = PeerFetchingStore(self.local, lambda: owner + [h.endpoint for h in hosts], limit)
         commits = self.poc.commits(run.run_id, challenge.round)
         commit = next(c for c in commits if c.host == challenge.host)
