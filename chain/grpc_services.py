@@ -34,6 +34,7 @@ from dilochain.chain.context import QueryContext, QueryHandler
 from dilochain.chain.errors import TxError, codes
 from dilochain.chain.modules import auth, bank, challenges, collateral, registry, rewards, rounds
 from dilochain.chain.query_router import QueryRouter
+from dilochain.chain.simulate_gate import SimulateBusy, SimulateGate
 from dilochain.protocol.address import decode_address
 from dilochain.protocol.hashing import tx_hash
 from dilochain.protocol.pb.poc.v1 import query_pb2 as poc_q
@@ -43,11 +44,12 @@ APP_VERSION = version("dilochain")  # pyproject.toml's
 
 
 class Services:
-    """Shared state of all servicers: the app and CometBFT's RPC."""
+    """Shared state of all servicers: the app, CometBFT's RPC and the Simulate gate."""
 
-    def __init__(self, app: Application, rpc: CometRpc):
+    def __init__(self, app: Application, rpc: CometRpc, simulate_gate: SimulateGate | None = None):
         self.app = app
         self.rpc = rpc
+        self.simulate_gate = simulate_gate or SimulateGate()
 
 
 class _UsesServices:
@@ -125,7 +127,10 @@ class TxService(_UsesServices, tx_grpc.ServiceServicer):
 
     async def Simulate(self, request, context):
         raw = request.tx_bytes or request.tx.SerializeToString()
-        result = self.s.app.simulate(raw)
+        try:
+            result = await self.s.simulate_gate.run(lambda: self.s.app.simulate(raw))
+        except SimulateBusy as err:
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(err))
         if result.code:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, result.raw_log)
         return tx_s.SimulateResponse(

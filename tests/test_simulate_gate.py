@@ -1,0 +1,62 @@
+"""The Simulate admission gate: bounded queue, one at a time, blocks go between simulations."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+
+import pytest
+
+from dilochain.chain.simulate_gate import SimulateBusy, SimulateGate
+
+
+def test_a_full_queue_refuses_at_once():
+    async def main():
+        gate = SimulateGate(max_waiting=2)
+        return await asyncio.gather(
+            *(gate.run(lambda i=i: i) for i in range(4)), return_exceptions=True
+        )
+
+    first, second, third, fourth = asyncio.run(main())
+    assert (first, second) == (0, 1)
+    assert isinstance(third, SimulateBusy) and isinstance(fourth, SimulateBusy)
+    assert "2 simulations are waiting" in str(third)
+
+
+def test_blocks_run_between_simulations_and_simulations_take_a_bounded_share():
+    log: list[str] = []
+    busy = []
+
+    def simulate() -> None:
+        log.append("sim")
+        began = time.perf_counter()
+        while time.perf_counter() < began + 0.004:  # a CPU-bound simulation
+            pass
+        busy.append(time.perf_counter() - began)
+
+    async def blocks(done: asyncio.Event) -> None:
+        while not done.is_set():
+            log.append("block")
+            await asyncio.sleep(0)
+
+    async def main() -> None:
+        gate = SimulateGate(max_waiting=100, share=0.25)
+        done = asyncio.Event()
+        producer = asyncio.create_task(blocks(done))
+        await asyncio.gather(*(gate.run(simulate) for _ in range(20)))
+        done.set()
+        await producer
+
+    began = time.perf_counter()
+    asyncio.run(main())
+    wall = time.perf_counter() - began
+    assert sum(busy) <= 0.25 * wall  # the gate held the rest of the time for everything else
+    sims = [i for i, event in enumerate(log) if event == "sim"]
+    assert len(sims) == 20
+    assert all(b - a > 1 for a, b in itertools.pairwise(sims))  # a block between each
+
+
+def test_share_must_be_a_fraction():
+    with pytest.raises(ValueError, match="share"):
+        SimulateGate(share=0)
