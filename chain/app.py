@@ -20,7 +20,16 @@ from google.protobuf.any_pb2 import Any
 from dilochain.chain.ante import Mode, SignatureCache, run_ante
 from dilochain.chain.context import Context, MsgSpec
 from dilochain.chain.errors import CODESPACE, TxError, codes
-from dilochain.chain.modules import bank, challenges, collateral, registry, rewards, rounds
+from dilochain.chain.modules import (
+    bank,
+    beacon,
+    challenges,
+    collateral,
+    registry,
+    rewards,
+    rounds,
+    verifiers,
+)
 from dilochain.chain.state import CacheStore, GasMeter
 from dilochain.chain.store import ChainStore, StoredBlock, StoredTx, changeset_hash
 from dilochain.chain.tx import decode_tx
@@ -30,8 +39,8 @@ from dilochain.protocol.hashing import tx_hash
 log = logging.getLogger(__name__)
 
 MSG_SPECS: list[MsgSpec] = [
-    *bank.MSGS, *collateral.MSGS, *registry.MSGS, *rounds.MSGS, *challenges.MSGS,
-    *rewards.MSGS,
+    *bank.MSGS, *collateral.MSGS, *registry.MSGS, *rounds.MSGS, *verifiers.MSGS,
+    *beacon.MSGS, *challenges.MSGS, *rewards.MSGS,
 ]  # fmt: skip
 
 
@@ -234,6 +243,7 @@ class Application:
         end_ctx = Context(state, height, time_ns, self.chain_id, self.params, [], last_hash)
         collateral.end_block(end_ctx)
         rounds.end_block(end_ctx)
+        beacon.end_block(end_ctx)  # a round's seed, before its challenges are drawn
         challenges.end_block(end_ctx)
         finalized = FinalizedBlock(
             StoredBlock(height, block_hash, time_ns, proposer),

@@ -32,7 +32,18 @@ from dilochain.chain.app import Application, tx_failure
 from dilochain.chain.comet_rpc import CometRpc, CometRpcError
 from dilochain.chain.context import QueryContext, QueryHandler
 from dilochain.chain.errors import TxError, codes
-from dilochain.chain.modules import auth, bank, challenges, collateral, registry, rewards, rounds
+from dilochain.chain.modules import (
+    auth,
+    bank,
+    beacon,
+    challenges,
+    collateral,
+    registry,
+    rewards,
+    rounds,
+    slashing,
+    verifiers,
+)
 from dilochain.chain.query_router import QueryRouter
 from dilochain.chain.simulate_gate import SimulateBusy, SimulateGate
 from dilochain.protocol.address import decode_address
@@ -242,8 +253,8 @@ def _poc_method(handler: QueryHandler):
 
 
 POC_QUERIES: dict[str, QueryHandler] = {
-    **registry.QUERIES, **collateral.QUERIES, **rounds.QUERIES, **challenges.QUERIES,
-    **rewards.QUERIES,
+    **registry.QUERIES, **collateral.QUERIES, **rounds.QUERIES, **verifiers.QUERIES,
+    **beacon.QUERIES, **challenges.QUERIES, **slashing.QUERIES, **rewards.QUERIES,
 }  # fmt: skip
 
 # dilochain.poc.v1.Query: every method is the query handler its module declares beside its state.

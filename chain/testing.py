@@ -39,17 +39,24 @@ class InProcessChain:
             self.mempool[digest] = raw
         return result
 
-    def block(self) -> list[TxResponse]:
-        """Propose, decide, execute and commit the next block; the results of its txs."""
+    def block(self, block_hash: bytes | None = None) -> list[TxResponse]:
+        """Propose, decide, execute and commit the next block; the results of its txs.
+
+        The block's hash is derived from its height and txs unless ``block_hash`` is given (a
+        proposer choosing among candidate blocks).
+        """
         app = self.app
         limit = app.genesis.consensus_params.block.max_bytes
         txs = app.prepare_proposal(list(self.mempool.values()), limit)
         if not app.process_proposal(txs, limit):
             raise ValueError("the application rejected its own proposal")
         height = app.height + 1
-        block_hash = hashlib.sha256(height.to_bytes(8, "big") + b"".join(map(tx_hash, txs)))
+        if block_hash is None:
+            block_hash = hashlib.sha256(
+                height.to_bytes(8, "big") + b"".join(map(tx_hash, txs))
+            ).digest()
         finalized = app.finalize_block(
-            height, app.last_block_time_ns + BLOCK_INTERVAL_NS, txs, block_hash.digest()
+            height, app.last_block_time_ns + BLOCK_INTERVAL_NS, txs, block_hash
         )
         app.commit()
         included = {tx_hash(raw) for raw in txs}

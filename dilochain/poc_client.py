@@ -12,6 +12,7 @@ from dilochain.protocol.pb.poc.v1 import query_pb2 as q
 from dilochain.protocol.pb.poc.v1 import query_pb2_grpc as poc_grpc
 from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgDepositCollateral
 from dilochain.protocol.pb.poc.v1.types_pb2 import (
+    Beacon,
     Challenge,
     Claimable,
     CollateralInfo,
@@ -23,6 +24,7 @@ from dilochain.protocol.pb.poc.v1.types_pb2 import (
     Run,
     Slash,
     Verifier,
+    VestingGrant,
 )
 
 
@@ -99,12 +101,20 @@ class PocClient:
         """Registered verifiers."""
         return list(self._stub.Verifiers(q.QueryVerifiersRequest()).verifiers)
 
+    def beacon(self, run_id: str, round: int) -> Beacon:
+        """A round's beacon: verifiers' commitments and secrets, anchor and seed."""
+        return self._stub.Beacon(q.QueryBeaconRequest(run_id=run_id, round=round)).beacon
+
     def epoch(self, epoch: int | None = None) -> EpochInfo:
         """Epoch ``epoch`` (the current one when None): bounds, pool, total work."""
         request = (
             q.QueryEpochRequest(current=True) if epoch is None else q.QueryEpochRequest(epoch=epoch)
         )
         return self._stub.Epoch(request).epoch
+
+    def vesting(self, address: str) -> list[VestingGrant]:
+        """``address``'s claimed rewards still vesting or not yet paid, by epoch."""
+        return list(self._stub.Vesting(q.QueryVestingRequest(address=address)).grants)
 
     def claimable(self, address: str, epoch: int) -> Claimable:
         """What ``address`` earned in ``epoch`` and whether it was claimed."""

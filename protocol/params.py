@@ -57,6 +57,9 @@ class PocParams(StrictModel):
     # With 3 verifiers a challenge, 1.5% keeps verifier compute near 5% of training and catches
     # a host faking 10% of 5,000 segments with >99.9% probability (bench/verification.py).
     sampling_rate: Decimal = Field(default=Decimal("0.015"), ge=0, le=1)
+    # Blocks after a commit window in which verifiers open their beacon secrets; the last one
+    # is the selection block.
+    beacon_reveal_blocks: int = Field(default=2, ge=1)
     reveal_window_blocks: int = Field(default=5, ge=1)
     verdict_window_blocks: int = Field(default=10, ge=1)
     verifiers_per_challenge: int = Field(default=3, ge=1)
@@ -94,6 +97,9 @@ class RewardParams(StrictModel):
     epoch_blocks: int = Field(default=600, ge=1)
     reward_per_epoch: int = Field(default=1_000_000_000, ge=0)  # udlc minted per epoch
     verifier_share: Decimal = Field(default=Decimal("0.1"), ge=0, le=1)
+    # A claimed epoch reward vests linearly over this many epochs after the epoch; a slash
+    # forfeits what has not vested. 1: everything has vested once the epoch closes.
+    vesting_epochs: int = Field(default=4, ge=1, le=10_000)
 
 
 class Params(StrictModel):

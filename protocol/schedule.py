@@ -1,8 +1,9 @@
 """The round schedule of a run, in blocks, and each host's data seed for a round.
 
-A round takes ``round_period`` blocks: a commit window of ``round_blocks`` blocks; the block
-whose hash seeds the challenge selection; the selection block; a reveal window; a verdict
-window; the resolution block. The chain enforces it, and hosts and verifiers follow it.
+A round takes ``round_period`` blocks: a commit window of ``round_blocks`` blocks (hosts
+commit their round, verifiers their beacon secrets); the beacon window, whose last block is the
+selection block (verifiers open their secrets); a reveal window; a verdict window, whose last
+block is the resolution block. The chain enforces it, and hosts and verifiers follow it.
 """
 
 from __future__ import annotations
@@ -32,9 +33,14 @@ def derive_data_seed(seed: int, host: str, round_: int) -> int:
 
 
 def round_period(round_blocks: int, params: PocParams) -> int:
-    """Blocks from one round's start to the next: commit window, seed and selection blocks,
-    reveal window, verdict window."""
-    return round_blocks + 2 + params.reveal_window_blocks + params.verdict_window_blocks
+    """Blocks from one round's start to the next: commit window, beacon window (ending with the
+    selection block), reveal window, verdict window (ending with the resolution block)."""
+    return (
+        round_blocks
+        + params.beacon_reveal_blocks
+        + params.reveal_window_blocks
+        + params.verdict_window_blocks
+    )
 
 
 def round_window(run: Run, params: PocParams, round_: int) -> Window:
@@ -42,7 +48,7 @@ def round_window(run: Run, params: PocParams, round_: int) -> Window:
     blocks = run.config.round_blocks
     period = round_period(blocks, params)
     start = run.start_height + round_ * period
-    selection = start + blocks + 1
+    selection = start + blocks - 1 + params.beacon_reveal_blocks
     return Window(round_, start, start + blocks - 1, selection, start + period - 1)
 
 

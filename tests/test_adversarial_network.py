@@ -28,7 +28,8 @@ CHEATS = ["random-pg", "fewer-steps", "wrong-data", "bad-reveal", "no-reveal", "
 VERIFIERS = ["honest", "honest", "always-fail"]
 COLLATERAL = 10_000_000
 POC = {
-    "sampling_rate": "1", "reveal_window_blocks": 10, "verdict_window_blocks": 25,
+    "sampling_rate": "1", "beacon_reveal_blocks": 8, "reveal_window_blocks": 10,
+    "verdict_window_blocks": 25,
     "verifiers_per_challenge": 3, "quorum": 2, "verification_mode": "tolerance",
     "tolerance": "1e-4", "slash_fraction": "0.3", "verifier_slash_fraction": "0.05",
     "min_verifier_collateral": COLLATERAL,
@@ -77,12 +78,15 @@ def test_cheaters_are_slashed_and_honest_hosts_are_not(tmp_path):
                 proc.wait(30)
         slashes = list(poc.slashes())
         bonded = {home: int(poc.collateral(address=a).bonded) for home, a in address.items()}
-        commits, challenges = [], []
+        commits, challenges, beacons = [], [], []
         for r in range(cfg.total_rounds):
             commits += poc.commits(run_id="adv", round=r)
             challenges += poc.challenges("adv", r)
+            beacons.append(poc.beacon("adv", r))
 
     slashed = {s.address for s in slashes}
+    for found in beacons:  # every verifier (a restarted one too) committed and opened in time
+        assert len(found.entries) == len(VERIFIERS) and all(e.secret for e in found.entries)
     for home, behavior in zip(host_homes, HONEST + CHEATS, strict=True):
         a = address[home]
         mine = [c for c in commits if c.host == a]

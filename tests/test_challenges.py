@@ -7,7 +7,15 @@ import hashlib
 import pytest
 
 from dilochain.chain.errors import codes
-from dilochain.chain.modules import bank, challenges, collateral, registry, rewards, rounds
+from dilochain.chain.modules import (
+    bank,
+    challenges,
+    collateral,
+    registry,
+    rewards,
+    rounds,
+    slashing,
+)
 from dilochain.protocol import schedule
 from dilochain.protocol.merkle import merkle_proof, merkle_root
 from dilochain.protocol.params import DENOM
@@ -25,7 +33,9 @@ from dilochain.protocol.pb.poc.v1.tx_pb2 import (
 from dilochain.testutil import local_chain, signed_tx, wallet
 from dilochain.training.run_config import make_run_config
 
-REWARDS = {"epoch_blocks": 10, "reward_per_epoch": 1_000_000, "verifier_share": "0.1"}
+# Rewards vest once their epoch closes here; tests/test_vesting.py vests them over epochs.
+REWARDS = {"epoch_blocks": 10, "reward_per_epoch": 1_000_000, "verifier_share": "0.1",
+           "vesting_epochs": 1}  # fmt: skip
 CREATOR, HONEST, CHEAT, LAZY = wallet(40), wallet(41), wallet(42), wallet(43)
 VERIFIERS = [wallet(50), wallet(51), wallet(52)]
 ACCOUNTS = [CREATOR, HONEST, CHEAT, LAZY, *VERIFIERS]
@@ -37,9 +47,10 @@ POC = {"sampling_rate": "1", "reveal_window_blocks": 2, "verdict_window_blocks":
 
 
 class Chain:
-    def __init__(self, tmp_path):
+    def __init__(self, tmp_path, rewards=None, **poc):
         funded = {str(w.address()): 10**9 for w in ACCOUNTS}
-        self.c = local_chain(tmp_path, funded, poc=POC, rewards=REWARDS)
+        self.c = local_chain(tmp_path, funded, poc={**POC, **poc},
+                             rewards={**REWARDS, **(rewards or {})})  # fmt: skip
         self.seq = dict.fromkeys(range(len(ACCOUNTS)), 0)
 
     def send(self, who, *msgs):
@@ -64,7 +75,7 @@ def addr(w) -> str:
     return str(w.address())
 
 
-def _commit(net, host, round_):
+def commit_round(net, host, round_):
     return net.send(host, MsgCommitRound(
         host=addr(host), run_id="r", round=round_, ckpt_root=merkle_root(LEAVES),
         pseudo_grad_hash=b"\x01" * 32, base_hash=b"\x02" * 32, tokens=TOKENS, loss=1.0,
@@ -72,9 +83,8 @@ def _commit(net, host, round_):
     ))  # fmt: skip
 
 
-@pytest.fixture
-def net(tmp_path):
-    chain = Chain(tmp_path)
+def start_round_0(chain: Chain) -> Chain:
+    """A run "r" with three hosts and three verifiers, whose round-0 commits are in the mempool."""
     chain.send(CREATOR, MsgCreateRun(creator=addr(CREATOR), run_id="r", config=CFG))
     for host in (HONEST, CHEAT, LAZY):
         chain.send(host, MsgDepositCollateral(depositor=addr(host), amount="10000"),
@@ -84,7 +94,13 @@ def net(tmp_path):
                    MsgRegisterVerifier(verifier=addr(v)))  # fmt: skip
     chain.c.block()  # height 1; round 0 starts at 2
     for host in (HONEST, CHEAT, LAZY):
-        assert _commit(chain, host, 0).code == 0
+        assert commit_round(chain, host, 0).code == 0
+    return chain
+
+
+@pytest.fixture
+def net(tmp_path):
+    chain = start_round_0(Chain(tmp_path))
     yield chain
     chain.c.app.store.close()
 
@@ -151,7 +167,7 @@ def test_full_challenge_cycle(net):
     assert collateral.bonded(view, addr(LAZY)) == 7_000
     # The always-fail verifier voted against the quorum twice (on HONEST's two segments).
     assert collateral.bonded(view, addr(v2)) == 2000 - 100 - 95
-    slashed = challenges.slashes(view)
+    slashed = slashing.slashes(view)
     assert sum(int(s.amount) for s in slashed) == 3000 + 3000 + 100 + 95
     assert bank.supply(view, DENOM) == supply - 6195  # slashes are burned
     late = net.send(v0, verdict(v0, CHEAT, 0, True))
@@ -190,7 +206,7 @@ def test_verifier_needs_collateral(tmp_path):
     assert result.code == codes.INSUFFICIENT_FUNDS and "needs 500" in result.raw_log
 
 
-def _play_round(net, round_, hosts, failing=()):
+def play_round(net, round_, hosts, failing=()):
     """Reveal every segment of ``hosts`` and vote: pass, except ``failing`` hosts' segments."""
     window = schedule.round_window(registry.get_run(net.view, "r"), net.c.app.params.poc, round_)
     net.blocks_until(window.selection)
@@ -211,10 +227,10 @@ def _play_round(net, round_, hosts, failing=()):
 
 def test_failed_host_forfeits_unclaimed_rewards_and_is_jailed(net):
     params = net.c.app.params
-    _play_round(net, 0, (HONEST, CHEAT, LAZY))  # everyone honest in round 0 (epoch 0)
+    play_round(net, 0, (HONEST, CHEAT, LAZY))  # everyone honest in round 0 (epoch 0)
     for host in (HONEST, CHEAT, LAZY):
-        assert _commit(net, host, 1).code == 0
-    window = _play_round(net, 1, (HONEST, CHEAT, LAZY), failing=(CHEAT,))
+        assert commit_round(net, host, 1).code == 0
+    window = play_round(net, 1, (HONEST, CHEAT, LAZY), failing=(CHEAT,))
     assert rewards.epoch_of(params, window.resolution) == 1  # caught in epoch 1
     view = net.view
     # Jailed: no longer a host of the run; epoch 0's unclaimed rewards are forfeited.
@@ -249,7 +265,7 @@ def test_withdrawing_after_committing_does_not_escape_the_slash(net):
     supply = bank.supply(net.view, DENOM)
     net.blocks_until(window.resolution)  # CHEAT never reveals
     view = net.view
-    (slash,) = challenges.slashes(view, addr(CHEAT))
+    (slash,) = slashing.slashes(view, addr(CHEAT))
     assert slash.amount == "3000"  # 30% of the 10,000 bonded when it committed
     held = collateral.info(view, addr(CHEAT))
     assert held.bonded == "700" and held.unbonding[0].amount == "6300"
@@ -271,7 +287,7 @@ def test_undecided_work_is_aggregated_but_not_paid(net):
     statuses = {c.status for c in challenges.challenges(view, "r", 0) if c.host == addr(CHEAT)}
     assert statuses == {challenges.UNDECIDED}
     commit = next(c for c in rounds.commits(view, "r", 0) if c.host == addr(CHEAT))
-    assert not commit.excluded and not challenges.slashes(view, addr(CHEAT))
+    assert not commit.excluded and not slashing.slashes(view, addr(CHEAT))
     params = net.c.app.params
     assert rewards.claimable(view, params, addr(CHEAT), 0).host_work == "0"
     assert rewards.claimable(view, params, addr(HONEST), 0).host_work == str(TOKENS)

@@ -40,6 +40,9 @@ def test_devnet_up_catches_the_cheater_and_pays_everyone(tmp_path):
         checkpoints = poc.global_checkpoints(run_id=summary["run_id"])
         assert [g.round for g in checkpoints] == list(range(ROUNDS))
         assert all(g.agreeing == g.commits >= 3 for g in checkpoints)
+        for r in range(ROUNDS):  # both verifiers took part in every round's beacon
+            found = poc.beacon(summary["run_id"], r)
+            assert len(found.entries) == 2 and all(e.secret for e in found.entries)
 
         cheater = members["host-3"]
         slashes = [s for s in poc.slashes(address=cheater["address"])]
@@ -62,7 +65,12 @@ def test_devnet_up_catches_the_cheater_and_pays_everyone(tmp_path):
                 share = (pool - pool // 10) * int(due.host_work) // max(1, int(info.host_work))
                 share += pool // 10 * int(due.verifier_work) // max(1, int(info.verifier_work))
                 assert due.claimed and int(due.amount) == claim["amount"] == share
-                paid += claim["amount"]
+                # Vesting over 2 epochs: a claim pays what has vested, the rest waits.
+                vesting = {g.epoch: g for g in poc.vesting(member["address"])}
+                grant = vesting.get(claim["epoch"])
+                assert claim["paid"] == (int(grant.paid) if grant else claim["amount"])
+                assert claim["amount"] // 2 <= claim["paid"]
+                paid += claim["paid"]
         assert not members["host-3"]["claims"]
 
         # A second claim of the same epoch is refused.

@@ -108,9 +108,13 @@ def test_status_and_rewards_commands(running_chain, run_id, operator):
     assert status.returncode == 0 and run_id in status.stdout and "dilochain-test" in status.stdout
     show_cmd = [*cli, "rewards", "show", "--address", address, "--chain", running_chain.address]
     show = subprocess.run(show_cmd, capture_output=True, text=True, timeout=60)
-    assert show.returncode == 0 and "rewards of" in show.stdout
+    assert show.returncode == 0 and "rewards of" in show.stdout and "still vesting" in show.stdout
     env = {**os.environ, "DILOCHAIN_KEYRING_PASSWORD": PASSWORD}
     claim = subprocess.run([*cli, "rewards", "claim", "--epoch", "0", "--key", "op", "--home",
                             str(home), "--chain", running_chain.address],
                            capture_output=True, text=True, timeout=60, env=env)  # fmt: skip
     one_line_error(claim, "claim refused")
+    withdraw = subprocess.run([*cli, "rewards", "claim", "--key", "op", "--home", str(home),
+                               "--chain", running_chain.address],
+                              capture_output=True, text=True, timeout=60, env=env)  # fmt: skip
+    one_line_error(withdraw, "withdrawal refused")

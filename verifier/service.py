@@ -1,6 +1,7 @@
 """The verifier daemon: watches the chain, re-executes its assigned challenges in parallel jobs,
 and submits one signed verdict per challenge (it checks the chain first, so a restart never
-votes twice)."""
+votes twice); beside that, a thread of its own takes part in every round's challenge beacon,
+whose windows are a few blocks long and must not wait for a replay."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from dilochain.protocol.pb.poc.v1.types_pb2 import Challenge, ChallengeStatus, R
 from dilochain.training.data import Corpus, corpus_hash, load_text
 from dilochain.training.model import max_artifact_bytes
 from dilochain.training.train_step import set_deterministic
+from dilochain.verifier.beacon import BeaconParticipant
 from dilochain.verifier.replay import Policy, Verdict, verify_challenge
 
 log = logging.getLogger(__name__)
@@ -46,6 +48,7 @@ class VerifierConfig:
     jobs: int = 2
     always_fail: bool = False  # a faulty verifier, for the tests: votes fail without replaying
     poll_seconds: float = 0.3
+    beacon_poll_seconds: float = 0.1
 
 
 class VerifierService:
@@ -66,10 +69,21 @@ class VerifierService:
         self.fetch_limits: dict[str, int] = {}  # per run: its largest possible artifact
         self.local = LocalArtifactStore(cfg.home / "verifier-artifacts")
         self.verdicts = 0
+        self._send_lock = threading.Lock()  # one signer, one sequence: one tx at a time
+        self.beacon = BeaconParticipant(self.poc, wallet, self._send)
         set_deterministic(1)
 
     def _send(self, *msgs) -> None:
-        submit(self.client, self.wallet, *msgs)
+        with self._send_lock:
+            submit(self.client, self.wallet, *msgs)
+
+    def _beacon_loop(self, stop: threading.Event) -> None:
+        while not stop.is_set():
+            try:
+                self.beacon.step()
+            except grpc.RpcError as err:  # the main loop reports a chain that is gone
+                log.warning("beacon: chain error %s", err.code())
+            stop.wait(self.cfg.beacon_poll_seconds)
 
     def ensure_registered(self) -> None:
         """Bond the minimum verifier collateral and register, once."""
@@ -157,8 +171,11 @@ class VerifierService:
 
     def run(self, stop: threading.Event) -> int:
         """Watch and vote until ``stop``; returns verdicts submitted."""
+        done = threading.Event()
+        beacon = threading.Thread(target=self._beacon_loop, args=(done,), name="beacon")
         try:
             self.ensure_registered()
+            beacon.start()
             with ThreadPoolExecutor(max_workers=self.cfg.jobs) as pool:
                 while not stop.is_set():
                     self.verdicts += self.step(pool)
@@ -167,4 +184,8 @@ class VerifierService:
             raise VerifierError(
                 f"chain at {self.cfg.chain}: {err.details() or err.code()}"
             ) from None
+        finally:
+            done.set()
+            if beacon.is_alive():
+                beacon.join()
         return self.verdicts

@@ -1,8 +1,9 @@
 """Proof of computation: challenge selection, reveals, verdicts, quorum and slashing.
 
-At the end of a round's selection block, the hash of the block after the commit window seeds
-the selection: each (host, segment) of the round's commits is challenged with probability
-``sampling_rate`` and assigned ``verifiers_per_challenge`` registered verifiers, all by
+At the end of a round's selection block, the round's beacon seed (``beacon``: the verifiers'
+commit-reveal mixed with the commit window's last block hash) drives the selection: each
+(host, segment) of the round's commits is challenged with probability ``sampling_rate`` and
+assigned ``verifiers_per_challenge`` registered verifiers, all by
 sha256 scores anyone can recompute. The host reveals the segment's start/end (and the round's
 final) checkpoint hashes with Merkle proofs against its ``ckpt_root``; assigned verifiers
 re-execute and vote. At the resolution block a quorum decides: a host that failed (or did not
@@ -14,16 +15,14 @@ from __future__ import annotations
 
 import hashlib
 
-from dilochain.chain.context import Context, MsgSpec, QueryContext, QueryHandler, get_int, set_int
+from dilochain.chain.context import Context, MsgSpec, QueryContext, QueryHandler
 from dilochain.chain.errors import TxError, codes
-from dilochain.chain.modules import collateral, registry, rewards, rounds
+from dilochain.chain.modules import beacon, registry, rewards, rounds, slashing, verifiers
 from dilochain.chain.state import CacheStore
 from dilochain.protocol import schedule
 from dilochain.protocol.merkle import verify_merkle_proof
 from dilochain.protocol.pb.poc.v1 import query_pb2 as q
 from dilochain.protocol.pb.poc.v1.tx_pb2 import (
-    MsgRegisterVerifier,
-    MsgRegisterVerifierResponse,
     MsgRevealCheckpoints,
     MsgRevealCheckpointsResponse,
     MsgSubmitVerdict,
@@ -33,8 +32,6 @@ from dilochain.protocol.pb.poc.v1.types_pb2 import (
     Challenge,
     ChallengeStatus,
     Run,
-    Slash,
-    Verifier,
     Vote,
 )
 
@@ -43,7 +40,6 @@ PASSED = ChallengeStatus.CHALLENGE_STATUS_PASSED
 FAILED = ChallengeStatus.CHALLENGE_STATUS_FAILED
 NOT_REVEALED = ChallengeStatus.CHALLENGE_STATUS_NOT_REVEALED
 UNDECIDED = ChallengeStatus.CHALLENGE_STATUS_UNDECIDED
-_SLASH_SEQ = b"seq/slash"  # outside the iterated slash/ prefix
 
 
 def score(seed: bytes, *parts: object) -> int:
@@ -88,35 +84,11 @@ def _get(ctx: Context, run_id: str, round_: int, host: str, segment: int) -> Cha
     return Challenge.FromString(raw)
 
 
-def verifiers(store: CacheStore) -> list[Verifier]:
-    """Registered verifiers, by address."""
-    return [Verifier.FromString(v) for _, v in store.iterate(b"verifier/")]
-
-
-def slashes(store: CacheStore, address: str = "") -> list[Slash]:
-    """Slashes of one address (or all), oldest first per address."""
-    prefix = b"slash/" + (address.encode() + b"/" if address else b"")
-    return [Slash.FromString(v) for _, v in store.iterate(prefix)]
-
-
-def _slash(
-    ctx: Context, address: str, fraction, run_id: str, round_: int, reason: str,
-    infraction_height: int | None = None,
-) -> None:  # fmt: skip
-    amount = collateral.slash(ctx, address, fraction, infraction_height)
-    seq = get_int(ctx.store, _SLASH_SEQ)
-    set_int(ctx.store, _SLASH_SEQ, seq + 1)
-    record = Slash(address=address, run_id=run_id, round=round_, amount=str(amount),
-                   reason=reason, height=ctx.height)  # fmt: skip
-    ctx.store.set(b"slash/" + address.encode() + b"/%012d" % seq, record.SerializeToString())
-    ctx.emit("slash", address=address, run_id=run_id, round=round_, amount=amount, reason=reason)
-
-
 # ---- end of block ---------------------------------------------------------------------------
 def select(ctx: Context, run: Run, round_: int) -> None:
-    """Create the round's challenges from the last block hash."""
-    params, seed = ctx.params.poc, ctx.last_block_hash
-    pool = [v.address for v in verifiers(ctx.store)]
+    """Create the round's challenges from its beacon seed."""
+    params, seed = ctx.params.poc, beacon.seed(ctx.store, run.run_id, round_)
+    pool = [v.address for v in verifiers.verifiers(ctx.store)]
     for commit in rounds.commits(ctx.store, run.run_id, round_):
         for segment in range(segments(run)):
             if not is_challenged(seed, commit.host, segment, params.sampling_rate):
@@ -162,13 +134,14 @@ def resolve(ctx: Context, run: Run, round_: int) -> None:
                 if vote.passed == (c.status == PASSED):
                     rewards.credit(ctx, "verifier", vote.verifier, 1)
                 else:
-                    _slash(ctx, vote.verifier, params.verifier_slash_fraction, run.run_id, round_,
-                           f"voted against the quorum on {c.host} segment {c.segment}")  # fmt: skip
+                    reason = f"voted against the quorum on {c.host} segment {c.segment}"
+                    slashing.slash(ctx, vote.verifier, params.verifier_slash_fraction,
+                                   run.run_id, round_, reason)  # fmt: skip
     for commit in rounds.commits(ctx.store, run.run_id, round_):
         if commit.host in failed_hosts:
             commit.excluded = True
             rounds.set_commit(ctx.store, commit)
-            _slash(ctx, commit.host, params.slash_fraction, run.run_id, round_,
+            slashing.slash(ctx, commit.host, params.slash_fraction, run.run_id, round_,
                    "failed a challenge", infraction_height=commit.height)  # fmt: skip
             rewards.mark_slashed(ctx, commit.host)
             rewards.forfeit(ctx, commit.host)
@@ -230,20 +203,6 @@ def _handle_reveal(ctx: Context, msg: MsgRevealCheckpoints) -> MsgRevealCheckpoi
     return MsgRevealCheckpointsResponse()
 
 
-def _handle_register_verifier(
-    ctx: Context, msg: MsgRegisterVerifier
-) -> MsgRegisterVerifierResponse:
-    key = b"verifier/" + msg.verifier.encode()
-    if ctx.store.get(key) is not None:
-        raise TxError(codes.INVALID_REQUEST, f"{msg.verifier} is already a verifier")
-    need = ctx.params.poc.min_verifier_collateral
-    collateral.reserve(ctx.store, msg.verifier, need, "a verifier")
-    record = Verifier(address=msg.verifier, registered_height=ctx.height)
-    ctx.store.set(key, record.SerializeToString())
-    ctx.emit("register_verifier", verifier=msg.verifier)
-    return MsgRegisterVerifierResponse()
-
-
 def _handle_verdict(ctx: Context, msg: MsgSubmitVerdict) -> MsgSubmitVerdictResponse:
     run = registry.require_run(ctx.store, msg.run_id)
     c = _get(ctx, msg.run_id, msg.round, msg.host, msg.segment)
@@ -264,7 +223,6 @@ def _handle_verdict(ctx: Context, msg: MsgSubmitVerdict) -> MsgSubmitVerdictResp
 
 MSGS = [
     MsgSpec(MsgRevealCheckpoints, "host", _handle_reveal),
-    MsgSpec(MsgRegisterVerifier, "verifier", _handle_register_verifier),
     MsgSpec(MsgSubmitVerdict, "verifier", _handle_verdict),
 ]
 
@@ -276,16 +234,6 @@ def _query_challenges(
     return q.QueryChallengesResponse(challenges=found)
 
 
-def _query_slashes(ctx: QueryContext, request: q.QuerySlashesRequest) -> q.QuerySlashesResponse:
-    return q.QuerySlashesResponse(slashes=slashes(ctx.store, request.address))
-
-
-def _query_verifiers(
-    ctx: QueryContext, request: q.QueryVerifiersRequest
-) -> q.QueryVerifiersResponse:
-    return q.QueryVerifiersResponse(verifiers=verifiers(ctx.store))
-
-
 QUERIES: dict[str, QueryHandler] = {
-    "Challenges": _query_challenges, "Slashes": _query_slashes, "Verifiers": _query_verifiers,
+    "Challenges": _query_challenges,
 }  # fmt: skip

@@ -9,6 +9,12 @@ the run, it earns nothing more there unless it registers again. Once the epoch's
 committed its pool (``reward_per_epoch``, minted on claim) is claimable: ``1 - verifier_share``
 of it pro rata to host work, ``verifier_share`` pro rata to verdicts. Each address claims an
 epoch once.
+
+A claim does not pay the reward outright: it becomes a vesting grant that vests linearly over
+``vesting_epochs`` epochs after the claimed one (what has vested by the claim is paid with it;
+``MsgWithdrawVested`` pays the rest as it vests). A slash of the grant's owner, host or
+verifier, forfeits whatever has not vested: it is never minted, so the supply stays genesis +
+paid rewards - burned collateral.
 """
 
 from __future__ import annotations
@@ -20,8 +26,13 @@ from dilochain.chain.modules import bank
 from dilochain.chain.state import CacheStore
 from dilochain.protocol.params import Params
 from dilochain.protocol.pb.poc.v1 import query_pb2 as q
-from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgClaimReward, MsgClaimRewardResponse
-from dilochain.protocol.pb.poc.v1.types_pb2 import Claimable, EpochInfo
+from dilochain.protocol.pb.poc.v1.tx_pb2 import (
+    MsgClaimReward,
+    MsgClaimRewardResponse,
+    MsgWithdrawVested,
+    MsgWithdrawVestedResponse,
+)
+from dilochain.protocol.pb.poc.v1.types_pb2 import Claimable, EpochInfo, VestingGrant
 
 
 def epoch_of(params: Params, height: int) -> int:
@@ -113,6 +124,54 @@ def claimable(store: CacheStore, params: Params, address: str, epoch: int) -> Cl
     )  # fmt: skip
 
 
+def _grant_prefix(address: str) -> bytes:
+    return b"vest/" + address.encode() + b"/"
+
+
+def grants(store: CacheStore, params: Params, address: str, height: int) -> list[VestingGrant]:
+    """``address``'s vesting grants not yet fully paid, by epoch, with what has vested."""
+    found = [VestingGrant.FromString(v) for _, v in store.iterate(_grant_prefix(address))]
+    for grant in found:
+        grant.vested = str(_vested(params, grant, height))
+    return found
+
+
+def _vested(params: Params, grant: VestingGrant, height: int) -> int:
+    epochs = params.rewards.vesting_epochs
+    elapsed = min(epochs, max(0, epoch_of(params, height) - grant.epoch))
+    granted = int(grant.total) + int(grant.forfeited or 0)
+    return min(int(grant.total), granted * elapsed // epochs)
+
+
+def _save_grant(ctx: Context, grant: VestingGrant) -> None:
+    key = _grant_prefix(grant.address) + b"%012d" % grant.epoch
+    grant.vested = ""  # computed when read
+    done = int(grant.paid) == int(grant.total)
+    if done and _vested(ctx.params, grant, ctx.height) == int(grant.total):
+        ctx.store.delete(key)  # fully vested and paid: nothing left to track
+    else:
+        ctx.store.set(key, grant.SerializeToString())
+
+
+def forfeit_unvested(ctx: Context, address: str) -> None:
+    """A slashed address loses what has not vested of its grants (never minted)."""
+    lost = 0
+    for grant in grants(ctx.store, ctx.params, address, ctx.height):
+        cut = int(grant.total) - int(grant.vested)
+        if cut:
+            grant.total = grant.vested
+            grant.forfeited = str(int(grant.forfeited or 0) + cut)
+            _save_grant(ctx, grant)
+            lost += cut
+    if lost:
+        ctx.emit("forfeit_unvested", address=address, amount=f"{lost}udlc")
+
+
+def _pay(ctx: Context, address: str, amount: int) -> None:
+    if amount:
+        bank.mint(ctx.store, address, {ctx.params.fees.fee_denom: amount})
+
+
 def _handle_claim(ctx: Context, msg: MsgClaimReward) -> MsgClaimRewardResponse:
     _, end = epoch_bounds(ctx.params, msg.epoch)
     if ctx.height <= end:
@@ -128,13 +187,37 @@ def _handle_claim(ctx: Context, msg: MsgClaimReward) -> MsgClaimRewardResponse:
                                              f"{msg.epoch} by failing a challenge")  # fmt: skip
     if amount == 0:
         raise TxError(codes.NOT_FOUND, f"{msg.claimer} has no paid work in epoch {msg.epoch}")
-    bank.mint(ctx.store, msg.claimer, {ctx.params.fees.fee_denom: amount})
+    grant = VestingGrant(address=msg.claimer, epoch=msg.epoch, total=str(amount), paid="0",
+                         forfeited="0")  # fmt: skip
+    now = _vested(ctx.params, grant, ctx.height)
+    grant.paid = str(now)
+    _save_grant(ctx, grant)
+    _pay(ctx, msg.claimer, now)
     ctx.store.set(_claim_key(msg.epoch, msg.claimer), str(amount).encode())
-    ctx.emit("claim_reward", claimer=msg.claimer, epoch=msg.epoch, amount=f"{amount}udlc")
-    return MsgClaimRewardResponse(amount=str(amount))
+    ctx.emit("claim_reward", claimer=msg.claimer, epoch=msg.epoch, amount=f"{now}udlc",
+             vesting=f"{amount}udlc")  # fmt: skip
+    return MsgClaimRewardResponse(amount=str(now), vesting=str(amount))
 
 
-MSGS = [MsgSpec(MsgClaimReward, "claimer", _handle_claim)]
+def _handle_withdraw(ctx: Context, msg: MsgWithdrawVested) -> MsgWithdrawVestedResponse:
+    paid = 0
+    for grant in grants(ctx.store, ctx.params, msg.claimer, ctx.height):
+        due = int(grant.vested) - int(grant.paid)
+        if due:
+            grant.paid = str(int(grant.paid) + due)
+            _save_grant(ctx, grant)
+            paid += due
+    if paid == 0:
+        raise TxError(codes.NOT_FOUND, f"{msg.claimer} has no vested rewards left to withdraw")
+    _pay(ctx, msg.claimer, paid)
+    ctx.emit("withdraw_vested", claimer=msg.claimer, amount=f"{paid}udlc")
+    return MsgWithdrawVestedResponse(amount=str(paid))
+
+
+MSGS = [
+    MsgSpec(MsgClaimReward, "claimer", _handle_claim),
+    MsgSpec(MsgWithdrawVested, "claimer", _handle_withdraw),
+]
 
 
 def _query_epoch(ctx: QueryContext, request: q.QueryEpochRequest) -> q.QueryEpochResponse:
@@ -150,4 +233,12 @@ def _query_claimable(
     return q.QueryClaimableResponse(claimable=found)
 
 
-QUERIES: dict[str, QueryHandler] = {"Epoch": _query_epoch, "Claimable": _query_claimable}
+def _query_vesting(ctx: QueryContext, request: q.QueryVestingRequest) -> q.QueryVestingResponse:
+    address = require_address(request.address, "address")
+    found = grants(ctx.store, ctx.params, address, ctx.height)
+    return q.QueryVestingResponse(grants=found)
+
+
+QUERIES: dict[str, QueryHandler] = {
+    "Epoch": _query_epoch, "Claimable": _query_claimable, "Vesting": _query_vesting,
+}  # fmt: skip

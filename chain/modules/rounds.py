@@ -1,13 +1,13 @@
 """Training rounds: the schedule, ``MsgCommitRound`` and global checkpoints.
 
-Each round of a run takes ``period = round_blocks + 2 + reveal + verdict`` blocks: a commit
-window of ``round_blocks`` blocks in which a host commits the round once; the next block, whose
-hash seeds the challenge selection made at the end of the block after it; a reveal window and a
-verdict window; and the resolution block, at whose end challenges are decided and failed hosts
-slashed. The next round's commit window follows, so aggregation can leave slashed pseudo-
-gradients out. When a commit window ends, the majority base hash of its commits is recorded as
-the round's global checkpoint: the hash of the global state (parameters + outer momentum) the
-round started from.
+Each round of a run takes ``period = round_blocks + beacon + reveal + verdict`` blocks: a
+commit window of ``round_blocks`` blocks in which a host commits the round once; the beacon
+window, at whose last block (the selection block) the challenges are drawn; a reveal window and
+a verdict window, whose last block is the resolution block, at whose end challenges are decided
+and failed hosts slashed. The next round's commit window follows, so aggregation can leave
+slashed pseudo-gradients out. When a commit window ends, the majority base hash of its commits
+is recorded as the round's global checkpoint: the hash of the global state (parameters + outer
+momentum) the round started from.
 """
 
 from __future__ import annotations

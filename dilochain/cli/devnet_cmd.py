@@ -76,6 +76,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _genesis_params() -> dict:
     poc = {
         "sampling_rate": "0.5",
+        "beacon_reveal_blocks": 5,
         "reveal_window_blocks": 4,
         "verdict_window_blocks": 8,
         "verifiers_per_challenge": 2,
@@ -85,7 +86,8 @@ def _genesis_params() -> dict:
     period = round_period(ROUND_BLOCKS, PocParams(**poc))
     return {
         "poc": poc,
-        "rewards": {"epoch_blocks": 2 * period, "reward_per_epoch": 1_000_000_000},
+        "rewards": {"epoch_blocks": 2 * period, "reward_per_epoch": 1_000_000_000,
+                    "vesting_epochs": 2},
     }  # fmt: skip
 
 
@@ -191,7 +193,8 @@ def _claim_all(console, client, poc, members: list[Member], wallets) -> None:
             except TxRefused as err:
                 console.print(f"[red]{member.name} epoch {epoch}: claim refused: {err}")
                 continue
-            member.claims.append({"epoch": epoch, "amount": int(due.amount),
+            paid = int(response.events["claim_reward"]["amount"].removesuffix(DENOM))
+            member.claims.append({"epoch": epoch, "amount": int(due.amount), "paid": paid,
                                   "tx": response.hash})  # fmt: skip
 
 
@@ -209,13 +212,21 @@ def _summary(
     for r, value in curve:
         loss.add_row(str(r), f"{value:.4f}")
     people = Table(
-        "member", "behavior", "collateral", "slashed", "rewards claimed", title="summary"
+        "member",
+        "behavior",
+        "collateral",
+        "slashed",
+        "rewards claimed",
+        "paid (vested)",
+        title="summary",
     )
     for m in members[1:]:
-        paid = sum(c["amount"] for c in m.claims)
+        claimed = sum(c["amount"] for c in m.claims)
+        paid = sum(c["paid"] for c in m.claims)
         people.add_row(m.name, m.behavior, f"{m.collateral}udlc",
                        f"[red]{m.slashed}udlc[/]" if m.slashed else "-",
-                       f"{paid}udlc in {len(m.claims)} claims" if m.claims else "-")  # fmt: skip
+                       f"{claimed}udlc in {len(m.claims)} claims" if m.claims else "-",
+                       f"{paid}udlc" if m.claims else "-")  # fmt: skip
     console.print(loss, people)
     agreeing = all(g.agreeing == g.commits for g in checkpoints)
     agreement = "all hosts agreeing" if agreeing else "DISAGREEMENT"

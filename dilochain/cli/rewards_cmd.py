@@ -1,4 +1,5 @@
-"""``dilochain rewards``: what an address earned per epoch, and claiming it."""
+"""``dilochain rewards``: what an address earned per epoch and what is vesting; claiming an
+epoch (it vests over ``vesting_epochs``) and withdrawing what has vested."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from dilochain.cli.common import CliError, default_home, keyring, keyring_passwo
 from dilochain.client import TxRefused, connect, submit
 from dilochain.poc_client import PocClient
 from dilochain.protocol.address import decode_address
-from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgClaimReward
+from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgClaimReward, MsgWithdrawVested
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -24,8 +25,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     show.add_argument("--epoch", type=int, default=None)
     show.add_argument("--address", default=None, help="bech32 address (default: --key's)")
     show.add_argument("--key", default=None)
-    claim = rewards.add_parser("claim", help="claim a closed epoch's reward")
-    claim.add_argument("--epoch", type=int, required=True)
+    claim = rewards.add_parser(
+        "claim", help="claim a closed epoch's reward (--epoch), or withdraw what has vested"
+    )
+    claim.add_argument("--epoch", type=int, default=None,
+                       help="claim this epoch (paying what has vested of it); without it: "
+                            "withdraw everything that has vested")  # fmt: skip
     claim.add_argument("--key", required=True)
     for p in (show, claim):
         p.add_argument("--home", type=Path, default=default_home())
@@ -50,9 +55,21 @@ def _show(args: argparse.Namespace) -> int:
     address = _address(args)
     connect(args.chain)  # a clear error if no chain answers
     with PocClient(args.chain) as poc:
-        table = _rewards_table(poc, address, args.epoch)
-    Console().print(table)
+        tables = [_rewards_table(poc, address, args.epoch), _vesting_table(poc, address)]
+    Console().print(*tables)
     return 0
+
+
+def _vesting_table(poc: PocClient, address: str) -> Table:
+    table = Table("epoch", "claimed", "vested", "paid", "forfeited", "withdrawable",
+                  title=f"claimed rewards of {address} still vesting or unpaid")  # fmt: skip
+    for grant in poc.vesting(address):
+        total = int(grant.total) + int(grant.forfeited or 0)
+        table.add_row(
+            str(grant.epoch), f"{total}udlc", f"{grant.vested}udlc", f"{grant.paid}udlc",
+            f"{grant.forfeited or 0}udlc", f"{int(grant.vested) - int(grant.paid)}udlc",
+        )  # fmt: skip
+    return table
 
 
 def _rewards_table(poc: PocClient, address: str, only: int | None) -> Table:
@@ -76,14 +93,31 @@ def _claim(args: argparse.Namespace) -> int:
     ring.show(args.key)
     wallet = ring.wallet(args.key, keyring_password())
     client = connect(args.chain)
-    msg = MsgClaimReward(claimer=str(wallet.address()), epoch=args.epoch)
+    claimer = str(wallet.address())
+    if args.epoch is None:
+        msg, event, what = MsgWithdrawVested(claimer=claimer), "withdraw_vested", "withdrawal"
+    else:
+        msg, event, what = (
+            MsgClaimReward(claimer=claimer, epoch=args.epoch),
+            "claim_reward",
+            "claim",
+        )
     try:
         response = submit(client, wallet, msg)
     except TxRefused as err:
-        raise CliError(f"claim refused: {err}") from None
-    amount = response.events.get("claim_reward", {}).get("amount", "?")
-    table = Table("epoch", "claimer", "amount", "tx hash", "height", title="reward claimed")
-    table.add_row(str(args.epoch), str(wallet.address()), amount, response.hash,
+        raise CliError(f"{what} refused: {err}") from None
+    found = response.events.get(event, {})
+    table = Table(
+        "epoch",
+        "claimer",
+        "paid now",
+        "vesting",
+        "tx hash",
+        "height",
+        title="reward claimed" if args.epoch is not None else "vested rewards paid",
+    )
+    table.add_row("-" if args.epoch is None else str(args.epoch), claimer,
+                  found.get("amount", "?"), found.get("vesting", "-"), response.hash,
                   str(response.height))  # fmt: skip
     Console().print(table)
     return 0

@@ -14,12 +14,15 @@ from dilochain.genesis.document import GenesisDoc
 from dilochain.protocol.params import DENOM
 from dilochain.protocol.pb.poc.v1.tx_pb2 import (
     MsgClaimReward,
+    MsgCommitBeacon,
     MsgCommitRound,
     MsgCreateRun,
     MsgDepositCollateral,
     MsgRegisterHost,
+    MsgRevealBeacon,
     MsgSubmitVerdict,
     MsgWithdrawCollateral,
+    MsgWithdrawVested,
 )
 from dilochain.testutil import signed_tx
 from dilochain.training.compress import BLOCK, compress
@@ -42,6 +45,9 @@ def _seeds() -> dict[str, list[bytes]]:
         MsgCommitRound(host=alice, run_id="fuzz", round=0, ckpt_root=b"\1" * 32),
         MsgSubmitVerdict(verifier=alice, run_id="fuzz", host=bob, passed=True),
         MsgClaimReward(claimer=alice, epoch=0),
+        MsgCommitBeacon(verifier=alice, run_id="fuzz", round=0, commitment=b"\2" * 32),
+        MsgRevealBeacon(verifier=alice, run_id="fuzz", round=0, secret=b"\3" * 32),
+        MsgWithdrawVested(claimer=alice),
     ]
     types = [spec.message for spec in MSG_SPECS]
     small = {"a": torch.arange(6, dtype=torch.float32).reshape(2, 3), "b": torch.ones(4)}

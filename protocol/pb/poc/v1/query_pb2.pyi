@@ -175,3 +175,29 @@ class QueryClaimableResponse(_message.Message):
     CLAIMABLE_FIELD_NUMBER: _ClassVar[int]
     claimable: _types_pb2.Claimable
     def __init__(self, claimable: _Optional[_Union[_types_pb2.Claimable, _Mapping]] = ...) -> None: ...
+
+class QueryBeaconRequest(_message.Message):
+    __slots__ = ("run_id", "round")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    ROUND_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    round: int
+    def __init__(self, run_id: _Optional[str] = ..., round: _Optional[int] = ...) -> None: ...
+
+class QueryBeaconResponse(_message.Message):
+    __slots__ = ("beacon",)
+    BEACON_FIELD_NUMBER: _ClassVar[int]
+    beacon: _types_pb2.Beacon
+    def __init__(self, beacon: _Optional[_Union[_types_pb2.Beacon, _Mapping]] = ...) -> None: ...
+
+class QueryVestingRequest(_message.Message):
+    __slots__ = ("address",)
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    address: str
+    def __init__(self, address: _Optional[str] = ...) -> None: ...
+
+class QueryVestingResponse(_message.Message):
+    __slots__ = ("grants",)
+    GRANTS_FIELD_NUMBER: _ClassVar[int]
+    grants: _containers.RepeatedCompositeFieldContainer[_types_pb2.VestingGrant]
+    def __init__(self, grants: _Optional[_Iterable[_Union[_types_pb2.VestingGrant, _Mapping]]] = ...) -> None: ...

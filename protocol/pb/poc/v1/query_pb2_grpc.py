@@ -100,6 +100,16 @@ class QueryStub(object):
                 request_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryClaimableRequest.SerializeToString,
                 response_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryClaimableResponse.FromString,
                 _registered_method=True)
+        self.Beacon = channel.unary_unary(
+                '/dilochain.poc.v1.Query/Beacon',
+                request_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryBeaconRequest.SerializeToString,
+                response_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryBeaconResponse.FromString,
+                _registered_method=True)
+        self.Vesting = channel.unary_unary(
+                '/dilochain.poc.v1.Query/Vesting',
+                request_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryVestingRequest.SerializeToString,
+                response_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryVestingResponse.FromString,
+                _registered_method=True)
 
 
 class QueryServicer(object):
@@ -184,6 +194,18 @@ class QueryServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Beacon(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Vesting(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_QueryServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -251,6 +273,16 @@ def add_QueryServicer_to_server(servicer, server):
                     servicer.Claimable,
                     request_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryClaimableRequest.FromString,
                     response_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryClaimableResponse.SerializeToString,
+            ),
+            'Beacon': grpc.unary_unary_rpc_method_handler(
+                    servicer.Beacon,
+                    request_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryBeaconRequest.FromString,
+                    response_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryBeaconResponse.SerializeToString,
+            ),
+            'Vesting': grpc.unary_unary_rpc_method_handler(
+                    servicer.Vesting,
+                    request_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryVestingRequest.FromString,
+                    response_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryVestingResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -605,6 +637,60 @@ class Query(object):
             '/dilochain.poc.v1.Query/Claimable',
             dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryClaimableRequest.SerializeToString,
             dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryClaimableResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Beacon(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/dilochain.poc.v1.Query/Beacon',
+            dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryBeaconRequest.SerializeToString,
+            dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryBeaconResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Vesting(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/dilochain.poc.v1.Query/Vesting',
+            dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryVestingRequest.SerializeToString,
+            dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryVestingResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -157,6 +157,52 @@ class MsgClaimReward(_message.Message):
     def __init__(self, claimer: _Optional[str] = ..., epoch: _Optional[int] = ...) -> None: ...
 
 class MsgClaimRewardResponse(_message.Message):
+    __slots__ = ("amount", "vesting")
+    AMOUNT_FIELD_NUMBER: _ClassVar[int]
+    VESTING_FIELD_NUMBER: _ClassVar[int]
+    amount: str
+    vesting: str
+    def __init__(self, amount: _Optional[str] = ..., vesting: _Optional[str] = ...) -> None: ...
+
+class MsgCommitBeacon(_message.Message):
+    __slots__ = ("verifier", "run_id", "round", "commitment")
+    VERIFIER_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    ROUND_FIELD_NUMBER: _ClassVar[int]
+    COMMITMENT_FIELD_NUMBER: _ClassVar[int]
+    verifier: str
+    run_id: str
+    round: int
+    commitment: bytes
+    def __init__(self, verifier: _Optional[str] = ..., run_id: _Optional[str] = ..., round: _Optional[int] = ..., commitment: _Optional[bytes] = ...) -> None: ...
+
+class MsgCommitBeaconResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class MsgRevealBeacon(_message.Message):
+    __slots__ = ("verifier", "run_id", "round", "secret")
+    VERIFIER_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    ROUND_FIELD_NUMBER: _ClassVar[int]
+    SECRET_FIELD_NUMBER: _ClassVar[int]
+    verifier: str
+    run_id: str
+    round: int
+    secret: bytes
+    def __init__(self, verifier: _Optional[str] = ..., run_id: _Optional[str] = ..., round: _Optional[int] = ..., secret: _Optional[bytes] = ...) -> None: ...
+
+class MsgRevealBeaconResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class MsgWithdrawVested(_message.Message):
+    __slots__ = ("claimer",)
+    CLAIMER_FIELD_NUMBER: _ClassVar[int]
+    claimer: str
+    def __init__(self, claimer: _Optional[str] = ...) -> None: ...
+
+class MsgWithdrawVestedResponse(_message.Message):
     __slots__ = ("amount",)
     AMOUNT_FIELD_NUMBER: _ClassVar[int]
     amount: str

@@ -80,6 +80,21 @@ class MsgStub(object):
                 request_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgClaimReward.SerializeToString,
                 response_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgClaimRewardResponse.FromString,
                 _registered_method=True)
+        self.CommitBeacon = channel.unary_unary(
+                '/dilochain.poc.v1.Msg/CommitBeacon',
+                request_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgCommitBeacon.SerializeToString,
+                response_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgCommitBeaconResponse.FromString,
+                _registered_method=True)
+        self.RevealBeacon = channel.unary_unary(
+                '/dilochain.poc.v1.Msg/RevealBeacon',
+                request_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgRevealBeacon.SerializeToString,
+                response_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgRevealBeaconResponse.FromString,
+                _registered_method=True)
+        self.WithdrawVested = channel.unary_unary(
+                '/dilochain.poc.v1.Msg/WithdrawVested',
+                request_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgWithdrawVested.SerializeToString,
+                response_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgWithdrawVestedResponse.FromString,
+                _registered_method=True)
 
 
 class MsgServicer(object):
@@ -140,6 +155,24 @@ class MsgServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CommitBeacon(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RevealBeacon(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WithdrawVested(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MsgServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -187,6 +220,21 @@ def add_MsgServicer_to_server(servicer, server):
                     servicer.ClaimReward,
                     request_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgClaimReward.FromString,
                     response_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgClaimRewardResponse.SerializeToString,
+            ),
+            'CommitBeacon': grpc.unary_unary_rpc_method_handler(
+                    servicer.CommitBeacon,
+                    request_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgCommitBeacon.FromString,
+                    response_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgCommitBeaconResponse.SerializeToString,
+            ),
+            'RevealBeacon': grpc.unary_unary_rpc_method_handler(
+                    servicer.RevealBeacon,
+                    request_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgRevealBeacon.FromString,
+                    response_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgRevealBeaconResponse.SerializeToString,
+            ),
+            'WithdrawVested': grpc.unary_unary_rpc_method_handler(
+                    servicer.WithdrawVested,
+                    request_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgWithdrawVested.FromString,
+                    response_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgWithdrawVestedResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -433,6 +481,87 @@ class Msg(object):
             '/dilochain.poc.v1.Msg/ClaimReward',
             dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgClaimReward.SerializeToString,
             dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgClaimRewardResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CommitBeacon(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/dilochain.poc.v1.Msg/CommitBeacon',
+            dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgCommitBeacon.SerializeToString,
+            dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgCommitBeaconResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RevealBeacon(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/dilochain.poc.v1.Msg/RevealBeacon',
+            dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgRevealBeacon.SerializeToString,
+            dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgRevealBeaconResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WithdrawVested(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/dilochain.poc.v1.Msg/WithdrawVested',
+            dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgWithdrawVested.SerializeToString,
+            dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgWithdrawVestedResponse.FromString,
             options,
             channel_credentials,
             insecure,

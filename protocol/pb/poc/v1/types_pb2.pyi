@@ -260,7 +260,7 @@ class CollateralInfo(_message.Message):
     def __init__(self, address: _Optional[str] = ..., bonded: _Optional[str] = ..., unbonding: _Optional[_Iterable[_Union[UnbondingEntry, _Mapping]]] = ..., locked: _Optional[str] = ...) -> None: ...
 
 class Params(_message.Message):
-    __slots__ = ("collateral_denom", "unbonding_period_seconds", "sampling_rate", "reveal_window_blocks", "verdict_window_blocks", "verifiers_per_challenge", "quorum", "slash_fraction", "verifier_slash_fraction", "min_verifier_collateral", "verification_mode", "tolerance", "pseudo_grad_tolerance", "max_segments_per_round", "max_inner_steps", "max_total_rounds", "max_start_delay_blocks", "max_active_runs")
+    __slots__ = ("collateral_denom", "unbonding_period_seconds", "sampling_rate", "reveal_window_blocks", "verdict_window_blocks", "verifiers_per_challenge", "quorum", "slash_fraction", "verifier_slash_fraction", "min_verifier_collateral", "verification_mode", "tolerance", "pseudo_grad_tolerance", "max_segments_per_round", "max_inner_steps", "max_total_rounds", "max_start_delay_blocks", "max_active_runs", "beacon_reveal_blocks")
     COLLATERAL_DENOM_FIELD_NUMBER: _ClassVar[int]
     UNBONDING_PERIOD_SECONDS_FIELD_NUMBER: _ClassVar[int]
     SAMPLING_RATE_FIELD_NUMBER: _ClassVar[int]
@@ -279,6 +279,7 @@ class Params(_message.Message):
     MAX_TOTAL_ROUNDS_FIELD_NUMBER: _ClassVar[int]
     MAX_START_DELAY_BLOCKS_FIELD_NUMBER: _ClassVar[int]
     MAX_ACTIVE_RUNS_FIELD_NUMBER: _ClassVar[int]
+    BEACON_REVEAL_BLOCKS_FIELD_NUMBER: _ClassVar[int]
     collateral_denom: str
     unbonding_period_seconds: int
     sampling_rate: str
@@ -297,4 +298,45 @@ class Params(_message.Message):
     max_total_rounds: int
     max_start_delay_blocks: int
     max_active_runs: int
-    def __init__(self, collateral_denom: _Optional[str] = ..., unbonding_period_seconds: _Optional[int] = ..., sampling_rate: _Optional[str] = ..., reveal_window_blocks: _Optional[int] = ..., verdict_window_blocks: _Optional[int] = ..., verifiers_per_challenge: _Optional[int] = ..., quorum: _Optional[int] = ..., slash_fraction: _Optional[str] = ..., verifier_slash_fraction: _Optional[str] = ..., min_verifier_collateral: _Optional[int] = ..., verification_mode: _Optional[str] = ..., tolerance: _Optional[str] = ..., pseudo_grad_tolerance: _Optional[str] = ..., max_segments_per_round: _Optional[int] = ..., max_inner_steps: _Optional[int] = ..., max_total_rounds: _Optional[int] = ..., max_start_delay_blocks: _Optional[int] = ..., max_active_runs: _Optional[int] = ...) -> None: ...
+    beacon_reveal_blocks: int
+    def __init__(self, collateral_denom: _Optional[str] = ..., unbonding_period_seconds: _Optional[int] = ..., sampling_rate: _Optional[str] = ..., reveal_window_blocks: _Optional[int] = ..., verdict_window_blocks: _Optional[int] = ..., verifiers_per_challenge: _Optional[int] = ..., quorum: _Optional[int] = ..., slash_fraction: _Optional[str] = ..., verifier_slash_fraction: _Optional[str] = ..., min_verifier_collateral: _Optional[int] = ..., verification_mode: _Optional[str] = ..., tolerance: _Optional[str] = ..., pseudo_grad_tolerance: _Optional[str] = ..., max_segments_per_round: _Optional[int] = ..., max_inner_steps: _Optional[int] = ..., max_total_rounds: _Optional[int] = ..., max_start_delay_blocks: _Optional[int] = ..., max_active_runs: _Optional[int] = ..., beacon_reveal_blocks: _Optional[int] = ...) -> None: ...
+
+class BeaconEntry(_message.Message):
+    __slots__ = ("verifier", "commitment", "secret")
+    VERIFIER_FIELD_NUMBER: _ClassVar[int]
+    COMMITMENT_FIELD_NUMBER: _ClassVar[int]
+    SECRET_FIELD_NUMBER: _ClassVar[int]
+    verifier: str
+    commitment: bytes
+    secret: bytes
+    def __init__(self, verifier: _Optional[str] = ..., commitment: _Optional[bytes] = ..., secret: _Optional[bytes] = ...) -> None: ...
+
+class Beacon(_message.Message):
+    __slots__ = ("run_id", "round", "entries", "anchor", "seed")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    ROUND_FIELD_NUMBER: _ClassVar[int]
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    ANCHOR_FIELD_NUMBER: _ClassVar[int]
+    SEED_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    round: int
+    entries: _containers.RepeatedCompositeFieldContainer[BeaconEntry]
+    anchor: bytes
+    seed: bytes
+    def __init__(self, run_id: _Optional[str] = ..., round: _Optional[int] = ..., entries: _Optional[_Iterable[_Union[BeaconEntry, _Mapping]]] = ..., anchor: _Optional[bytes] = ..., seed: _Optional[bytes] = ...) -> None: ...
+
+class VestingGrant(_message.Message):
+    __slots__ = ("address", "epoch", "total", "vested", "paid", "forfeited")
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    VESTED_FIELD_NUMBER: _ClassVar[int]
+    PAID_FIELD_NUMBER: _ClassVar[int]
+    FORFEITED_FIELD_NUMBER: _ClassVar[int]
+    address: str
+    epoch: int
+    total: str
+    vested: str
+    paid: str
+    forfeited: str
+    def __init__(self, address: _Optional[str] = ..., epoch: _Optional[int] = ..., total: _Optional[str] = ..., vested: _Optional[str] = ..., paid: _Optional[str] = ..., forfeited: _Optional[str] = ...) -> None: ...

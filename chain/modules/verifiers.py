@@ -1,0 +1,51 @@
+"""Verifier registration: a verifier bonds ``min_verifier_collateral`` and registers once; it is
+then assigned challenges and takes part in every round's beacon."""
+
+from __future__ import annotations
+
+from dilochain.chain.context import Context, MsgSpec, QueryContext, QueryHandler
+from dilochain.chain.errors import TxError, codes
+from dilochain.chain.modules import collateral
+from dilochain.chain.state import CacheStore
+from dilochain.protocol.pb.poc.v1 import query_pb2 as q
+from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgRegisterVerifier, MsgRegisterVerifierResponse
+from dilochain.protocol.pb.poc.v1.types_pb2 import Verifier
+
+
+def _key(address: str) -> bytes:
+    return b"verifier/" + address.encode()
+
+
+def verifiers(store: CacheStore) -> list[Verifier]:
+    """Registered verifiers, by address."""
+    return [Verifier.FromString(v) for _, v in store.iterate(b"verifier/")]
+
+
+def is_verifier(store: CacheStore, address: str) -> bool:
+    """Whether ``address`` is a registered verifier."""
+    return store.get(_key(address)) is not None
+
+
+def _handle_register_verifier(
+    ctx: Context, msg: MsgRegisterVerifier
+) -> MsgRegisterVerifierResponse:
+    if is_verifier(ctx.store, msg.verifier):
+        raise TxError(codes.INVALID_REQUEST, f"{msg.verifier} is already a verifier")
+    need = ctx.params.poc.min_verifier_collateral
+    collateral.reserve(ctx.store, msg.verifier, need, "a verifier")
+    record = Verifier(address=msg.verifier, registered_height=ctx.height)
+    ctx.store.set(_key(msg.verifier), record.SerializeToString())
+    ctx.emit("register_verifier", verifier=msg.verifier)
+    return MsgRegisterVerifierResponse()
+
+
+MSGS = [MsgSpec(MsgRegisterVerifier, "verifier", _handle_register_verifier)]
+
+
+def _query_verifiers(
+    ctx: QueryContext, request: q.QueryVerifiersRequest
+) -> q.QueryVerifiersResponse:
+    return q.QueryVerifiersResponse(verifiers=verifiers(ctx.store))
+
+
+QUERIES: dict[str, QueryHandler] = {"Verifiers": _query_verifiers}

@@ -1,0 +1,53 @@
+"""A verifier's beacon participant against the real chain: it commits in the commit window and
+opens in the beacon window every round, from its key alone (restart-safe), never slashed."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import pytest
+
+from dilochain.client import submit
+from dilochain.poc_client import PocClient
+from dilochain.protocol import beacon as encoding
+from dilochain.protocol.pb.poc.v1.tx_pb2 import (
+    MsgCreateRun,
+    MsgDepositCollateral,
+    MsgRegisterVerifier,
+)
+from dilochain.training.run_config import make_run_config
+from dilochain.verifier.beacon import BeaconParticipant, beacon_secret
+
+pytestmark = pytest.mark.integration
+
+
+def test_participant_commits_and_opens_every_round(running_chain, caplog):
+    client, (creator, verifier, *_) = running_chain.client, running_chain.wallets
+    address = str(verifier.address())
+    cfg = make_run_config("ab" * 32, "tiny", round_blocks=4, total_rounds=2, start_delay_blocks=3)
+    submit(client, creator, MsgCreateRun(creator=str(creator.address()), run_id="b", config=cfg))
+    submit(client, verifier, MsgDepositCollateral(depositor=address, amount="1000000"),
+           MsgRegisterVerifier(verifier=address))  # fmt: skip
+    poc = PocClient(running_chain.address)
+    send = lambda *msgs: submit(client, verifier, *msgs)  # noqa: E731
+    participant = BeaconParticipant(poc, verifier, send)
+    caplog.set_level(logging.WARNING)
+    deadline = time.monotonic() + 120
+    while not poc.round_info("b").finished:
+        assert time.monotonic() < deadline, "the run did not finish"
+        participant.step()
+        if poc.round_info("b").round == 1:  # a restarted verifier: a fresh participant
+            participant = BeaconParticipant(poc, verifier, send)
+        time.sleep(0.1)
+    for round_ in (0, 1):
+        found = poc.beacon("b", round_)
+        (entry,) = found.entries
+        secret = beacon_secret(verifier, "b", round_)
+        assert entry.verifier == address and entry.secret == secret
+        assert entry.commitment == encoding.commitment(secret, address)
+        assert found.seed == encoding.mix(found.anchor, [(address, secret)])
+    assert beacon_secret(verifier, "b", 0) != beacon_secret(verifier, "b", 1)
+    assert not poc.slashes(address)
+    assert "refused" not in caplog.text
+    poc.close()
