@@ -38,8 +38,9 @@ class BeaconParticipant:
     def _act(self, run_id: str, round_: int, action: str, msg: Message) -> None:
         try:
             self.send(msg)
-        except TxRefused as err:
+        except TxRefused as err:  # tried again at the next poll while the window is open
             log.warning("beacon %s for %s round %d refused: %s", action, run_id, round_, err)
+            return
         self._done.add((run_id, round_, action))
 
     def step(self) -> None:

@@ -78,12 +78,15 @@ class VerifierService:
             submit(self.client, self.wallet, *msgs)
 
     def _beacon_loop(self, stop: threading.Event) -> None:
-        while not stop.is_set():
-            try:
-                self.beacon.step()
-            except grpc.RpcError as err:  # the main loop reports a chain that is gone
-                log.warning("beacon: chain error %s", err.code())
-            stop.wait(self.cfg.beacon_poll_seconds)
+        try:
+            while not stop.is_set():
+                try:
+                    self.beacon.step()
+                except grpc.RpcError as err:  # the main loop reports a chain that is gone
+                    log.warning("beacon: chain error %s", err.code())
+                stop.wait(self.cfg.beacon_poll_seconds)
+        except Exception:
+            log.exception("beacon thread failed")
 
     def ensure_registered(self) -> None:
         """Bond the minimum verifier collateral and register, once."""
@@ -178,6 +181,8 @@ class VerifierService:
             beacon.start()
             with ThreadPoolExecutor(max_workers=self.cfg.jobs) as pool:
                 while not stop.is_set():
+                    if not beacon.is_alive():  # it only ends on an error it logged
+                        raise VerifierError("the beacon thread stopped; see the log above")
                     self.verdicts += self.step(pool)
                     stop.wait(self.cfg.poll_seconds)
         except grpc.RpcError as err:

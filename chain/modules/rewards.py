@@ -6,9 +6,9 @@ quorum side credits its verifier one unit, in the epoch of that block; a host sl
 epoch earns nothing for it, and forfeits its unclaimed host rewards of every earlier epoch
 (never minted, so no one else's share grows and the pool is never overpaid); being jailed from
 the run, it earns nothing more there unless it registers again. Once the epoch's last block is
-committed its pool (``reward_per_epoch``, minted on claim) is claimable: ``1 - verifier_share``
-of it pro rata to host work, ``verifier_share`` pro rata to verdicts. Each address claims an
-epoch once.
+committed its pool (``reward_per_epoch``, minted as it is paid out) is claimable:
+``1 - verifier_share`` of it pro rata to host work, ``verifier_share`` pro rata to verdicts.
+Each address claims an epoch once.
 
 A claim does not pay the reward outright: it becomes a vesting grant that vests linearly over
 ``vesting_epochs`` epochs after the claimed one (what has vested by the claim is paid with it;
