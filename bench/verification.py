@@ -5,8 +5,12 @@
    checkpoints), for the node's default preset; the verifier share of training compute is then
    sampling_rate x verifiers_per_challenge x t_verify / t_segment_of_training.
 2. Detection: simulates many cheating hosts with the chain's own selection function (fresh
-   block-hash seeds): a cheater faking a fraction f of its segments over m segments is caught
+   beacon seeds): a cheater faking a fraction f of its segments over m segments is caught
    when any faked segment is challenged. Prints the measured rate beside 1 - (1 - p)^(f*m).
+3. Screening: times one screen of a commit (pseudo-gradient against base - final checkpoint,
+   held-out loss test) against the host's round, and for every cheat in ``node/cheats.py``
+   (a real round on the 'tiny' preset) the rate at which it is caught by screening alone, by
+   sampling alone at the default rate, and by both (a failed screen replays every segment).
 
     .venv/bin/python -m bench.verification [--trials 2000]
 """
@@ -24,6 +28,8 @@ from rich.console import Console
 from rich.table import Table
 
 from dilochain.chain.modules.challenges import is_challenged
+from dilochain.node.behaviors import RoundJob
+from dilochain.node.cheats import BEHAVIORS
 from dilochain.protocol.params import PocParams
 from dilochain.training.data import Corpus, corpus_hash, default_text
 from dilochain.training.diloco import initial_global, params_of
@@ -32,13 +38,17 @@ from dilochain.training.round_work import train_round
 from dilochain.training.run_config import make_run_config
 from dilochain.training.train_step import set_deterministic
 from dilochain.verifier.replay import Policy, verify_challenge
+from dilochain.verifier.screening import screen_commit
 from dilochain.verifier.testing import publish_round
 
 HOST = "dilo1honest"
+POLICY = Policy(PocParams().verification_mode, float(PocParams().tolerance),
+                float(PocParams().pseudo_grad_tolerance))  # fmt: skip
+MARGIN = float(PocParams().screen_loss_margin)
 
 
-def measure_cost() -> tuple[float, float, int, int]:
-    """(seconds per host round, seconds per verification, H, k) for the 'small' preset."""
+def measure_cost() -> tuple[float, float, float, int, int]:
+    """(seconds per host round, per verification, per screen, H, k) for the 'small' preset."""
     text = default_text()
     cfg = make_run_config(corpus_hash(text), "small")
     corpus = Corpus.from_text(text, cfg.num_shards)
@@ -54,8 +64,49 @@ def measure_cost() -> tuple[float, float, int, int]:
             cfg, corpus, commit, challenges[1], store, Policy("exact", 0, 0.1)
         )
         verify_seconds = time.perf_counter() - t
-    assert verdict.passed, verdict.reason
-    return round_seconds, verify_seconds, cfg.inner_steps, cfg.checkpoint_interval
+        t = time.perf_counter()
+        screened = screen_commit(cfg, corpus, commit, b"\x01" * 32, store, POLICY, MARGIN)
+        screen_seconds = time.perf_counter() - t
+    assert verdict.passed and screened.passed, (verdict.reason, screened.reason)
+    return round_seconds, verify_seconds, screen_seconds, cfg.inner_steps, cfg.checkpoint_interval
+
+
+def cheat_detection(rate: float, anchors: int) -> list[tuple[str, float, float, float]]:
+    """(cheat, caught by screening, by sampling at ``rate``, by both) for every cheat, each
+    from one real 'tiny' round, screened under ``anchors`` different beacon anchors."""
+    text = default_text()
+    cfg = make_run_config(corpus_hash(text), "tiny")
+    corpus = Corpus.from_text(text, cfg.num_shards)
+    model = build_model(cfg.model, cfg.seed)
+    base = initial_global({n: p.detach().clone() for n, p in model.named_parameters()})
+    peer = train_round(build_model(cfg.model, 0), cfg, corpus, "dilo1peer", 1, base, None)
+    rows = []
+    for name, kind in BEHAVIORS.items():
+        if name in ("honest", "noisy"):
+            continue
+        cheat = kind()
+        job = RoundJob(build_model(cfg.model, 0), cfg, corpus, HOST, 1, base, None,
+                       peer_pseudo_grad=lambda: peer.pseudo_grad)  # fmt: skip
+        result = cheat.train(job)
+        with tempfile.TemporaryDirectory() as tmp:
+            store, commit, challenges = publish_round(Path(tmp), cfg, base, result, HOST)
+            faked = 0
+            for c in challenges:  # a segment is caught if its reveal or its replay fails
+                committed = c.end_hash
+                passed = (
+                    cheat.reveal(committed) == committed
+                    and verify_challenge(cfg, corpus, commit, c, store, POLICY).passed
+                )
+                faked += not passed
+            screens = [
+                screen_commit(cfg, corpus, commit, bytes([i]) * 32, store, POLICY, MARGIN)
+                for i in range(anchors)
+            ]
+        by_screen = sum(not v.passed for v in screens) / anchors
+        by_sampling = 1 - (1 - rate) ** faked
+        both = by_screen * (faked > 0) + (1 - by_screen) * by_sampling
+        rows.append((name, by_screen, by_sampling, both))
+    return rows
 
 
 def honest_noise() -> float:
@@ -94,10 +145,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--trials", type=int, default=2000)
     parser.add_argument("--threads", type=int, default=min(2, os.cpu_count() or 1))
+    parser.add_argument("--anchors", type=int, default=5, help="beacon anchors per cheat screen")
     args = parser.parse_args()
     set_deterministic(args.threads)
     console = Console()
-    round_s, verify_s, h, k = measure_cost()
+    round_s, verify_s, screen_s, h, k = measure_cost()
     per_segment_training = round_s / (h // k)
     defaults = PocParams()
     verifiers = defaults.verifiers_per_challenge
@@ -116,6 +168,15 @@ def main() -> None:
             table.add_row(f"{rate:g}", f"{cost:.1%}", f"{faked} of {segments}",
                           f"{measured:.2%}", f"{analytic:.2%}")  # fmt: skip
     console.print(table)
+    console.print(f"one screen: {screen_s:.3f}s = {screen_s / round_s:.2%} of the host's round; "
+                  f"every verifier screens every commit: {verifiers} x = "
+                  f"{verifiers * screen_s / round_s:.2%} of training")  # fmt: skip
+    rate = float(defaults.sampling_rate)
+    cheats = Table("cheat", "screening alone", f"sampling alone (p={rate:g})", "both",
+                   title="detection per round ('tiny' preset, m=2 segments)")  # fmt: skip
+    for name, by_screen, by_sampling, both in cheat_detection(rate, args.anchors):
+        cheats.add_row(name, f"{by_screen:.0%}", f"{by_sampling:.1%}", f"{both:.1%}")
+    console.print(cheats)
     noise = honest_noise()
     console.print(f"honest replay noise (10 steps on 2 threads vs 1): relative L2 {noise:.2e}; "
                   f"genesis tolerance {defaults.tolerance}")  # fmt: skip

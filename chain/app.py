@@ -28,6 +28,7 @@ from dilochain.chain.modules import (
     registry,
     rewards,
     rounds,
+    screening,
     verifiers,
 )
 from dilochain.chain.state import CacheStore, GasMeter
@@ -40,7 +41,7 @@ log = logging.getLogger(__name__)
 
 MSG_SPECS: list[MsgSpec] = [
     *bank.MSGS, *collateral.MSGS, *registry.MSGS, *rounds.MSGS, *verifiers.MSGS,
-    *beacon.MSGS, *challenges.MSGS, *rewards.MSGS,
+    *beacon.MSGS, *screening.MSGS, *challenges.MSGS, *rewards.MSGS,
 ]  # fmt: skip
 
 

@@ -41,6 +41,7 @@ from dilochain.chain.modules import (
     registry,
     rewards,
     rounds,
+    screening,
     slashing,
     verifiers,
 )
@@ -254,7 +255,8 @@ def _poc_method(handler: QueryHandler):
 
 POC_QUERIES: dict[str, QueryHandler] = {
     **registry.QUERIES, **collateral.QUERIES, **rounds.QUERIES, **verifiers.QUERIES,
-    **beacon.QUERIES, **challenges.QUERIES, **slashing.QUERIES, **rewards.QUERIES,
+    **beacon.QUERIES, **screening.QUERIES, **challenges.QUERIES, **slashing.QUERIES,
+    **rewards.QUERIES,
 }  # fmt: skip
 
 # dilochain.poc.v1.Query: every method is the query handler its module declares beside its state.

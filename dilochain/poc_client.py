@@ -22,6 +22,7 @@ from dilochain.protocol.pb.poc.v1.types_pb2 import (
     Params,
     RoundCommit,
     Run,
+    Screen,
     Slash,
     Verifier,
     VestingGrant,
@@ -111,6 +112,11 @@ class PocClient:
             q.QueryEpochRequest(current=True) if epoch is None else q.QueryEpochRequest(epoch=epoch)
         )
         return self._stub.Epoch(request).epoch
+
+    def screens(self, run_id: str, round: int) -> list[Screen]:
+        """The screens of a round's commits (votes so far; ``failed`` from the selection on)."""
+        request = q.QueryScreensRequest(run_id=run_id, round=round)
+        return list(self._stub.Screens(request).screens)
 
     def vesting(self, address: str) -> list[VestingGrant]:
         """``address``'s claimed rewards still vesting or not yet paid, by epoch."""

@@ -167,7 +167,8 @@ class HostNode:
             host=self.address, run_id=self.cfg.run_id, round=view.round,
             ckpt_root=result.ckpt_root, pseudo_grad_hash=pg_hash, data_seed=result.data_seed,
             tokens=result.tokens, loss=result.loss, base_hash=view.hash,
-            eval_loss=self.evaluate(view),
+            eval_loss=self.evaluate(view), final_hash=result.checkpoint_hashes[-1],
+            final_proof=merkle_proof(result.checkpoint_hashes, len(result.checkpoint_hashes) - 1),
         )  # fmt: skip
         try:
             self._send(msg)

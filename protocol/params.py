@@ -57,9 +57,9 @@ class PocParams(StrictModel):
     # With 3 verifiers a challenge, 1.5% keeps verifier compute near 5% of training and catches
     # a host faking 10% of 5,000 segments with >99.9% probability (bench/verification.py).
     sampling_rate: Decimal = Field(default=Decimal("0.015"), ge=0, le=1)
-    # Blocks after a commit window in which verifiers open their beacon secrets; the last one
-    # is the selection block.
-    beacon_reveal_blocks: int = Field(default=2, ge=1)
+    # Blocks after a commit window in which verifiers open their beacon secrets and screen
+    # every commit; the last one is the selection block.
+    beacon_reveal_blocks: int = Field(default=4, ge=2)
     reveal_window_blocks: int = Field(default=5, ge=1)
     verdict_window_blocks: int = Field(default=10, ge=1)
     verifiers_per_challenge: int = Field(default=3, ge=1)
@@ -74,6 +74,11 @@ class PocParams(StrictModel):
     # Relative L2 distance allowed between the committed (quantised, error-fed-back)
     # pseudo-gradient and base - final checkpoint.
     pseudo_grad_tolerance: Decimal = Field(default=Decimal("0.1"), gt=0)
+    # Screening: applying a commit's pseudo-gradient alone to the round's base may raise the
+    # held-out loss by at most this fraction, or a verifier votes its screen failed (an honest
+    # tiny-model round lowers it by ~3%; a gradient-ascent one raises it). A failed screen only
+    # costs a full replay of the commit, so the margin can be tight.
+    screen_loss_margin: Decimal = Field(default=Decimal("0.02"), ge=0)
 
     # Bounds on what MsgCreateRun may ask of the chain: every segment of every commit can be
     # challenged in one selection block, so the work per block stays bounded.

@@ -28,7 +28,7 @@ CHEATS = ["random-pg", "fewer-steps", "wrong-data", "bad-reveal", "no-reveal", "
 VERIFIERS = ["honest", "honest", "always-fail"]
 COLLATERAL = 10_000_000
 POC = {
-    "sampling_rate": "1", "beacon_reveal_blocks": 8, "reveal_window_blocks": 10,
+    "sampling_rate": "1", "beacon_reveal_blocks": 15, "reveal_window_blocks": 10,
     "verdict_window_blocks": 25,
     "verifiers_per_challenge": 3, "quorum": 2, "verification_mode": "tolerance",
     "tolerance": "1e-4", "slash_fraction": "0.3", "verifier_slash_fraction": "0.05",
@@ -78,15 +78,17 @@ def test_cheaters_are_slashed_and_honest_hosts_are_not(tmp_path):
                 proc.wait(30)
         slashes = list(poc.slashes())
         bonded = {home: int(poc.collateral(address=a).bonded) for home, a in address.items()}
-        commits, challenges, beacons = [], [], []
+        commits, challenges, beacons, screens = [], [], [], []
         for r in range(cfg.total_rounds):
             commits += poc.commits(run_id="adv", round=r)
             challenges += poc.challenges("adv", r)
             beacons.append(poc.beacon("adv", r))
+            screens += poc.screens("adv", r)
 
     slashed = {s.address for s in slashes}
     for found in beacons:  # every verifier (a restarted one too) committed and opened in time
         assert len(found.entries) == len(VERIFIERS) and all(e.secret for e in found.entries)
+    screened_out = {x.host for x in screens if x.failed}
     for home, behavior in zip(host_homes, HONEST + CHEATS, strict=True):
         a = address[home]
         mine = [c for c in commits if c.host == a]
@@ -95,6 +97,7 @@ def test_cheaters_are_slashed_and_honest_hosts_are_not(tmp_path):
             assert a not in slashed, f"{behavior} host was slashed"
             assert not any(c.excluded for c in mine)
             assert bonded[home] == COLLATERAL
+            assert a not in screened_out, f"{behavior} host failed a screen"
         else:
             assert a in slashed, f"{behavior} was not caught"
             assert all(c.excluded for c in mine), behavior
@@ -102,6 +105,8 @@ def test_cheaters_are_slashed_and_honest_hosts_are_not(tmp_path):
             statuses = {c.status for c in challenges if c.host == a}
             expected = NOT_REVEALED if behavior in ("bad-reveal", "no-reveal") else FAILED
             assert expected in statuses, (behavior, statuses)
+            if behavior in ("random-pg", "copy-pg"):  # not its own base - final checkpoint
+                assert a in screened_out, f"{behavior} passed every screen"
     for home, behavior in zip(verifier_homes, VERIFIERS, strict=True):
         if behavior == "honest":
             assert address[home] not in slashed

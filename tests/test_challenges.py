@@ -42,7 +42,8 @@ ACCOUNTS = [CREATOR, HONEST, CHEAT, LAZY, *VERIFIERS]
 CFG = make_run_config("ef" * 32, "tiny", min_collateral="1000", round_blocks=2, total_rounds=2)
 TOKENS = CFG.inner_steps * CFG.batch_size * CFG.model.context
 LEAVES = [hashlib.sha256(bytes([i])).digest() for i in range(3)]  # H/k = 2 segments
-POC = {"sampling_rate": "1", "reveal_window_blocks": 2, "verdict_window_blocks": 2,
+POC = {"sampling_rate": "1", "beacon_reveal_blocks": 2, "reveal_window_blocks": 2,
+       "verdict_window_blocks": 2,
        "verifiers_per_challenge": 3, "quorum": 2, "min_verifier_collateral": 500}  # fmt: skip
 
 
@@ -78,6 +79,7 @@ def addr(w) -> str:
 def commit_round(net, host, round_):
     return net.send(host, MsgCommitRound(
         host=addr(host), run_id="r", round=round_, ckpt_root=merkle_root(LEAVES),
+        final_hash=LEAVES[-1], final_proof=merkle_proof(LEAVES, 2),
         pseudo_grad_hash=b"\x01" * 32, base_hash=b"\x02" * 32, tokens=TOKENS, loss=1.0,
         data_seed=schedule.derive_data_seed(CFG.seed, addr(host), round_),
     ))  # fmt: skip

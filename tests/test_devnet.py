@@ -18,6 +18,9 @@ from dilochain.localnet import ChainProcess
 from dilochain.poc_client import PocClient
 from dilochain.protocol.params import DENOM
 from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgClaimReward
+from dilochain.protocol.pb.poc.v1.types_pb2 import ChallengeStatus
+
+FAILED = ChallengeStatus.CHALLENGE_STATUS_FAILED
 
 pytestmark = pytest.mark.integration
 ROUNDS = 3
@@ -43,6 +46,18 @@ def test_devnet_up_catches_the_cheater_and_pays_everyone(tmp_path):
         for r in range(ROUNDS):  # both verifiers took part in every round's beacon
             found = poc.beacon(summary["run_id"], r)
             assert len(found.entries) == 2 and all(e.secret for e in found.entries)
+        # Screening: the cheater's random pseudo-gradient fails round 0's screen, so every one of
+        # its segments is replayed and it is caught then, whatever the sampling drew.
+        screens = {x.host: x for x in poc.screens(summary["run_id"], 0)}
+        cheater_address = members["host-3"]["address"]
+        assert screens[cheater_address].failed and len(screens[cheater_address].votes) == 2
+        honest = [members[f"host-{i}"]["address"] for i in range(3)]
+        assert all(not screens[a].failed and len(screens[a].votes) == 2 for a in honest)
+        cfg = poc.run(summary["run_id"]).config
+        caught = [c for c in poc.challenges(summary["run_id"], 0) if c.host == cheater_address]
+        segments = cfg.inner_steps // cfg.checkpoint_interval
+        assert [c.segment for c in caught] == list(range(segments))
+        assert all(c.status == FAILED for c in caught)
 
         cheater = members["host-3"]
         slashes = [s for s in poc.slashes(address=cheater["address"])]

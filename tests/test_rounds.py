@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
+
 import pytest
 
 from dilochain.chain.errors import codes
 from dilochain.chain.modules import registry, rounds
 from dilochain.protocol import schedule
+from dilochain.protocol.merkle import merkle_proof, merkle_root
 from dilochain.protocol.pb.poc.v1.tx_pb2 import (
     MsgCommitRound,
     MsgCreateRun,
@@ -49,10 +52,15 @@ def setup(tmp_path):
     chain.app.store.close()
 
 
+LEAVES = [hashlib.sha256(bytes([i])).digest()
+          for i in range(CONFIG.inner_steps // CONFIG.checkpoint_interval + 1)]  # fmt: skip
+
+
 def commit(host, round_, base=b"\x01" * 32, **kw):
     addr = str(host.address())
     fields = {
-        "host": addr, "run_id": "r", "round": round_, "ckpt_root": b"\x02" * 32,
+        "host": addr, "run_id": "r", "round": round_, "ckpt_root": merkle_root(LEAVES),
+        "final_hash": LEAVES[-1], "final_proof": merkle_proof(LEAVES, len(LEAVES) - 1),
         "pseudo_grad_hash": b"\x03" * 32, "base_hash": base, "tokens": TOKENS, "loss": 2.5,
         "data_seed": schedule.derive_data_seed(CONFIG.seed, addr, round_), **kw,
     }  # fmt: skip
@@ -63,11 +71,12 @@ def test_window_schedule(setup):
     chain, _ = setup
     run = registry.get_run(chain.app.committed_view(), "r")
     assert run.start_height == 2
-    params = chain.app.params.poc  # reveal 5 + verdict 10: a period of 3 + 2 + 15 = 20 blocks
+    # commit 3 + beacon 4 + reveal 5 + verdict 10: a period of 22 blocks
+    params = chain.app.params.poc
     assert schedule.window_at(run, params, 1) is None
-    assert schedule.window_at(run, params, 2) == schedule.Window(0, 2, 4, 6, 21)
-    assert schedule.window_at(run, params, 21) == schedule.Window(0, 2, 4, 6, 21)
-    assert schedule.window_at(run, params, 22) == schedule.Window(1, 22, 24, 26, 41)
+    assert schedule.window_at(run, params, 2) == schedule.Window(0, 2, 4, 8, 23)
+    assert schedule.window_at(run, params, 23) == schedule.Window(0, 2, 4, 8, 23)
+    assert schedule.window_at(run, params, 24) == schedule.Window(1, 24, 26, 30, 45)
 
 
 def test_commits_and_majority_global_checkpoint(setup):
@@ -94,6 +103,7 @@ def test_commits_and_majority_global_checkpoint(setup):
         ({"data_seed": 5}, codes.INVALID_REQUEST, "data_seed must be"),
         ({"tokens": 1}, codes.INVALID_REQUEST, "tokens must be"),
         ({"ckpt_root": b"short"}, codes.INVALID_REQUEST, "32-byte"),
+        ({"final_hash": LEAVES[0]}, codes.INVALID_REQUEST, "do not open ckpt_root's last leaf"),
         ({"run_id": "nope"}, codes.NOT_FOUND, "not found"),
     ],
 )

@@ -92,6 +92,12 @@ class Corpus:
         starts = torch.randint(lo, hi - context - 1, (batch,), generator=_seeded(data_seed, step))
         return torch.stack([self.tokens[s : s + context + 1] for s in starts.tolist()])
 
+    def heldout_sample(self, seed: int, batch: int, context: int) -> torch.Tensor:
+        """(batch, context + 1) held-out windows drawn by ``seed`` (a screen's loss test)."""
+        lo, hi = self.train_end, len(self.tokens)
+        starts = torch.randint(lo, hi - context - 1, (batch,), generator=_seeded("screen", seed))
+        return torch.stack([self.tokens[s : s + context + 1] for s in starts.tolist()])
+
     def heldout_batches(self, count: int, batch: int, context: int) -> list[torch.Tensor]:
         """Fixed evaluation windows from the held-out split."""
         lo, hi = self.train_end, len(self.tokens)

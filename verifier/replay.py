@@ -51,7 +51,7 @@ def relative_l2(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float
     return (diff / norm) ** 0.5 if norm else float(diff > 0)
 
 
-def _host_fault_fails(check: Callable[..., Verdict]) -> Callable[..., Verdict]:
+def host_fault_fails(check: Callable[..., Verdict]) -> Callable[..., Verdict]:
     """Bytes that decode but are not a checkpoint of the run's model (a step tensor of two
     elements, wrong shapes…) are the host's fault: a failed verdict, never the verifier's crash."""
 
@@ -65,7 +65,7 @@ def _host_fault_fails(check: Callable[..., Verdict]) -> Callable[..., Verdict]:
     return guarded
 
 
-@_host_fault_fails
+@host_fault_fails
 def verify_challenge(
     cfg: RunConfig,
     corpus: Corpus,
@@ -108,6 +108,20 @@ def verify_challenge(
         distance = relative_l2(params_of(replayed), params_of(decode_state(end_bytes)))
         if distance > policy.tolerance:
             return Verdict(False, "replayed segment is too far from the revealed end", distance)
+    mismatch = pseudo_grad_mismatch(base, final, pseudo_grad, policy)
+    if mismatch is not None:
+        return mismatch
+    return Verdict(True, "segment replayed and pseudo-gradient consistent", distance)
+
+
+def pseudo_grad_mismatch(
+    base: dict[str, torch.Tensor],
+    final: dict[str, torch.Tensor],
+    pseudo_grad: dict[str, torch.Tensor],
+    policy: Policy,
+) -> Verdict | None:
+    """A failed verdict if the committed pseudo-gradient is not base - final checkpoint (within
+    the tolerance its compression needs), else None."""
     base_params = params_of(base)
     true_delta = {n: base_params[n] - v for n, v in params_of(final).items()}
     if set(pseudo_grad) != set(true_delta):
@@ -115,4 +129,4 @@ def verify_challenge(
     pg_gap = relative_l2(pseudo_grad, true_delta)
     if pg_gap > policy.pseudo_grad_tolerance:
         return Verdict(False, "pseudo-gradient is not base minus final checkpoint", pg_gap)
-    return Verdict(True, "segment replayed and pseudo-gradient consistent", distance)
+    return None

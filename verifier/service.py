@@ -1,7 +1,8 @@
 """The verifier daemon: watches the chain, re-executes its assigned challenges in parallel jobs,
 and submits one signed verdict per challenge (it checks the chain first, so a restart never
-votes twice); beside that, a thread of its own takes part in every round's challenge beacon,
-whose windows are a few blocks long and must not wait for a replay."""
+votes twice); beside that, a thread of its own does the round's time-critical duties (the
+challenge beacon and the screening of every commit), whose windows are a few blocks long and
+must not wait for a replay."""
 
 from __future__ import annotations
 
@@ -21,14 +22,16 @@ from dilochain.client import TxRefused, submit
 from dilochain.poc_client import InsufficientFunds, PocClient, ensure_bonded
 from dilochain.protocol.pb.poc.v1.tx_pb2 import (
     MsgRegisterVerifier,
+    MsgSubmitScreen,
     MsgSubmitVerdict,
 )
-from dilochain.protocol.pb.poc.v1.types_pb2 import Challenge, ChallengeStatus, Run
+from dilochain.protocol.pb.poc.v1.types_pb2 import Challenge, ChallengeStatus, RoundCommit, Run
 from dilochain.training.data import Corpus, corpus_hash, load_text
 from dilochain.training.model import max_artifact_bytes
 from dilochain.training.train_step import set_deterministic
-from dilochain.verifier.beacon import BeaconParticipant
 from dilochain.verifier.replay import Policy, Verdict, verify_challenge
+from dilochain.verifier.round_duties import RoundDuties
+from dilochain.verifier.screening import screen_commit
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +51,7 @@ class VerifierConfig:
     jobs: int = 2
     always_fail: bool = False  # a faulty verifier, for the tests: votes fail without replaying
     poll_seconds: float = 0.3
-    beacon_poll_seconds: float = 0.1
+    duties_poll_seconds: float = 0.1
 
 
 class VerifierService:
@@ -70,23 +73,23 @@ class VerifierService:
         self.local = LocalArtifactStore(cfg.home / "verifier-artifacts")
         self.verdicts = 0
         self._send_lock = threading.Lock()  # one signer, one sequence: one tx at a time
-        self.beacon = BeaconParticipant(self.poc, wallet, self._send)
+        self.duties = RoundDuties(self.poc, wallet, self._send, self.screen)
         set_deterministic(1)
 
     def _send(self, *msgs) -> None:
         with self._send_lock:
             submit(self.client, self.wallet, *msgs)
 
-    def _beacon_loop(self, stop: threading.Event) -> None:
+    def _duties_loop(self, stop: threading.Event) -> None:
         try:
             while not stop.is_set():
                 try:
-                    self.beacon.step()
+                    self.duties.step()
                 except grpc.RpcError as err:  # the main loop reports a chain that is gone
-                    log.warning("beacon: chain error %s", err.code())
-                stop.wait(self.cfg.beacon_poll_seconds)
+                    log.warning("round duties: chain error %s", err.code())
+                stop.wait(self.cfg.duties_poll_seconds)
         except Exception:
-            log.exception("beacon thread failed")
+            log.exception("the round-duties thread failed")
 
     def ensure_registered(self) -> None:
         """Bond the minimum verifier collateral and register, once."""
@@ -123,18 +126,46 @@ class VerifierService:
             and all(v.verifier != self.address for v in c.votes)
         ]  # fmt: skip
 
-    def _check(self, run: Run, corpus: Corpus, challenge: Challenge) -> Verdict:
-        if self.cfg.always_fail:
-            return Verdict(False, "always fails")
+    def _store(self, run: Run, host: str) -> PeerFetchingStore:
+        """Artifacts of ``host``'s round: from its blob service first, then its peers'."""
         hosts = self.poc.hosts(run_id=run.run_id)
-        owner = [h.endpoint for h in hosts if h.address == challenge.host]
+        owner = [h.endpoint for h in hosts if h.address == host]
         if run.run_id not in self.fetch_limits:  # building the model to count it: once a run
             self.fetch_limits[run.run_id] = max_artifact_bytes(run.config.model)
         limit = self.fetch_limits[run.run_id]
-        store = PeerFetchingStore(self.local, lambda: owner + [h.endpoint for h in hosts], limit)
+        return PeerFetchingStore(self.local, lambda: owner + [h.endpoint for h in hosts], limit)
+
+    def _check(self, run: Run, corpus: Corpus, challenge: Challenge) -> Verdict:
+        if self.cfg.always_fail:
+            return Verdict(False, "always fails")
         commits = self.poc.commits(run.run_id, challenge.round)
         commit = next(c for c in commits if c.host == challenge.host)
+        store = self._store(run, challenge.host)
         return verify_challenge(run.config, corpus, commit, challenge, store, self.policy)
+
+    def screen(
+        self, run: Run, round_: int, anchor: bytes, commits: list[RoundCommit]
+    ) -> list[MsgSubmitScreen]:
+        """Screen a round's commits (one vote each; none for a run whose data it lacks)."""
+        corpus = self._corpus(run)
+        if corpus is None:
+            return []
+        votes = []
+        for commit in commits:
+            if self.cfg.always_fail:
+                verdict = Verdict(False, "always fails")
+            else:
+                store = self._store(run, commit.host)
+                verdict = screen_commit(run.config, corpus, commit, anchor, store, self.policy,
+                                        float(self.params.screen_loss_margin))  # fmt: skip
+            log.info("screen %s round %d %s…: %s (%s, %.2e)", run.run_id, round_,
+                     commit.host[:14], "PASS" if verdict.passed else "FAIL", verdict.reason,
+                     verdict.distance)  # fmt: skip
+            votes.append(MsgSubmitScreen(
+                verifier=self.address, run_id=run.run_id, round=round_, host=commit.host,
+                passed=verdict.passed, evidence_hash=verdict.evidence_hash,
+            ))  # fmt: skip
+        return votes
 
     def _submit(self, msgs: list[MsgSubmitVerdict]) -> int:
         """Send verdicts in one tx (one by one if the batch is refused); returns how many landed."""
@@ -175,14 +206,14 @@ class VerifierService:
     def run(self, stop: threading.Event) -> int:
         """Watch and vote until ``stop``; returns verdicts submitted."""
         done = threading.Event()
-        beacon = threading.Thread(target=self._beacon_loop, args=(done,), name="beacon")
+        duties = threading.Thread(target=self._duties_loop, args=(done,), name="round-duties")
         try:
             self.ensure_registered()
-            beacon.start()
+            duties.start()
             with ThreadPoolExecutor(max_workers=self.cfg.jobs) as pool:
                 while not stop.is_set():
-                    if not beacon.is_alive():  # it only ends on an error it logged
-                        raise VerifierError("the beacon thread stopped; see the log above")
+                    if not duties.is_alive():  # it only ends on an error it logged
+                        raise VerifierError("the round-duties thread stopped; see the log above")
                     self.verdicts += self.step(pool)
                     stop.wait(self.cfg.poll_seconds)
         except grpc.RpcError as err:
@@ -191,6 +222,6 @@ class VerifierService:
             ) from None
         finally:
             done.set()
-            if beacon.is_alive():
-                beacon.join()
+            if duties.is_alive():
+                duties.join()
         return self.verdicts

@@ -15,18 +15,19 @@ from dilochain.training.tensor_codec import encode_state
 def publish_round(
     directory: Path, cfg: RunConfig, base: dict, result: RoundResult, host: str, round_: int = 1
 ) -> tuple[LocalArtifactStore, RoundCommit, list[Challenge]]:
-    """Store a round's artifacts in ``directory``; its commit and a revealed challenge for
-    every segment."""
+    """Store a round's artifacts in ``directory``; its commit (final checkpoint opened) and a
+    revealed challenge for every segment."""
     store = LocalArtifactStore(directory)
     base_hash = store.put(encode_state(base))
     for data in result.checkpoints:
         store.put(data)
+    hashes = result.checkpoint_hashes
     commit = RoundCommit(
         run_id="r", round=round_, host=host, ckpt_root=result.ckpt_root,
         pseudo_grad_hash=store.put(result.pseudo_grad),
         data_seed=derive_data_seed(cfg.seed, host, round_), base_hash=base_hash,
+        final_hash=hashes[-1],
     )  # fmt: skip
-    hashes = result.checkpoint_hashes
     challenges = [
         Challenge(run_id="r", round=round_, host=host, segment=s, revealed=True,
                   start_hash=hashes[s], end_hash=hashes[s + 1], final_hash=hashes[-1])

@@ -1,8 +1,9 @@
 """Proof of computation: challenge selection, reveals, verdicts, quorum and slashing.
 
-At the end of a round's selection block, the round's beacon seed (``beacon``: the verifiers'
-commit-reveal mixed with the commit window's last block hash) drives the selection: each
-(host, segment) of the round's commits is challenged with probability ``sampling_rate`` and
+At the end of a round's selection block, every segment of a commit whose screen failed
+(``screening``) is challenged, and the round's beacon seed (``beacon``: the verifiers'
+commit-reveal mixed with the commit window's last block hash) draws the rest: each (host,
+segment) of the round's commits is challenged with probability ``sampling_rate`` and
 assigned ``verifiers_per_challenge`` registered verifiers, all by
 sha256 scores anyone can recompute. The host reveals the segment's start/end (and the round's
 final) checkpoint hashes with Merkle proofs against its ``ckpt_root``; assigned verifiers
@@ -17,7 +18,15 @@ import hashlib
 
 from dilochain.chain.context import Context, MsgSpec, QueryContext, QueryHandler
 from dilochain.chain.errors import TxError, codes
-from dilochain.chain.modules import beacon, registry, rewards, rounds, slashing, verifiers
+from dilochain.chain.modules import (
+    beacon,
+    registry,
+    rewards,
+    rounds,
+    screening,
+    slashing,
+    verifiers,
+)
 from dilochain.chain.state import CacheStore
 from dilochain.protocol import schedule
 from dilochain.protocol.merkle import verify_merkle_proof
@@ -53,11 +62,6 @@ def is_challenged(seed: bytes, host: str, segment: int, rate) -> bool:
     return score(seed, "challenge", host, segment) < int(rate * 2**64)
 
 
-def segments(run: Run) -> int:
-    """Segments per round: H / k."""
-    return run.config.inner_steps // run.config.checkpoint_interval
-
-
 def _prefix(run_id: str, round_: int) -> bytes:
     return b"chal/" + run_id.encode() + b"/%012d/" % round_
 
@@ -86,12 +90,15 @@ def _get(ctx: Context, run_id: str, round_: int, host: str, segment: int) -> Cha
 
 # ---- end of block ---------------------------------------------------------------------------
 def select(ctx: Context, run: Run, round_: int) -> None:
-    """Create the round's challenges from its beacon seed."""
+    """Create the round's challenges: every segment of a commit whose screen failed, and each
+    other segment with probability ``sampling_rate`` under the beacon seed."""
     params, seed = ctx.params.poc, beacon.seed(ctx.store, run.run_id, round_)
+    screened_out = screening.decide(ctx, run.run_id, round_)
     pool = [v.address for v in verifiers.verifiers(ctx.store)]
     for commit in rounds.commits(ctx.store, run.run_id, round_):
-        for segment in range(segments(run)):
-            if not is_challenged(seed, commit.host, segment, params.sampling_rate):
+        for segment in range(rounds.segments(run)):
+            sampled = is_challenged(seed, commit.host, segment, params.sampling_rate)
+            if not sampled and commit.host not in screened_out:
                 continue
             eligible = [v for v in pool if v != commit.host]
             eligible.sort(key=lambda v, s=segment, h=commit.host: score(seed, "assign", h, s, v))
@@ -183,7 +190,7 @@ def _handle_reveal(ctx: Context, msg: MsgRevealCheckpoints) -> MsgRevealCheckpoi
     commit = next(
         (x for x in rounds.commits(ctx.store, msg.run_id, msg.round) if x.host == msg.host), None
     )
-    total = segments(run) + 1
+    total = rounds.segments(run) + 1
     checks = [
         (msg.start_hash, msg.segment, msg.start_proof, "start"),
         (msg.end_hash, msg.segment + 1, msg.end_proof, "end"),

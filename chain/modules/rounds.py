@@ -18,10 +18,16 @@ from dilochain.chain.context import Context, MsgSpec, QueryContext, QueryHandler
 from dilochain.chain.errors import TxError, codes
 from dilochain.chain.modules import registry
 from dilochain.chain.state import CacheStore
+from dilochain.protocol.merkle import verify_merkle_proof
 from dilochain.protocol.pb.poc.v1 import query_pb2 as q
 from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgCommitRound, MsgCommitRoundResponse
 from dilochain.protocol.pb.poc.v1.types_pb2 import GlobalCheckpoint, RoundCommit, Run
 from dilochain.protocol.schedule import derive_data_seed, round_window, window_at
+
+
+def segments(run: Run) -> int:
+    """Segments per round: H / k (a commit's checkpoint tree has one more leaf)."""
+    return run.config.inner_steps // run.config.checkpoint_interval
 
 
 def tokens_per_round(run: Run) -> int:
@@ -71,9 +77,14 @@ def _handle_commit(ctx: Context, msg: MsgCommitRound) -> MsgCommitRoundResponse:
     key = _round_prefix(msg.run_id, msg.round) + msg.host.encode()
     if ctx.store.get(key) is not None:
         raise TxError(codes.INVALID_REQUEST, f"{msg.host} already committed round {msg.round}")
-    for name in ("ckpt_root", "pseudo_grad_hash", "base_hash"):
+    for name in ("ckpt_root", "pseudo_grad_hash", "base_hash", "final_hash"):
         if len(getattr(msg, name)) != 32:
             raise TxError(codes.INVALID_REQUEST, f"{name} must be a 32-byte sha256")
+    last = segments(run)
+    if not verify_merkle_proof(msg.ckpt_root, msg.final_hash, last, last + 1,
+                               list(msg.final_proof)):  # fmt: skip
+        raise TxError(codes.INVALID_REQUEST,
+                      "final_hash and final_proof do not open ckpt_root's last leaf")  # fmt: skip
     expected_seed = derive_data_seed(run.config.seed, msg.host, msg.round)
     if msg.data_seed != expected_seed:
         raise TxError(codes.INVALID_REQUEST, f"data_seed must be {expected_seed}")
@@ -83,6 +94,7 @@ def _handle_commit(ctx: Context, msg: MsgCommitRound) -> MsgCommitRoundResponse:
         run_id=msg.run_id, round=msg.round, host=msg.host, ckpt_root=msg.ckpt_root,
         pseudo_grad_hash=msg.pseudo_grad_hash, data_seed=msg.data_seed, tokens=msg.tokens,
         loss=msg.loss, base_hash=msg.base_hash, height=ctx.height, eval_loss=msg.eval_loss,
+        final_hash=msg.final_hash,
     )  # fmt: skip
     set_commit(ctx.store, commit)
     ctx.emit("commit_round", run_id=msg.run_id, round=msg.round, host=msg.host,

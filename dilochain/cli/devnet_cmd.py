@@ -76,7 +76,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _genesis_params() -> dict:
     poc = {
         "sampling_rate": "0.5",
-        "beacon_reveal_blocks": 5,
+        "beacon_reveal_blocks": 8,
         "reveal_window_blocks": 4,
         "verdict_window_blocks": 8,
         "verifiers_per_challenge": 2,

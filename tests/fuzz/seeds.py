@@ -20,6 +20,7 @@ from dilochain.protocol.pb.poc.v1.tx_pb2 import (
     MsgDepositCollateral,
     MsgRegisterHost,
     MsgRevealBeacon,
+    MsgSubmitScreen,
     MsgSubmitVerdict,
     MsgWithdrawCollateral,
     MsgWithdrawVested,
@@ -48,6 +49,7 @@ def _seeds() -> dict[str, list[bytes]]:
         MsgCommitBeacon(verifier=alice, run_id="fuzz", round=0, commitment=b"\2" * 32),
         MsgRevealBeacon(verifier=alice, run_id="fuzz", round=0, secret=b"\3" * 32),
         MsgWithdrawVested(claimer=alice),
+        MsgSubmitScreen(verifier=alice, run_id="fuzz", round=0, host=bob, passed=False),
     ]
     types = [spec.message for spec in MSG_SPECS]
     small = {"a": torch.arange(6, dtype=torch.float32).reshape(2, 3), "b": torch.ones(4)}

@@ -201,3 +201,17 @@ class QueryVestingResponse(_message.Message):
     GRANTS_FIELD_NUMBER: _ClassVar[int]
     grants: _containers.RepeatedCompositeFieldContainer[_types_pb2.VestingGrant]
     def __init__(self, grants: _Optional[_Iterable[_Union[_types_pb2.VestingGrant, _Mapping]]] = ...) -> None: ...
+
+class QueryScreensRequest(_message.Message):
+    __slots__ = ("run_id", "round")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    ROUND_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    round: int
+    def __init__(self, run_id: _Optional[str] = ..., round: _Optional[int] = ...) -> None: ...
+
+class QueryScreensResponse(_message.Message):
+    __slots__ = ("screens",)
+    SCREENS_FIELD_NUMBER: _ClassVar[int]
+    screens: _containers.RepeatedCompositeFieldContainer[_types_pb2.Screen]
+    def __init__(self, screens: _Optional[_Iterable[_Union[_types_pb2.Screen, _Mapping]]] = ...) -> None: ...

@@ -110,6 +110,11 @@ class QueryStub(object):
                 request_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryVestingRequest.SerializeToString,
                 response_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryVestingResponse.FromString,
                 _registered_method=True)
+        self.Screens = channel.unary_unary(
+                '/dilochain.poc.v1.Query/Screens',
+                request_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryScreensRequest.SerializeToString,
+                response_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryScreensResponse.FromString,
+                _registered_method=True)
 
 
 class QueryServicer(object):
@@ -206,6 +211,12 @@ class QueryServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Screens(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_QueryServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -283,6 +294,11 @@ def add_QueryServicer_to_server(servicer, server):
                     servicer.Vesting,
                     request_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryVestingRequest.FromString,
                     response_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryVestingResponse.SerializeToString,
+            ),
+            'Screens': grpc.unary_unary_rpc_method_handler(
+                    servicer.Screens,
+                    request_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryScreensRequest.FromString,
+                    response_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryScreensResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -691,6 +707,33 @@ class Query(object):
             '/dilochain.poc.v1.Query/Vesting',
             dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryVestingRequest.SerializeToString,
             dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryVestingResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Screens(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/dilochain.poc.v1.Query/Screens',
+            dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryScreensRequest.SerializeToString,
+            dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryScreensResponse.FromString,
             options,
             channel_credentials,
             insecure,

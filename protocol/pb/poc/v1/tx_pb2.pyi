@@ -61,7 +61,7 @@ class MsgRegisterHostResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class MsgCommitRound(_message.Message):
-    __slots__ = ("host", "run_id", "round", "ckpt_root", "pseudo_grad_hash", "data_seed", "tokens", "loss", "base_hash", "eval_loss")
+    __slots__ = ("host", "run_id", "round", "ckpt_root", "pseudo_grad_hash", "data_seed", "tokens", "loss", "base_hash", "eval_loss", "final_hash", "final_proof")
     HOST_FIELD_NUMBER: _ClassVar[int]
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     ROUND_FIELD_NUMBER: _ClassVar[int]
@@ -72,6 +72,8 @@ class MsgCommitRound(_message.Message):
     LOSS_FIELD_NUMBER: _ClassVar[int]
     BASE_HASH_FIELD_NUMBER: _ClassVar[int]
     EVAL_LOSS_FIELD_NUMBER: _ClassVar[int]
+    FINAL_HASH_FIELD_NUMBER: _ClassVar[int]
+    FINAL_PROOF_FIELD_NUMBER: _ClassVar[int]
     host: str
     run_id: str
     round: int
@@ -82,7 +84,9 @@ class MsgCommitRound(_message.Message):
     loss: float
     base_hash: bytes
     eval_loss: float
-    def __init__(self, host: _Optional[str] = ..., run_id: _Optional[str] = ..., round: _Optional[int] = ..., ckpt_root: _Optional[bytes] = ..., pseudo_grad_hash: _Optional[bytes] = ..., data_seed: _Optional[int] = ..., tokens: _Optional[int] = ..., loss: _Optional[float] = ..., base_hash: _Optional[bytes] = ..., eval_loss: _Optional[float] = ...) -> None: ...
+    final_hash: bytes
+    final_proof: _containers.RepeatedScalarFieldContainer[bytes]
+    def __init__(self, host: _Optional[str] = ..., run_id: _Optional[str] = ..., round: _Optional[int] = ..., ckpt_root: _Optional[bytes] = ..., pseudo_grad_hash: _Optional[bytes] = ..., data_seed: _Optional[int] = ..., tokens: _Optional[int] = ..., loss: _Optional[float] = ..., base_hash: _Optional[bytes] = ..., eval_loss: _Optional[float] = ..., final_hash: _Optional[bytes] = ..., final_proof: _Optional[_Iterable[bytes]] = ...) -> None: ...
 
 class MsgCommitRoundResponse(_message.Message):
     __slots__ = ()
@@ -207,3 +211,23 @@ class MsgWithdrawVestedResponse(_message.Message):
     AMOUNT_FIELD_NUMBER: _ClassVar[int]
     amount: str
     def __init__(self, amount: _Optional[str] = ...) -> None: ...
+
+class MsgSubmitScreen(_message.Message):
+    __slots__ = ("verifier", "run_id", "round", "host", "passed", "evidence_hash")
+    VERIFIER_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    ROUND_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    PASSED_FIELD_NUMBER: _ClassVar[int]
+    EVIDENCE_HASH_FIELD_NUMBER: _ClassVar[int]
+    verifier: str
+    run_id: str
+    round: int
+    host: str
+    passed: bool
+    evidence_hash: bytes
+    def __init__(self, verifier: _Optional[str] = ..., run_id: _Optional[str] = ..., round: _Optional[int] = ..., host: _Optional[str] = ..., passed: bool = ..., evidence_hash: _Optional[bytes] = ...) -> None: ...
+
+class MsgSubmitScreenResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...

@@ -1,5 +1,6 @@
-"""A verifier's beacon participant against the real chain: it commits in the commit window and
-opens in the beacon window every round, from its key alone (restart-safe), never slashed."""
+"""A verifier's round duties against the real chain: it commits to its beacon secret in the
+commit window and opens it in the beacon window every round, from its key alone (restart-safe),
+never slashed. (Screening against real hosts: the devnet and adversarial network tests.)"""
 
 from __future__ import annotations
 
@@ -17,12 +18,12 @@ from dilochain.protocol.pb.poc.v1.tx_pb2 import (
     MsgRegisterVerifier,
 )
 from dilochain.training.run_config import make_run_config
-from dilochain.verifier.beacon import BeaconParticipant, beacon_secret
+from dilochain.verifier.round_duties import RoundDuties, beacon_secret
 
 pytestmark = pytest.mark.integration
 
 
-def test_participant_commits_and_opens_every_round(running_chain, caplog):
+def test_duties_commit_and_open_the_beacon_every_round(running_chain, caplog):
     client, (creator, verifier, *_) = running_chain.client, running_chain.wallets
     address = str(verifier.address())
     cfg = make_run_config("ab" * 32, "tiny", round_blocks=4, total_rounds=2, start_delay_blocks=3)
@@ -31,14 +32,16 @@ def test_participant_commits_and_opens_every_round(running_chain, caplog):
            MsgRegisterVerifier(verifier=address))  # fmt: skip
     poc = PocClient(running_chain.address)
     send = lambda *msgs: submit(client, verifier, *msgs)  # noqa: E731
-    participant = BeaconParticipant(poc, verifier, send)
+    screened = []  # no host commits in this run: nothing to screen
+    screener = lambda *args: screened.append(args) or []  # noqa: E731
+    participant = RoundDuties(poc, verifier, send, screener)
     caplog.set_level(logging.WARNING)
     deadline = time.monotonic() + 120
     while not poc.round_info("b").finished:
         assert time.monotonic() < deadline, "the run did not finish"
         participant.step()
-        if poc.round_info("b").round == 1:  # a restarted verifier: a fresh participant
-            participant = BeaconParticipant(poc, verifier, send)
+        if poc.round_info("b").round == 1:  # a restarted verifier: fresh duties
+            participant = RoundDuties(poc, verifier, send, screener)
         time.sleep(0.1)
     for round_ in (0, 1):
         found = poc.beacon("b", round_)
@@ -49,5 +52,5 @@ def test_participant_commits_and_opens_every_round(running_chain, caplog):
         assert found.seed == encoding.mix(found.anchor, [(address, secret)])
     assert beacon_secret(verifier, "b", 0) != beacon_secret(verifier, "b", 1)
     assert not poc.slashes(address)
-    assert "refused" not in caplog.text
+    assert "refused" not in caplog.text and not screened
     poc.close()

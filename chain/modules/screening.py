@@ -1,0 +1,81 @@
+"""Screening: every commit of every round is checked by the verifiers before challenges are drawn.
+
+Each commit opens its final checkpoint (the last leaf of its ``ckpt_root``). Between the end of
+the commit window and the selection block, registered verifiers screen it cheaply (its
+pseudo-gradient against base - final checkpoint, and a held-out loss test on a batch drawn
+from the round's beacon anchor, which nobody knew while committing) and vote
+(``MsgSubmitScreen``). At the selection block a commit that a quorum failed has every one of
+its segments challenged: the screen never slashes on its own, the full replay decides, so an
+honest host that fails the statistical loss test is re-executed and paid.
+"""
+
+from __future__ import annotations
+
+from dilochain.chain.context import Context, MsgSpec, QueryContext, QueryHandler
+from dilochain.chain.errors import TxError, codes
+from dilochain.chain.modules import registry, rounds, verifiers
+from dilochain.chain.state import CacheStore
+from dilochain.protocol import schedule
+from dilochain.protocol.pb.poc.v1 import query_pb2 as q
+from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgSubmitScreen, MsgSubmitScreenResponse
+from dilochain.protocol.pb.poc.v1.types_pb2 import Screen, Vote
+
+
+def _prefix(run_id: str, round_: int) -> bytes:
+    return b"screen/" + run_id.encode() + b"/%012d/" % round_
+
+
+def screens(store: CacheStore, run_id: str, round_: int) -> list[Screen]:
+    """A round's screens (of the commits anyone voted on), by host."""
+    return [Screen.FromString(v) for _, v in store.iterate(_prefix(run_id, round_))]
+
+
+def _save(store: CacheStore, screen: Screen) -> None:
+    store.set(_prefix(screen.run_id, screen.round) + screen.host.encode(),
+              screen.SerializeToString())  # fmt: skip
+
+
+def decide(ctx: Context, run_id: str, round_: int) -> set[str]:
+    """At the selection block: mark and return the hosts whose screen a quorum failed."""
+    failed = set()
+    for screen in screens(ctx.store, run_id, round_):
+        screen.failed = sum(not v.passed for v in screen.votes) >= ctx.params.poc.quorum
+        _save(ctx.store, screen)
+        if screen.failed:
+            failed.add(screen.host)
+            ctx.emit("screen_failed", run_id=run_id, round=round_, host=screen.host)
+    return failed
+
+
+def _handle_screen(ctx: Context, msg: MsgSubmitScreen) -> MsgSubmitScreenResponse:
+    run = registry.require_run(ctx.store, msg.run_id)
+    if not verifiers.is_verifier(ctx.store, msg.verifier):
+        raise TxError(codes.UNAUTHORIZED, f"{msg.verifier} is not a registered verifier")
+    window = schedule.round_window(run, ctx.params.poc, msg.round)
+    if not window.end < ctx.height <= window.selection:
+        raise TxError(codes.INVALID_REQUEST, f"screens of round {msg.round} are taken in blocks "
+                      f"{window.end + 1}-{window.selection}")  # fmt: skip
+    if not any(c.host == msg.host for c in rounds.commits(ctx.store, msg.run_id, msg.round)):
+        raise TxError(codes.NOT_FOUND, f"{msg.host} did not commit round {msg.round}")
+    key = _prefix(msg.run_id, msg.round) + msg.host.encode()
+    raw = ctx.store.get(key)
+    screen = Screen.FromString(raw) if raw else Screen(run_id=msg.run_id, round=msg.round,
+                                                       host=msg.host)  # fmt: skip
+    if any(v.verifier == msg.verifier for v in screen.votes):
+        raise TxError(codes.INVALID_REQUEST, f"{msg.verifier} already screened this commit")
+    screen.votes.append(Vote(verifier=msg.verifier, passed=msg.passed,
+                             evidence_hash=msg.evidence_hash))  # fmt: skip
+    _save(ctx.store, screen)
+    ctx.emit("screen", run_id=msg.run_id, round=msg.round, host=msg.host, verifier=msg.verifier,
+             passed=msg.passed)  # fmt: skip
+    return MsgSubmitScreenResponse()
+
+
+MSGS = [MsgSpec(MsgSubmitScreen, "verifier", _handle_screen)]
+
+
+def _query_screens(ctx: QueryContext, request: q.QueryScreensRequest) -> q.QueryScreensResponse:
+    return q.QueryScreensResponse(screens=screens(ctx.store, request.run_id, request.round))
+
+
+QUERIES: dict[str, QueryHandler] = {"Screens": _query_screens}

@@ -1,0 +1,82 @@
+"""Screening in process: verifiers screen every commit; a commit a quorum fails has every
+segment challenged, and the replay (not the screen) decides whether it is slashed."""
+
+from __future__ import annotations
+
+import pytest
+
+from dilochain.chain.errors import codes
+from dilochain.chain.modules import challenges, rewards, screening, slashing
+from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgSubmitScreen
+from tests.test_beacon import window
+from tests.test_challenges import (
+    CHEAT,
+    HONEST,
+    LAZY,
+    VERIFIERS,
+    Chain,
+    addr,
+    reveal,
+    start_round_0,
+    verdict,
+)
+
+
+def screen(net, v, host, passed):
+    return net.send(v, MsgSubmitScreen(verifier=addr(v), run_id="r", round=0, host=addr(host),
+                                       passed=passed, evidence_hash=b"\x00" * 32))  # fmt: skip
+
+
+@pytest.fixture
+def net(tmp_path):
+    chain = start_round_0(Chain(tmp_path, sampling_rate="0"))  # only screens challenge
+    yield chain
+    chain.c.app.store.close()
+
+
+def test_screens_are_taken_between_the_commit_window_and_selection(net):
+    early = screen(net, VERIFIERS[0], HONEST, True)
+    assert early.code == codes.INVALID_REQUEST and "blocks 4-5" in early.raw_log
+    net.blocks_until(window(net).end)
+    outsider = screen(net, HONEST, CHEAT, False)
+    assert outsider.code == codes.UNAUTHORIZED
+    assert screen(net, VERIFIERS[0], VERIFIERS[1], True).code == codes.NOT_FOUND  # no commit
+    assert screen(net, VERIFIERS[0], HONEST, True).code == 0
+    net.c.block()
+    twice = screen(net, VERIFIERS[0], HONEST, False)
+    assert twice.code == codes.INVALID_REQUEST and "already screened" in twice.raw_log
+    net.blocks_until(window(net).selection)
+    late = screen(net, VERIFIERS[1], HONEST, True)
+    assert late.code == codes.INVALID_REQUEST
+
+
+def test_a_failed_screen_challenges_every_segment_and_the_replay_decides(net):
+    w = window(net)
+    net.blocks_until(w.end)
+    for v in VERIFIERS:
+        for host in (HONEST, CHEAT, LAZY):
+            # CHEAT fails everyone's screen; LAZY (honest, unlucky) fails two of three;
+            # HONEST fails one, short of the quorum of 2.
+            fails = {CHEAT: True, LAZY: v != VERIFIERS[2], HONEST: v == VERIFIERS[0]}[host]
+            assert screen(net, v, host, not fails).code == 0
+    net.blocks_until(w.selection)
+    view = net.view
+    picked = {(c.host, c.segment) for c in challenges.challenges(view, "r", 0)}
+    assert picked == {(addr(h), s) for h in (CHEAT, LAZY) for s in (0, 1)}
+    found = {s.host: s.failed for s in screening.screens(view, "r", 0)}
+    assert found == {addr(HONEST): False, addr(CHEAT): True, addr(LAZY): True}
+
+    # The replays: CHEAT's fail, LAZY's pass. Only CHEAT is slashed; LAZY is paid.
+    for host in (CHEAT, LAZY):
+        for segment in (0, 1):
+            assert net.send(host, reveal(host, segment)).code == 0
+    for host in (CHEAT, LAZY):
+        for segment in (0, 1):
+            for v in VERIFIERS:
+                assert net.send(v, verdict(v, host, segment, host is LAZY)).code == 0
+    net.blocks_until(w.resolution)
+    view = net.view
+    assert {s.address for s in slashing.slashes(view)} == {addr(CHEAT)}
+    params = net.c.app.params
+    work = {h: rewards.claimable(view, params, addr(h), 0).host_work for h in (HONEST, LAZY)}
+    assert work[HONEST] == work[LAZY] != "0"

@@ -1,0 +1,66 @@
+"""Screening one commit against honest rounds and cheats: the pseudo-gradient check catches a
+published gradient that is not the host's own work, the loss test one that is consistent but
+useless."""
+
+from __future__ import annotations
+
+import hashlib
+
+from dilochain.node.cheats import CopyPseudoGrad
+from dilochain.protocol.params import PocParams
+from dilochain.training.compress import bits_of, compress, decompress
+from dilochain.training.diloco import PARAM, params_of
+from dilochain.training.round_work import RoundResult
+from dilochain.training.tensor_codec import decode_state, encode_state
+from dilochain.verifier.screening import screen_commit
+from dilochain.verifier.testing import publish_round
+from tests.test_verifier_replay import CFG, CORPUS, OTHER, TOLERANT, base, cheated, honest, job
+
+ANCHOR = hashlib.sha256(b"block at the end of the commit window").digest()
+MARGIN = float(PocParams().screen_loss_margin)
+__all__ = ["base"]  # the module-scoped fixture, shared
+
+
+def screened(tmp_path, base, result: RoundResult, anchor=ANCHOR):
+    store, commit, _ = publish_round(tmp_path, CFG, base, result, "dilo1host")
+    return screen_commit(CFG, CORPUS, commit, anchor, store, TOLERANT, MARGIN)
+
+
+def test_an_honest_round_passes_and_lowers_the_loss(tmp_path, base):
+    verdict = screened(tmp_path, base, honest(base))
+    assert verdict.passed, verdict.reason
+    assert verdict.distance < 0  # the held-out loss fell
+
+
+def test_a_random_or_copied_pseudo_gradient_fails_the_consistency_check(tmp_path, base):
+    random_pg = screened(tmp_path / "a", base, cheated("random-pg", base))
+    assert not random_pg.passed and "base minus final" in random_pg.reason
+    theirs = honest(base, OTHER)
+    mine = CopyPseudoGrad().train(job(base, peer_pseudo_grad=lambda: theirs.pseudo_grad))
+    copied = screened(tmp_path / "b", base, mine)
+    assert not copied.passed and "base minus final" in copied.reason
+
+
+def test_a_consistent_but_poisoning_pseudo_gradient_fails_the_loss_test(tmp_path, base):
+    """A forger publishes a boosting update (final = 10 x base, Δ = -9 x base) with a final
+    checkpoint made to match: consistent, so only the loss test catches it."""
+    result = honest(base)
+    base_params = params_of(base)
+    poison = {name: -9.0 * value for name, value in base_params.items()}
+    result.pseudo_grad = compress(poison, bits_of(CFG.compression))
+    final = decode_state(result.checkpoints[-1])
+    for name, delta in decompress(result.pseudo_grad).items():
+        final[PARAM + name] = base_params[name] - delta
+    result.checkpoints[-1] = encode_state(final)
+    result.checkpoint_hashes[-1] = hashlib.sha256(result.checkpoints[-1]).digest()
+    verdict = screened(tmp_path, base, result)
+    assert not verdict.passed and "raises the held-out loss" in verdict.reason
+    assert verdict.distance > MARGIN
+
+
+def test_missing_artifacts_fail_the_screen(tmp_path, base):
+    result = honest(base)
+    store, commit, _ = publish_round(tmp_path, CFG, base, result, "dilo1host")
+    commit.final_hash = b"\x00" * 32
+    verdict = screen_commit(CFG, CORPUS, commit, ANCHOR, store, TOLERANT, MARGIN)
+    assert not verdict.passed and "unavailable" in verdict.reason

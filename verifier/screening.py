@@ -1,0 +1,63 @@
+"""Screening one commit, far cheaper than replaying it: is its pseudo-gradient base - final
+checkpoint, and does applying it alone to the round's base not raise the held-out loss (on a
+batch drawn from the round's beacon anchor, unknown while the host trained) by more than the
+genesis margin? A failed screen only gets every segment of the commit replayed."""
+
+from __future__ import annotations
+
+import torch
+
+from dilochain.artifacts.store import ArtifactError, ArtifactStore
+from dilochain.protocol.pb.poc.v1.types_pb2 import RoundCommit, RunConfig
+from dilochain.training.compress import CompressionError, decompress
+from dilochain.training.data import Corpus
+from dilochain.training.diloco import params_of
+from dilochain.training.model import build_model
+from dilochain.training.tensor_codec import CodecError, decode_state
+from dilochain.training.train_step import STEP
+from dilochain.verifier.replay import Policy, Verdict, host_fault_fails, pseudo_grad_mismatch
+
+# Held-out windows per loss test, in training batches: enough that an honest round's
+# improvement is not lost in sampling noise.
+SCREEN_BATCHES = 2
+
+
+def _loss(model: torch.nn.Module, params: dict[str, torch.Tensor], tokens: torch.Tensor) -> float:
+    model.load_state_dict(params, strict=True)
+    with torch.no_grad():
+        return float(model.loss(tokens))
+
+
+@host_fault_fails
+def screen_commit(
+    cfg: RunConfig,
+    corpus: Corpus,
+    commit: RoundCommit,
+    anchor: bytes,
+    store: ArtifactStore,
+    policy: Policy,
+    loss_margin: float,
+) -> Verdict:
+    """Screen a commit; never raises for a host's fault (unavailable or malformed artifacts,
+    tensors that do not fit the model), it fails the screen."""
+    try:
+        base = decode_state(store.get(commit.base_hash))
+        final = decode_state(store.get(commit.final_hash))
+        pseudo_grad = decompress(store.get(commit.pseudo_grad_hash))
+    except (ArtifactError, CodecError, CompressionError) as err:
+        return Verdict(False, f"artifact unavailable or malformed: {err}")
+    if int(final.get(STEP, torch.tensor(-1))) != cfg.inner_steps:
+        return Verdict(False, "final checkpoint is not at step H")
+    mismatch = pseudo_grad_mismatch(base, final, pseudo_grad, policy)
+    if mismatch is not None:
+        return mismatch
+    base_params = params_of(base)
+    applied = {n: base_params[n] - pseudo_grad[n].to(base_params[n].dtype) for n in base_params}
+    tokens = corpus.heldout_sample(int.from_bytes(anchor[:8], "big"),
+                                   SCREEN_BATCHES * cfg.batch_size, cfg.model.context)  # fmt: skip
+    model = build_model(cfg.model, cfg.seed)
+    before, after = _loss(model, base_params, tokens), _loss(model, applied, tokens)
+    rise = (after - before) / before
+    if rise > loss_margin:
+        return Verdict(False, f"its pseudo-gradient raises the held-out loss by {rise:.1%}", rise)
+    return Verdict(True, "pseudo-gradient consistent and held-out loss not raised", rise)
