@@ -15,7 +15,7 @@ from dilochain.client import TxRefused
 from dilochain.poc_client import PocClient
 from dilochain.protocol import beacon as encoding
 from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgCommitBeacon, MsgRevealBeacon, MsgSubmitScreen
-from dilochain.protocol.pb.poc.v1.types_pb2 import RoundCommit, Run
+from dilochain.protocol.pb.poc.v1.types_pb2 import Beacon, BeaconEntry, RoundCommit, Run
 
 log = logging.getLogger(__name__)
 SCREENS_PER_TX = 32
@@ -49,7 +49,7 @@ class RoundDuties:
             for first in range(0, len(msgs), SCREENS_PER_TX):
                 self.send(*msgs[first : first + SCREENS_PER_TX])
         except TxRefused as err:  # tried again at the next poll while the window is open
-            log.warning("%s for %s round %d refused: %s", action, run_id, round_, err)
+            log.warning("%s of %s round %d refused: %s", action, run_id, round_, err)
             return
         self._done.add((run_id, round_, action))
 
@@ -61,20 +61,17 @@ class RoundDuties:
             if info.finished or not info.window_start <= next_block <= info.selection_height:
                 continue
             self._done = {d for d in self._done if d[0] != run.run_id or d[1] >= round_}
-            if next_block <= info.window_end:
-                self._commit(run, round_)
-            else:
-                self._reveal(run, round_)
-                self._screen(run, round_)
+            actions = ["commit"] if next_block <= info.window_end else ["reveal", "screen"]
+            todo = [a for a in actions if (run.run_id, round_, a) not in self._done]
+            if not todo:
+                continue
+            beacon = self.poc.beacon(run.run_id, round_)
+            mine = next((e for e in beacon.entries if e.verifier == self.address), None)
+            duties = {"commit": self._commit, "reveal": self._reveal, "screen": self._screen}
+            for action in todo:
+                duties[action](run, round_, beacon, mine)
 
-    def _mine(self, run_id: str, round_: int):
-        beacon = self.poc.beacon(run_id, round_)
-        return beacon, next((e for e in beacon.entries if e.verifier == self.address), None)
-
-    def _commit(self, run: Run, round_: int) -> None:
-        if (run.run_id, round_, "commit") in self._done:
-            return
-        _, mine = self._mine(run.run_id, round_)
+    def _commit(self, run: Run, round_: int, beacon: Beacon, mine: BeaconEntry | None) -> None:
         if mine is not None:
             self._done.add((run.run_id, round_, "commit"))
             return
@@ -82,16 +79,13 @@ class RoundDuties:
         self._act(
             run.run_id,
             round_,
-            "beacon commit",
+            "commit",
             MsgCommitBeacon(
                 verifier=self.address, run_id=run.run_id, round=round_, commitment=sealed
             ),
         )
 
-    def _reveal(self, run: Run, round_: int) -> None:
-        if (run.run_id, round_, "reveal") in self._done:
-            return
-        _, mine = self._mine(run.run_id, round_)
+    def _reveal(self, run: Run, round_: int, beacon: Beacon, mine: BeaconEntry | None) -> None:
         if mine is None or mine.secret:  # nothing to open (or opened before a restart)
             self._done.add((run.run_id, round_, "reveal"))
             return
@@ -99,18 +93,15 @@ class RoundDuties:
         self._act(
             run.run_id,
             round_,
-            "beacon reveal",
+            "reveal",
             MsgRevealBeacon(verifier=self.address, run_id=run.run_id, round=round_, secret=secret),
         )
 
-    def _screen(self, run: Run, round_: int) -> None:
-        if (run.run_id, round_, "screen") in self._done:
-            return
-        beacon, _ = self._mine(run.run_id, round_)
+    def _screen(self, run: Run, round_: int, beacon: Beacon, mine: BeaconEntry | None) -> None:
         if not beacon.anchor:  # recorded one block after the commit window
             return
         voted = {s.host for s in self.poc.screens(run.run_id, round_)
                  if any(v.verifier == self.address for v in s.votes)}  # fmt: skip
         todo = [c for c in self.poc.commits(run.run_id, round_) if c.host not in voted]
         votes = self.screener(run, round_, beacon.anchor, todo) if todo else []
-        self._act(run.run_id, round_, "screens", *votes)
+        self._act(run.run_id, round_, "screen", *votes)

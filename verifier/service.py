@@ -25,7 +25,13 @@ from dilochain.protocol.pb.poc.v1.tx_pb2 import (
     MsgSubmitScreen,
     MsgSubmitVerdict,
 )
-from dilochain.protocol.pb.poc.v1.types_pb2 import Challenge, ChallengeStatus, RoundCommit, Run
+from dilochain.protocol.pb.poc.v1.types_pb2 import (
+    Challenge,
+    ChallengeStatus,
+    Host,
+    RoundCommit,
+    Run,
+)
 from dilochain.training.data import Corpus, corpus_hash, load_text
 from dilochain.training.model import max_artifact_bytes
 from dilochain.training.train_step import set_deterministic
@@ -126,9 +132,9 @@ class VerifierService:
             and all(v.verifier != self.address for v in c.votes)
         ]  # fmt: skip
 
-    def _store(self, run: Run, host: str) -> PeerFetchingStore:
-        """Artifacts of ``host``'s round: from its blob service first, then its peers'."""
-        hosts = self.poc.hosts(run_id=run.run_id)
+    def _store(self, run: Run, host: str, hosts: list[Host]) -> PeerFetchingStore:
+        """Artifacts of ``host``'s round: from its blob service first, then its peers' (the
+        run's ``hosts``)."""
         owner = [h.endpoint for h in hosts if h.address == host]
         if run.run_id not in self.fetch_limits:  # building the model to count it: once a run
             self.fetch_limits[run.run_id] = max_artifact_bytes(run.config.model)
@@ -140,7 +146,7 @@ class VerifierService:
             return Verdict(False, "always fails")
         commits = self.poc.commits(run.run_id, challenge.round)
         commit = next(c for c in commits if c.host == challenge.host)
-        store = self._store(run, challenge.host)
+        store = self._store(run, challenge.host, self.poc.hosts(run_id=run.run_id))
         return verify_challenge(run.config, corpus, commit, challenge, store, self.policy)
 
     def screen(
@@ -150,12 +156,12 @@ class VerifierService:
         corpus = self._corpus(run)
         if corpus is None:
             return []
-        votes = []
+        votes, hosts = [], self.poc.hosts(run_id=run.run_id)
         for commit in commits:
             if self.cfg.always_fail:
                 verdict = Verdict(False, "always fails")
             else:
-                store = self._store(run, commit.host)
+                store = self._store(run, commit.host, hosts)
                 verdict = screen_commit(run.config, corpus, commit, anchor, store, self.policy,
                                         float(self.params.screen_loss_margin))  # fmt: skip
             log.info("screen %s round %d %s…: %s (%s, %.2e)", run.run_id, round_,

@@ -88,11 +88,18 @@ def end_block(ctx: Context) -> None:
 # ---- messages -------------------------------------------------------------------------------
 def _open_round(ctx: Context, run_id: str, round_: int, verifier: str) -> schedule.Window:
     run = registry.require_run(ctx.store, run_id)
-    if not verifiers.is_verifier(ctx.store, verifier):
-        raise TxError(codes.UNAUTHORIZED, f"{verifier} is not a registered verifier")
+    verifiers.require_verifier(ctx.store, verifier)
     if round_ >= run.config.total_rounds:
         raise TxError(codes.INVALID_REQUEST, f"run {run_id!r} has no round {round_}")
     return schedule.round_window(run, ctx.params.poc, round_)
+
+
+def require_beacon_window(ctx: Context, window: schedule.Window, what: str) -> None:
+    """Refuse ``what`` (secrets, screens) outside the round's beacon window: after its commit
+    window, up to and including its selection block."""
+    if not window.end < ctx.height <= window.selection:
+        raise TxError(codes.INVALID_REQUEST, f"{what} of round {window.round} are taken in "
+                      f"blocks {window.end + 1}-{window.selection}")  # fmt: skip
 
 
 def _handle_commit(ctx: Context, msg: MsgCommitBeacon) -> MsgCommitBeaconResponse:
@@ -112,10 +119,8 @@ def _handle_commit(ctx: Context, msg: MsgCommitBeacon) -> MsgCommitBeaconRespons
 
 
 def _handle_reveal(ctx: Context, msg: MsgRevealBeacon) -> MsgRevealBeaconResponse:
-    window = _open_round(ctx, msg.run_id, msg.round, msg.verifier)
-    if not window.end < ctx.height <= window.selection:
-        raise TxError(codes.INVALID_REQUEST, f"beacon secrets for round {msg.round} are opened "
-                      f"in blocks {window.end + 1}-{window.selection}")  # fmt: skip
+    require_beacon_window(ctx, _open_round(ctx, msg.run_id, msg.round, msg.verifier),
+                          "beacon secrets")  # fmt: skip
     key = _entry_key(msg.run_id, msg.round, msg.verifier)
     raw = ctx.store.get(key)
     if raw is None:

@@ -29,7 +29,6 @@ from dilochain.chain.modules import (
 )
 from dilochain.chain.state import CacheStore
 from dilochain.protocol import schedule
-from dilochain.protocol.merkle import verify_merkle_proof
 from dilochain.protocol.pb.poc.v1 import query_pb2 as q
 from dilochain.protocol.pb.poc.v1.tx_pb2 import (
     MsgRevealCheckpoints,
@@ -190,16 +189,13 @@ def _handle_reveal(ctx: Context, msg: MsgRevealCheckpoints) -> MsgRevealCheckpoi
     commit = next(
         (x for x in rounds.commits(ctx.store, msg.run_id, msg.round) if x.host == msg.host), None
     )
-    total = rounds.segments(run) + 1
     checks = [
         (msg.start_hash, msg.segment, msg.start_proof, "start"),
         (msg.end_hash, msg.segment + 1, msg.end_proof, "end"),
-        (msg.final_hash, total - 1, msg.final_proof, "final"),
+        (msg.final_hash, rounds.segments(run), msg.final_proof, "final"),
     ]
     for leaf, index, proof, name in checks:
-        if commit is None or not verify_merkle_proof(
-            commit.ckpt_root, leaf, index, total, list(proof)
-        ):
+        if commit is None or not rounds.opens_leaf(run, commit.ckpt_root, leaf, index, proof):
             raise TxError(
                 codes.UNAUTHORIZED, f"{name} checkpoint does not match the committed root"
             )

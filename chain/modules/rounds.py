@@ -30,6 +30,11 @@ def segments(run: Run) -> int:
     return run.config.inner_steps // run.config.checkpoint_interval
 
 
+def opens_leaf(run: Run, ckpt_root: bytes, leaf: bytes, index: int, proof) -> bool:
+    """Whether ``proof`` opens ``leaf`` at ``index`` of a commit's checkpoint tree."""
+    return verify_merkle_proof(ckpt_root, leaf, index, segments(run) + 1, list(proof))
+
+
 def tokens_per_round(run: Run) -> int:
     """Tokens one host trains on in a round: H steps x batch x context."""
     cfg = run.config
@@ -80,9 +85,7 @@ def _handle_commit(ctx: Context, msg: MsgCommitRound) -> MsgCommitRoundResponse:
     for name in ("ckpt_root", "pseudo_grad_hash", "base_hash", "final_hash"):
         if len(getattr(msg, name)) != 32:
             raise TxError(codes.INVALID_REQUEST, f"{name} must be a 32-byte sha256")
-    last = segments(run)
-    if not verify_merkle_proof(msg.ckpt_root, msg.final_hash, last, last + 1,
-                               list(msg.final_proof)):  # fmt: skip
+    if not opens_leaf(run, msg.ckpt_root, msg.final_hash, segments(run), msg.final_proof):
         raise TxError(codes.INVALID_REQUEST,
                       "final_hash and final_proof do not open ckpt_root's last leaf")  # fmt: skip
     expected_seed = derive_data_seed(run.config.seed, msg.host, msg.round)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dilochain.chain.context import Context, MsgSpec, QueryContext, QueryHandler
 from dilochain.chain.errors import TxError, codes
-from dilochain.chain.modules import registry, rounds, verifiers
+from dilochain.chain.modules import beacon, registry, rounds, verifiers
 from dilochain.chain.state import CacheStore
 from dilochain.protocol import schedule
 from dilochain.protocol.pb.poc.v1 import query_pb2 as q
@@ -49,12 +49,9 @@ def decide(ctx: Context, run_id: str, round_: int) -> set[str]:
 
 def _handle_screen(ctx: Context, msg: MsgSubmitScreen) -> MsgSubmitScreenResponse:
     run = registry.require_run(ctx.store, msg.run_id)
-    if not verifiers.is_verifier(ctx.store, msg.verifier):
-        raise TxError(codes.UNAUTHORIZED, f"{msg.verifier} is not a registered verifier")
-    window = schedule.round_window(run, ctx.params.poc, msg.round)
-    if not window.end < ctx.height <= window.selection:
-        raise TxError(codes.INVALID_REQUEST, f"screens of round {msg.round} are taken in blocks "
-                      f"{window.end + 1}-{window.selection}")  # fmt: skip
+    verifiers.require_verifier(ctx.store, msg.verifier)
+    beacon.require_beacon_window(ctx, schedule.round_window(run, ctx.params.poc, msg.round),
+                                 "screens")  # fmt: skip
     if not any(c.host == msg.host for c in rounds.commits(ctx.store, msg.run_id, msg.round)):
         raise TxError(codes.NOT_FOUND, f"{msg.host} did not commit round {msg.round}")
     key = _prefix(msg.run_id, msg.round) + msg.host.encode()

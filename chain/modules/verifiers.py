@@ -26,6 +26,12 @@ def is_verifier(store: CacheStore, address: str) -> bool:
     return store.get(_key(address)) is not None
 
 
+def require_verifier(store: CacheStore, address: str) -> None:
+    """Refuse (UNAUTHORIZED) a message from an address that is not a registered verifier."""
+    if not is_verifier(store, address):
+        raise TxError(codes.UNAUTHORIZED, f"{address} is not a registered verifier")
+
+
 def _handle_register_verifier(
     ctx: Context, msg: MsgRegisterVerifier
 ) -> MsgRegisterVerifierResponse:
