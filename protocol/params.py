@@ -62,8 +62,12 @@ class PocParams(StrictModel):
     beacon_reveal_blocks: int = Field(default=4, ge=2)
     reveal_window_blocks: int = Field(default=5, ge=1)
     verdict_window_blocks: int = Field(default=10, ge=1)
+    # After the verdict window: blocks in which assigned verifiers open their sealed votes
+    # (the last one is the resolution block). A vote left unopened is slashed.
+    verdict_open_blocks: int = Field(default=5, ge=2)
     verifiers_per_challenge: int = Field(default=3, ge=1)
-    quorum: int = Field(default=2, ge=1)
+    # At least 2: a vote counts only where another verifier's replay corroborates it.
+    quorum: int = Field(default=2, ge=2)
     slash_fraction: Decimal = Field(default=Decimal("0.3"), ge=0, le=1)
     verifier_slash_fraction: Decimal = Field(default=Decimal("0.05"), ge=0, le=1)
     min_verifier_collateral: int = Field(default=1_000_000, ge=0)

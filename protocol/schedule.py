@@ -2,8 +2,9 @@
 
 A round takes ``round_period`` blocks: a commit window of ``round_blocks`` blocks (hosts
 commit their round, verifiers their beacon secrets); the beacon window, whose last block is the
-selection block (verifiers open their secrets); a reveal window; a verdict window, whose last
-block is the resolution block. The chain enforces it, and hosts and verifiers follow it.
+selection block (verifiers open their secrets); a reveal window; a verdict window (verifiers seal
+their votes); a verdict-opening window, whose last block is the resolution block. The chain
+enforces it, and hosts and verifiers follow it.
 """
 
 from __future__ import annotations
@@ -17,12 +18,14 @@ from dilochain.protocol.pb.poc.v1.types_pb2 import Run
 
 @dataclass(frozen=True)
 class Window:
-    """A round's blocks: its commit window, its selection and its resolution block."""
+    """A round's blocks: its commit window, its selection block, the first block of its
+    verdict-opening window and its resolution block."""
 
     round: int
     start: int
     end: int
     selection: int
+    opening: int
     resolution: int
 
 
@@ -34,12 +37,14 @@ def derive_data_seed(seed: int, host: str, round_: int) -> int:
 
 def round_period(round_blocks: int, params: PocParams) -> int:
     """Blocks from one round's start to the next: commit window, beacon window (ending with the
-    selection block), reveal window, verdict window (ending with the resolution block)."""
+    selection block), reveal window, verdict window, verdict-opening window (ending with the
+    resolution block)."""
     return (
         round_blocks
         + params.beacon_reveal_blocks
         + params.reveal_window_blocks
         + params.verdict_window_blocks
+        + params.verdict_open_blocks
     )
 
 
@@ -49,7 +54,9 @@ def round_window(run: Run, params: PocParams, round_: int) -> Window:
     period = round_period(blocks, params)
     start = run.start_height + round_ * period
     selection = start + blocks - 1 + params.beacon_reveal_blocks
-    return Window(round_, start, start + blocks - 1, selection, start + period - 1)
+    resolution = start + period - 1
+    opening = resolution - params.verdict_open_blocks + 1
+    return Window(round_, start, start + blocks - 1, selection, opening, resolution)
 
 
 def window_at(run: Run, params: PocParams, height: int) -> Window | None:

@@ -1,6 +1,7 @@
 """Cheating hosts against real node, verifier and chain processes: every cheat is caught and
-slashed, honest hosts (even with slightly different floats) are not, and a verifier that always
-votes fail is outvoted and penalised."""
+slashed, honest hosts (even with slightly different floats) are not, and verifiers that vote
+without replaying (always fail, always pass, copy the others) are penalised even where the honest
+verifiers agree with them on the outcome."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import time
 import pytest
 from cosmpy.aerial.client import LedgerClient
 
-from dilochain.chain.modules.challenges import FAILED, NOT_REVEALED
+from dilochain.chain.modules.challenges import FAILED, NOT_REVEALED, PASSED
 from dilochain.client import network_config, submit
 from dilochain.keyring import Keyring
 from dilochain.localnet import ChainProcess, init_localnet, spawn_node, spawn_verifier
@@ -25,12 +26,15 @@ pytestmark = pytest.mark.integration
 PASSWORD = "pw"
 HONEST = ["honest", "honest", "noisy"]
 CHEATS = ["random-pg", "fewer-steps", "wrong-data", "bad-reveal", "no-reveal", "copy-pg"]
-VERIFIERS = ["honest", "honest", "always-fail"]
+VERIFIERS = ["honest", "honest", "always-fail", "always-pass", "copy"]
+LAZY_SLASH = {"always-fail": "its fingerprint disagrees with the replays",
+              "always-pass": "its fingerprint disagrees with the replays",
+              "copy": "did not open its vote"}  # fmt: skip
 COLLATERAL = 10_000_000
 POC = {
     "sampling_rate": "1", "beacon_reveal_blocks": 15, "reveal_window_blocks": 10,
-    "verdict_window_blocks": 25,
-    "verifiers_per_challenge": 3, "quorum": 2, "verification_mode": "tolerance",
+    "verdict_window_blocks": 25, "verdict_open_blocks": 10,
+    "verifiers_per_challenge": len(VERIFIERS), "quorum": 2, "verification_mode": "tolerance",
     "tolerance": "1e-4", "slash_fraction": "0.3", "verifier_slash_fraction": "0.05",
     "min_verifier_collateral": COLLATERAL,
 }  # fmt: skip
@@ -54,8 +58,7 @@ def test_cheaters_are_slashed_and_honest_hosts_are_not(tmp_path):
             spawn_node(h, "adv", "k", chain.address, PASSWORD, "--behavior", b)
             for h, b in zip(host_homes, HONEST + CHEATS, strict=True)
         ] + [
-            spawn_verifier(h, "k", chain.address, PASSWORD,
-                           *(["--always-fail"] if b == "always-fail" else []))
+            spawn_verifier(h, "k", chain.address, PASSWORD, "--behavior", b)
             for h, b in zip(verifier_homes, VERIFIERS, strict=True)
         ]  # fmt: skip
         nodes, verifiers = procs[: len(host_homes)], procs[len(host_homes) :]
@@ -107,11 +110,17 @@ def test_cheaters_are_slashed_and_honest_hosts_are_not(tmp_path):
             assert expected in statuses, (behavior, statuses)
             if behavior in ("random-pg", "copy-pg"):  # not its own base - final checkpoint
                 assert a in screened_out, f"{behavior} passed every screen"
+    passed = {(c.round, f"{c.host} segment {c.segment}") for c in challenges if c.status == PASSED}
+    assert passed, "no challenge passed"
     for home, behavior in zip(verifier_homes, VERIFIERS, strict=True):
+        mine = [s for s in slashes if s.address == address[home]]
         if behavior == "honest":
-            assert address[home] not in slashed
+            assert not mine, [s.reason for s in mine]
             assert bonded[home] == COLLATERAL
             assert "already voted" not in (home / "verifier.log").read_text()  # restart-safe
-        else:
-            assert address[home] in slashed  # outvoted on the honest hosts' challenges
-            assert bonded[home] < COLLATERAL
+            continue
+        assert bonded[home] < COLLATERAL, behavior
+        # Caught on honest hosts' challenges, that passed as always-pass and copy voted.
+        caught = [s for s in mine if s.reason.startswith(LAZY_SLASH[behavior])
+                  and (s.round, s.reason.rsplit(" on ", 1)[-1]) in passed]  # fmt: skip
+        assert caught, (behavior, [s.reason for s in mine])

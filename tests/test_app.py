@@ -265,14 +265,18 @@ def test_gas_limit_above_int64_is_a_coded_rejection(chain):
 
 
 def test_run_parameters_and_message_counts_are_bounded(chain):
-    config = make_run_config("ab" * 32, "tiny", inner_steps=4_000_000, checkpoint_interval=1)
+    config = make_run_config("ab" * 32, "tiny", inner_steps=4_000_000, checkpoint_interval=2)
     create = MsgCreateRun(creator=A, run_id="huge", config=config)
     result = chain.broadcast(signed_tx(ALICE, [create], sequence=0, account_number=0))
     assert result.code == codes.INVALID_REQUEST and "above the chain's maximum" in result.raw_log
-    config = make_run_config("ab" * 32, "tiny", inner_steps=1000, checkpoint_interval=1)
+    config = make_run_config("ab" * 32, "tiny", inner_steps=1000, checkpoint_interval=2)
     create = MsgCreateRun(creator=A, run_id="many", config=config)
     result = chain.broadcast(signed_tx(ALICE, [create], sequence=0, account_number=0))
     assert result.code == codes.INVALID_REQUEST and "more than 64 segments" in result.raw_log
+    config = make_run_config("ab" * 32, "tiny", inner_steps=8, checkpoint_interval=1)
+    create = MsgCreateRun(creator=A, run_id="one-step", config=config)
+    result = chain.broadcast(signed_tx(ALICE, [create], sequence=0, account_number=0))
+    assert result.code == codes.INVALID_REQUEST and "at least 2" in result.raw_log
     crowd = signed_tx(ALICE, [send(B, 1)] * 65, sequence=0, account_number=0, gas_limit=10**7)
     for answer in (chain.broadcast(crowd), chain.app.simulate(crowd)):
         assert answer.code == codes.INVALID_REQUEST and "at most 64 per tx" in answer.raw_log

@@ -1,4 +1,5 @@
-"""Challenges in process: selection, reveals, verdicts, quorum, slashing and exclusion."""
+"""Challenges in process: selection, reveals, sealed verdicts and their openings, quorum,
+slashing and exclusion."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from dilochain.chain.modules import (
     slashing,
 )
 from dilochain.protocol import schedule
+from dilochain.protocol import verdict as sealing
 from dilochain.protocol.merkle import merkle_proof, merkle_root
 from dilochain.protocol.params import DENOM
 from dilochain.protocol.pb.poc.v1.tx_pb2 import (
@@ -24,17 +26,19 @@ from dilochain.protocol.pb.poc.v1.tx_pb2 import (
     MsgCommitRound,
     MsgCreateRun,
     MsgDepositCollateral,
+    MsgOpenVerdict,
     MsgRegisterHost,
     MsgRegisterVerifier,
     MsgRevealCheckpoints,
     MsgSubmitVerdict,
     MsgWithdrawCollateral,
 )
+from dilochain.protocol.pb.poc.v1.types_pb2 import Challenge, SealedVote
 from dilochain.testutil import local_chain, signed_tx, wallet
 from dilochain.training.run_config import make_run_config
 
 # Rewards vest once their epoch closes here; tests/test_vesting.py vests them over epochs.
-REWARDS = {"epoch_blocks": 10, "reward_per_epoch": 1_000_000, "verifier_share": "0.1",
+REWARDS = {"epoch_blocks": 12, "reward_per_epoch": 1_000_000, "verifier_share": "0.1",
            "vesting_epochs": 1}  # fmt: skip
 CREATOR, HONEST, CHEAT, LAZY = wallet(40), wallet(41), wallet(42), wallet(43)
 VERIFIERS = [wallet(50), wallet(51), wallet(52)]
@@ -43,7 +47,7 @@ CFG = make_run_config("ef" * 32, "tiny", min_collateral="1000", round_blocks=2, 
 TOKENS = CFG.inner_steps * CFG.batch_size * CFG.model.context
 LEAVES = [hashlib.sha256(bytes([i])).digest() for i in range(3)]  # H/k = 2 segments
 POC = {"sampling_rate": "1", "beacon_reveal_blocks": 2, "reveal_window_blocks": 2,
-       "verdict_window_blocks": 2,
+       "verdict_window_blocks": 2, "verdict_open_blocks": 2,
        "verifiers_per_challenge": 3, "quorum": 2, "min_verifier_collateral": 500}  # fmt: skip
 
 
@@ -53,6 +57,7 @@ class Chain:
         self.c = local_chain(tmp_path, funded, poc={**POC, **poc},
                              rewards={**REWARDS, **(rewards or {})})  # fmt: skip
         self.seq = dict.fromkeys(range(len(ACCOUNTS)), 0)
+        self.sealed: list[MsgOpenVerdict] = []  # openings of the votes sealed so far
 
     def send(self, who, *msgs):
         n = ACCOUNTS.index(who)
@@ -117,14 +122,43 @@ def reveal(host, segment, end=None, proof_index=None):
     )  # fmt: skip
 
 
-def verdict(v, host, segment, passed):
-    return MsgSubmitVerdict(verifier=addr(v), run_id="r", round=0, host=addr(host),
-                            segment=segment, passed=passed, evidence_hash=b"\x00" * 32)  # fmt: skip
+FP = hashlib.sha256(b"the middle state every honest replay reaches").digest()
+SALT = b"\x07" * 32
+
+
+def opening(v, host, segment, passed, fingerprint=FP, round_=0):
+    return MsgOpenVerdict(verifier=addr(v), run_id="r", round=round_, host=addr(host),
+                          segment=segment, passed=passed, fingerprint=fingerprint, salt=SALT,
+                          evidence_hash=b"\x00" * 32)  # fmt: skip
+
+
+def seal(v, host, segment, passed, fingerprint=FP, round_=0):
+    sealed = sealing.commitment(addr(v), "r", round_, addr(host), segment, passed, fingerprint,
+                                SALT)  # fmt: skip
+    return MsgSubmitVerdict(verifier=addr(v), run_id="r", round=round_, host=addr(host),
+                            segment=segment, commitment=sealed)  # fmt: skip
+
+
+def vote(net, v, host, segment, passed, fingerprint=FP, round_=0):
+    """Seal a vote (remembering its opening); the tx's result."""
+    result = net.send(v, seal(v, host, segment, passed, fingerprint, round_))
+    if result.code == 0:
+        net.sealed.append(opening(v, host, segment, passed, fingerprint, round_))
+    return result
+
+
+def open_votes(net, window):
+    """Open every vote sealed so far in the round's opening window."""
+    net.blocks_until(window.opening - 1)
+    for msg in net.sealed:
+        who = next(v for v in VERIFIERS if addr(v) == msg.verifier)
+        assert net.send(who, msg).code == 0
+    net.sealed.clear()
 
 
 def test_full_challenge_cycle(net):
     run = schedule.window_at(registry.get_run(net.view, "r"), net.c.app.params.poc, 2)
-    assert (run.start, run.end, run.selection, run.resolution) == (2, 3, 5, 9)
+    assert (run.start, run.end, run.selection, run.opening, run.resolution) == (2, 3, 5, 10, 11)
     net.blocks_until(run.selection)
     found = challenges.challenges(net.view, "r", 0)
     assert len(found) == 6  # 3 hosts x 2 segments at sampling rate 1
@@ -138,23 +172,29 @@ def test_full_challenge_cycle(net):
             assert net.send(host, reveal(host, segment)).code == 0
     assert net.send(HONEST, reveal(HONEST, 0)).code == codes.INVALID_REQUEST  # twice
 
-    # Verdicts: honest passes 2-1 (verifier 2 always fails), the cheat fails 3-0 on segment 1.
+    # Verdicts: honest passes 2-1 (verifier 2 always fails, without replaying: its fingerprint
+    # is not the replays'), the cheat fails 3-0 on segment 1.
     v0, v1, v2 = VERIFIERS
     for segment in (0, 1):
-        assert net.send(v0, verdict(v0, HONEST, segment, True)).code == 0
-        assert net.send(v1, verdict(v1, HONEST, segment, True)).code == 0
-        assert net.send(v2, verdict(v2, HONEST, segment, False)).code == 0
+        assert vote(net, v0, HONEST, segment, True).code == 0
+        assert vote(net, v1, HONEST, segment, True).code == 0
+        assert vote(net, v2, HONEST, segment, False, fingerprint=b"").code == 0
     for v in VERIFIERS:
-        assert net.send(v, verdict(v, CHEAT, 1, False)).code == 0
-    again = net.send(v0, verdict(v0, CHEAT, 1, True))
+        assert vote(net, v, CHEAT, 1, False).code == 0
+    again = net.send(v0, seal(v0, CHEAT, 1, True))
     assert again.code == codes.INVALID_REQUEST and "already voted" in again.raw_log
     outsider = net.send(HONEST, MsgSubmitVerdict(verifier=addr(HONEST), run_id="r", round=0,
                                                  host=addr(CHEAT), segment=1))  # fmt: skip
     assert outsider.code == codes.UNAUTHORIZED
-    unrevealed = net.send(v0, verdict(v0, LAZY, 0, True))
+    unrevealed = net.send(v0, seal(v0, LAZY, 0, True))
     assert unrevealed.code == codes.INVALID_REQUEST
+    early = net.send(v0, opening(v0, HONEST, 0, True))
+    assert early.code == codes.INVALID_REQUEST and "opened in blocks 10-11" in early.raw_log
 
     supply = bank.supply(net.view, DENOM)
+    open_votes(net, run)
+    late = net.send(v0, seal(v0, CHEAT, 0, True))
+    assert late.code == codes.INVALID_REQUEST and "closed" in late.raw_log
     net.blocks_until(run.resolution)
     view = net.view
     status = {(c.host, c.segment): c.status for c in challenges.challenges(view, "r", 0)}
@@ -167,22 +207,23 @@ def test_full_challenge_cycle(net):
     assert collateral.bonded(view, addr(HONEST)) == 10_000
     assert collateral.bonded(view, addr(CHEAT)) == 7_000  # 30% slashed, once per round
     assert collateral.bonded(view, addr(LAZY)) == 7_000
-    # The always-fail verifier voted against the quorum twice (on HONEST's two segments).
+    # The always-fail verifier's votes on HONEST's segments were not corroborated (twice).
     assert collateral.bonded(view, addr(v2)) == 2000 - 100 - 95
+    reasons = {s.reason.split(" on ")[0] for s in slashing.slashes(view, addr(v2))}
+    assert reasons == {"its fingerprint disagrees with the replays"}
     slashed = slashing.slashes(view)
     assert sum(int(s.amount) for s in slashed) == 3000 + 3000 + 100 + 95
     assert bank.supply(view, DENOM) == supply - 6195  # slashes are burned
-    late = net.send(v0, verdict(v0, CHEAT, 0, True))
-    assert late.code != 0
 
-    # Rewards for epoch 0 (blocks 1-10): claimable once it has closed, once per address.
+    # Rewards for epoch 0 (blocks 1-12): claimable once it has closed, once per address.
+    params = net.c.app.params
     early = net.send(HONEST, MsgClaimReward(claimer=addr(HONEST), epoch=0))
     assert early.code == codes.INVALID_REQUEST and "still open" in early.raw_log
-    net.blocks_until(10)
+    net.blocks_until(rewards.epoch_bounds(params, 0)[1])
     before = bank.supply(net.view, DENOM)
     expected = {HONEST: 900_000, v0: 100_000 * 3 // 7, v1: 100_000 * 3 // 7, v2: 100_000 // 7}
     for who, amount in expected.items():
-        assert rewards.claimable(net.view, net.c.app.params, addr(who), 0).amount == str(amount)
+        assert rewards.claimable(net.view, params, addr(who), 0).amount == str(amount)
         assert net.send(who, MsgClaimReward(claimer=addr(who), epoch=0)).code == 0
     net.c.block()
     assert bank.supply(net.view, DENOM) == before + sum(expected.values())
@@ -191,6 +232,69 @@ def test_full_challenge_cycle(net):
     for cheater in (CHEAT, LAZY):  # slashed in the epoch: nothing to claim
         refused = net.send(cheater, MsgClaimReward(claimer=addr(cheater), epoch=0))
         assert refused.code == codes.NOT_FOUND and "no paid work" in refused.raw_log
+
+
+def test_lazy_verifiers_are_slashed_even_when_they_agree_on_the_outcome(net):
+    """An always-pass vote (fingerprinting the revealed end state), a copied commitment and a
+    vote left sealed are all slashed and unpaid, while two honest replays decide."""
+    window = schedule.window_at(registry.get_run(net.view, "r"), net.c.app.params.poc, 2)
+    net.blocks_until(window.selection)
+    for segment in (0, 1):
+        assert net.send(HONEST, reveal(HONEST, segment)).code == 0
+    v0, v1, v2 = VERIFIERS
+    # Segment 0: v0 and v1 replay; v2 passes it with the published end state as its guess.
+    assert vote(net, v0, HONEST, 0, True).code == 0
+    assert vote(net, v1, HONEST, 0, True).code == 0
+    assert vote(net, v2, HONEST, 0, True, fingerprint=LEAVES[1]).code == 0
+    # Segment 1: v0 replays, v1 copies v0's commitment, v2 seals a vote and never opens it.
+    assert vote(net, v0, HONEST, 1, True).code == 0
+    net.c.block()
+    (c,) = [c for c in challenges.challenges(net.view, "r", 0)
+            if c.host == addr(HONEST) and c.segment == 1]  # fmt: skip
+    copied = MsgSubmitVerdict(verifier=addr(v1), run_id="r", round=0, host=addr(HONEST),
+                              segment=1, commitment=c.votes[0].commitment)  # fmt: skip
+    assert net.send(v1, copied).code == 0
+    assert net.send(v2, seal(v2, HONEST, 1, True)).code == 0
+    open_votes(net, window)
+    # The copy opens to nothing: the commitment binds v0's address.
+    refused = net.send(v1, opening(v1, HONEST, 1, True))
+    assert refused.code == codes.UNAUTHORIZED and "does not match" in refused.raw_log
+    wrong = net.send(v2, opening(v2, HONEST, 1, True, fingerprint=b"\x01" * 31))
+    assert wrong.code == codes.INVALID_REQUEST and "size" in wrong.raw_log
+    net.blocks_until(window.resolution)
+    view = net.view
+    decided = {c.segment: c for c in challenges.challenges(view, "r", 0) if c.host == addr(HONEST)}
+    assert decided[0].status == challenges.PASSED
+    assert [v.counted for v in decided[0].votes] == [True, True, False]
+    assert decided[1].status == challenges.UNDECIDED  # one opened vote: no quorum
+    reasons = {(s.address, s.reason.split(" on ")[0]) for s in slashing.slashes(view)
+               if s.address in {addr(v) for v in VERIFIERS}}  # fmt: skip
+    assert reasons == {
+        (addr(v2), "its fingerprint disagrees with the replays"),
+        (addr(v2), "did not open its vote"),
+        (addr(v1), "did not open its vote"),
+    }
+    params = net.c.app.params
+    net.blocks_until(rewards.epoch_bounds(params, 0)[1])
+    work = {v: rewards.claimable(net.view, params, addr(v), 0).verifier_work for v in VERIFIERS}
+    assert work == {v0: "1", v1: "1", v2: "0"}  # segment 0's two counted votes
+
+
+def test_a_lone_replay_is_not_slashed_for_want_of_a_peer(net):
+    """With no two fingerprints agreeing, nobody is judged by them: the challenge is undecided
+    and no verifier is slashed (or paid) for it."""
+    window = schedule.window_at(registry.get_run(net.view, "r"), net.c.app.params.poc, 2)
+    net.blocks_until(window.selection)
+    assert net.send(HONEST, reveal(HONEST, 0)).code == 0
+    v0, v1, _ = VERIFIERS
+    assert vote(net, v0, HONEST, 0, True).code == 0
+    assert vote(net, v1, HONEST, 0, True, fingerprint=b"\x05" * 32).code == 0
+    open_votes(net, window)
+    net.blocks_until(window.resolution)
+    (c,) = [c for c in challenges.challenges(net.view, "r", 0)
+            if c.host == addr(HONEST) and c.segment == 0]  # fmt: skip
+    assert c.status == challenges.UNDECIDED and not any(v.counted for v in c.votes)
+    assert not slashing.slashes(net.view, addr(v0)) and not slashing.slashes(net.view, addr(v1))
 
 
 def test_selection_is_recomputable(net):
@@ -220,9 +324,8 @@ def play_round(net, round_, hosts, failing=()):
     for host in hosts:
         for segment in (0, 1):
             for v in VERIFIERS:
-                vote = verdict(v, host, segment, host not in failing)
-                vote.round = round_
-                assert net.send(v, vote).code == 0
+                assert vote(net, v, host, segment, host not in failing, round_=round_).code == 0
+    open_votes(net, window)
     net.blocks_until(window.resolution)
     return window
 
@@ -283,7 +386,8 @@ def test_undecided_work_is_aggregated_but_not_paid(net):
     for host in (HONEST, LAZY):  # nobody votes on CHEAT's segments
         for segment in (0, 1):
             for v in VERIFIERS:
-                assert net.send(v, verdict(v, host, segment, True)).code == 0
+                assert vote(net, v, host, segment, True).code == 0
+    open_votes(net, window)
     net.blocks_until(window.resolution)
     view = net.view
     statuses = {c.status for c in challenges.challenges(view, "r", 0) if c.host == addr(CHEAT)}
@@ -293,3 +397,32 @@ def test_undecided_work_is_aggregated_but_not_paid(net):
     params = net.c.app.params
     assert rewards.claimable(view, params, addr(CHEAT), 0).host_work == "0"
     assert rewards.claimable(view, params, addr(HONEST), 0).host_work == str(TOKENS)
+
+
+def _votes(*prints, opened=True):
+    return Challenge(votes=[SealedVote(verifier=f"v{i}", opened=opened, fingerprint=p)
+                            for i, p in enumerate(prints)])  # fmt: skip
+
+
+def test_the_leading_fingerprint_decides_which_votes_count():
+    a, b = b"\x01" * 32, b"\x02" * 32
+    majority = _votes(a, b, a, b, a)
+    challenges.count_votes(majority, 2, "exact")
+    assert [v.counted for v in majority.votes] == [True, False, True, False, True]
+    tie = _votes(a, b, a, b)  # two lazy verifiers sharing a guess tie with two replays
+    challenges.count_votes(tie, 2, "exact")
+    assert not any(v.counted for v in tie.votes)
+    alone = _votes(a, b"")
+    challenges.count_votes(alone, 2, "exact")
+    assert not any(v.counted for v in alone.votes)
+    sealed = _votes(a, a, opened=False)  # unopened votes never count
+    challenges.count_votes(sealed, 2, "exact")
+    assert not any(v.counted for v in sealed.votes)
+
+
+def test_tolerance_counts_every_replay_within_a_quantum_of_the_leader():
+    low, mid, high = (sealing.encode_projections([n] * sealing.PROJECTIONS) for n in (0, 1, 2))
+    far = sealing.encode_projections([9] * sealing.PROJECTIONS)
+    c = _votes(low, mid, high, far)  # low and high differ by two quanta, both near mid
+    challenges.count_votes(c, 2, "tolerance")
+    assert [v.counted for v in c.votes] == [True, True, True, False]

@@ -18,12 +18,13 @@ from dilochain.protocol.pb.poc.v1.tx_pb2 import (
     MsgRegisterVerifier,
 )
 from dilochain.training.run_config import make_run_config
+from dilochain.verifier.ballots import BallotBox
 from dilochain.verifier.round_duties import RoundDuties, beacon_secret
 
 pytestmark = pytest.mark.integration
 
 
-def test_duties_commit_and_open_the_beacon_every_round(running_chain, caplog):
+def test_duties_commit_and_open_the_beacon_every_round(running_chain, caplog, tmp_path):
     client, (creator, verifier, *_) = running_chain.client, running_chain.wallets
     address = str(verifier.address())
     cfg = make_run_config("ab" * 32, "tiny", round_blocks=4, total_rounds=2, start_delay_blocks=3)
@@ -34,14 +35,15 @@ def test_duties_commit_and_open_the_beacon_every_round(running_chain, caplog):
     send = lambda *msgs: submit(client, verifier, *msgs)  # noqa: E731
     screened = []  # no host commits in this run: nothing to screen
     screener = lambda *args: screened.append(args) or []  # noqa: E731
-    participant = RoundDuties(poc, verifier, send, screener)
+    ballots = BallotBox(tmp_path / "ballots.sqlite", address)  # no hosts: nothing to vote on
+    participant = RoundDuties(poc, verifier, send, screener, ballots)
     caplog.set_level(logging.WARNING)
     deadline = time.monotonic() + 120
     while not poc.round_info("b").finished:
         assert time.monotonic() < deadline, "the run did not finish"
         participant.step()
         if poc.round_info("b").round == 1:  # a restarted verifier: fresh duties
-            participant = RoundDuties(poc, verifier, send, screener)
+            participant = RoundDuties(poc, verifier, send, screener, ballots)
         time.sleep(0.1)
     for round_ in (0, 1):
         found = poc.beacon("b", round_)

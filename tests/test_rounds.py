@@ -71,12 +71,12 @@ def test_window_schedule(setup):
     chain, _ = setup
     run = registry.get_run(chain.app.committed_view(), "r")
     assert run.start_height == 2
-    # commit 3 + beacon 4 + reveal 5 + verdict 10: a period of 22 blocks
+    # commit 3 + beacon 4 + reveal 5 + verdict 10 + opening 5: a period of 27 blocks
     params = chain.app.params.poc
     assert schedule.window_at(run, params, 1) is None
-    assert schedule.window_at(run, params, 2) == schedule.Window(0, 2, 4, 8, 23)
-    assert schedule.window_at(run, params, 23) == schedule.Window(0, 2, 4, 8, 23)
-    assert schedule.window_at(run, params, 24) == schedule.Window(1, 24, 26, 30, 45)
+    assert schedule.window_at(run, params, 2) == schedule.Window(0, 2, 4, 8, 24, 28)
+    assert schedule.window_at(run, params, 28) == schedule.Window(0, 2, 4, 8, 24, 28)
+    assert schedule.window_at(run, params, 29) == schedule.Window(1, 29, 31, 35, 51, 55)
 
 
 def test_commits_and_majority_global_checkpoint(setup):

@@ -16,9 +16,10 @@ from tests.test_challenges import (
     VERIFIERS,
     Chain,
     addr,
+    open_votes,
     reveal,
     start_round_0,
-    verdict,
+    vote,
 )
 
 
@@ -73,7 +74,8 @@ def test_a_failed_screen_challenges_every_segment_and_the_replay_decides(net):
     for host in (CHEAT, LAZY):
         for segment in (0, 1):
             for v in VERIFIERS:
-                assert net.send(v, verdict(v, host, segment, host is LAZY)).code == 0
+                assert vote(net, v, host, segment, host is LAZY).code == 0
+    open_votes(net, w)
     net.blocks_until(w.resolution)
     view = net.view
     assert {s.address for s in slashing.slashes(view)} == {addr(CHEAT)}

@@ -1,9 +1,11 @@
-"""Checking one challenge: replay the segment from its revealed start checkpoint, compare the
-result with the revealed end checkpoint, and check the committed pseudo-gradient against the
-round's base and final checkpoint. The step code is the node's (``node.train_step``)."""
+"""Checking one challenge: replay the segment from its revealed start checkpoint, fingerprint the
+state at its middle step (``verifier/fingerprint.py``), compare the result with the revealed end
+checkpoint, and check the committed pseudo-gradient against the round's base and final
+checkpoint. The step code is the node's (``training.train_step``)."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 from collections.abc import Callable
@@ -13,12 +15,14 @@ import torch
 
 from dilochain.artifacts.store import ArtifactError, ArtifactStore
 from dilochain.protocol.pb.poc.v1.types_pb2 import Challenge, RoundCommit, RunConfig
+from dilochain.protocol.verdict import fingerprint_step
 from dilochain.training.compress import CompressionError, decompress
 from dilochain.training.data import Corpus
 from dilochain.training.diloco import params_of
 from dilochain.training.model import build_model
 from dilochain.training.tensor_codec import CodecError, decode_state, state_hash
 from dilochain.training.train_step import STEP, load_inner_state, run_segment
+from dilochain.verifier.fingerprint import fingerprint
 
 
 @dataclass(frozen=True)
@@ -28,6 +32,7 @@ class Verdict:
     passed: bool
     reason: str
     distance: float = 0.0
+    fingerprint: bytes = b""  # of the replay's middle state; empty when no replay ran
 
     @property
     def evidence_hash(self) -> bytes:
@@ -98,8 +103,19 @@ def verify_challenge(
         if start_gap > (0.0 if policy.mode == "exact" else policy.tolerance):
             return Verdict(False, "round did not start from the global state", start_gap)
     shard = corpus.shard_of(cfg.seed, commit.host)
-    run_segment(state, cfg, corpus, shard, commit.data_seed, commit.round, k)
-    replayed = state.checkpoint()
+    middle = fingerprint_step(k)
+    run_segment(state, cfg, corpus, shard, commit.data_seed, commit.round, middle)
+    mark = fingerprint(state.checkpoint(), start, challenge, policy.mode, policy.tolerance)
+    run_segment(state, cfg, corpus, shard, commit.data_seed, commit.round, k - middle)
+    verdict = _compare(state.checkpoint(), end_bytes, challenge, base, final, pseudo_grad, policy)
+    return dataclasses.replace(verdict, fingerprint=mark)
+
+
+def _compare(
+    replayed: dict[str, torch.Tensor], end_bytes: bytes, challenge: Challenge,
+    base: dict[str, torch.Tensor], final: dict[str, torch.Tensor],
+    pseudo_grad: dict[str, torch.Tensor], policy: Policy,
+) -> Verdict:  # fmt: skip
     if policy.mode == "exact":
         if state_hash(replayed) != challenge.end_hash:
             return Verdict(False, "replayed segment does not match the revealed end checkpoint")

@@ -1,6 +1,7 @@
 """A verifier's time-critical duties in every round, run beside its replays: commit to a beacon
 secret while the round's commit window is open; once it closes, open the secret (a commitment
-left unopened is slashed) and screen every commit of the round before the selection block."""
+left unopened is slashed) and screen every commit of the round before the selection block; in
+the verdict-opening window, open every vote it sealed (an unopened vote is slashed too)."""
 
 from __future__ import annotations
 
@@ -16,9 +17,10 @@ from dilochain.poc_client import PocClient
 from dilochain.protocol import beacon as encoding
 from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgCommitBeacon, MsgRevealBeacon, MsgSubmitScreen
 from dilochain.protocol.pb.poc.v1.types_pb2 import Beacon, BeaconEntry, RoundCommit, Run
+from dilochain.verifier.ballots import BallotBox
 
 log = logging.getLogger(__name__)
-SCREENS_PER_TX = 32
+MSGS_PER_TX = 32
 
 # (run, round, the round's beacon anchor, commits to screen) -> one vote per commit
 Screener = Callable[[Run, int, bytes, list[RoundCommit]], list[MsgSubmitScreen]]
@@ -31,36 +33,60 @@ def beacon_secret(wallet: Wallet, run_id: str, round_: int) -> bytes:
     return hmac.digest(key, f"dilochain-beacon/{run_id}/{round_}".encode(), "sha256")
 
 
+def send_batched(send: Callable[..., object], msgs: list[Message], what: str) -> int:
+    """Send ``msgs`` ``MSGS_PER_TX`` to a tx; the messages of a refused tx one by one, so one
+    refusal does not sink the others. Returns how many were refused."""
+    refused = 0
+    for first in range(0, len(msgs), MSGS_PER_TX):
+        batch = msgs[first : first + MSGS_PER_TX]
+        try:
+            send(*batch)
+        except TxRefused as err:
+            if len(batch) == 1:
+                log.warning("%s refused: %s", what, err)
+                refused += 1
+            else:
+                refused += sum(send_batched(send, [m], what) for m in batch)
+    return refused
+
+
 class RoundDuties:
-    """Beacon commitments and openings, and screens, for every active run, on time."""
+    """Beacon commitments and openings, screens, and vote openings, for every active run, on
+    time."""
 
     def __init__(
-        self, poc: PocClient, wallet: Wallet, send: Callable[..., object], screener: Screener
-    ):
+        self, poc: PocClient, wallet: Wallet, send: Callable[..., object], screener: Screener,
+        ballots: BallotBox,
+    ):  # fmt: skip
         self.poc = poc
         self.wallet = wallet
         self.address = str(wallet.address())
         self.send = send
         self.screener = screener
-        self._done: set[tuple[str, int, str]] = set()  # (run, round, "commit"|"reveal"|"screen")
+        self.ballots = ballots
+        # (run, round, "commit"|"reveal"|"screen"|"open")
+        self._done: set[tuple[str, int, str]] = set()
 
     def _act(self, run_id: str, round_: int, action: str, *msgs: Message) -> None:
-        try:
-            for first in range(0, len(msgs), SCREENS_PER_TX):
-                self.send(*msgs[first : first + SCREENS_PER_TX])
-        except TxRefused as err:  # tried again at the next poll while the window is open
-            log.warning("%s of %s round %d refused: %s", action, run_id, round_, err)
-            return
-        self._done.add((run_id, round_, action))
+        """Send an action's messages; it is done once none was refused (else it is tried again
+        at the next poll while its window is open)."""
+        if not send_batched(self.send, list(msgs), f"{action} of {run_id} round {round_}"):
+            self._done.add((run_id, round_, action))
 
     def step(self) -> None:
         """Do whatever the next block's place in each run's schedule calls for."""
         for run in self.poc.runs():
             info = self.poc.round_info(run.run_id)
             next_block, round_ = info.height + 1, info.round
-            if info.finished or not info.window_start <= next_block <= info.selection_height:
+            if info.finished or next_block < info.window_start:
                 continue
             self._done = {d for d in self._done if d[0] != run.run_id or d[1] >= round_}
+            if info.verdict_open_height <= next_block:
+                if (run.run_id, round_, "open") not in self._done:
+                    self._open(run, round_)
+                continue
+            if next_block > info.selection_height:
+                continue
             actions = ["commit"] if next_block <= info.window_end else ["reveal", "screen"]
             todo = [a for a in actions if (run.run_id, round_, a) not in self._done]
             if not todo:
@@ -105,3 +131,14 @@ class RoundDuties:
         todo = [c for c in self.poc.commits(run.run_id, round_) if c.host not in voted]
         votes = self.screener(run, round_, beacon.anchor, todo) if todo else []
         self._act(run.run_id, round_, "screen", *votes)
+
+    def _open(self, run: Run, round_: int) -> None:
+        """Open every vote of mine still sealed (done once none is left)."""
+        sealed = [c for c in self.poc.challenges(run.run_id, round_)
+                  if any(v.verifier == self.address and not v.opened for v in c.votes)]  # fmt: skip
+        if not sealed:
+            self.ballots.forget_before(run.run_id, round_)
+            self._done.add((run.run_id, round_, "open"))
+            return
+        openings = [m for m in map(self.ballots.opening, sealed) if m is not None]
+        send_batched(self.send, openings, f"vote openings of {run.run_id} round {round_}")

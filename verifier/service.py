@@ -1,8 +1,8 @@
 """The verifier daemon: watches the chain, re-executes its assigned challenges in parallel jobs,
-and submits one signed verdict per challenge (it checks the chain first, so a restart never
-votes twice); beside that, a thread of its own does the round's time-critical duties (the
-challenge beacon and the screening of every commit), whose windows are a few blocks long and
-must not wait for a replay."""
+and seals one vote per challenge (it checks the chain first, so a restart never votes twice);
+beside that, a thread of its own does the round's time-critical duties (the challenge beacon,
+the screening of every commit, the opening of its sealed votes), whose windows are a few blocks
+long and must not wait for a replay."""
 
 from __future__ import annotations
 
@@ -20,11 +20,7 @@ from dilochain.artifacts.blob_service import PeerFetchingStore
 from dilochain.artifacts.store import LocalArtifactStore
 from dilochain.client import TxRefused, submit
 from dilochain.poc_client import InsufficientFunds, PocClient, ensure_bonded
-from dilochain.protocol.pb.poc.v1.tx_pb2 import (
-    MsgRegisterVerifier,
-    MsgSubmitScreen,
-    MsgSubmitVerdict,
-)
+from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgRegisterVerifier, MsgSubmitScreen
 from dilochain.protocol.pb.poc.v1.types_pb2 import (
     Challenge,
     ChallengeStatus,
@@ -35,8 +31,10 @@ from dilochain.protocol.pb.poc.v1.types_pb2 import (
 from dilochain.training.data import Corpus, corpus_hash, load_text
 from dilochain.training.model import max_artifact_bytes
 from dilochain.training.train_step import set_deterministic
+from dilochain.verifier.ballots import BallotBox
+from dilochain.verifier.lazy import CopyingBallots, lazy_verdict
 from dilochain.verifier.replay import Policy, Verdict, verify_challenge
-from dilochain.verifier.round_duties import RoundDuties
+from dilochain.verifier.round_duties import RoundDuties, send_batched
 from dilochain.verifier.screening import screen_commit
 
 log = logging.getLogger(__name__)
@@ -55,7 +53,7 @@ class VerifierConfig:
     chain: str = "127.0.0.1:9090"
     data: Path | None = None
     jobs: int = 2
-    always_fail: bool = False  # a faulty verifier, for the tests: votes fail without replaying
+    behavior: str = "honest"  # or a lazy verifier's, for the tests (verifier/lazy.py)
     poll_seconds: float = 0.3
     duties_poll_seconds: float = 0.1
 
@@ -79,7 +77,9 @@ class VerifierService:
         self.local = LocalArtifactStore(cfg.home / "verifier-artifacts")
         self.verdicts = 0
         self._send_lock = threading.Lock()  # one signer, one sequence: one tx at a time
-        self.duties = RoundDuties(self.poc, wallet, self._send, self.screen)
+        box = CopyingBallots if cfg.behavior == "copy" else BallotBox
+        self.ballots = box(cfg.home / "ballots.sqlite", self.address)
+        self.duties = RoundDuties(self.poc, wallet, self._send, self.screen, self.ballots)
         set_deterministic(1)
 
     def _send(self, *msgs) -> None:
@@ -142,11 +142,11 @@ class VerifierService:
         return PeerFetchingStore(self.local, lambda: owner + [h.endpoint for h in hosts], limit)
 
     def _check(self, run: Run, corpus: Corpus, challenge: Challenge) -> Verdict:
-        if self.cfg.always_fail:
-            return Verdict(False, "always fails")
+        store = self._store(run, challenge.host, self.poc.hosts(run_id=run.run_id))
+        if self.cfg.behavior != "honest":
+            return lazy_verdict(self.cfg.behavior, challenge, store, self.policy)
         commits = self.poc.commits(run.run_id, challenge.round)
         commit = next(c for c in commits if c.host == challenge.host)
-        store = self._store(run, challenge.host, self.poc.hosts(run_id=run.run_id))
         return verify_challenge(run.config, corpus, commit, challenge, store, self.policy)
 
     def screen(
@@ -158,8 +158,8 @@ class VerifierService:
             return []
         votes, hosts = [], self.poc.hosts(run_id=run.run_id)
         for commit in commits:
-            if self.cfg.always_fail:
-                verdict = Verdict(False, "always fails")
+            if self.cfg.behavior != "honest":  # lazy: votes without looking
+                verdict = Verdict(self.cfg.behavior != "always-fail", "not screened")
             else:
                 store = self._store(run, commit.host, hosts)
                 verdict = screen_commit(run.config, corpus, commit, anchor, store, self.policy,
@@ -173,21 +173,9 @@ class VerifierService:
             ))  # fmt: skip
         return votes
 
-    def _submit(self, msgs: list[MsgSubmitVerdict]) -> int:
-        """Send verdicts in one tx (one by one if the batch is refused); returns how many landed."""
-        if not msgs:
-            return 0
-        try:
-            self._send(*msgs)
-            return len(msgs)
-        except TxRefused as err:
-            if len(msgs) == 1:
-                log.warning("verdict refused: %s", err)
-                return 0
-        return sum(self._submit([m]) for m in msgs)
-
     def step(self, pool: ThreadPoolExecutor) -> int:
-        """One pass over every run: replay pending challenges in parallel, then vote."""
+        """One pass over every run: replay pending challenges in parallel, then seal the votes
+        (the round-duties thread opens them)."""
         voted = 0
         for run in self.poc.runs():
             corpus = self._corpus(run)
@@ -202,11 +190,10 @@ class VerifierService:
                 log.info("job %s round %d %s… segment %d: %s (%s, distance %.2e)",
                          run.run_id, c.round, c.host[:14], c.segment, outcome, verdict.reason,
                          verdict.distance)  # fmt: skip
-                msgs.append(MsgSubmitVerdict(
-                    verifier=self.address, run_id=run.run_id, round=c.round, host=c.host,
-                    segment=c.segment, passed=verdict.passed, evidence_hash=verdict.evidence_hash,
-                ))  # fmt: skip
-            voted += self._submit(msgs)
+                sealed = self.ballots.seal(c, verdict)
+                if sealed is not None:
+                    msgs.append(sealed)
+            voted += len(msgs) - send_batched(self._send, msgs, "sealed verdict")
         return voted
 
     def run(self, stop: threading.Event) -> int:

@@ -7,9 +7,14 @@ segment) of the round's commits is challenged with probability ``sampling_rate``
 assigned ``verifiers_per_challenge`` registered verifiers, all by
 sha256 scores anyone can recompute. The host reveals the segment's start/end (and the round's
 final) checkpoint hashes with Merkle proofs against its ``ckpt_root``; assigned verifiers
-re-execute and vote. At the resolution block a quorum decides: a host that failed (or did not
-reveal) loses ``slash_fraction`` of its collateral (burned), its commit is excluded from
-aggregation and pay; verifiers who voted against the decision lose ``verifier_slash_fraction``.
+re-execute and seal their votes (``protocol/verdict.py``: passed and a fingerprint of a state
+only a replay passes through), then open them in the verdict-opening window. At the resolution
+block the opened votes that agree with the leading fingerprint count (``count_votes``), and a
+quorum of counted votes decides. A host that failed (or did not reveal)
+loses ``slash_fraction`` of its collateral (burned), its commit is excluded from aggregation and
+pay. A verifier loses ``verifier_slash_fraction`` for a vote it did not open, a vote whose
+fingerprint disagrees with a leading one (it did not replay), or a counted vote against the
+decision.
 """
 
 from __future__ import annotations
@@ -29,8 +34,11 @@ from dilochain.chain.modules import (
 )
 from dilochain.chain.state import CacheStore
 from dilochain.protocol import schedule
+from dilochain.protocol import verdict as sealing
 from dilochain.protocol.pb.poc.v1 import query_pb2 as q
 from dilochain.protocol.pb.poc.v1.tx_pb2 import (
+    MsgOpenVerdict,
+    MsgOpenVerdictResponse,
     MsgRevealCheckpoints,
     MsgRevealCheckpointsResponse,
     MsgSubmitVerdict,
@@ -40,7 +48,7 @@ from dilochain.protocol.pb.poc.v1.types_pb2 import (
     Challenge,
     ChallengeStatus,
     Run,
-    Vote,
+    SealedVote,
 )
 
 PENDING = ChallengeStatus.CHALLENGE_STATUS_PENDING
@@ -109,24 +117,68 @@ def select(ctx: Context, run: Run, round_: int) -> None:
                      segment=segment)  # fmt: skip
 
 
+def count_votes(c: Challenge, quorum: int, mode: str) -> None:
+    """Mark the votes that count. The leading fingerprint is the one most opened votes agree
+    with; if at least ``quorum`` do and no other fingerprint ties with it, every opened vote
+    that agrees with it counts. Lazy verifiers who share a guess can tie with honest replays
+    (then nothing counts) but never outnumber them while honest verifiers are the majority."""
+    opened = [v for v in c.votes if v.opened]
+
+    def agree(a: SealedVote, b: SealedVote) -> bool:
+        return sealing.agree(a.fingerprint, b.fingerprint, mode)
+
+    support = [sum(agree(v, other) for other in opened) for v in opened]
+    best = max(support, default=0)
+    leaders = [v for v, n in zip(opened, support, strict=True) if n == best]
+    clear = best >= quorum and all(agree(a, b) for a in leaders for b in leaders)
+    for vote in c.votes:
+        vote.counted = clear and vote.opened and all(agree(vote, lead) for lead in leaders)
+
+
 def _decide(c: Challenge, quorum: int) -> int:
     if not c.revealed:
         return NOT_REVEALED
-    fails = sum(1 for v in c.votes if not v.passed)
-    passes = len(c.votes) - fails
+    counted = [v for v in c.votes if v.counted]
+    fails = sum(1 for v in counted if not v.passed)
     if fails >= quorum:
         return FAILED
-    if passes >= quorum:
+    if len(counted) - fails >= quorum:
         return PASSED
     return UNDECIDED
 
 
+def _judge_verifiers(ctx: Context, c: Challenge, run_id: str, round_: int) -> None:
+    """Pay counted votes that agree with the decision; slash unopened votes, votes that
+    disagree with a leading fingerprint, and counted votes against a decision."""
+    params = ctx.params.poc
+    corroborated = any(v.counted for v in c.votes)
+    decided = c.status in (FAILED, PASSED)
+    for vote in c.votes:
+        if not vote.opened:
+            reason = "did not open its vote"
+        elif not vote.counted:
+            if not corroborated:  # no leading fingerprint: no one to judge by
+                continue
+            reason = "its fingerprint disagrees with the replays"
+        elif not decided:
+            continue
+        elif vote.passed == (c.status == PASSED):
+            rewards.credit(ctx, "verifier", vote.verifier, 1)
+            continue
+        else:
+            reason = "voted against the quorum"
+        slashing.slash(ctx, vote.verifier, params.verifier_slash_fraction, run_id, round_,
+                       f"{reason} on {c.host} segment {c.segment}")  # fmt: skip
+
+
 def resolve(ctx: Context, run: Run, round_: int) -> None:
-    """Decide every challenge of the round; slash and exclude failed hosts."""
+    """Decide every challenge of the round; judge its verifiers; slash and exclude failed
+    hosts."""
     params = ctx.params.poc
     failed_hosts: set[str] = set()
     undecided_hosts: set[str] = set()
     for c in challenges(ctx.store, run.run_id, round_):
+        count_votes(c, params.quorum, params.verification_mode)
         c.status = _decide(c, params.quorum)
         _save(ctx.store, c)
         ctx.emit("challenge_resolved", run_id=run.run_id, round=round_, host=c.host,
@@ -135,14 +187,7 @@ def resolve(ctx: Context, run: Run, round_: int) -> None:
             failed_hosts.add(c.host)
         elif c.status == UNDECIDED:
             undecided_hosts.add(c.host)
-        if c.status in (FAILED, PASSED):
-            for vote in c.votes:
-                if vote.passed == (c.status == PASSED):
-                    rewards.credit(ctx, "verifier", vote.verifier, 1)
-                else:
-                    reason = f"voted against the quorum on {c.host} segment {c.segment}"
-                    slashing.slash(ctx, vote.verifier, params.verifier_slash_fraction,
-                                   run.run_id, round_, reason)  # fmt: skip
+        _judge_verifiers(ctx, c, run.run_id, round_)
     for commit in rounds.commits(ctx.store, run.run_id, round_):
         if commit.host in failed_hosts:
             commit.excluded = True
@@ -206,27 +251,63 @@ def _handle_reveal(ctx: Context, msg: MsgRevealCheckpoints) -> MsgRevealCheckpoi
     return MsgRevealCheckpointsResponse()
 
 
-def _handle_verdict(ctx: Context, msg: MsgSubmitVerdict) -> MsgSubmitVerdictResponse:
-    run = registry.require_run(ctx.store, msg.run_id)
+def _assigned_challenge(ctx: Context, msg: MsgSubmitVerdict | MsgOpenVerdict) -> Challenge:
     c = _get(ctx, msg.run_id, msg.round, msg.host, msg.segment)
     if msg.verifier not in c.verifiers:
         raise TxError(codes.UNAUTHORIZED, f"{msg.verifier} is not assigned to this challenge")
+    return c
+
+
+def _handle_verdict(ctx: Context, msg: MsgSubmitVerdict) -> MsgSubmitVerdictResponse:
+    run = registry.require_run(ctx.store, msg.run_id)
+    c = _assigned_challenge(ctx, msg)
     if not c.revealed:
         raise TxError(codes.INVALID_REQUEST, "the challenge is not revealed yet")
-    if ctx.height > schedule.round_window(run, ctx.params.poc, msg.round).resolution:
+    if ctx.height >= schedule.round_window(run, ctx.params.poc, msg.round).opening:
         raise TxError(codes.INVALID_REQUEST, "the verdict window has closed")
+    if len(msg.commitment) != 32:
+        raise TxError(codes.INVALID_REQUEST, "a verdict commitment is 32 bytes")
     if any(v.verifier == msg.verifier for v in c.votes):
         raise TxError(codes.INVALID_REQUEST, f"{msg.verifier} already voted on this challenge")
-    c.votes.append(Vote(verifier=msg.verifier, passed=msg.passed, evidence_hash=msg.evidence_hash))
+    c.votes.append(SealedVote(verifier=msg.verifier, commitment=msg.commitment))
     _save(ctx.store, c)
     ctx.emit("verdict", run_id=msg.run_id, round=msg.round, host=msg.host, segment=msg.segment,
-             verifier=msg.verifier, passed=msg.passed)  # fmt: skip
+             verifier=msg.verifier)  # fmt: skip
     return MsgSubmitVerdictResponse()
+
+
+def _handle_open_verdict(ctx: Context, msg: MsgOpenVerdict) -> MsgOpenVerdictResponse:
+    run = registry.require_run(ctx.store, msg.run_id)
+    c = _assigned_challenge(ctx, msg)
+    window = schedule.round_window(run, ctx.params.poc, msg.round)
+    if not window.opening <= ctx.height <= window.resolution:
+        blocks = f"{window.opening}-{window.resolution}"
+        raise TxError(codes.INVALID_REQUEST, f"votes are opened in blocks {blocks}")
+    vote = next((v for v in c.votes if v.verifier == msg.verifier), None)
+    if vote is None:
+        raise TxError(codes.NOT_FOUND, f"{msg.verifier} has no vote on this challenge")
+    if vote.opened:
+        raise TxError(codes.INVALID_REQUEST, "already opened")
+    if not sealing.valid_length(msg.fingerprint, ctx.params.poc.verification_mode):
+        raise TxError(codes.INVALID_REQUEST, "the fingerprint's size does not fit the mode")
+    if len(msg.salt) != sealing.SALT_BYTES:
+        raise TxError(codes.INVALID_REQUEST, f"a salt is {sealing.SALT_BYTES} bytes")
+    sealed = sealing.commitment(msg.verifier, msg.run_id, msg.round, msg.host, msg.segment,
+                                msg.passed, msg.fingerprint, msg.salt)  # fmt: skip
+    if sealed != vote.commitment:
+        raise TxError(codes.UNAUTHORIZED, "the opening does not match the sealed vote")
+    vote.opened, vote.passed = True, msg.passed
+    vote.fingerprint, vote.evidence_hash = msg.fingerprint, msg.evidence_hash
+    _save(ctx.store, c)
+    ctx.emit("verdict_opened", run_id=msg.run_id, round=msg.round, host=msg.host,
+             segment=msg.segment, verifier=msg.verifier, passed=msg.passed)  # fmt: skip
+    return MsgOpenVerdictResponse()
 
 
 MSGS = [
     MsgSpec(MsgRevealCheckpoints, "host", _handle_reveal),
     MsgSpec(MsgSubmitVerdict, "verifier", _handle_verdict),
+    MsgSpec(MsgOpenVerdict, "verifier", _handle_open_verdict),
 ]
 
 

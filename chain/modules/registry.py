@@ -82,10 +82,9 @@ def _validate_config(cfg: RunConfig, params: PocParams) -> None:
     need(m.n_heads > 0 and m.d_model % m.n_heads == 0, "d_model must be a multiple of n_heads")
     need(cfg.batch_size > 0 and cfg.round_blocks > 0 and cfg.total_rounds > 0,
          "batch_size, round_blocks and total_rounds must be positive")  # fmt: skip
-    need(
-        cfg.inner_steps > 0 and cfg.checkpoint_interval > 0,
-        "inner_steps and checkpoint_interval > 0",
-    )
+    need(cfg.inner_steps > 0, "inner_steps must be positive")
+    # A segment's middle state, which only a replay computes, fingerprints a verifier's vote.
+    need(cfg.checkpoint_interval >= 2, "checkpoint_interval must be at least 2")
     need(cfg.inner_steps % cfg.checkpoint_interval == 0,
          "inner_steps must be a multiple of checkpoint_interval")  # fmt: skip
     need(cfg.inner_steps <= params.max_inner_steps,

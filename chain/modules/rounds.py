@@ -143,6 +143,7 @@ def _query_round_info(
         finished=window.round >= run.config.total_rounds,
         selection_height=window.selection,
         resolution_height=window.resolution,
+        verdict_open_height=window.opening,
     )
 
 

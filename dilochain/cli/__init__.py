@@ -1,1 +1,9 @@
 """The ``dilochain`` console script."""
+
+import os
+
+# The chain starts CometBFT with a pre-exec hook (die with the parent), which makes Python fork
+# rather than vfork; gRPC's fork handlers then re-create its poller in the child, which can
+# abort it before it execs (seen as "cometbft exited with code -6" on a busy machine). No
+# dilochain process forks to run gRPC in a child, so it needs no fork support.
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")

@@ -79,6 +79,7 @@ def _genesis_params() -> dict:
         "beacon_reveal_blocks": 8,
         "reveal_window_blocks": 4,
         "verdict_window_blocks": 8,
+        "verdict_open_blocks": 6,
         "verifiers_per_challenge": 2,
         "quorum": 2,
         "min_verifier_collateral": 5_000_000,

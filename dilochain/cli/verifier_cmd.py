@@ -23,7 +23,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--chain", default="127.0.0.1:9090", help="chain gRPC address")
     run.add_argument("--data", type=Path, default=None, help="the runs' training text")
     run.add_argument("--jobs", type=int, default=2, help="challenges replayed in parallel")
-    run.add_argument("--always-fail", action="store_true", help=argparse.SUPPRESS)  # tests only
+    # Lazy verifiers, for the tests that show them caught (verifier/lazy.py).
+    run.add_argument("--behavior", default="honest",
+                     choices=("honest", "always-fail", "always-pass", "copy"),
+                     help=argparse.SUPPRESS)  # fmt: skip
     run.set_defaults(func=_run)
 
 
@@ -35,7 +38,7 @@ def _run(args: argparse.Namespace) -> int:
     ring.show(args.key)
     wallet = ring.wallet(args.key, keyring_password())
     cfg = VerifierConfig(home=args.home, key=args.key, chain=args.chain, data=args.data,
-                         jobs=max(1, args.jobs), always_fail=args.always_fail)  # fmt: skip
+                         jobs=max(1, args.jobs), behavior=args.behavior)  # fmt: skip
     service = VerifierService(cfg, connect(args.chain), wallet)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):

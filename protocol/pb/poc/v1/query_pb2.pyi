@@ -69,7 +69,7 @@ class QueryRoundInfoRequest(_message.Message):
     def __init__(self, run_id: _Optional[str] = ...) -> None: ...
 
 class QueryRoundInfoResponse(_message.Message):
-    __slots__ = ("height", "round", "window_start", "window_end", "finished", "selection_height", "resolution_height")
+    __slots__ = ("height", "round", "window_start", "window_end", "finished", "selection_height", "resolution_height", "verdict_open_height")
     HEIGHT_FIELD_NUMBER: _ClassVar[int]
     ROUND_FIELD_NUMBER: _ClassVar[int]
     WINDOW_START_FIELD_NUMBER: _ClassVar[int]
@@ -77,6 +77,7 @@ class QueryRoundInfoResponse(_message.Message):
     FINISHED_FIELD_NUMBER: _ClassVar[int]
     SELECTION_HEIGHT_FIELD_NUMBER: _ClassVar[int]
     RESOLUTION_HEIGHT_FIELD_NUMBER: _ClassVar[int]
+    VERDICT_OPEN_HEIGHT_FIELD_NUMBER: _ClassVar[int]
     height: int
     round: int
     window_start: int
@@ -84,7 +85,8 @@ class QueryRoundInfoResponse(_message.Message):
     finished: bool
     selection_height: int
     resolution_height: int
-    def __init__(self, height: _Optional[int] = ..., round: _Optional[int] = ..., window_start: _Optional[int] = ..., window_end: _Optional[int] = ..., finished: bool = ..., selection_height: _Optional[int] = ..., resolution_height: _Optional[int] = ...) -> None: ...
+    verdict_open_height: int
+    def __init__(self, height: _Optional[int] = ..., round: _Optional[int] = ..., window_start: _Optional[int] = ..., window_end: _Optional[int] = ..., finished: bool = ..., selection_height: _Optional[int] = ..., resolution_height: _Optional[int] = ..., verdict_open_height: _Optional[int] = ...) -> None: ...
 
 class QueryCommitsRequest(_message.Message):
     __slots__ = ("run_id", "round")

@@ -131,13 +131,35 @@ class MsgRegisterVerifierResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class MsgSubmitVerdict(_message.Message):
-    __slots__ = ("verifier", "run_id", "round", "host", "segment", "passed", "evidence_hash")
+    __slots__ = ("verifier", "run_id", "round", "host", "segment", "commitment")
+    VERIFIER_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    ROUND_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    SEGMENT_FIELD_NUMBER: _ClassVar[int]
+    COMMITMENT_FIELD_NUMBER: _ClassVar[int]
+    verifier: str
+    run_id: str
+    round: int
+    host: str
+    segment: int
+    commitment: bytes
+    def __init__(self, verifier: _Optional[str] = ..., run_id: _Optional[str] = ..., round: _Optional[int] = ..., host: _Optional[str] = ..., segment: _Optional[int] = ..., commitment: _Optional[bytes] = ...) -> None: ...
+
+class MsgSubmitVerdictResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class MsgOpenVerdict(_message.Message):
+    __slots__ = ("verifier", "run_id", "round", "host", "segment", "passed", "fingerprint", "salt", "evidence_hash")
     VERIFIER_FIELD_NUMBER: _ClassVar[int]
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     ROUND_FIELD_NUMBER: _ClassVar[int]
     HOST_FIELD_NUMBER: _ClassVar[int]
     SEGMENT_FIELD_NUMBER: _ClassVar[int]
     PASSED_FIELD_NUMBER: _ClassVar[int]
+    FINGERPRINT_FIELD_NUMBER: _ClassVar[int]
+    SALT_FIELD_NUMBER: _ClassVar[int]
     EVIDENCE_HASH_FIELD_NUMBER: _ClassVar[int]
     verifier: str
     run_id: str
@@ -145,10 +167,12 @@ class MsgSubmitVerdict(_message.Message):
     host: str
     segment: int
     passed: bool
+    fingerprint: bytes
+    salt: bytes
     evidence_hash: bytes
-    def __init__(self, verifier: _Optional[str] = ..., run_id: _Optional[str] = ..., round: _Optional[int] = ..., host: _Optional[str] = ..., segment: _Optional[int] = ..., passed: bool = ..., evidence_hash: _Optional[bytes] = ...) -> None: ...
+    def __init__(self, verifier: _Optional[str] = ..., run_id: _Optional[str] = ..., round: _Optional[int] = ..., host: _Optional[str] = ..., segment: _Optional[int] = ..., passed: bool = ..., fingerprint: _Optional[bytes] = ..., salt: _Optional[bytes] = ..., evidence_hash: _Optional[bytes] = ...) -> None: ...
 
-class MsgSubmitVerdictResponse(_message.Message):
+class MsgOpenVerdictResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 

@@ -75,6 +75,11 @@ class MsgStub(object):
                 request_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgSubmitVerdict.SerializeToString,
                 response_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgSubmitVerdictResponse.FromString,
                 _registered_method=True)
+        self.OpenVerdict = channel.unary_unary(
+                '/dilochain.poc.v1.Msg/OpenVerdict',
+                request_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgOpenVerdict.SerializeToString,
+                response_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgOpenVerdictResponse.FromString,
+                _registered_method=True)
         self.ClaimReward = channel.unary_unary(
                 '/dilochain.poc.v1.Msg/ClaimReward',
                 request_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgClaimReward.SerializeToString,
@@ -154,6 +159,12 @@ class MsgServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def OpenVerdict(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ClaimReward(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -226,6 +237,11 @@ def add_MsgServicer_to_server(servicer, server):
                     servicer.SubmitVerdict,
                     request_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgSubmitVerdict.FromString,
                     response_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgSubmitVerdictResponse.SerializeToString,
+            ),
+            'OpenVerdict': grpc.unary_unary_rpc_method_handler(
+                    servicer.OpenVerdict,
+                    request_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgOpenVerdict.FromString,
+                    response_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgOpenVerdictResponse.SerializeToString,
             ),
             'ClaimReward': grpc.unary_unary_rpc_method_handler(
                     servicer.ClaimReward,
@@ -470,6 +486,33 @@ class Msg(object):
             '/dilochain.poc.v1.Msg/SubmitVerdict',
             dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgSubmitVerdict.SerializeToString,
             dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgSubmitVerdictResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def OpenVerdict(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/dilochain.poc.v1.Msg/OpenVerdict',
+            dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgOpenVerdict.SerializeToString,
+            dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgOpenVerdictResponse.FromString,
             options,
             channel_credentials,
             insecure,

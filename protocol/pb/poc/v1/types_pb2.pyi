@@ -165,6 +165,24 @@ class Vote(_message.Message):
     evidence_hash: bytes
     def __init__(self, verifier: _Optional[str] = ..., passed: bool = ..., evidence_hash: _Optional[bytes] = ...) -> None: ...
 
+class SealedVote(_message.Message):
+    __slots__ = ("verifier", "commitment", "opened", "passed", "fingerprint", "evidence_hash", "counted")
+    VERIFIER_FIELD_NUMBER: _ClassVar[int]
+    COMMITMENT_FIELD_NUMBER: _ClassVar[int]
+    OPENED_FIELD_NUMBER: _ClassVar[int]
+    PASSED_FIELD_NUMBER: _ClassVar[int]
+    FINGERPRINT_FIELD_NUMBER: _ClassVar[int]
+    EVIDENCE_HASH_FIELD_NUMBER: _ClassVar[int]
+    COUNTED_FIELD_NUMBER: _ClassVar[int]
+    verifier: str
+    commitment: bytes
+    opened: bool
+    passed: bool
+    fingerprint: bytes
+    evidence_hash: bytes
+    counted: bool
+    def __init__(self, verifier: _Optional[str] = ..., commitment: _Optional[bytes] = ..., opened: bool = ..., passed: bool = ..., fingerprint: _Optional[bytes] = ..., evidence_hash: _Optional[bytes] = ..., counted: bool = ...) -> None: ...
+
 class Challenge(_message.Message):
     __slots__ = ("run_id", "round", "host", "segment", "verifiers", "revealed", "start_hash", "end_hash", "final_hash", "votes", "status")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
@@ -187,9 +205,9 @@ class Challenge(_message.Message):
     start_hash: bytes
     end_hash: bytes
     final_hash: bytes
-    votes: _containers.RepeatedCompositeFieldContainer[Vote]
+    votes: _containers.RepeatedCompositeFieldContainer[SealedVote]
     status: ChallengeStatus
-    def __init__(self, run_id: _Optional[str] = ..., round: _Optional[int] = ..., host: _Optional[str] = ..., segment: _Optional[int] = ..., verifiers: _Optional[_Iterable[str]] = ..., revealed: bool = ..., start_hash: _Optional[bytes] = ..., end_hash: _Optional[bytes] = ..., final_hash: _Optional[bytes] = ..., votes: _Optional[_Iterable[_Union[Vote, _Mapping]]] = ..., status: _Optional[_Union[ChallengeStatus, str]] = ...) -> None: ...
+    def __init__(self, run_id: _Optional[str] = ..., round: _Optional[int] = ..., host: _Optional[str] = ..., segment: _Optional[int] = ..., verifiers: _Optional[_Iterable[str]] = ..., revealed: bool = ..., start_hash: _Optional[bytes] = ..., end_hash: _Optional[bytes] = ..., final_hash: _Optional[bytes] = ..., votes: _Optional[_Iterable[_Union[SealedVote, _Mapping]]] = ..., status: _Optional[_Union[ChallengeStatus, str]] = ...) -> None: ...
 
 class Slash(_message.Message):
     __slots__ = ("address", "run_id", "round", "amount", "reason", "height")
@@ -262,7 +280,7 @@ class CollateralInfo(_message.Message):
     def __init__(self, address: _Optional[str] = ..., bonded: _Optional[str] = ..., unbonding: _Optional[_Iterable[_Union[UnbondingEntry, _Mapping]]] = ..., locked: _Optional[str] = ...) -> None: ...
 
 class Params(_message.Message):
-    __slots__ = ("collateral_denom", "unbonding_period_seconds", "sampling_rate", "reveal_window_blocks", "verdict_window_blocks", "verifiers_per_challenge", "quorum", "slash_fraction", "verifier_slash_fraction", "min_verifier_collateral", "verification_mode", "tolerance", "pseudo_grad_tolerance", "max_segments_per_round", "max_inner_steps", "max_total_rounds", "max_start_delay_blocks", "max_active_runs", "beacon_reveal_blocks", "screen_loss_margin")
+    __slots__ = ("collateral_denom", "unbonding_period_seconds", "sampling_rate", "reveal_window_blocks", "verdict_window_blocks", "verifiers_per_challenge", "quorum", "slash_fraction", "verifier_slash_fraction", "min_verifier_collateral", "verification_mode", "tolerance", "pseudo_grad_tolerance", "max_segments_per_round", "max_inner_steps", "max_total_rounds", "max_start_delay_blocks", "max_active_runs", "beacon_reveal_blocks", "screen_loss_margin", "verdict_open_blocks")
     COLLATERAL_DENOM_FIELD_NUMBER: _ClassVar[int]
     UNBONDING_PERIOD_SECONDS_FIELD_NUMBER: _ClassVar[int]
     SAMPLING_RATE_FIELD_NUMBER: _ClassVar[int]
@@ -283,6 +301,7 @@ class Params(_message.Message):
     MAX_ACTIVE_RUNS_FIELD_NUMBER: _ClassVar[int]
     BEACON_REVEAL_BLOCKS_FIELD_NUMBER: _ClassVar[int]
     SCREEN_LOSS_MARGIN_FIELD_NUMBER: _ClassVar[int]
+    VERDICT_OPEN_BLOCKS_FIELD_NUMBER: _ClassVar[int]
     collateral_denom: str
     unbonding_period_seconds: int
     sampling_rate: str
@@ -303,7 +322,8 @@ class Params(_message.Message):
     max_active_runs: int
     beacon_reveal_blocks: int
     screen_loss_margin: str
-    def __init__(self, collateral_denom: _Optional[str] = ..., unbonding_period_seconds: _Optional[int] = ..., sampling_rate: _Optional[str] = ..., reveal_window_blocks: _Optional[int] = ..., verdict_window_blocks: _Optional[int] = ..., verifiers_per_challenge: _Optional[int] = ..., quorum: _Optional[int] = ..., slash_fraction: _Optional[str] = ..., verifier_slash_fraction: _Optional[str] = ..., min_verifier_collateral: _Optional[int] = ..., verification_mode: _Optional[str] = ..., tolerance: _Optional[str] = ..., pseudo_grad_tolerance: _Optional[str] = ..., max_segments_per_round: _Optional[int] = ..., max_inner_steps: _Optional[int] = ..., max_total_rounds: _Optional[int] = ..., max_start_delay_blocks: _Optional[int] = ..., max_active_runs: _Optional[int] = ..., beacon_reveal_blocks: _Optional[int] = ..., screen_loss_margin: _Optional[str] = ...) -> None: ...
+    verdict_open_blocks: int
+    def __init__(self, collateral_denom: _Optional[str] = ..., unbonding_period_seconds: _Optional[int] = ..., sampling_rate: _Optional[str] = ..., reveal_window_blocks: _Optional[int] = ..., verdict_window_blocks: _Optional[int] = ..., verifiers_per_challenge: _Optional[int] = ..., quorum: _Optional[int] = ..., slash_fraction: _Optional[str] = ..., verifier_slash_fraction: _Optional[str] = ..., min_verifier_collateral: _Optional[int] = ..., verification_mode: _Optional[str] = ..., tolerance: _Optional[str] = ..., pseudo_grad_tolerance: _Optional[str] = ..., max_segments_per_round: _Optional[int] = ..., max_inner_steps: _Optional[int] = ..., max_total_rounds: _Optional[int] = ..., max_start_delay_blocks: _Optional[int] = ..., max_active_runs: _Optional[int] = ..., beacon_reveal_blocks: _Optional[int] = ..., screen_loss_margin: _Optional[str] = ..., verdict_open_blocks: _Optional[int] = ...) -> None: ...
 
 class BeaconEntry(_message.Message):
     __slots__ = ("verifier", "commitment", "secret")

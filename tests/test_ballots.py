@@ -1,0 +1,69 @@
+"""A verifier's sealed votes (verifier/ballots.py): what it seals it can open after a restart;
+a copied vote opens to nothing."""
+
+from __future__ import annotations
+
+import logging
+
+from dilochain.protocol import verdict as sealing
+from dilochain.protocol.pb.poc.v1.types_pb2 import Challenge, SealedVote
+from dilochain.verifier.ballots import BallotBox
+from dilochain.verifier.lazy import CopyingBallots
+from dilochain.verifier.replay import Verdict
+
+ME, OTHER = "dilo1me", "dilo1other"
+
+
+def challenge(segment=0, round_=2, votes=()):
+    return Challenge(run_id="r", round=round_, host="dilo1host", segment=segment, votes=votes)
+
+
+def opens(msg, sealed) -> bool:
+    """Whether the chain would accept ``msg`` as the opening of ``sealed``."""
+    again = sealing.commitment(msg.verifier, msg.run_id, msg.round, msg.host, msg.segment,
+                               msg.passed, msg.fingerprint, msg.salt)  # fmt: skip
+    return again == sealed.commitment
+
+
+def test_a_sealed_vote_opens_after_a_restart(tmp_path):
+    path = tmp_path / "ballots.sqlite"
+    verdict = Verdict(False, "mismatch", 0.5, fingerprint=b"\x09" * 32)
+    sealed = BallotBox(path, ME).seal(challenge(), verdict)
+    assert sealed.verifier == ME and len(sealed.commitment) == 32
+    assert b"\x09" * 32 not in sealed.SerializeToString()  # the vote is hidden
+    restarted = BallotBox(path, ME)
+    msg = restarted.opening(challenge())
+    assert (msg.passed, msg.fingerprint, msg.evidence_hash) == (False, b"\x09" * 32,
+                                                                verdict.evidence_hash)  # fmt: skip
+    assert opens(msg, sealed)
+    # Two seals of the same vote differ (fresh salts), so a vote cannot be guessed from another.
+    assert restarted.seal(challenge(1), verdict).commitment != sealed.commitment
+
+
+def test_forgetting_decided_rounds(tmp_path, caplog):
+    box = BallotBox(tmp_path / "b.sqlite", ME)
+    for round_ in (1, 2, 3):
+        box.seal(challenge(round_=round_), Verdict(True, "ok"))
+    box.forget_before("r", 3)
+    assert box.opening(challenge(round_=3)) is not None
+    with caplog.at_level(logging.ERROR):
+        assert box.opening(challenge(round_=2)) is None
+        assert box.opening(challenge(round_=2)) is None
+    assert sum("cannot be opened" in r.message for r in caplog.records) == 1  # reported once
+
+
+def test_a_copied_vote_cannot_be_opened(tmp_path):
+    theirs = BallotBox(tmp_path / "theirs.sqlite", OTHER)
+    sealed = theirs.seal(challenge(), Verdict(True, "replayed", fingerprint=b"\x01" * 32))
+    copier = CopyingBallots(tmp_path / "mine.sqlite", ME)
+    assert copier.seal(challenge(), Verdict(True, "")) is None  # nothing to copy yet
+    on_chain = challenge(votes=[SealedVote(verifier=OTHER, commitment=sealed.commitment)])
+    copied = copier.seal(on_chain, Verdict(True, ""))
+    assert copied.verifier == ME and copied.commitment == sealed.commitment
+    assert copier.opening(on_chain) is None  # the other has not opened yet
+    opened = theirs.opening(challenge())
+    on_chain.votes[0].opened, on_chain.votes[0].fingerprint = True, opened.fingerprint
+    mimic = copier.opening(on_chain)
+    copied_vote = SealedVote(verifier=ME, commitment=copied.commitment)
+    assert mimic.fingerprint == opened.fingerprint and not opens(mimic, copied_vote)
+    assert opens(opened, on_chain.votes[0])

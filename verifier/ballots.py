@@ -1,0 +1,77 @@
+"""A verifier's sealed votes: each verdict is committed on chain as a hash
+(``protocol/verdict.py``) and recorded here, in a SQLite file in the verifier's home, so the
+verifier opens exactly what it sealed, even after a restart."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sqlite3
+from contextlib import closing
+from pathlib import Path
+
+from dilochain.protocol import verdict as sealing
+from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgOpenVerdict, MsgSubmitVerdict
+from dilochain.protocol.pb.poc.v1.types_pb2 import Challenge
+from dilochain.verifier.replay import Verdict
+
+log = logging.getLogger(__name__)
+_SCHEMA = """CREATE TABLE IF NOT EXISTS ballots (
+    run_id TEXT, round INTEGER, host TEXT, segment INTEGER,
+    passed INTEGER, fingerprint BLOB, salt BLOB, evidence BLOB,
+    PRIMARY KEY (run_id, round, host, segment))"""
+
+
+def _challenge_key(c: Challenge) -> tuple[str, int, str, int]:
+    return (c.run_id, c.round, c.host, c.segment)
+
+
+class BallotBox:
+    """Seals verdicts and opens them later, for one verifier address."""
+
+    def __init__(self, path: Path, verifier: str):
+        self.path = path
+        self.verifier = verifier
+        self._unrecorded: set[tuple[str, int, str, int]] = set()  # reported once each
+        with closing(self._db()) as db, db:
+            db.execute(_SCHEMA)
+
+    def _db(self) -> sqlite3.Connection:
+        return sqlite3.connect(self.path, timeout=30)
+
+    def seal(self, c: Challenge, verdict: Verdict) -> MsgSubmitVerdict | None:
+        """Record ``verdict`` on ``c`` (durably, before it is sent) and return the sealed vote."""
+        salt = os.urandom(sealing.SALT_BYTES)
+        with closing(self._db()) as db, db:
+            db.execute("INSERT OR REPLACE INTO ballots VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                       (*_challenge_key(c), int(verdict.passed), verdict.fingerprint, salt,
+                        verdict.evidence_hash))  # fmt: skip
+        sealed = sealing.commitment(self.verifier, c.run_id, c.round, c.host, c.segment,
+                                    verdict.passed, verdict.fingerprint, salt)  # fmt: skip
+        return MsgSubmitVerdict(verifier=self.verifier, run_id=c.run_id, round=c.round,
+                                host=c.host, segment=c.segment, commitment=sealed)  # fmt: skip
+
+    def opening(self, c: Challenge) -> MsgOpenVerdict | None:
+        """The opening of this verifier's sealed vote on ``c`` (None if it has no record)."""
+        with closing(self._db()) as db:
+            row = db.execute(
+                "SELECT passed, fingerprint, salt, evidence FROM ballots"
+                " WHERE run_id = ? AND round = ? AND host = ? AND segment = ?",
+                _challenge_key(c),
+            ).fetchone()
+        if row is None:
+            if _challenge_key(c) not in self._unrecorded:
+                self._unrecorded.add(_challenge_key(c))
+                log.error("no record of my vote on %s round %d %s segment %d: it cannot be "
+                          "opened and will be slashed", *_challenge_key(c))  # fmt: skip
+            return None
+        passed, fingerprint, salt, evidence = row
+        return MsgOpenVerdict(verifier=self.verifier, run_id=c.run_id, round=c.round,
+                              host=c.host, segment=c.segment, passed=bool(passed),
+                              fingerprint=fingerprint, salt=salt,
+                              evidence_hash=evidence)  # fmt: skip
+
+    def forget_before(self, run_id: str, round_: int) -> None:
+        """Drop the records of a run's rounds before ``round_`` (their votes are decided)."""
+        with closing(self._db()) as db, db:
+            db.execute("DELETE FROM ballots WHERE run_id = ? AND round < ?", (run_id, round_))
