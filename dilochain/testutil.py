@@ -3,6 +3,8 @@ signed offline by cosmpy, and an in-process chain driven block by block."""
 
 from __future__ import annotations
 
+import json
+import struct
 from pathlib import Path
 
 from cosmpy.aerial.wallet import LocalWallet
@@ -23,6 +25,15 @@ CHAIN_ID = "dilochain-test"
 def wallet(seed: int) -> LocalWallet:
     """A deterministic test wallet."""
     return LocalWallet(PrivateKey(seed.to_bytes(32, "big")), prefix=ADDRESS_PREFIX)
+
+
+def safetensors_declaring(shape: tuple[int, ...], data: bytes = b"\x00" * 4) -> bytes:
+    """Crafted safetensors bytes: one float32 tensor ``x`` that declares ``shape`` over
+    ``data`` (hostile-input tests and fuzz seeds)."""
+    entry = {"dtype": "F32", "shape": list(shape), "data_offsets": [0, len(data)]}
+    header = json.dumps({"x": entry}).encode()
+    header += b" " * (-len(header) % 8)
+    return struct.pack("<Q", len(header)) + header + data
 
 
 def signed_tx(signer: LocalWallet, msgs: list[Message], **kwargs) -> bytes:

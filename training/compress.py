@@ -6,20 +6,22 @@ int8, 7 for int4, two int4 values packed per byte). The compressed bytes are wha
 publishes and what everyone aggregates. Error feedback keeps what quantisation dropped and adds
 it to the next round's pseudo-gradient, so no signal is lost over rounds.
 
-Layout: ``b"DLQ1"``, bits (u8), block (u32), count (u32); per tensor in sorted key order: key
-(u16 + UTF-8), rank (u8), dims (u64 each), the float32 scales, then the packed integers.
+Layout: safetensors (``training/tensor_codec.py``), per parameter ``q/NAME`` (int8 values, or
+uint8 with two int4 values a byte), ``scale/NAME`` (float32, one per block) and ``shape/NAME``
+(int64 dims).
 """
 
 from __future__ import annotations
 
 import math
-import struct
 
 import torch
 
-MAGIC = b"DLQ1"
+from dilochain.training.tensor_codec import CodecError, decode_state, encode_state
+
 BLOCK = 128
 _QMAX = {8: 127, 4: 7}
+_Q, _SCALE, _SHAPE = "q/", "scale/", "shape/"
 
 
 class CompressionError(ValueError):
@@ -43,81 +45,63 @@ def _quantize(flat: torch.Tensor, bits: int) -> tuple[torch.Tensor, torch.Tensor
     return scales, q
 
 
-def _pack(q: torch.Tensor, bits: int) -> bytes:
+def _pack(q: torch.Tensor, bits: int) -> torch.Tensor:
     if bits == 8:
-        return q.numpy().tobytes()
+        return q
     nibbles = (q + 8).to(torch.uint8)
     if nibbles.numel() % 2:
         nibbles = torch.cat([nibbles, torch.zeros(1, dtype=torch.uint8)])
     pairs = nibbles.view(-1, 2)
-    return (pairs[:, 0] | (pairs[:, 1] << 4)).numpy().tobytes()
+    return pairs[:, 0] | (pairs[:, 1] << 4)
 
 
-def _unpack(data: bytes, n: int, bits: int) -> torch.Tensor:
-    raw = (
-        torch.frombuffer(bytearray(data), dtype=torch.uint8)
-        if data
-        else torch.empty(0, dtype=torch.uint8)
-    )
-    if bits == 8:
-        return raw.view(torch.int8)[:n].float()
-    low, high = (raw & 0x0F).to(torch.int16) - 8, (raw >> 4).to(torch.int16) - 8
+def _unpack(packed: torch.Tensor, n: int) -> torch.Tensor:
+    if packed.dtype == torch.int8:
+        return packed[:n].float()
+    low, high = (packed & 0x0F).to(torch.int16) - 8, (packed >> 4).to(torch.int16) - 8
     return torch.stack([low, high], dim=1).view(-1)[:n].float()
 
 
 def compress(delta: dict[str, torch.Tensor], bits: int) -> bytes:
     """Quantise a pseudo-gradient into its canonical compressed bytes."""
-    parts = [MAGIC, struct.pack("<BII", bits, BLOCK, len(delta))]
-    for key in sorted(delta):
-        tensor = delta[key].detach().to("cpu", torch.float32).contiguous()
+    out: dict[str, torch.Tensor] = {}
+    for key, value in delta.items():
+        tensor = value.detach().to("cpu", torch.float32).contiguous()
         scales, q = _quantize(tensor.view(-1), bits)
-        name = key.encode()
-        parts.append(struct.pack("<H", len(name)) + name)
-        parts.append(
-            struct.pack("<B", tensor.dim()) + struct.pack(f"<{tensor.dim()}Q", *tensor.shape)
-        )
-        parts.append(scales.numpy().astype("<f4").tobytes())
-        parts.append(_pack(q, bits))
-    return b"".join(parts)
+        out[_Q + key] = _pack(q, bits)
+        out[_SCALE + key] = scales
+        out[_SHAPE + key] = torch.tensor(tensor.shape, dtype=torch.int64)
+    return encode_state(out)
+
+
+def _tensor(parts: dict[str, torch.Tensor], key: str) -> torch.Tensor:
+    q, scales, shape = parts[_Q + key], parts[_SCALE + key], parts[_SHAPE + key]
+    if shape.dtype != torch.int64 or shape.dim() != 1 or bool((shape < 0).any()):
+        raise CompressionError(f"{key}: bad shape")
+    dims = [int(d) for d in shape]
+    numel = math.prod(dims)
+    packed = {torch.int8: numel, torch.uint8: -(-numel // 2)}.get(q.dtype)
+    if packed is None or q.dim() != 1 or q.numel() != packed:
+        raise CompressionError(f"{key}: {q.numel()} {q.dtype} values do not fit shape {dims}")
+    if scales.dtype != torch.float32 or scales.shape != (-(-numel // BLOCK),):
+        raise CompressionError(f"{key}: wrong number of block scales")
+    per_value = scales.repeat_interleave(BLOCK)[:numel] if numel else scales
+    return (_unpack(q, numel) * per_value).view(dims)
 
 
 def decompress(data: bytes) -> dict[str, torch.Tensor]:
     """The float32 pseudo-gradient that compressed bytes stand for."""
     try:
-        if data[:4] != MAGIC:
-            raise CompressionError("not a compressed pseudo-gradient")
-        bits, block, count = struct.unpack_from("<BII", data, 4)
-        if bits not in _QMAX or block != BLOCK:
-            raise CompressionError(f"unsupported bits={bits} block={block}")
-        pos, out = 13, {}
-        for _ in range(count):
-            (n,) = struct.unpack_from("<H", data, pos)
-            key = data[pos + 2 : pos + 2 + n].decode()
-            pos += 2 + n
-            (rank,) = struct.unpack_from("<B", data, pos)
-            shape = struct.unpack_from(f"<{rank}Q", data, pos + 1)
-            pos += 1 + 8 * rank
-            numel = math.prod(shape)
-            n_blocks = -(-numel // BLOCK)
-            size = numel if bits == 8 else -(-numel // 2)
-            # Checked against the bytes present before anything is allocated.
-            if max(shape, default=0) >= 1 << 63 or 4 * n_blocks + size > len(data) - pos:
-                raise CompressionError(f"{key}: shape {shape} does not fit the data")
-            scales = torch.frombuffer(
-                bytearray(data[pos : pos + 4 * n_blocks]), dtype=torch.float32
-            )
-            pos += 4 * n_blocks
-            q = _unpack(data[pos : pos + size], numel, bits)
-            pos += size
-            if q.numel() != numel or scales.numel() != n_blocks:
-                raise CompressionError(f"{key}: truncated")
-            per_value = scales.repeat_interleave(BLOCK)[:numel] if numel else scales
-            out[key] = (q * per_value).view(shape)
-        if pos != len(data):
-            raise CompressionError("trailing bytes")
-        return out
-    except (struct.error, UnicodeDecodeError, RuntimeError, ValueError, TypeError,
-            OverflowError) as err:  # fmt: skip
+        parts = decode_state(data)
+    except CodecError as err:
+        raise CompressionError(f"not a compressed pseudo-gradient: {err}") from None
+    names = {k[len(_Q) :] for k in parts if k.startswith(_Q)}
+    expected = {prefix + n for n in names for prefix in (_Q, _SCALE, _SHAPE)}
+    if set(parts) != expected:
+        raise CompressionError("tensors are not q/, scale/ and shape/ of the same names")
+    try:
+        return {name: _tensor(parts, name) for name in sorted(names)}
+    except (RuntimeError, ValueError, OverflowError) as err:
         if isinstance(err, CompressionError):
             raise
         raise CompressionError(f"malformed pseudo-gradient: {err}") from None

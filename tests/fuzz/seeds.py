@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import struct
 
 import torch
 from cosmpy.protos.cosmos.bank.v1beta1.tx_pb2 import MsgSend
@@ -26,11 +25,10 @@ from dilochain.protocol.pb.poc.v1.tx_pb2 import (
     MsgWithdrawCollateral,
     MsgWithdrawVested,
 )
-from dilochain.testutil import signed_tx
-from dilochain.training.compress import BLOCK, compress
-from dilochain.training.compress import MAGIC as PG_MAGIC
+from dilochain.testutil import safetensors_declaring, signed_tx
+from dilochain.training.compress import compress
 from dilochain.training.run_config import make_run_config
-from dilochain.training.tensor_codec import MAGIC, encode_state
+from dilochain.training.tensor_codec import decode_state, encode_state
 from tests.fuzz.targets import CORPUS, FUNDED
 
 
@@ -62,14 +60,13 @@ def _seeds() -> dict[str, list[bytes]]:
     ]
     types = [spec.message for spec in MSG_SPECS]
     small = {"a": torch.arange(6, dtype=torch.float32).reshape(2, 3), "b": torch.ones(4)}
-    shape = MAGIC + struct.pack("<I", 1) + struct.pack("<H", 1) + b"x" + struct.pack("<B", 7)
-    shape += b"float32" + struct.pack("<B", 1) + struct.pack("<Q", 1 << 62)
-    # Found by the fuzzer: a zero-sized tensor with a dimension past int64, and a compressed
-    # tensor whose element count overflows a float division.
-    zero_huge = MAGIC + struct.pack("<I", 1) + struct.pack("<H", 1) + b"x" + struct.pack("<B", 7)
-    zero_huge += b"float32" + struct.pack("<B", 2) + struct.pack("<2Q", 0, 1 << 63)
-    overflow = PG_MAGIC + struct.pack("<BII", 8, BLOCK, 1) + struct.pack("<H", 1) + b"x"
-    overflow += struct.pack("<B", 20) + struct.pack("<20Q", *[(1 << 64) - 1] * 20)
+    # Found by the fuzzer in the home-made codecs that safetensors replaced (kept as seeds): a
+    # zero-sized tensor with a dimension past int64, and an element count that overflowed a
+    # float division.
+    shape = safetensors_declaring((1 << 62,))
+    zero_huge = safetensors_declaring((0, 1 << 63), b"")
+    parts = decode_state(compress(small, 8))
+    overflow = encode_state({**parts, "shape/a": torch.tensor([(1 << 63) - 1] * 20)})
     genesis = GenesisDoc(chain_id="fuzz-1").with_account(alice, {DENOM: 5})
     return {
         "tx": [signed_tx(FUNDED[0], [m], sequence=0, account_number=0) for m in messages]
