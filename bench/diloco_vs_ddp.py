@@ -27,9 +27,9 @@ from dilochain.testutil import wallet
 from dilochain.training.compress import compress, compress_with_feedback, decompress
 from dilochain.training.data import Corpus, corpus_hash, default_text
 from dilochain.training.diloco import initial_global, outer_step, params_of, pseudo_gradient
-from dilochain.training.model import build_model, parameter_count
+from dilochain.training.model import build_model, lm_loss, load_params, parameter_count
 from dilochain.training.round_work import train_round
-from dilochain.training.run_config import make_run_config
+from dilochain.training.run_config import llama, make_run_config
 from dilochain.training.tensor_codec import encode_state
 from dilochain.training.train_step import (
     eval_loss,
@@ -39,7 +39,7 @@ from dilochain.training.train_step import (
     train_step,
 )
 
-BENCH_MODEL = {"context": 64, "d_model": 128, "n_layers": 2, "n_heads": 4}
+BENCH_MODEL = llama(128, 2, 4, 64)
 
 
 def _workers(n: int) -> list[str]:
@@ -48,7 +48,7 @@ def _workers(n: int) -> list[str]:
 
 def run_ddp(cfg, corpus, workers, steps, heldout) -> tuple[float, int]:
     """Synchronous DP: every step averages the workers' gradients. Returns (eval, bytes/worker)."""
-    model = build_model(cfg.model, cfg.seed)
+    model = build_model(cfg.model_config, cfg.seed)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.inner_lr, betas=(0.9, 0.95),
                             weight_decay=cfg.weight_decay, foreach=False)  # fmt: skip
     shards = [corpus.shard_of(cfg.seed, w) for w in workers]
@@ -58,8 +58,8 @@ def run_ddp(cfg, corpus, workers, steps, heldout) -> tuple[float, int]:
         opt.zero_grad(set_to_none=True)
         for worker, shard in zip(workers, shards, strict=True):
             seed = int.from_bytes(hashlib.sha256(worker.encode()).digest()[:8], "big")
-            batch = corpus.batch(shard, seed, step, cfg.batch_size, cfg.model.context)
-            (model.loss(batch) / len(workers)).backward()
+            batch = corpus.batch(shard, seed, step, cfg.batch_size, cfg.seq_len)
+            (lm_loss(model, batch) / len(workers)).backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip, foreach=False)
         opt.step()
     return eval_loss(model, heldout), steps * 4 * parameter_count(model)
@@ -67,7 +67,7 @@ def run_ddp(cfg, corpus, workers, steps, heldout) -> tuple[float, int]:
 
 def run_diloco(cfg, corpus, workers, steps, heldout, int8: bool) -> tuple[float, int]:
     """DiLoCo with H = cfg.inner_steps. Returns (eval loss, bytes sent per worker)."""
-    model = build_model(cfg.model, cfg.seed)
+    model = build_model(cfg.model_config, cfg.seed)
     state = initial_global({n: p.detach().clone() for n, p in model.named_parameters()})
     errors: dict[str, dict | None] = dict.fromkeys(workers)
     sent = 0
@@ -89,7 +89,7 @@ def run_diloco(cfg, corpus, workers, steps, heldout, int8: bool) -> tuple[float,
                 deltas.append(delta)
                 sent += 4 * sum(v.numel() for v in delta.values())
         state = outer_step(state, deltas, cfg.outer_lr, cfg.outer_momentum)
-    model.load_state_dict(params_of(state))
+    load_params(model, params_of(state))
     return eval_loss(model, heldout), sent // len(workers)
 
 
@@ -97,7 +97,7 @@ def commit_overhead(corpus_text: bytes) -> dict[str, float]:
     """Seconds per round of the node's default preset: training vs hashing/committing work."""
     cfg = make_run_config(corpus_hash(corpus_text), "small")
     corpus = Corpus.from_text(corpus_text, cfg.num_shards)
-    model = build_model(cfg.model, cfg.seed)
+    model = build_model(cfg.model_config, cfg.seed)
     state = initial_global({n: p.detach().clone() for n, p in model.named_parameters()})
     t = time.perf_counter()
     result = train_round(model, cfg, corpus, "dilo1bench", 0, state, None)
@@ -134,9 +134,9 @@ def main() -> None:
     base = make_run_config(corpus_hash(text), "small", model=BENCH_MODEL,
                            total_rounds=1, inner_steps=args.steps, warmup_steps=50)  # fmt: skip
     corpus = Corpus.from_text(text, base.num_shards)
-    heldout = corpus.heldout_batches(16, base.batch_size, base.model.context)
+    heldout = corpus.heldout_batches(16, base.batch_size, base.seq_len)
     workers = _workers(args.workers)
-    console.print(f"model: {parameter_count(build_model(base.model, 1)):,} parameters; "
+    console.print(f"model: {parameter_count(build_model(base.model_config, 1)):,} parameters; "
                   f"{args.workers} workers x {args.steps} steps")  # fmt: skip
     table = Table("method", "eval loss", "vs DDP", "bytes sent / worker", "fewer bytes than DDP")
     t = time.perf_counter()

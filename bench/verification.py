@@ -52,7 +52,7 @@ def measure_cost() -> tuple[float, float, float, int, int]:
     text = default_text()
     cfg = make_run_config(corpus_hash(text), "small")
     corpus = Corpus.from_text(text, cfg.num_shards)
-    model = build_model(cfg.model, cfg.seed)
+    model = build_model(cfg.model_config, cfg.seed)
     base = initial_global({n: p.detach().clone() for n, p in model.named_parameters()})
     t = time.perf_counter()
     result = train_round(model, cfg, corpus, HOST, 1, base, None)
@@ -77,15 +77,15 @@ def cheat_detection(rate: float, anchors: int) -> list[tuple[str, float, float, 
     text = default_text()
     cfg = make_run_config(corpus_hash(text), "tiny")
     corpus = Corpus.from_text(text, cfg.num_shards)
-    model = build_model(cfg.model, cfg.seed)
+    model = build_model(cfg.model_config, cfg.seed)
     base = initial_global({n: p.detach().clone() for n, p in model.named_parameters()})
-    peer = train_round(build_model(cfg.model, 0), cfg, corpus, "dilo1peer", 1, base, None)
+    peer = train_round(build_model(cfg.model_config, 0), cfg, corpus, "dilo1peer", 1, base, None)
     rows = []
     for name, kind in BEHAVIORS.items():
         if name in ("honest", "noisy"):
             continue
         cheat = kind()
-        job = RoundJob(build_model(cfg.model, 0), cfg, corpus, HOST, 1, base, None,
+        job = RoundJob(build_model(cfg.model_config, 0), cfg, corpus, HOST, 1, base, None,
                        peer_pseudo_grad=lambda: peer.pseudo_grad)  # fmt: skip
         result = cheat.train(job)
         with tempfile.TemporaryDirectory() as tmp:
@@ -120,12 +120,13 @@ def honest_noise() -> float:
     text = default_text()
     cfg = make_run_config(corpus_hash(text), "small", inner_steps=10, checkpoint_interval=10)
     corpus = Corpus.from_text(text, cfg.num_shards)
-    model = build_model(cfg.model, cfg.seed)
+    model = build_model(cfg.model_config, cfg.seed)
     base = initial_global({n: p.detach().clone() for n, p in model.named_parameters()})
     torch.set_num_threads(2)
     result = train_round(model, cfg, corpus, HOST, 0, base, None)
     torch.set_num_threads(1)
-    state = load_inner_state(build_model(cfg.model, 0), cfg, decode_state(result.checkpoints[0]))
+    start = decode_state(result.checkpoints[0])
+    state = load_inner_state(build_model(cfg.model_config, 0), cfg, start)
     shard = corpus.shard_of(cfg.seed, HOST)
     run_segment(state, cfg, corpus, shard, result.data_seed, 0, cfg.checkpoint_interval)
     end = decode_state(result.checkpoints[1])

@@ -77,6 +77,26 @@ def spawn_node(
     return spawn_cli(args, home / "node.log", {"DILOCHAIN_KEYRING_PASSWORD": password})
 
 
+NODE_WAITING = "waiting for run "  # a node started with --wait-for-run, ready to register
+VERIFIER_READY = "registered as a verifier"
+
+
+def wait_for_logs(ready: list[tuple[subprocess.Popen, Path, str]], timeout: float = 600) -> None:
+    """Wait until every (process, log, line): the log holds the line. A process that exits
+    first is an error; ``timeout`` only guards against a hang."""
+    deadline = time.monotonic() + timeout
+    waiting = list(ready)
+    while waiting:
+        for proc, log, line in list(waiting):
+            if log.exists() and line in log.read_text(errors="replace"):
+                waiting.remove((proc, log, line))
+            elif proc.poll() is not None:
+                raise RuntimeError(f"{log} ended before {line!r}: {log.read_text()[-2000:]}")
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"not ready after {timeout} s: {[str(w[1]) for w in waiting]}")
+        time.sleep(0.2)
+
+
 def spawn_verifier(
     home: Path, key: str, chain_address: str, password: str, *extra: str
 ) -> subprocess.Popen:

@@ -14,7 +14,7 @@ import torch
 
 from dilochain.protocol.pb.poc.v1.types_pb2 import RunConfig
 from dilochain.training.data import Corpus
-from dilochain.training.model import GPT
+from dilochain.training.model import CausalLM
 from dilochain.training.round_work import Progress, RoundResult, train_round
 
 
@@ -22,7 +22,7 @@ from dilochain.training.round_work import Progress, RoundResult, train_round
 class RoundJob:
     """Everything one round's training needs."""
 
-    model: GPT
+    model: CausalLM
     cfg: RunConfig
     corpus: Corpus
     host: str

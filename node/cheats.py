@@ -58,7 +58,7 @@ class FewerSteps(Honest):
         )
         result = job.train(cfg=short)
         missing = cfg.inner_steps // cfg.checkpoint_interval + 1 - len(result.checkpoints)
-        result.tokens = cfg.inner_steps * cfg.batch_size * cfg.model.context
+        result.tokens = cfg.inner_steps * cfg.batch_size * cfg.seq_len
         return _with_checkpoints(result, result.checkpoints + [result.checkpoints[-1]] * missing)
 
 

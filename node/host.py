@@ -28,6 +28,7 @@ from dilochain.node.errors import NodeError
 from dilochain.node.resume import ResumeState
 from dilochain.poc_client import InsufficientFunds, PocClient, ensure_bonded
 from dilochain.protocol.merkle import merkle_proof
+from dilochain.protocol.model_config import ModelConfigError
 from dilochain.protocol.pb.poc.v1 import query_pb2 as q
 from dilochain.protocol.pb.poc.v1.tx_pb2 import (
     MsgCommitRound,
@@ -37,7 +38,7 @@ from dilochain.protocol.pb.poc.v1.tx_pb2 import (
 from dilochain.protocol.pb.poc.v1.types_pb2 import Run
 from dilochain.training.data import Corpus, corpus_hash, load_text
 from dilochain.training.diloco import initial_global, params_of
-from dilochain.training.model import build_model, max_artifact_bytes
+from dilochain.training.model import build_model, load_params, max_artifact_bytes
 from dilochain.training.round_work import RoundResult
 from dilochain.training.tensor_codec import decode_state, encode_state
 from dilochain.training.train_step import eval_loss, set_deterministic
@@ -63,14 +64,17 @@ class HostNode:
                 f"({corpus_hash(text)[:12]}… vs {self.rc.corpus_hash[:12]}…)"
             )
         self.corpus = Corpus.from_text(text, self.rc.num_shards)
-        self.heldout = self.corpus.heldout_batches(4, self.rc.batch_size, self.rc.model.context)
+        self.heldout = self.corpus.heldout_batches(4, self.rc.batch_size, self.rc.seq_len)
         self.device = torch.device(cfg.device)
         if cfg.device == "cuda" and not torch.cuda.is_available():
             raise NodeError("--device cuda: no CUDA device is available")
         set_deterministic(cfg.threads)
-        self.model = build_model(self.rc.model, self.rc.seed).to(self.device)
+        try:
+            self.model = build_model(self.rc.model_config, self.rc.seed).to(self.device)
+        except ModelConfigError as err:
+            raise NodeError(f"run {cfg.run_id!r}: {err}") from None
         self.local = LocalArtifactStore(cfg.artifact_dir)
-        limit = max_artifact_bytes(self.rc.model)
+        limit = max_artifact_bytes(self.model)
         self.store = PeerFetchingStore(self.local, self._peer_endpoints, limit)
         self.aggregator = Aggregator(self.poc, cfg.run_id, self.rc, self.store)
         cfg.state_dir.mkdir(parents=True, exist_ok=True)
@@ -147,7 +151,7 @@ class HostNode:
         """Held-out loss of a global state (cached per round)."""
         if view.round not in self.eval_losses:
             params = {k: v.to(self.device) for k, v in params_of(view.state).items()}
-            self.model.load_state_dict(params, strict=True)
+            load_params(self.model, params)
             self.eval_losses[view.round] = eval_loss(self.model, self.heldout)
         return self.eval_losses[view.round]
 

@@ -14,7 +14,15 @@ from cosmpy.aerial.client import LedgerClient
 from dilochain.chain.modules.challenges import FAILED, NOT_REVEALED, PASSED
 from dilochain.client import network_config, submit
 from dilochain.keyring import Keyring
-from dilochain.localnet import ChainProcess, init_localnet, spawn_node, spawn_verifier
+from dilochain.localnet import (
+    NODE_WAITING,
+    VERIFIER_READY,
+    ChainProcess,
+    init_localnet,
+    spawn_node,
+    spawn_verifier,
+    wait_for_logs,
+)
 from dilochain.poc_client import PocClient
 from dilochain.protocol.params import DENOM
 from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgCreateRun
@@ -48,14 +56,14 @@ def test_cheaters_are_slashed_and_honest_hosts_are_not(tmp_path):
                for h in host_homes + verifier_homes}  # fmt: skip
     funded = {a: {DENOM: 10**12} for a in [str(creator.address()), *address.values()]}
     init_localnet(tmp_path / "chain", CHAIN_ID, funded, poc=POC)
+    # Every process is up (and every verifier registered) before the run exists, so round 0's
+    # schedule, fixed when the run is created, does not race 14 processes starting on 2 cores.
     cfg = make_run_config(corpus_hash(default_text()), "tiny", round_blocks=25, total_rounds=2,
-                          start_delay_blocks=150, min_collateral=str(COLLATERAL))  # fmt: skip
+                          start_delay_blocks=60, min_collateral=str(COLLATERAL))  # fmt: skip
     with ChainProcess(tmp_path / "chain", "200ms") as chain:
         client = LedgerClient(network_config(CHAIN_ID, chain.address))
-        submit(client, creator, MsgCreateRun(creator=str(creator.address()), run_id="adv",
-                                             config=cfg))  # fmt: skip
         procs = [
-            spawn_node(h, "adv", "k", chain.address, PASSWORD, "--behavior", b)
+            spawn_node(h, "adv", "k", chain.address, PASSWORD, "--behavior", b, "--wait-for-run")
             for h, b in zip(host_homes, HONEST + CHEATS, strict=True)
         ] + [
             spawn_verifier(h, "k", chain.address, PASSWORD, "--behavior", b)
@@ -64,10 +72,18 @@ def test_cheaters_are_slashed_and_honest_hosts_are_not(tmp_path):
         nodes, verifiers = procs[: len(host_homes)], procs[len(host_homes) :]
         poc = PocClient(chain.address)
         try:
-            # Restart an honest verifier mid-run, while round 0's challenges are being voted on.
-            deadline = time.monotonic() + 120
+            ready = [(p, h / "node.log", NODE_WAITING)
+                     for p, h in zip(nodes, host_homes, strict=True)]  # fmt: skip
+            ready += [(p, h / "verifier.log", VERIFIER_READY)
+                      for p, h in zip(verifiers, verifier_homes, strict=True)]  # fmt: skip
+            wait_for_logs(ready)
+            submit(client, creator, MsgCreateRun(creator=str(creator.address()), run_id="adv",
+                                                 config=cfg))  # fmt: skip
+            # Restart an honest verifier mid-run, while round 0's votes are being sealed (they
+            # must all be in before its opening window, a block height).
             while not any(c.votes for c in poc.challenges("adv", 0)):
-                assert time.monotonic() < deadline, "no verdicts in round 0"
+                info = poc.round_info("adv")
+                assert info.round > 0 or info.height < info.verdict_open_height, "no votes"
                 time.sleep(0.2)
             verifiers[0].send_signal(signal.SIGINT)
             assert verifiers[0].wait(30) == 0

@@ -32,7 +32,7 @@ class FakePoc:
 
 
 def test_invalid_pseudo_gradients_are_left_out_not_fatal(tmp_path):
-    params = {n: p.detach().clone() for n, p in build_model(CFG.model, 1).named_parameters()}
+    params = {n: p.detach().clone() for n, p in build_model(CFG.model_config, 1).named_parameters()}
     view = GlobalView(0, initial_global(params))
     local = LocalArtifactStore(tmp_path)
     good = {k: torch.full_like(v, 0.01) for k, v in params_of(view.state).items()}

@@ -44,7 +44,7 @@ CREATOR, HONEST, CHEAT, LAZY = wallet(40), wallet(41), wallet(42), wallet(43)
 VERIFIERS = [wallet(50), wallet(51), wallet(52)]
 ACCOUNTS = [CREATOR, HONEST, CHEAT, LAZY, *VERIFIERS]
 CFG = make_run_config("ef" * 32, "tiny", min_collateral="1000", round_blocks=2, total_rounds=2)
-TOKENS = CFG.inner_steps * CFG.batch_size * CFG.model.context
+TOKENS = CFG.inner_steps * CFG.batch_size * CFG.seq_len
 LEAVES = [hashlib.sha256(bytes([i])).digest() for i in range(3)]  # H/k = 2 segments
 POC = {"sampling_rate": "1", "beacon_reveal_blocks": 2, "reveal_window_blocks": 2,
        "verdict_window_blocks": 2, "verdict_open_blocks": 2,

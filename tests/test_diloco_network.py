@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import signal
+import subprocess
+import sys
 import time
 
 import pytest
+import torch
 from cosmpy.aerial.client import LedgerClient
+from transformers import AutoModelForCausalLM
 
 from dilochain.artifacts.store import LocalArtifactStore
 from dilochain.client import broadcast, network_config
@@ -18,8 +23,8 @@ from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgCreateRun
 from dilochain.testutil import CHAIN_ID, wallet
 from dilochain.training.compress import decompress
 from dilochain.training.data import corpus_hash, default_text
-from dilochain.training.diloco import initial_global, outer_step
-from dilochain.training.model import build_model
+from dilochain.training.diloco import initial_global, outer_step, params_of
+from dilochain.training.model import build_model, load_params
 from dilochain.training.run_config import make_run_config
 from dilochain.training.tensor_codec import state_hash
 
@@ -38,6 +43,19 @@ def _wait(predicate, timeout: float, what: str, procs=()):
             return value
         time.sleep(0.3)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+def _check_export(folder, cfg, state, digest):
+    """``from_pretrained`` opens the export and computes the node's logits for that state."""
+    assert (
+        json.loads((folder / "dilochain.json").read_text())["global_state_sha256"] == digest.hex()
+    )
+    theirs = AutoModelForCausalLM.from_pretrained(folder)
+    ours = build_model(cfg.model_config, cfg.seed)
+    load_params(ours, params_of(state))
+    tokens = torch.arange(24).reshape(2, 12)
+    with torch.no_grad():
+        assert torch.equal(theirs(input_ids=tokens).logits, ours(input_ids=tokens).logits)
 
 
 def test_hosts_train_rounds_and_agree_on_global_checkpoints(tmp_path):
@@ -74,6 +92,14 @@ def test_hosts_train_rounds_and_agree_on_global_checkpoints(tmp_path):
         records = recorded()
         commits = {r: list(poc.commits(run_id="net", round=r)) for r in range(ROUNDS)}
         hosts_held = poc.hosts(run_id="net")
+        # The last recorded global state, as a Hugging Face model folder.
+        exported = subprocess.run(
+            [sys.executable, "-m", "dilochain.cli.main", "export", "--chain", chain.address,
+             "--run", "net", "--artifacts", str(homes[0] / "artifacts"),
+             "--out", str(tmp_path / "export")],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert exported.returncode == 0, exported.stderr[-2000:]
     assert sorted(h.address for h in hosts_held) == sorted(hosts)
     assert sorted(records) == list(range(ROUNDS))
     for r, record in records.items():
@@ -85,7 +111,7 @@ def test_hosts_train_rounds_and_agree_on_global_checkpoints(tmp_path):
 
     # Recompute every global state independently from θ_0 and the published pseudo-gradients.
     stores = [LocalArtifactStore(h / "artifacts") for h in homes]
-    model = build_model(cfg.model, cfg.seed)
+    model = build_model(cfg.model_config, cfg.seed)
     state = initial_global({n: p.detach().clone() for n, p in model.named_parameters()})
     for r in range(ROUNDS):
         assert state_hash(state) == records[r].hash, f"round {r}"
@@ -95,4 +121,6 @@ def test_hosts_train_rounds_and_agree_on_global_checkpoints(tmp_path):
                 continue
             store = next(s for s in stores if s.has(c.pseudo_grad_hash))
             deltas.append(decompress(store.get(c.pseudo_grad_hash)))
+        if r == ROUNDS - 1:
+            _check_export(tmp_path / "export", cfg, state, records[r].hash)
         state = outer_step(state, deltas, cfg.outer_lr, cfg.outer_momentum)

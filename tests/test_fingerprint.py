@@ -43,7 +43,7 @@ def test_exact_fingerprint_is_the_hash_of_the_middle_state(published):
     _, (store, commit, challenges) = published
     c = challenges[1]
     start = decode_state(store.get(c.start_hash))
-    state = load_inner_state(build_model(CFG.model, CFG.seed), CFG, start)
+    state = load_inner_state(build_model(CFG.model_config, CFG.seed), CFG, start)
     shard = CORPUS.shard_of(CFG.seed, commit.host)
     run_segment(state, CFG, CORPUS, shard, commit.data_seed, commit.round,
                 fingerprint_step(CFG.checkpoint_interval))  # fmt: skip

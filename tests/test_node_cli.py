@@ -12,6 +12,7 @@ from cosmpy.crypto.address import Address
 
 from dilochain.client import broadcast
 from dilochain.keyring import Keyring
+from dilochain.protocol import model_config
 from dilochain.protocol.params import DENOM
 from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgCreateRun
 from dilochain.training.data import corpus_hash, default_text
@@ -118,3 +119,22 @@ def test_status_and_rewards_commands(running_chain, run_id, operator):
                                "--chain", running_chain.address],
                               capture_output=True, text=True, timeout=60, env=env)  # fmt: skip
     one_line_error(withdraw, "withdrawal refused")
+
+
+def test_export_errors_are_one_line(running_chain, run_id):
+    cli = [sys.executable, "-m", "dilochain.cli.main", "export", "--chain", running_chain.address]
+    for run, needle in (("nope", "unknown run"), (run_id, "no global state")):
+        result = subprocess.run([*cli, "--run", run, "--out", "/tmp/never-written"],
+                                capture_output=True, text=True, timeout=60)  # fmt: skip
+        one_line_error(result, needle)
+
+
+def test_a_model_transformers_cannot_build_is_one_line(running_chain, operator):
+    creator = running_chain.wallets[1]
+    alien = model_config.canonical({"model_type": "no-such-lm", "vocab_size": 256})
+    cfg = make_run_config(corpus_hash(default_text()), "tiny", min_collateral="5000000")
+    cfg.model_config = alien
+    msg = MsgCreateRun(creator=str(creator.address()), run_id="alien", config=cfg)
+    broadcast(running_chain.client, creator, msg).wait_to_complete(poll_period=0.1)
+    home, _ = operator
+    one_line_error(node(home, "--run", "alien", chain=running_chain.address), "no-such-lm")

@@ -104,19 +104,19 @@ def test_compressed_garbage_is_rejected():
 
 
 def _global():
-    model = build_model(CFG.model, CFG.seed)
+    model = build_model(CFG.model_config, CFG.seed)
     return model, initial_global({n: p.detach().clone() for n, p in model.named_parameters()})
 
 
 def test_rounds_are_deterministic_and_host_specific():
     model, g = _global()
     a = train_round(model, CFG, CORPUS, "dilo1host", 0, g, None)
-    b = train_round(build_model(CFG.model, CFG.seed), CFG, CORPUS, "dilo1host", 0, g, None)
+    b = train_round(build_model(CFG.model_config, CFG.seed), CFG, CORPUS, "dilo1host", 0, g, None)
     assert a.ckpt_root == b.ckpt_root and a.pseudo_grad == b.pseudo_grad
     assert len(a.checkpoints) == len(checkpoint_steps(CFG)) == 3
     other = train_round(model, CFG, CORPUS, "dilo1other", 0, g, None)
     assert other.ckpt_root != a.ckpt_root and other.data_seed != a.data_seed
-    assert a.tokens == CFG.inner_steps * CFG.batch_size * CFG.model.context
+    assert a.tokens == CFG.inner_steps * CFG.batch_size * CFG.seq_len
     assert a.loss < 6.0  # below uniform over 256 bytes (5.55) after a few steps, roughly
 
 
@@ -124,7 +124,7 @@ def test_a_segment_replays_bit_exactly_from_its_start_checkpoint():
     model, g = _global()
     result = train_round(model, CFG, CORPUS, "dilo1host", 2, g, None)
     start = decode_state(result.checkpoints[1])
-    state = load_inner_state(build_model(CFG.model, 0), CFG, start)
+    state = load_inner_state(build_model(CFG.model_config, 0), CFG, start)
     shard = CORPUS.shard_of(CFG.seed, "dilo1host")
     run_segment(state, CFG, CORPUS, shard, result.data_seed, 2, CFG.checkpoint_interval)
     assert hashlib.sha256(encode_state(state.checkpoint())).digest() == result.checkpoint_hashes[2]

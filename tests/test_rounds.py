@@ -22,7 +22,7 @@ from dilochain.training.run_config import make_run_config
 CREATOR, H1, H2, H3, OUTSIDER = (wallet(i) for i in (20, 21, 22, 23, 24))
 HOSTS = [H1, H2, H3]
 CONFIG = make_run_config("cd" * 32, "tiny", min_collateral="100", round_blocks=3, total_rounds=2)
-TOKENS = CONFIG.inner_steps * CONFIG.batch_size * CONFIG.model.context
+TOKENS = CONFIG.inner_steps * CONFIG.batch_size * CONFIG.seq_len
 
 
 class Accounts:

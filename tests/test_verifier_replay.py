@@ -32,7 +32,7 @@ set_deterministic(1)
 
 @pytest.fixture(scope="module")
 def base():
-    model = build_model(CFG.model, CFG.seed)
+    model = build_model(CFG.model_config, CFG.seed)
     return initial_global({n: p.detach().clone() for n, p in model.named_parameters()})
 
 
@@ -42,11 +42,11 @@ def verdicts(tmp_path, base, result, policy, host=HOST):
 
 
 def honest(base, host=HOST):
-    return train_round(build_model(CFG.model, 0), CFG, CORPUS, host, 1, base, None)
+    return train_round(build_model(CFG.model_config, 0), CFG, CORPUS, host, 1, base, None)
 
 
 def job(base, **kw) -> RoundJob:
-    return RoundJob(build_model(CFG.model, 0), CFG, CORPUS, HOST, 1, base, None, **kw)
+    return RoundJob(build_model(CFG.model_config, 0), CFG, CORPUS, HOST, 1, base, None, **kw)
 
 
 def cheated(name: str, base):

@@ -1,78 +1,61 @@
-"""A small decoder-only transformer language model (GPT-style, pre-LayerNorm, tied embeddings)."""
+"""The run's model: any causal LM that Hugging Face ``transformers`` builds from the run's
+``config.json`` (``protocol/model_config.py``), initialised from the run seed, so every host and
+verifier holds the same weights. One model path for every run; the default presets are tiny
+Llama configs."""
 
 from __future__ import annotations
 
 import torch
 from torch import nn
 from torch.nn import functional as F
+from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedModel
 
-from dilochain.protocol.pb.poc.v1.types_pb2 import ModelConfig
+from dilochain.protocol import model_config
+from dilochain.protocol.model_config import ModelConfigError
 
-
-class Block(nn.Module):
-    """Causal self-attention then an MLP, each behind a LayerNorm and a residual."""
-
-    def __init__(self, d_model: int, n_heads: int):
-        super().__init__()
-        self.n_heads = n_heads
-        self.ln1 = nn.LayerNorm(d_model)
-        self.qkv = nn.Linear(d_model, 3 * d_model)
-        self.proj = nn.Linear(d_model, d_model)
-        self.ln2 = nn.LayerNorm(d_model)
-        self.mlp = nn.Sequential(
-            nn.Linear(d_model, 4 * d_model), nn.GELU(), nn.Linear(4 * d_model, d_model)
-        )
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        b, t, c = x.shape
-        q, k, v = self.qkv(self.ln1(x)).split(c, dim=2)
-        q, k, v = (z.view(b, t, self.n_heads, c // self.n_heads).transpose(1, 2) for z in (q, k, v))
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        x = x + self.proj(y.transpose(1, 2).reshape(b, t, c))
-        return x + self.mlp(self.ln2(x))
+CausalLM = PreTrainedModel
 
 
-class GPT(nn.Module):
-    """Token + position embeddings, ``n_layers`` blocks, a final LayerNorm, a tied LM head."""
-
-    def __init__(self, cfg: ModelConfig):
-        super().__init__()
-        self.context = cfg.context
-        self.tok = nn.Embedding(cfg.vocab_size, cfg.d_model)
-        self.pos = nn.Embedding(cfg.context, cfg.d_model)
-        self.blocks = nn.ModuleList(Block(cfg.d_model, cfg.n_heads) for _ in range(cfg.n_layers))
-        self.ln = nn.LayerNorm(cfg.d_model)
-        for module in self.modules():
-            if isinstance(module, nn.Linear | nn.Embedding):
-                nn.init.normal_(module.weight, std=0.02)
-                if isinstance(module, nn.Linear):
-                    nn.init.zeros_(module.bias)
-
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        """Logits for every position of ``tokens`` (batch, time)."""
-        positions = torch.arange(tokens.shape[1], device=tokens.device)
-        x = self.tok(tokens) + self.pos(positions)
-        for block in self.blocks:
-            x = block(x)
-        return self.ln(x) @ self.tok.weight.T
-
-    def loss(self, tokens: torch.Tensor) -> torch.Tensor:
-        """Next-token cross-entropy over a batch of (context + 1)-token windows."""
-        logits = self(tokens[:, :-1])
-        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1))
-
-
-def build_model(cfg: ModelConfig, seed: int) -> GPT:
-    """The run's initial model: the same weights for everyone with the same seed."""
+def build_model(config_json: str, seed: int) -> CausalLM:
+    """The run's initial model (float32, SDPA attention): the same weights for everyone with
+    the same seed. Raises :class:`ModelConfigError` for a config transformers cannot build."""
+    settings = model_config.parse(config_json)
+    try:
+        config = AutoConfig.for_model(**settings)
+    except (ValueError, KeyError, TypeError) as err:
+        raise ModelConfigError(f"transformers cannot read the model config: {err}") from None
+    config.use_cache = False
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        return GPT(cfg)
+        try:
+            return AutoModelForCausalLM.from_config(
+                config, attn_implementation="sdpa", dtype=torch.float32
+            )
+        except (ValueError, KeyError, TypeError) as err:
+            kind = settings["model_type"]
+            raise ModelConfigError(f"transformers cannot build a {kind!r} LM: {err}") from None
 
 
-def max_artifact_bytes(cfg: ModelConfig) -> int:
+def load_params(model: nn.Module, params: dict[str, torch.Tensor]) -> None:
+    """Copy ``params`` (one tensor per named parameter, tied weights once) into ``model``."""
+    names = dict(model.named_parameters())
+    if set(params) != set(names):
+        raise ValueError("parameters do not match the run's model")
+    with torch.no_grad():
+        for name, p in names.items():
+            p.copy_(params[name])
+
+
+def lm_loss(model: nn.Module, tokens: torch.Tensor) -> torch.Tensor:
+    """Next-token cross-entropy over a batch of (seq_len + 1)-token windows (float32)."""
+    logits = model(input_ids=tokens[:, :-1]).logits.float()
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1))
+
+
+def max_artifact_bytes(model: nn.Module) -> int:
     """An upper bound on any artifact of a run with this model: a checkpoint (parameters and
     both AdamW moments, float32) plus room for names and headers. Fetches stop past it."""
-    return 3 * 4 * parameter_count(build_model(cfg, 0)) + (1 << 20)
+    return 3 * 4 * parameter_count(model) + (1 << 20)
 
 
 def parameter_count(model: nn.Module) -> int:

@@ -16,7 +16,7 @@ from dilochain.protocol.schedule import derive_data_seed
 from dilochain.training.compress import bits_of, compress_with_feedback
 from dilochain.training.data import Corpus
 from dilochain.training.diloco import params_of, pseudo_gradient
-from dilochain.training.model import GPT
+from dilochain.training.model import CausalLM
 from dilochain.training.tensor_codec import encode_state
 from dilochain.training.train_step import fresh_inner_state, train_step
 
@@ -43,7 +43,7 @@ def checkpoint_steps(cfg: RunConfig) -> list[int]:
 
 
 def train_round(
-    model: GPT,
+    model: CausalLM,
     cfg: RunConfig,
     corpus: Corpus,
     host: str,
@@ -60,7 +60,7 @@ def train_round(
     checkpoints = [encode_state(state.checkpoint())]
     losses: list[float] = []
     started = time.perf_counter()
-    tokens_per_step = cfg.batch_size * cfg.model.context
+    tokens_per_step = cfg.batch_size * cfg.seq_len
     while state.step < cfg.inner_steps:
         losses.append(train_step(state, cfg, corpus, shard, data_seed, round_))
         if state.step % cfg.checkpoint_interval == 0:

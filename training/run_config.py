@@ -2,14 +2,27 @@
 
 from __future__ import annotations
 
-from dilochain.protocol.pb.poc.v1.types_pb2 import ModelConfig, RunConfig
+from dilochain.protocol import model_config
+from dilochain.protocol.pb.poc.v1.types_pb2 import RunConfig
+
+
+def llama(hidden: int, layers: int, heads: int, seq_len: int, vocab: int = 256) -> dict:
+    """A Hugging Face Llama ``config.json`` (SwiGLU MLP of ~8/3 the width, tied embeddings)."""
+    return {
+        "model_type": "llama", "vocab_size": vocab, "hidden_size": hidden,
+        "intermediate_size": 8 * hidden // 3 // 16 * 16 or 16, "num_hidden_layers": layers,
+        "num_attention_heads": heads, "num_key_value_heads": heads,
+        "max_position_embeddings": seq_len, "tie_word_embeddings": True, "rms_norm_eps": 1e-5,
+        "rope_theta": 10000.0, "initializer_range": 0.02,
+    }  # fmt: skip
+
 
 PRESETS: dict[str, dict] = {
-    # ~3.2M parameters: a few steps per second on 2 CPU cores.
-    "small": {"model": {"context": 64, "d_model": 256, "n_layers": 4, "n_heads": 4},
+    # 3.2M parameters: a few steps per second on 2 CPU cores.
+    "small": {"model": llama(256, 4, 4, 64), "seq_len": 64,
               "batch_size": 8, "inner_steps": 50, "checkpoint_interval": 10},
     # For tests and the devnet demo: rounds of well under a second.
-    "tiny": {"model": {"context": 32, "d_model": 32, "n_layers": 1, "n_heads": 2},
+    "tiny": {"model": llama(32, 1, 2, 32), "seq_len": 32,
              "batch_size": 4, "inner_steps": 8, "checkpoint_interval": 4},
 }  # fmt: skip
 
@@ -17,7 +30,8 @@ PRESETS: dict[str, dict] = {
 def make_run_config(
     corpus_hash: str, preset: str = "small", *, model: dict | None = None, **overrides
 ) -> RunConfig:
-    """A RunConfig from a preset; ``overrides`` and ``model`` replace any of its fields."""
+    """A RunConfig from a preset; ``overrides`` replace any of its fields and ``model`` any
+    entries of its model config."""
     base = PRESETS[preset]
     fields = {
         "min_collateral": "1000000",
@@ -36,5 +50,5 @@ def make_run_config(
         **{k: v for k, v in base.items() if k != "model"},
         **overrides,
     }
-    shape = {"vocab_size": 256, **base["model"], **(model or {})}
-    return RunConfig(model=ModelConfig(**shape), corpus_hash=corpus_hash, **fields)
+    config = model_config.canonical({**base["model"], **(model or {})})
+    return RunConfig(model_config=config, corpus_hash=corpus_hash, **fields)

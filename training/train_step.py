@@ -18,7 +18,7 @@ from torch import nn
 from dilochain.protocol.pb.poc.v1.types_pb2 import RunConfig
 from dilochain.training.data import Corpus
 from dilochain.training.diloco import PARAM
-from dilochain.training.model import GPT
+from dilochain.training.model import CausalLM, lm_loss, load_params
 
 EXP_AVG, EXP_AVG_SQ, STEP = "exp_avg/", "exp_avg_sq/", "step"  # and PARAM, shared with diloco
 BETAS, EPS = (0.9, 0.95), 1e-8
@@ -37,7 +37,7 @@ def lr_at(cfg: RunConfig, global_step: int) -> float:
 class InnerState:
     """A model and its AdamW optimizer, at some inner step of a round."""
 
-    model: GPT
+    model: CausalLM
     optimizer: torch.optim.AdamW
     step: int
 
@@ -67,16 +67,14 @@ def _optimizer(model: nn.Module, cfg: RunConfig) -> torch.optim.AdamW:
     )  # fmt: skip
 
 
-def load_inner_state(model: GPT, cfg: RunConfig, ckpt: dict[str, torch.Tensor]) -> InnerState:
+def load_inner_state(model: CausalLM, cfg: RunConfig, ckpt: dict[str, torch.Tensor]) -> InnerState:
     """Put a checkpoint into ``model`` (in place) with a matching AdamW state."""
     names = [n for n, _ in model.named_parameters()]
     expected = {PARAM + n for n in names} | {EXP_AVG + n for n in names}
     expected |= {EXP_AVG_SQ + n for n in names} | {STEP}
     if set(ckpt) != expected:
         raise ValueError("checkpoint does not match the run's model")
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            p.copy_(ckpt[PARAM + name])
+    load_params(model, {n: ckpt[PARAM + n] for n in names})
     optimizer = _optimizer(model, cfg)
     step = int(ckpt[STEP])
     if step:
@@ -89,11 +87,11 @@ def load_inner_state(model: GPT, cfg: RunConfig, ckpt: dict[str, torch.Tensor]) 
     return InnerState(model, optimizer, step)
 
 
-def fresh_inner_state(model: GPT, cfg: RunConfig, params: dict[str, torch.Tensor]) -> InnerState:
+def fresh_inner_state(
+    model: CausalLM, cfg: RunConfig, params: dict[str, torch.Tensor]
+) -> InnerState:
     """Step 0 of a round: the global parameters and a zero AdamW state."""
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            p.copy_(params[name])
+    load_params(model, params)
     return InnerState(model, _optimizer(model, cfg), 0)
 
 
@@ -102,13 +100,13 @@ def train_step(
 ) -> float:
     """One inner AdamW step (clipped, scheduled) on the batch the data seed assigns; its loss."""
     device = next(state.model.parameters()).device
-    batch = corpus.batch(shard, data_seed, state.step, cfg.batch_size, cfg.model.context)
+    batch = corpus.batch(shard, data_seed, state.step, cfg.batch_size, cfg.seq_len)
     for group in state.optimizer.param_groups:
         group["lr"] = lr_at(cfg, round_ * cfg.inner_steps + state.step)
     state.model.train()
     state.optimizer.zero_grad(set_to_none=True)
     with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
-        loss = state.model.loss(batch.to(device))
+        loss = lm_loss(state.model, batch.to(device))
     loss.backward()
     if cfg.grad_clip > 0:
         nn.utils.clip_grad_norm_(state.model.parameters(), cfg.grad_clip, foreach=False)
@@ -126,11 +124,11 @@ def run_segment(
 
 
 @torch.no_grad()
-def eval_loss(model: GPT, batches: list[torch.Tensor]) -> float:
+def eval_loss(model: CausalLM, batches: list[torch.Tensor]) -> float:
     """Mean held-out loss."""
     model.eval()
     device = next(model.parameters()).device
-    return sum(float(model.loss(b.to(device))) for b in batches) / len(batches)
+    return sum(float(lm_loss(model, b.to(device))) for b in batches) / len(batches)
 
 
 def set_deterministic(threads: int) -> None:

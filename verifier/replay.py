@@ -93,7 +93,7 @@ def verify_challenge(
         return Verdict(False, "start checkpoint is not at the segment's first step")
     if int(final.get(STEP, torch.tensor(-1))) != cfg.inner_steps:
         return Verdict(False, "final checkpoint is not at step H")
-    model = build_model(cfg.model, cfg.seed)
+    model = build_model(cfg.model_config, cfg.seed)
     try:
         state = load_inner_state(model, cfg, start)
     except ValueError as err:

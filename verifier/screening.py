@@ -12,7 +12,7 @@ from dilochain.protocol.pb.poc.v1.types_pb2 import RoundCommit, RunConfig
 from dilochain.training.compress import CompressionError, decompress
 from dilochain.training.data import Corpus
 from dilochain.training.diloco import params_of
-from dilochain.training.model import build_model
+from dilochain.training.model import build_model, lm_loss, load_params
 from dilochain.training.tensor_codec import CodecError, decode_state
 from dilochain.training.train_step import STEP
 from dilochain.verifier.replay import Policy, Verdict, host_fault_fails, pseudo_grad_mismatch
@@ -23,9 +23,9 @@ SCREEN_BATCHES = 2
 
 
 def _loss(model: torch.nn.Module, params: dict[str, torch.Tensor], tokens: torch.Tensor) -> float:
-    model.load_state_dict(params, strict=True)
+    load_params(model, params)
     with torch.no_grad():
-        return float(model.loss(tokens))
+        return float(lm_loss(model, tokens))
 
 
 @host_fault_fails
@@ -54,8 +54,8 @@ def screen_commit(
     base_params = params_of(base)
     applied = {n: base_params[n] - pseudo_grad[n].to(base_params[n].dtype) for n in base_params}
     tokens = corpus.heldout_sample(int.from_bytes(anchor[:8], "big"),
-                                   SCREEN_BATCHES * cfg.batch_size, cfg.model.context)  # fmt: skip
-    model = build_model(cfg.model, cfg.seed)
+                                   SCREEN_BATCHES * cfg.batch_size, cfg.seq_len)  # fmt: skip
+    model = build_model(cfg.model_config, cfg.seed)
     before, after = _loss(model, base_params, tokens), _loss(model, applied, tokens)
     rise = (after - before) / before
     if rise > loss_margin:

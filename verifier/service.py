@@ -20,6 +20,7 @@ from dilochain.artifacts.blob_service import PeerFetchingStore
 from dilochain.artifacts.store import LocalArtifactStore
 from dilochain.client import TxRefused, submit
 from dilochain.poc_client import InsufficientFunds, PocClient, ensure_bonded
+from dilochain.protocol.model_config import ModelConfigError
 from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgRegisterVerifier, MsgSubmitScreen
 from dilochain.protocol.pb.poc.v1.types_pb2 import (
     Challenge,
@@ -29,7 +30,7 @@ from dilochain.protocol.pb.poc.v1.types_pb2 import (
     Run,
 )
 from dilochain.training.data import Corpus, corpus_hash, load_text
-from dilochain.training.model import max_artifact_bytes
+from dilochain.training.model import build_model, max_artifact_bytes
 from dilochain.training.train_step import set_deterministic
 from dilochain.verifier.ballots import BallotBox
 from dilochain.verifier.lazy import CopyingBallots, lazy_verdict
@@ -72,7 +73,7 @@ class VerifierService:
         self.policy = Policy(params.verification_mode, float(params.tolerance),
                              float(params.pseudo_grad_tolerance))  # fmt: skip
         self.text = load_text(cfg.data)
-        self.corpora: dict[str, Corpus] = {}
+        self.corpora: dict[str, Corpus | None] = {}  # None: a run it cannot verify
         self.fetch_limits: dict[str, int] = {}  # per run: its largest possible artifact
         self.local = LocalArtifactStore(cfg.home / "verifier-artifacts")
         self.verdicts = 0
@@ -116,11 +117,23 @@ class VerifierService:
         log.info("registered as a verifier")
 
     def _corpus(self, run: Run) -> Corpus | None:
-        if run.config.corpus_hash != corpus_hash(self.text):
-            return None
+        """The run's corpus, if this verifier can work for the run (it has the run's data and
+        can build its model; decided once a run)."""
         if run.run_id not in self.corpora:
-            self.corpora[run.run_id] = Corpus.from_text(self.text, run.config.num_shards)
+            self.corpora[run.run_id] = self._workable(run)
         return self.corpora[run.run_id]
+
+    def _workable(self, run: Run) -> Corpus | None:
+        if run.config.corpus_hash != corpus_hash(self.text):
+            log.warning("run %s: not my training text; not verifying it", run.run_id)
+            return None
+        try:  # building the model to count it: once a run
+            model = build_model(run.config.model_config, run.config.seed)
+        except ModelConfigError as err:
+            log.warning("run %s: %s; not verifying it", run.run_id, err)
+            return None
+        self.fetch_limits[run.run_id] = max_artifact_bytes(model)
+        return Corpus.from_text(self.text, run.config.num_shards)
 
     def pending(self, run: Run) -> list[Challenge]:
         """Revealed, undecided challenges of the current round assigned to me and not voted."""
@@ -136,9 +149,7 @@ class VerifierService:
         """Artifacts of ``host``'s round: from its blob service first, then its peers' (the
         run's ``hosts``)."""
         owner = [h.endpoint for h in hosts if h.address == host]
-        if run.run_id not in self.fetch_limits:  # building the model to count it: once a run
-            self.fetch_limits[run.run_id] = max_artifact_bytes(run.config.model)
-        limit = self.fetch_limits[run.run_id]
+        limit = self.fetch_limits[run.run_id]  # set by _corpus, which every caller passed
         return PeerFetchingStore(self.local, lambda: owner + [h.endpoint for h in hosts], limit)
 
     def _check(self, run: Run, corpus: Corpus, challenge: Challenge) -> Verdict:

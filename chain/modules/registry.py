@@ -8,6 +8,7 @@ from dilochain.chain.context import Context, MsgSpec, QueryContext, QueryHandler
 from dilochain.chain.errors import TxError, codes
 from dilochain.chain.modules import collateral
 from dilochain.chain.state import CacheStore
+from dilochain.protocol import model_config
 from dilochain.protocol.params import PocParams
 from dilochain.protocol.pb.poc.v1 import query_pb2 as q
 from dilochain.protocol.pb.poc.v1.tx_pb2 import (
@@ -77,9 +78,11 @@ def _validate_config(cfg: RunConfig, params: PocParams) -> None:
             raise TxError(codes.INVALID_REQUEST, f"config: {what}")
 
     parse_amount(cfg.min_collateral, "config.min_collateral")
-    m = cfg.model
-    need(m.vocab_size > 0 and m.context > 0 and m.n_layers > 0, "model sizes must be positive")
-    need(m.n_heads > 0 and m.d_model % m.n_heads == 0, "d_model must be a multiple of n_heads")
+    try:
+        model_config.parse(cfg.model_config)
+    except model_config.ModelConfigError as err:
+        need(False, str(err))
+    need(cfg.seq_len > 0, "seq_len must be positive")
     need(cfg.batch_size > 0 and cfg.round_blocks > 0 and cfg.total_rounds > 0,
          "batch_size, round_blocks and total_rounds must be positive")  # fmt: skip
     need(cfg.inner_steps > 0, "inner_steps must be positive")

@@ -38,7 +38,7 @@ def opens_leaf(run: Run, ckpt_root: bytes, leaf: bytes, index: int, proof) -> bo
 def tokens_per_round(run: Run) -> int:
     """Tokens one host trains on in a round: H steps x batch x context."""
     cfg = run.config
-    return cfg.inner_steps * cfg.batch_size * cfg.model.context
+    return cfg.inner_steps * cfg.batch_size * cfg.seq_len
 
 
 def _round_prefix(run_id: str, round_: int) -> bytes:

@@ -28,7 +28,14 @@ from dilochain.cli.status_cmd import eval_curve, tables
 from dilochain.client import TxRefused, connect, submit
 from dilochain.genesis.document import load_genesis
 from dilochain.keyring import Keyring
-from dilochain.localnet import LocalNetwork, spawn_node, spawn_verifier
+from dilochain.localnet import (
+    NODE_WAITING,
+    VERIFIER_READY,
+    LocalNetwork,
+    spawn_node,
+    spawn_verifier,
+    wait_for_logs,
+)
 from dilochain.poc_client import PocClient
 from dilochain.protocol.params import DENOM, PocParams
 from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgClaimReward, MsgCreateRun
@@ -39,7 +46,9 @@ RUN_ID = "devnet-run"
 PASSWORD = "devnet"
 HOST_COLLATERAL = 10_000_000
 ROUND_BLOCKS = 15
-START_DELAY_SECONDS = 15  # hosts start and load before round 0
+# Hosts are started (and wait for the run) and verifiers registered before the run is created;
+# this covers a host's loading the run's model and registering.
+START_DELAY_SECONDS = 10
 ROLES = [
     ("host-0", "honest"), ("host-1", "honest"), ("host-2", "honest"), ("host-3", "random-pg"),
     ("verifier-0", "verifier"), ("verifier-1", "verifier"),
@@ -150,16 +159,25 @@ def _run(
         console.print(f"[bold]devnet[/] {CHAIN_ID} on {validators} CometBFT validator(s), gRPC "
                       f"{', '.join(addresses)}; work dir {root}")  # fmt: skip
         client = connect(chain.address, CHAIN_ID)
-        submit(client, wallets["creator"], MsgCreateRun(creator=members[0].address, run_id=RUN_ID,
-                                                        config=cfg))  # fmt: skip
         hosts = [m for m in members if m.name.startswith("host")]
         verifiers = [m for m in members if m.name.startswith("verifier")]
         node_procs = [spawn_node(Path(m.home), RUN_ID, "k", addresses[i % validators],
-                                 PASSWORD, "--behavior", m.behavior)
+                                 PASSWORD, "--behavior", m.behavior, "--wait-for-run")
                       for i, m in enumerate(hosts)]  # fmt: skip
         verifier_procs = [spawn_verifier(Path(m.home), "k", addresses[-1 - i % validators],
                                          PASSWORD) for i, m in enumerate(verifiers)]  # fmt: skip
         try:
+            ready = [(p, Path(m.home) / "node.log", NODE_WAITING)
+                     for p, m in zip(node_procs, hosts, strict=True)]  # fmt: skip
+            ready += [(p, Path(m.home) / "verifier.log", VERIFIER_READY)
+                      for p, m in zip(verifier_procs, verifiers, strict=True)]  # fmt: skip
+            with console.status("starting hosts and verifiers"):
+                try:
+                    wait_for_logs(ready)
+                except (RuntimeError, TimeoutError) as err:
+                    raise CliError(str(err).splitlines()[0]) from None
+            submit(client, wallets["creator"], MsgCreateRun(creator=members[0].address,
+                                                            run_id=RUN_ID, config=cfg))  # fmt: skip
             with Live(console=console, refresh_per_second=2) as live:
                 while any(p.poll() is None for p in node_procs):
                     live.update(Group(*tables(chain.address, RUN_ID)))

@@ -14,6 +14,7 @@ from dilochain.chain.server import ChainStartError
 from dilochain.cli import (
     chain_cmd,
     devnet_cmd,
+    export_cmd,
     keys_cmd,
     node_cmd,
     rewards_cmd,
@@ -26,6 +27,7 @@ from dilochain.client import ChainUnreachable
 from dilochain.genesis.document import GenesisError
 from dilochain.keyring import KeyringError
 from dilochain.node.errors import NodeError
+from dilochain.protocol.model_config import ModelConfigError
 from dilochain.training.data import DataError
 from dilochain.verifier.service import VerifierError
 
@@ -43,13 +45,14 @@ def build_parser() -> argparse.ArgumentParser:
     rewards_cmd.register(sub)
     status_cmd.register(sub)
     devnet_cmd.register(sub)
+    export_cmd.register(sub)
     testnet_cmd.register(sub)
     return parser
 
 
 USER_ERRORS = (
     CliError, HomeError, ChainStartError, CometMissing, ChainUnreachable, KeyringError,
-    GenesisError, NodeError, DataError, VerifierError, ArtifactError,
+    GenesisError, NodeError, DataError, VerifierError, ArtifactError, ModelConfigError,
 )  # fmt: skip
 
 

@@ -15,6 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from dilochain.cli.common import CliError, default_home, keyring, keyring_password
 from dilochain.client import connect
 from dilochain.node.config import BEHAVIOR_NAMES
+from dilochain.poc_client import PocClient
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -32,10 +33,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     start.add_argument("--artifacts", type=Path, default=None, help="artifact directory")
     start.add_argument("--blob-address", default="127.0.0.1:0")
     start.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    start.add_argument("--wait-for-run", action="store_true",
+                       help="start before the run is created and wait for it")  # fmt: skip
     # The devnet's and the tests' dishonest hosts; not for operators.
     start.add_argument("--behavior", default="honest", choices=BEHAVIOR_NAMES,
                        help=argparse.SUPPRESS)  # fmt: skip
     start.set_defaults(func=_start)
+
+
+def _wait_for_run(chain: str, run_id: str, stop: threading.Event, poll: float) -> bool:
+    """Wait until ``run_id`` exists on chain (False if stopped first)."""
+    with PocClient(chain) as poc:
+        if poc.run(run_id) is None:
+            logging.info("waiting for run %s to be created", run_id)
+        while poc.run(run_id) is None:
+            if stop.wait(poll):
+                return False
+    return True
 
 
 class RoundProgress:
@@ -75,10 +89,13 @@ def _start(args: argparse.Namespace) -> int:
     ring = keyring(args.home)
     ring.show(args.key)  # unknown key: fail before asking for a password
     wallet = ring.wallet(args.key, keyring_password())
-    node = HostNode(cfg, connect(args.chain), wallet, behavior(cfg.behavior))
+    client = connect(args.chain)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
+    if args.wait_for_run and not _wait_for_run(args.chain, cfg.run_id, stop, cfg.poll_seconds):
+        return 0
+    node = HostNode(cfg, client, wallet, behavior(cfg.behavior))
     columns = [
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
         TextColumn("loss {task.fields[loss]:.3f}"), TextColumn("{task.fields[rate]:,.0f} tok/s"),

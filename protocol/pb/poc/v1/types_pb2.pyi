@@ -19,28 +19,15 @@ CHALLENGE_STATUS_FAILED: ChallengeStatus
 CHALLENGE_STATUS_NOT_REVEALED: ChallengeStatus
 CHALLENGE_STATUS_UNDECIDED: ChallengeStatus
 
-class ModelConfig(_message.Message):
-    __slots__ = ("vocab_size", "context", "d_model", "n_layers", "n_heads")
-    VOCAB_SIZE_FIELD_NUMBER: _ClassVar[int]
-    CONTEXT_FIELD_NUMBER: _ClassVar[int]
-    D_MODEL_FIELD_NUMBER: _ClassVar[int]
-    N_LAYERS_FIELD_NUMBER: _ClassVar[int]
-    N_HEADS_FIELD_NUMBER: _ClassVar[int]
-    vocab_size: int
-    context: int
-    d_model: int
-    n_layers: int
-    n_heads: int
-    def __init__(self, vocab_size: _Optional[int] = ..., context: _Optional[int] = ..., d_model: _Optional[int] = ..., n_layers: _Optional[int] = ..., n_heads: _Optional[int] = ...) -> None: ...
-
 class RunConfig(_message.Message):
-    __slots__ = ("min_collateral", "max_hosts", "seed", "round_blocks", "total_rounds", "model", "batch_size", "inner_steps", "checkpoint_interval", "inner_lr", "warmup_steps", "weight_decay", "grad_clip", "outer_lr", "outer_momentum", "compression", "num_shards", "corpus_hash", "start_delay_blocks")
+    __slots__ = ("min_collateral", "max_hosts", "seed", "round_blocks", "total_rounds", "model_config", "seq_len", "batch_size", "inner_steps", "checkpoint_interval", "inner_lr", "warmup_steps", "weight_decay", "grad_clip", "outer_lr", "outer_momentum", "compression", "num_shards", "corpus_hash", "start_delay_blocks")
     MIN_COLLATERAL_FIELD_NUMBER: _ClassVar[int]
     MAX_HOSTS_FIELD_NUMBER: _ClassVar[int]
     SEED_FIELD_NUMBER: _ClassVar[int]
     ROUND_BLOCKS_FIELD_NUMBER: _ClassVar[int]
     TOTAL_ROUNDS_FIELD_NUMBER: _ClassVar[int]
-    MODEL_FIELD_NUMBER: _ClassVar[int]
+    MODEL_CONFIG_FIELD_NUMBER: _ClassVar[int]
+    SEQ_LEN_FIELD_NUMBER: _ClassVar[int]
     BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
     INNER_STEPS_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINT_INTERVAL_FIELD_NUMBER: _ClassVar[int]
@@ -59,7 +46,8 @@ class RunConfig(_message.Message):
     seed: int
     round_blocks: int
     total_rounds: int
-    model: ModelConfig
+    model_config: str
+    seq_len: int
     batch_size: int
     inner_steps: int
     checkpoint_interval: int
@@ -73,7 +61,7 @@ class RunConfig(_message.Message):
     num_shards: int
     corpus_hash: str
     start_delay_blocks: int
-    def __init__(self, min_collateral: _Optional[str] = ..., max_hosts: _Optional[int] = ..., seed: _Optional[int] = ..., round_blocks: _Optional[int] = ..., total_rounds: _Optional[int] = ..., model: _Optional[_Union[ModelConfig, _Mapping]] = ..., batch_size: _Optional[int] = ..., inner_steps: _Optional[int] = ..., checkpoint_interval: _Optional[int] = ..., inner_lr: _Optional[float] = ..., warmup_steps: _Optional[int] = ..., weight_decay: _Optional[float] = ..., grad_clip: _Optional[float] = ..., outer_lr: _Optional[float] = ..., outer_momentum: _Optional[float] = ..., compression: _Optional[str] = ..., num_shards: _Optional[int] = ..., corpus_hash: _Optional[str] = ..., start_delay_blocks: _Optional[int] = ...) -> None: ...
+    def __init__(self, min_collateral: _Optional[str] = ..., max_hosts: _Optional[int] = ..., seed: _Optional[int] = ..., round_blocks: _Optional[int] = ..., total_rounds: _Optional[int] = ..., model_config: _Optional[str] = ..., seq_len: _Optional[int] = ..., batch_size: _Optional[int] = ..., inner_steps: _Optional[int] = ..., checkpoint_interval: _Optional[int] = ..., inner_lr: _Optional[float] = ..., warmup_steps: _Optional[int] = ..., weight_decay: _Optional[float] = ..., grad_clip: _Optional[float] = ..., outer_lr: _Optional[float] = ..., outer_momentum: _Optional[float] = ..., compression: _Optional[str] = ..., num_shards: _Optional[int] = ..., corpus_hash: _Optional[str] = ..., start_delay_blocks: _Optional[int] = ...) -> None: ...
 
 class Run(_message.Message):
     __slots__ = ("run_id", "creator", "config", "created_height", "start_height")

@@ -1,0 +1,88 @@
+"""The run's model (training/model.py, protocol/model_config.py): any causal LM transformers
+builds from the run's config.json, the same weights for the same seed, clear errors otherwise."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from dilochain.protocol import model_config
+from dilochain.protocol.model_config import ModelConfigError
+from dilochain.training.model import build_model, lm_loss, load_params, parameter_count
+from dilochain.training.run_config import PRESETS, llama, make_run_config
+
+TINY = make_run_config("ab" * 32, "tiny").model_config
+ARCHITECTURES = {
+    "llama": llama(32, 1, 2, 16),
+    "qwen2": {"model_type": "qwen2", "vocab_size": 256, "hidden_size": 32,
+              "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2,
+              "num_key_value_heads": 1, "max_position_embeddings": 16},
+    "mistral": {"model_type": "mistral", "vocab_size": 300, "hidden_size": 32,
+                "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+                "num_key_value_heads": 2, "max_position_embeddings": 16, "sliding_window": 8},
+}  # fmt: skip
+
+
+def test_the_same_seed_builds_the_same_weights():
+    before = torch.get_rng_state()
+    a, b, c = build_model(TINY, 1), build_model(TINY, 1), build_model(TINY, 2)
+    assert torch.equal(torch.get_rng_state(), before)  # the caller's RNG is left alone
+    pa, pb, pc = (dict(m.named_parameters()) for m in (a, b, c))
+    assert all(torch.equal(pa[n], pb[n]) for n in pa)
+    assert not all(torch.equal(pa[n], pc[n]) for n in pa)
+
+
+@pytest.mark.parametrize("kind", sorted(ARCHITECTURES))
+def test_any_causal_lm_trains(kind):
+    config = model_config.canonical(ARCHITECTURES[kind])
+    model = build_model(config, 7)
+    assert type(model).__name__.lower().startswith(kind)
+    tokens = torch.randint(0, 256, (2, 17), generator=torch.Generator().manual_seed(0))
+    loss = lm_loss(model, tokens)
+    # The same next-token loss transformers computes itself.
+    theirs = model(input_ids=tokens[:, :-1], labels=tokens[:, :-1]).loss
+    reference = torch.nn.functional.cross_entropy(
+        model(input_ids=tokens).logits[:, :-1].reshape(-1, model.config.vocab_size),
+        tokens[:, 1:].reshape(-1),
+    )
+    assert torch.allclose(loss, reference, atol=1e-5) and torch.isfinite(theirs)
+    loss.backward()
+    assert all(p.grad is not None for p in model.parameters())
+
+
+def test_presets_are_llama_and_load_params_round_trips():
+    for name, preset in PRESETS.items():
+        assert preset["model"]["model_type"] == "llama", name
+    model = build_model(TINY, 1)
+    params = {n: p.detach().clone() + 1 for n, p in model.named_parameters()}
+    load_params(model, params)
+    assert all(torch.equal(p, params[n]) for n, p in model.named_parameters())
+    with pytest.raises(ValueError, match="do not match"):
+        load_params(model, {**params, "extra": torch.ones(1)})
+    assert parameter_count(model) == sum(p.numel() for p in params.values())
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("{", "not JSON"),
+        ("[]", "not a JSON object"),
+        ('{"vocab_size":256}', "no model_type"),
+        ('{"model_type":"llama","vocab_size":100}', "vocab_size"),
+        ('{"model_type":"llama","vocab_size":true}', "vocab_size"),
+        ('{"vocab_size":256,"model_type":"llama"}', "canonical"),
+        ('{"model_type":"llama","vocab_size":256,"x":"' + "a" * 20_000 + '"}', "over"),
+    ],
+)
+def test_bad_model_configs_are_named(text, message):
+    with pytest.raises(ModelConfigError, match=message):
+        model_config.parse(text)
+
+
+def test_a_model_transformers_does_not_know_is_one_clear_error():
+    unknown = model_config.canonical({"model_type": "no-such-lm", "vocab_size": 256})
+    with pytest.raises(ModelConfigError, match="no-such-lm"):
+        build_model(unknown, 1)
+    not_causal = model_config.canonical({"model_type": "t5", "vocab_size": 256})
+    with pytest.raises(ModelConfigError, match="t5"):
+        build_model(not_causal, 1)
