@@ -28,7 +28,7 @@ from dilochain.node.errors import NodeError
 from dilochain.node.resume import ResumeState
 from dilochain.poc_client import InsufficientFunds, PocClient, ensure_bonded
 from dilochain.protocol.merkle import merkle_proof
-from dilochain.protocol.model_config import ModelConfigError
+from dilochain.protocol.model_config import ModelConfigError, config_hash
 from dilochain.protocol.pb.poc.v1 import query_pb2 as q
 from dilochain.protocol.pb.poc.v1.tx_pb2 import (
     MsgCommitRound,
@@ -38,7 +38,12 @@ from dilochain.protocol.pb.poc.v1.tx_pb2 import (
 from dilochain.protocol.pb.poc.v1.types_pb2 import Run
 from dilochain.training.data import Corpus, corpus_hash, load_text
 from dilochain.training.diloco import initial_global, params_of
-from dilochain.training.model import build_model, load_params, max_artifact_bytes
+from dilochain.training.model import (
+    build_model,
+    load_params,
+    max_artifact_bytes,
+    parameter_count,
+)
 from dilochain.training.round_work import RoundResult
 from dilochain.training.tensor_codec import decode_state, encode_state
 from dilochain.training.train_step import eval_loss, set_deterministic
@@ -75,6 +80,9 @@ class HostNode:
             raise NodeError(f"run {cfg.run_id!r}: {err}") from None
         self.local = LocalArtifactStore(cfg.artifact_dir)
         limit = max_artifact_bytes(self.model)
+        log.info("run %s: %s model, %d parameters, config sha256 %s…", cfg.run_id,
+                 self.model.config.model_type, parameter_count(self.model),
+                 config_hash(self.rc.model_config)[:12])  # fmt: skip
         self.store = PeerFetchingStore(self.local, self._peer_endpoints, limit)
         self.aggregator = Aggregator(self.poc, cfg.run_id, self.rc, self.store)
         cfg.state_dir.mkdir(parents=True, exist_ok=True)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from dilochain.cli.common import CliError, default_home
 from dilochain.poc_client import PocClient
+from dilochain.protocol.model_config import config_hash
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -55,6 +56,7 @@ def _export(args: argparse.Namespace) -> int:
     export_pretrained(run.config.model_config, run.config.seed, state, args.out)
     (args.out / "dilochain.json").write_text(json.dumps({
         "run_id": args.run_id, "round": round_, "global_state_sha256": digest.hex(),
+        "model_config_sha256": config_hash(run.config.model_config),
     }, indent=2) + "\n")  # fmt: skip
     print(f"exported run {args.run_id} round {round_} ({digest.hex()[:12]}…) to {args.out}")
     return 0
