@@ -18,7 +18,7 @@ CFG = make_run_config("ab" * 32, "tiny")
 def test_exported_model_opens_with_from_pretrained_and_matches(tmp_path):
     trained = build_model(CFG.model_config, 5)  # stands in for a trained global state
     state = initial_global({n: p.detach().clone() for n, p in trained.named_parameters()})
-    export_pretrained(CFG.model_config, CFG.seed, state, tmp_path)
+    export_pretrained(build_model(CFG.model_config, CFG.seed), state, tmp_path)
     assert {"config.json", "model.safetensors"} <= {p.name for p in tmp_path.iterdir()}
     theirs = AutoModelForCausalLM.from_pretrained(tmp_path)
     ours = build_model(CFG.model_config, CFG.seed)

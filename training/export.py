@@ -8,15 +8,12 @@ from pathlib import Path
 import torch
 
 from dilochain.training.diloco import params_of
-from dilochain.training.model import CausalLM, build_model, load_params
+from dilochain.training.model import CausalLM, load_params
 
 
-def export_pretrained(
-    config_json: str, seed: int, state: dict[str, torch.Tensor], out: Path
-) -> CausalLM:
-    """Write the global ``state`` of a run with this model config to ``out``; the model."""
-    model = build_model(config_json, seed)
+def export_pretrained(model: CausalLM, state: dict[str, torch.Tensor], out: Path) -> None:
+    """Load the global ``state`` into ``model`` (the run's, from ``build_model``) and write it
+    to ``out``."""
     load_params(model, params_of(state))
     model.config.use_cache = True  # for generation; training turned it off
     model.save_pretrained(out)
-    return model

@@ -47,13 +47,14 @@ def _export(args: argparse.Namespace) -> int:
                            f"(recorded: {min(recorded)}-{max(recorded)})")  # fmt: skip
         endpoints = [h.endpoint for h in poc.hosts(run_id=args.run_id)]
     digest = recorded[round_].hash
-    limit = max_artifact_bytes(build_model(run.config.model_config, run.config.seed))
+    model = build_model(run.config.model_config, run.config.seed)
+    limit = max_artifact_bytes(model)
     store = PeerFetchingStore(LocalArtifactStore(args.artifacts), lambda: endpoints, limit)
     try:
         state = decode_state(store.get(digest))
     except CodecError as err:
         raise CliError(f"global state {digest.hex()[:12]}…: {err}") from None
-    export_pretrained(run.config.model_config, run.config.seed, state, args.out)
+    export_pretrained(model, state, args.out)
     (args.out / "dilochain.json").write_text(json.dumps({
         "run_id": args.run_id, "round": round_, "global_state_sha256": digest.hex(),
         "model_config_sha256": config_hash(run.config.model_config),
