@@ -23,9 +23,8 @@ from rich.table import Table
 from dilochain.client import sign_offline
 from dilochain.protocol.merkle import merkle_root
 from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgCommitRound
-from dilochain.testutil import wallet
+from dilochain.testutil import shipped_data, wallet
 from dilochain.training.compress import compress, compress_with_feedback, decompress
-from dilochain.training.data import Corpus, corpus_hash, default_text
 from dilochain.training.diloco import initial_global, outer_step, params_of, pseudo_gradient
 from dilochain.training.model import build_model, lm_loss, load_params, parameter_count
 from dilochain.training.round_work import train_round
@@ -93,10 +92,10 @@ def run_diloco(cfg, corpus, workers, steps, heldout, int8: bool) -> tuple[float,
     return eval_loss(model, heldout), sent // len(workers)
 
 
-def commit_overhead(corpus_text: bytes) -> dict[str, float]:
+def commit_overhead() -> dict[str, float]:
     """Seconds per round of the node's default preset: training vs hashing/committing work."""
-    cfg = make_run_config(corpus_hash(corpus_text), "small")
-    corpus = Corpus.from_text(corpus_text, cfg.num_shards)
+    corpus, pins = shipped_data()
+    cfg = make_run_config(pins, "small")
     model = build_model(cfg.model_config, cfg.seed)
     state = initial_global({n: p.detach().clone() for n, p in model.named_parameters()})
     t = time.perf_counter()
@@ -130,10 +129,9 @@ def main() -> None:
     args = parser.parse_args()
     set_deterministic(args.threads)
     console = Console()
-    text = default_text()
-    base = make_run_config(corpus_hash(text), "small", model=BENCH_MODEL,
+    corpus, pins = shipped_data()
+    base = make_run_config(pins, "small", model=BENCH_MODEL,
                            total_rounds=1, inner_steps=args.steps, warmup_steps=50)  # fmt: skip
-    corpus = Corpus.from_text(text, base.num_shards)
     heldout = corpus.heldout_batches(16, base.batch_size, base.seq_len)
     workers = _workers(args.workers)
     console.print(f"model: {parameter_count(build_model(base.model_config, 1)):,} parameters; "
@@ -145,7 +143,7 @@ def main() -> None:
     table.add_row("synchronous DP", f"{ddp_loss:.4f}", "-", f"{ddp_bytes:,}", "1x")
     for h in (50, 200):
         for int8 in (False, True):
-            cfg = make_run_config(corpus_hash(text), "small", model=BENCH_MODEL,
+            cfg = make_run_config(pins, "small", model=BENCH_MODEL,
                                   total_rounds=args.steps // h, inner_steps=h,
                                   warmup_steps=50)  # fmt: skip
             t = time.perf_counter()
@@ -155,7 +153,7 @@ def main() -> None:
             table.add_row(name, f"{loss:.4f}", f"{(loss / ddp_loss - 1) * 100:+.1f}%",
                           f"{sent:,}", f"{ddp_bytes / sent:,.0f}x")  # fmt: skip
     console.print(table)
-    overhead = commit_overhead(text)
+    overhead = commit_overhead()
     share = Table("node round (preset 'small', H=50, k=10)", "seconds", "share of round")
     for name, seconds in overhead.items():
         share.add_row(name, f"{seconds:.3f}", f"{seconds / overhead['round'] * 100:.2f}%")

@@ -19,7 +19,7 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
-from dilochain.training.data import Corpus, corpus_hash, default_text
+from dilochain.testutil import shipped_data
 from dilochain.training.model import build_model
 from dilochain.training.run_config import llama, make_run_config
 from dilochain.training.train_step import fresh_inner_state, train_step
@@ -35,10 +35,9 @@ SIZES = {  # name: (hidden, layers, heads, batch)
 def measure(size: str, steps: int, device: str, compile_model: bool) -> dict:
     """Seconds per inner step (after one warm-up step) and the FLOPs it did."""
     hidden, layers, heads, batch = SIZES[size]
-    text = default_text()
-    cfg = make_run_config(corpus_hash(text), "small", model=llama(hidden, layers, heads, SEQ_LEN),
+    corpus, pins = shipped_data()
+    cfg = make_run_config(pins, "small", model=llama(hidden, layers, heads, SEQ_LEN),
                           seq_len=SEQ_LEN, batch_size=batch, inner_steps=steps + 1)  # fmt: skip
-    corpus = Corpus.from_text(text, cfg.num_shards)
     model = build_model(cfg.model_config, cfg.seed).to(device)
     embedding = model.get_input_embeddings().weight.numel()
     params = {n: p.detach().clone() for n, p in model.named_parameters()}

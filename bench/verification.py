@@ -31,7 +31,7 @@ from dilochain.chain.modules.challenges import is_challenged
 from dilochain.node.behaviors import RoundJob
 from dilochain.node.cheats import BEHAVIORS
 from dilochain.protocol.params import PocParams
-from dilochain.training.data import Corpus, corpus_hash, default_text
+from dilochain.testutil import shipped_data
 from dilochain.training.diloco import initial_global, params_of
 from dilochain.training.model import build_model
 from dilochain.training.round_work import train_round
@@ -49,9 +49,8 @@ MARGIN = float(PocParams().screen_loss_margin)
 
 def measure_cost() -> tuple[float, float, float, int, int]:
     """(seconds per host round, per verification, per screen, H, k) for the 'small' preset."""
-    text = default_text()
-    cfg = make_run_config(corpus_hash(text), "small")
-    corpus = Corpus.from_text(text, cfg.num_shards)
+    corpus, pins = shipped_data()
+    cfg = make_run_config(pins, "small")
     model = build_model(cfg.model_config, cfg.seed)
     base = initial_global({n: p.detach().clone() for n, p in model.named_parameters()})
     t = time.perf_counter()
@@ -74,9 +73,8 @@ def measure_cost() -> tuple[float, float, float, int, int]:
 def cheat_detection(rate: float, anchors: int) -> list[tuple[str, float, float, float]]:
     """(cheat, caught by screening, by sampling at ``rate``, by both) for every cheat, each
     from one real 'tiny' round, screened under ``anchors`` different beacon anchors."""
-    text = default_text()
-    cfg = make_run_config(corpus_hash(text), "tiny")
-    corpus = Corpus.from_text(text, cfg.num_shards)
+    corpus, pins = shipped_data()
+    cfg = make_run_config(pins, "tiny")
     model = build_model(cfg.model_config, cfg.seed)
     base = initial_global({n: p.detach().clone() for n, p in model.named_parameters()})
     peer = train_round(build_model(cfg.model_config, 0), cfg, corpus, "dilo1peer", 1, base, None)
@@ -117,9 +115,8 @@ def honest_noise() -> float:
     from dilochain.training.train_step import load_inner_state, run_segment
     from dilochain.verifier.replay import relative_l2
 
-    text = default_text()
-    cfg = make_run_config(corpus_hash(text), "small", inner_steps=10, checkpoint_interval=10)
-    corpus = Corpus.from_text(text, cfg.num_shards)
+    corpus, pins = shipped_data()
+    cfg = make_run_config(pins, "small", inner_steps=10, checkpoint_interval=10)
     model = build_model(cfg.model_config, cfg.seed)
     base = initial_global({n: p.detach().clone() for n, p in model.named_parameters()})
     torch.set_num_threads(2)

@@ -3,9 +3,14 @@ signed offline by cosmpy, and an in-process chain driven block by block."""
 
 from __future__ import annotations
 
+import atexit
+import functools
 import json
+import shutil
 import struct
+import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cosmpy.aerial.wallet import LocalWallet
 from cosmpy.crypto.keypairs import PrivateKey
@@ -18,8 +23,14 @@ from dilochain.client import sign_offline
 from dilochain.genesis.document import GenesisDoc
 from dilochain.protocol.address import ADDRESS_PREFIX
 from dilochain.protocol.params import DENOM
+from dilochain.training.run_config import Pins
+
+if TYPE_CHECKING:
+    from dilochain.training.dataset import Dataset
 
 CHAIN_ID = "dilochain-test"
+# Pins of a dataset nobody prepared: for chain-side tests, which never read the data.
+FAKE_DATA = Pins("ab" * 32, "cd" * 32, 2048)
 
 
 def wallet(seed: int) -> LocalWallet:
@@ -53,3 +64,17 @@ def local_chain(tmp_path: Path, funded: dict[str, int], **params) -> InProcessCh
     app = Application(ChainStore(tmp_path / "chain.db"), genesis)
     app.init_chain()
     return InProcessChain(app)
+
+
+@functools.cache
+def shipped_data() -> tuple[Dataset, Pins]:
+    """The shipped default dataset (what hosts use without ``--data``), prepared once per
+    process in a temporary folder, and the pins a run on it carries."""
+    from dilochain.training.dataset import Dataset
+    from dilochain.training.prepare import default_dataset, pins_of
+
+    root = Path(tempfile.mkdtemp(prefix="dilochain-data-"))
+    atexit.register(shutil.rmtree, root, True)
+    folder = default_dataset(root)
+    pins = pins_of(folder)
+    return Dataset(folder, pins.manifest_hash, pins.tokenizer_hash), pins

@@ -13,7 +13,7 @@ from typing import Protocol
 import torch
 
 from dilochain.protocol.pb.poc.v1.types_pb2 import RunConfig
-from dilochain.training.data import Corpus
+from dilochain.training.dataset import Dataset
 from dilochain.training.model import CausalLM
 from dilochain.training.round_work import Progress, RoundResult, train_round
 
@@ -24,7 +24,7 @@ class RoundJob:
 
     model: CausalLM
     cfg: RunConfig
-    corpus: Corpus
+    data: Dataset
     host: str
     round: int
     global_state: dict[str, torch.Tensor]
@@ -36,7 +36,7 @@ class RoundJob:
 
     def train(self, cfg: RunConfig | None = None, host: str | None = None) -> RoundResult:
         """The honest round (optionally under another config or host identity)."""
-        return train_round(self.model, cfg or self.cfg, self.corpus, host or self.host,
+        return train_round(self.model, cfg or self.cfg, self.data, host or self.host,
                            self.round, self.global_state, self.error, self.progress)  # fmt: skip
 
 

@@ -36,7 +36,7 @@ from dilochain.protocol.pb.poc.v1.tx_pb2 import (
     MsgRevealCheckpoints,
 )
 from dilochain.protocol.pb.poc.v1.types_pb2 import Run
-from dilochain.training.data import Corpus, corpus_hash, load_text
+from dilochain.training.dataset import MANIFEST, TOKENIZER, find_dataset
 from dilochain.training.diloco import initial_global, params_of
 from dilochain.training.model import (
     build_model,
@@ -44,6 +44,7 @@ from dilochain.training.model import (
     max_artifact_bytes,
     parameter_count,
 )
+from dilochain.training.prepare import default_dataset
 from dilochain.training.round_work import RoundResult
 from dilochain.training.tensor_codec import decode_state, encode_state
 from dilochain.training.train_step import eval_loss, set_deterministic
@@ -62,14 +63,8 @@ class HostNode:
         self.address = str(wallet.address())
         self.poc = PocClient(cfg.chain)
         self.rc = self._query_run().config
-        text = load_text(cfg.data)
-        if corpus_hash(text) != self.rc.corpus_hash:
-            raise NodeError(
-                f"the training text does not match run {cfg.run_id!r}'s corpus "
-                f"({corpus_hash(text)[:12]}… vs {self.rc.corpus_hash[:12]}…)"
-            )
-        self.corpus = Corpus.from_text(text, self.rc.num_shards)
-        self.heldout = self.corpus.heldout_batches(4, self.rc.batch_size, self.rc.seq_len)
+        folders = [cfg.data] if cfg.data else [default_dataset(cfg.home)]
+        self.data = find_dataset(folders, self.rc.data_manifest_hash, self.rc.tokenizer_hash)
         self.device = torch.device(cfg.device)
         if cfg.device == "cuda" and not torch.cuda.is_available():
             raise NodeError("--device cuda: no CUDA device is available")
@@ -78,11 +73,18 @@ class HostNode:
             self.model = build_model(self.rc.model_config, self.rc.seed).to(self.device)
         except ModelConfigError as err:
             raise NodeError(f"run {cfg.run_id!r}: {err}") from None
+        self.data.check_vocab(self.model.config.vocab_size)
+        self.heldout = self.data.heldout_batches(4, self.rc.batch_size, self.rc.seq_len)
         self.local = LocalArtifactStore(cfg.artifact_dir)
+        for name in (TOKENIZER, MANIFEST):  # served by hash to peers (and `dilochain export`)
+            self.local.put((self.data.root / name).read_bytes())
         limit = max_artifact_bytes(self.model)
         log.info("run %s: %s model, %d parameters, config sha256 %s…", cfg.run_id,
                  self.model.config.model_type, parameter_count(self.model),
                  config_hash(self.rc.model_config)[:12])  # fmt: skip
+        log.info("data: %s (%d shards, vocabulary %d); this host trains shard %d", self.data.root,
+                 self.data.num_shards, self.data.manifest.vocab_size,
+                 self.data.shard_of(self.rc.seed, self.address))  # fmt: skip
         self.store = PeerFetchingStore(self.local, self._peer_endpoints, limit)
         self.aggregator = Aggregator(self.poc, cfg.run_id, self.rc, self.store)
         cfg.state_dir.mkdir(parents=True, exist_ok=True)
@@ -241,7 +243,7 @@ class HostNode:
 
     def _train(self, view: GlobalView, error, progress) -> RoundResult:
         job = RoundJob(
-            self.model, self.rc, self.corpus, self.address, view.round, view.state, error,
+            self.model, self.rc, self.data, self.address, view.round, view.state, error,
             progress, lambda: self._peer_pseudo_grad(view.round),
         )  # fmt: skip
         return self.behavior.train(job)

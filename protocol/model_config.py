@@ -8,7 +8,7 @@ import hashlib
 import json
 
 MAX_BYTES = 16 * 1024
-MIN_VOCAB = 256  # the training text is byte tokens until runs pin a tokenizer
+MIN_VOCAB = 256  # a byte-level BPE holds the 256 byte tokens at least
 
 
 class ModelConfigError(ValueError):

@@ -26,8 +26,7 @@ from dilochain.localnet import (
 from dilochain.poc_client import PocClient
 from dilochain.protocol.params import DENOM
 from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgCreateRun
-from dilochain.testutil import CHAIN_ID, wallet
-from dilochain.training.data import corpus_hash, default_text
+from dilochain.testutil import CHAIN_ID, shipped_data, wallet
 from dilochain.training.run_config import make_run_config
 
 pytestmark = pytest.mark.integration
@@ -58,7 +57,7 @@ def test_cheaters_are_slashed_and_honest_hosts_are_not(tmp_path):
     init_localnet(tmp_path / "chain", CHAIN_ID, funded, poc=POC)
     # Every process is up (and every verifier registered) before the run exists, so round 0's
     # schedule, fixed when the run is created, does not race 14 processes starting on 2 cores.
-    cfg = make_run_config(corpus_hash(default_text()), "tiny", round_blocks=25, total_rounds=2,
+    cfg = make_run_config(shipped_data()[1], "tiny", round_blocks=25, total_rounds=2,
                           start_delay_blocks=60, min_collateral=str(COLLATERAL))  # fmt: skip
     with ChainProcess(tmp_path / "chain", "200ms") as chain:
         client = LedgerClient(network_config(CHAIN_ID, chain.address))

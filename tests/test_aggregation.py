@@ -9,13 +9,13 @@ from dilochain.artifacts.blob_service import PeerFetchingStore
 from dilochain.artifacts.store import LocalArtifactStore
 from dilochain.node.aggregation import Aggregator, GlobalView
 from dilochain.protocol.pb.poc.v1.types_pb2 import RoundCommit
+from dilochain.testutil import shipped_data
 from dilochain.training.compress import compress, decompress
-from dilochain.training.data import corpus_hash, default_text
 from dilochain.training.diloco import initial_global, outer_step, params_of
 from dilochain.training.model import build_model
 from dilochain.training.run_config import make_run_config
 
-CFG = make_run_config(corpus_hash(default_text()), "tiny")
+CFG = make_run_config(shipped_data()[1], "tiny")
 
 
 class FakePoc:

@@ -19,7 +19,7 @@ from dilochain.protocol.pb.poc.v1.tx_pb2 import (
     MsgRegisterHost,
     MsgWithdrawCollateral,
 )
-from dilochain.testutil import local_chain, signed_tx, wallet
+from dilochain.testutil import FAKE_DATA, local_chain, signed_tx, wallet
 from dilochain.training.run_config import make_run_config
 
 ALICE, BOB = wallet(1), wallet(2)
@@ -174,7 +174,7 @@ def test_unbonding_waits_for_its_completion_time(chain):
 
 
 def test_run_registry_needs_collateral(chain):
-    config = make_run_config("ab" * 32, "tiny", min_collateral="500", inner_steps=20,
+    config = make_run_config(FAKE_DATA, "tiny", min_collateral="500", inner_steps=20,
                              checkpoint_interval=5)  # fmt: skip
     create = MsgCreateRun(creator=A, run_id="r1", config=config)
     register = MsgRegisterHost(host=B, run_id="r1", endpoint="127.0.0.1:1")
@@ -265,15 +265,15 @@ def test_gas_limit_above_int64_is_a_coded_rejection(chain):
 
 
 def test_run_parameters_and_message_counts_are_bounded(chain):
-    config = make_run_config("ab" * 32, "tiny", inner_steps=4_000_000, checkpoint_interval=2)
+    config = make_run_config(FAKE_DATA, "tiny", inner_steps=4_000_000, checkpoint_interval=2)
     create = MsgCreateRun(creator=A, run_id="huge", config=config)
     result = chain.broadcast(signed_tx(ALICE, [create], sequence=0, account_number=0))
     assert result.code == codes.INVALID_REQUEST and "above the chain's maximum" in result.raw_log
-    config = make_run_config("ab" * 32, "tiny", inner_steps=1000, checkpoint_interval=2)
+    config = make_run_config(FAKE_DATA, "tiny", inner_steps=1000, checkpoint_interval=2)
     create = MsgCreateRun(creator=A, run_id="many", config=config)
     result = chain.broadcast(signed_tx(ALICE, [create], sequence=0, account_number=0))
     assert result.code == codes.INVALID_REQUEST and "more than 64 segments" in result.raw_log
-    config = make_run_config("ab" * 32, "tiny", inner_steps=8, checkpoint_interval=1)
+    config = make_run_config(FAKE_DATA, "tiny", inner_steps=8, checkpoint_interval=1)
     create = MsgCreateRun(creator=A, run_id="one-step", config=config)
     result = chain.broadcast(signed_tx(ALICE, [create], sequence=0, account_number=0))
     assert result.code == codes.INVALID_REQUEST and "at least 2" in result.raw_log
@@ -288,12 +288,12 @@ def test_active_runs_and_start_delays_are_bounded(tmp_path):
     delays = [("a", 0), ("b", 0), ("c", 0)]
     results = []
     for seq, (run_id, delay) in enumerate(delays):
-        config = make_run_config("ab" * 32, "tiny", start_delay_blocks=delay)
+        config = make_run_config(FAKE_DATA, "tiny", start_delay_blocks=delay)
         create = MsgCreateRun(creator=A, run_id=run_id, config=config)
         results.append(chain.broadcast(signed_tx(ALICE, [create], sequence=seq, account_number=0)))
     assert [r.code for r in results[:2]] == [0, 0]
     assert results[2].code == codes.INVALID_REQUEST and "maximum of 2 runs" in results[2].raw_log
-    config = make_run_config("ab" * 32, "tiny", start_delay_blocks=10**6)
+    config = make_run_config(FAKE_DATA, "tiny", start_delay_blocks=10**6)
     late = MsgCreateRun(creator=A, run_id="late", config=config)
     result = chain.broadcast(signed_tx(ALICE, [late], sequence=2, account_number=0))
     assert result.code == codes.INVALID_REQUEST and "start_delay_blocks" in result.raw_log

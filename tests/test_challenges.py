@@ -34,7 +34,7 @@ from dilochain.protocol.pb.poc.v1.tx_pb2 import (
     MsgWithdrawCollateral,
 )
 from dilochain.protocol.pb.poc.v1.types_pb2 import Challenge, SealedVote
-from dilochain.testutil import local_chain, signed_tx, wallet
+from dilochain.testutil import FAKE_DATA, local_chain, signed_tx, wallet
 from dilochain.training.run_config import make_run_config
 
 # Rewards vest once their epoch closes here; tests/test_vesting.py vests them over epochs.
@@ -43,7 +43,7 @@ REWARDS = {"epoch_blocks": 12, "reward_per_epoch": 1_000_000, "verifier_share": 
 CREATOR, HONEST, CHEAT, LAZY = wallet(40), wallet(41), wallet(42), wallet(43)
 VERIFIERS = [wallet(50), wallet(51), wallet(52)]
 ACCOUNTS = [CREATOR, HONEST, CHEAT, LAZY, *VERIFIERS]
-CFG = make_run_config("ef" * 32, "tiny", min_collateral="1000", round_blocks=2, total_rounds=2)
+CFG = make_run_config(FAKE_DATA, "tiny", min_collateral="1000", round_blocks=2, total_rounds=2)
 TOKENS = CFG.inner_steps * CFG.batch_size * CFG.seq_len
 LEAVES = [hashlib.sha256(bytes([i])).digest() for i in range(3)]  # H/k = 2 segments
 POC = {"sampling_rate": "1", "beacon_reveal_blocks": 2, "reveal_window_blocks": 2,

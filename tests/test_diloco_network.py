@@ -11,7 +11,8 @@ import time
 import pytest
 import torch
 from cosmpy.aerial.client import LedgerClient
-from transformers import AutoModelForCausalLM
+from tokenizers import Tokenizer
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from dilochain.artifacts.store import LocalArtifactStore
 from dilochain.client import broadcast, network_config
@@ -20,9 +21,8 @@ from dilochain.localnet import ChainProcess, init_localnet, spawn_node
 from dilochain.poc_client import PocClient
 from dilochain.protocol.params import DENOM
 from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgCreateRun
-from dilochain.testutil import CHAIN_ID, wallet
+from dilochain.testutil import CHAIN_ID, shipped_data, wallet
 from dilochain.training.compress import decompress
-from dilochain.training.data import corpus_hash, default_text
 from dilochain.training.diloco import initial_global, outer_step, params_of
 from dilochain.training.model import build_model, load_params
 from dilochain.training.run_config import make_run_config
@@ -46,16 +46,24 @@ def _wait(predicate, timeout: float, what: str, procs=()):
 
 
 def _check_export(folder, cfg, state, digest):
-    """``from_pretrained`` opens the export and computes the node's logits for that state."""
+    """``from_pretrained`` opens the export, its tokenizer is the run's, and the model computes
+    the node's logits for that state and generates text."""
     assert (
         json.loads((folder / "dilochain.json").read_text())["global_state_sha256"] == digest.hex()
     )
     theirs = AutoModelForCausalLM.from_pretrained(folder)
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    run_tokenizer = Tokenizer.from_file(str(shipped_data()[0].root / "tokenizer.json"))
+    text = "The for statement is used to iterate over the elements of a sequence"
+    ids = tokenizer(text, return_tensors="pt").input_ids
+    assert ids[0].tolist() == run_tokenizer.encode(text).ids
     ours = build_model(cfg.model_config, cfg.seed)
     load_params(ours, params_of(state))
-    tokens = torch.arange(24).reshape(2, 12)
     with torch.no_grad():
-        assert torch.equal(theirs(input_ids=tokens).logits, ours(input_ids=tokens).logits)
+        assert torch.equal(theirs(input_ids=ids).logits, ours(input_ids=ids).logits)
+    generated = theirs.generate(ids, max_new_tokens=8, do_sample=False)
+    assert generated.shape == (1, ids.shape[1] + 8)
+    assert tokenizer.decode(generated[0]).startswith(text)
 
 
 def test_hosts_train_rounds_and_agree_on_global_checkpoints(tmp_path):
@@ -65,7 +73,7 @@ def test_hosts_train_rounds_and_agree_on_global_checkpoints(tmp_path):
     funded = {a: {DENOM: 10**12} for a in [str(creator.address()), *hosts]}
     init_localnet(tmp_path / "chain", CHAIN_ID, funded,
                   poc={"reveal_window_blocks": 3, "verdict_window_blocks": 3})  # fmt: skip
-    cfg = make_run_config(corpus_hash(default_text()), "tiny", round_blocks=20,
+    cfg = make_run_config(shipped_data()[1], "tiny", round_blocks=20,
                           total_rounds=ROUNDS, start_delay_blocks=50)  # fmt: skip
     with ChainProcess(tmp_path / "chain", "200ms") as chain:
         client = LedgerClient(network_config(CHAIN_ID, chain.address))

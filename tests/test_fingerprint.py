@@ -15,7 +15,7 @@ from dilochain.verifier.fingerprint import fingerprint
 from dilochain.verifier.lazy import lazy_verdict
 from dilochain.verifier.replay import verify_challenge
 from dilochain.verifier.testing import publish_round
-from tests.test_verifier_replay import CFG, CORPUS, EXACT, HOST, TOLERANT, base, cheated, honest
+from tests.test_verifier_replay import CFG, DATA, EXACT, HOST, TOLERANT, base, cheated, honest
 
 __all__ = ["base"]  # the module-scoped fixture
 
@@ -29,8 +29,8 @@ def published(tmp_path_factory, base):
 def test_replays_agree_and_lazy_guesses_do_not(published, policy):
     _, (store, commit, challenges) = published
     for c in challenges:
-        first = verify_challenge(CFG, CORPUS, commit, c, store, policy)
-        second = verify_challenge(CFG, CORPUS, commit, c, store, policy)
+        first = verify_challenge(CFG, DATA, commit, c, store, policy)
+        second = verify_challenge(CFG, DATA, commit, c, store, policy)
         assert first.passed and sealing.valid_length(first.fingerprint, policy.mode)
         assert first.fingerprint and sealing.agree(first.fingerprint, second.fingerprint,
                                                    policy.mode)  # fmt: skip
@@ -44,11 +44,11 @@ def test_exact_fingerprint_is_the_hash_of_the_middle_state(published):
     c = challenges[1]
     start = decode_state(store.get(c.start_hash))
     state = load_inner_state(build_model(CFG.model_config, CFG.seed), CFG, start)
-    shard = CORPUS.shard_of(CFG.seed, commit.host)
-    run_segment(state, CFG, CORPUS, shard, commit.data_seed, commit.round,
+    shard = DATA.shard_of(CFG.seed, commit.host)
+    run_segment(state, CFG, DATA, shard, commit.data_seed, commit.round,
                 fingerprint_step(CFG.checkpoint_interval))  # fmt: skip
     expected = state_hash(state.checkpoint())
-    assert verify_challenge(CFG, CORPUS, commit, c, store, EXACT).fingerprint == expected
+    assert verify_challenge(CFG, DATA, commit, c, store, EXACT).fingerprint == expected
     assert expected not in (c.start_hash, c.end_hash)  # a state nobody published
 
 
@@ -78,7 +78,7 @@ def test_honest_replays_of_a_cheat_agree_on_its_failure(tmp_path, base):
     store, commit, challenges = publish_round(tmp_path, CFG, base, cheated("wrong-data", base),
                                               HOST)  # fmt: skip
     for c in challenges:
-        a = verify_challenge(CFG, CORPUS, commit, c, store, TOLERANT)
-        b = verify_challenge(CFG, CORPUS, commit, c, store, TOLERANT)
+        a = verify_challenge(CFG, DATA, commit, c, store, TOLERANT)
+        b = verify_challenge(CFG, DATA, commit, c, store, TOLERANT)
         assert not a.passed and a.fingerprint
         assert sealing.agree(a.fingerprint, b.fingerprint, "tolerance")

@@ -8,10 +8,11 @@ import torch
 
 from dilochain.protocol import model_config
 from dilochain.protocol.model_config import ModelConfigError
+from dilochain.testutil import FAKE_DATA
 from dilochain.training.model import build_model, lm_loss, load_params, parameter_count
 from dilochain.training.run_config import PRESETS, llama, make_run_config
 
-TINY = make_run_config("ab" * 32, "tiny").model_config
+TINY = make_run_config(FAKE_DATA, "tiny").model_config
 ARCHITECTURES = {
     "llama": llama(32, 1, 2, 16),
     "qwen2": {"model_type": "qwen2", "vocab_size": 256, "hidden_size": 32,

@@ -12,20 +12,23 @@ from cosmpy.crypto.address import Address
 
 from dilochain.client import broadcast
 from dilochain.keyring import Keyring
+from dilochain.poc_client import PocClient
 from dilochain.protocol import model_config
 from dilochain.protocol.params import DENOM
 from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgCreateRun
-from dilochain.training.data import corpus_hash, default_text
+from dilochain.testutil import shipped_data
+from dilochain.training.prepare import PrepareOptions, prepare
 from dilochain.training.run_config import make_run_config
 
 pytestmark = pytest.mark.integration
 PASSWORD = "pw"
+SMALL = PrepareOptions(vocab_size=300, shard_tokens=1024, heldout_tokens=1024)
 
 
 @pytest.fixture(scope="module")
 def run_id(running_chain) -> str:
     creator = running_chain.wallets[1]
-    cfg = make_run_config(corpus_hash(default_text()), "tiny", min_collateral="5000000")
+    cfg = make_run_config(shipped_data()[1], "tiny", min_collateral="5000000")
     msg = MsgCreateRun(creator=str(creator.address()), run_id="cli-run", config=cfg)
     broadcast(running_chain.client, creator, msg).wait_to_complete(poll_period=0.1)
     return "cli-run"
@@ -65,9 +68,13 @@ def test_no_collateral(running_chain, run_id, operator):
 def test_wrong_data_and_wrong_password(running_chain, run_id, operator, tmp_path):
     home, _ = operator
     text = tmp_path / "mine.txt"
-    text.write_text("my own words " * 2000)
+    text.write_text("my own words, " * 4000)
     result = node(home, "--run", run_id, "--data", str(text), chain=running_chain.address)
-    one_line_error(result, "does not match run 'cli-run'")
+    one_line_error(result, "mine.txt: not a dataset folder")
+    mine = tmp_path / "mine"
+    prepare(lambda: iter([text.read_text()]), mine, SMALL)
+    result = node(home, "--run", run_id, "--data", str(mine), chain=running_chain.address)
+    one_line_error(result, "is not the run's data manifest")
     env = {**os.environ, "DILOCHAIN_KEYRING_PASSWORD": "wrong"}
     cmd = [sys.executable, "-m", "dilochain.cli.main", "node", "start", "--home", str(home),
            "--key", "op", "--run", run_id, "--chain", running_chain.address]  # fmt: skip
@@ -132,9 +139,58 @@ def test_export_errors_are_one_line(running_chain, run_id):
 def test_a_model_transformers_cannot_build_is_one_line(running_chain, operator):
     creator = running_chain.wallets[1]
     alien = model_config.canonical({"model_type": "no-such-lm", "vocab_size": 256})
-    cfg = make_run_config(corpus_hash(default_text()), "tiny", min_collateral="5000000")
+    cfg = make_run_config(shipped_data()[1], "tiny", min_collateral="5000000")
     cfg.model_config = alien
     msg = MsgCreateRun(creator=str(creator.address()), run_id="alien", config=cfg)
     broadcast(running_chain.client, creator, msg).wait_to_complete(poll_period=0.1)
     home, _ = operator
     one_line_error(node(home, "--run", "alien", chain=running_chain.address), "no-such-lm")
+
+
+def run_create(home, *args, chain: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "DILOCHAIN_KEYRING_PASSWORD": PASSWORD}
+    cmd = [sys.executable, "-m", "dilochain.cli.main", "run", "create", "--home", str(home),
+           "--key", "op", "--chain", chain, "--preset", "tiny", *args]  # fmt: skip
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
+
+
+def test_run_create_pins_model_tokenizer_and_data_and_checks_them_first(
+    running_chain, operator, tmp_path
+):
+    home, address = operator
+    funder = running_chain.wallets[2]
+    running_chain.client.send_tokens(Address(address), 50_000_000, DENOM, funder).wait_to_complete(
+        poll_period=0.1
+    )
+    data, pins = shipped_data()
+    qwen = {"model_type": "qwen2", "vocab_size": pins.vocab_size, "hidden_size": 32,
+            "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2,
+            "num_key_value_heads": 1, "max_position_embeddings": 64}  # fmt: skip
+    configs = {"alien": {**qwen, "model_type": "no-such-lm"}, "narrow": {**qwen, "vocab_size": 300},
+               "qwen": qwen}  # fmt: skip
+    for name, config in configs.items():
+        (tmp_path / f"{name}.json").write_text(json.dumps(config, indent=2))
+    other = tmp_path / "other"
+    prepare(lambda: iter(["some other words, " * 3000]), other, SMALL)
+    chain = running_chain.address
+    mistakes = [
+        (["--model-config", str(tmp_path / "alien.json")], "no-such-lm"),
+        (["--model-config", str(tmp_path / "narrow.json")], "smaller than the tokenizer's"),
+        (["--tokenizer", str(other / "tokenizer.json"),
+          "--data-manifest", str(data.root / "manifest.json")], "made with another tokenizer"),
+        (["--data", str(tmp_path / "nowhere")], "nowhere/manifest.json: no such file"),
+        (["--model-config", str(tmp_path / "missing.json")], "missing.json"),
+    ]  # fmt: skip
+    for i, (args, needle) in enumerate(mistakes):
+        one_line_error(run_create(home, "--run-id", f"bad{i}", *args, chain=chain), needle)
+    created = run_create(home, "--run-id", "qwen-run", "--data", str(data.root), "--model-config",
+                         str(tmp_path / "qwen.json"), "--rounds", "3", chain=chain)  # fmt: skip
+    assert created.returncode == 0, created.stderr[-2000:]
+    assert "qwen2 model" in created.stdout
+    with PocClient(chain) as poc:
+        assert all(poc.run(f"bad{i}") is None for i in range(len(mistakes)))
+        run = poc.run("qwen-run")
+    assert run.config.data_manifest_hash == pins.manifest_hash
+    assert run.config.tokenizer_hash == pins.tokenizer_hash
+    assert run.config.model_config == model_config.canonical(qwen)
+    assert run.config.total_rounds == 3

@@ -17,6 +17,7 @@ from dilochain.protocol.pb.poc.v1.tx_pb2 import (
     MsgDepositCollateral,
     MsgRegisterVerifier,
 )
+from dilochain.testutil import FAKE_DATA
 from dilochain.training.run_config import make_run_config
 from dilochain.verifier.ballots import BallotBox
 from dilochain.verifier.round_duties import RoundDuties, beacon_secret
@@ -27,7 +28,13 @@ pytestmark = pytest.mark.integration
 def test_duties_commit_and_open_the_beacon_every_round(running_chain, caplog, tmp_path):
     client, (creator, verifier, *_) = running_chain.client, running_chain.wallets
     address = str(verifier.address())
-    cfg = make_run_config("ab" * 32, "tiny", round_blocks=4, total_rounds=2, start_delay_blocks=3)
+    cfg = make_run_config(
+        FAKE_DATA,
+        "tiny",
+        round_blocks=4,
+        total_rounds=2,
+        start_delay_blocks=3,
+    )
     submit(client, creator, MsgCreateRun(creator=str(creator.address()), run_id="b", config=cfg))
     submit(client, verifier, MsgDepositCollateral(depositor=address, amount="1000000"),
            MsgRegisterVerifier(verifier=address))  # fmt: skip

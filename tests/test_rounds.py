@@ -16,12 +16,12 @@ from dilochain.protocol.pb.poc.v1.tx_pb2 import (
     MsgDepositCollateral,
     MsgRegisterHost,
 )
-from dilochain.testutil import local_chain, signed_tx, wallet
+from dilochain.testutil import FAKE_DATA, local_chain, signed_tx, wallet
 from dilochain.training.run_config import make_run_config
 
 CREATOR, H1, H2, H3, OUTSIDER = (wallet(i) for i in (20, 21, 22, 23, 24))
 HOSTS = [H1, H2, H3]
-CONFIG = make_run_config("cd" * 32, "tiny", min_collateral="100", round_blocks=3, total_rounds=2)
+CONFIG = make_run_config(FAKE_DATA, "tiny", min_collateral="100", round_blocks=3, total_rounds=2)
 TOKENS = CONFIG.inner_steps * CONFIG.batch_size * CONFIG.seq_len
 
 

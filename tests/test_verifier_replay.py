@@ -9,9 +9,8 @@ from dilochain.node.behaviors import RoundJob
 from dilochain.node.cheats import BEHAVIORS, CopyPseudoGrad, behavior
 from dilochain.node.config import BEHAVIOR_NAMES, NodeConfig
 from dilochain.protocol.pb.poc.v1.types_pb2 import Challenge
-from dilochain.testutil import safetensors_declaring
+from dilochain.testutil import safetensors_declaring, shipped_data
 from dilochain.training.compress import compress, decompress
-from dilochain.training.data import Corpus, corpus_hash, default_text
 from dilochain.training.diloco import initial_global
 from dilochain.training.model import build_model
 from dilochain.training.round_work import train_round
@@ -21,9 +20,8 @@ from dilochain.training.train_step import STEP, set_deterministic
 from dilochain.verifier.replay import Policy, relative_l2, verify_challenge
 from dilochain.verifier.testing import publish_round
 
-TEXT = default_text()
-CFG = make_run_config(corpus_hash(TEXT), "tiny")
-CORPUS = Corpus.from_text(TEXT, CFG.num_shards)
+DATA, PINS = shipped_data()
+CFG = make_run_config(PINS, "tiny")
 HOST, OTHER = "dilo1honest", "dilo1other"
 EXACT = Policy("exact", 1e-4, 0.1)
 TOLERANT = Policy("tolerance", 1e-4, 0.1)
@@ -38,15 +36,15 @@ def base():
 
 def verdicts(tmp_path, base, result, policy, host=HOST):
     store, commit, challenges = publish_round(tmp_path, CFG, base, result, host)
-    return [verify_challenge(CFG, CORPUS, commit, c, store, policy) for c in challenges]
+    return [verify_challenge(CFG, DATA, commit, c, store, policy) for c in challenges]
 
 
 def honest(base, host=HOST):
-    return train_round(build_model(CFG.model_config, 0), CFG, CORPUS, host, 1, base, None)
+    return train_round(build_model(CFG.model_config, 0), CFG, DATA, host, 1, base, None)
 
 
 def job(base, **kw) -> RoundJob:
-    return RoundJob(build_model(CFG.model_config, 0), CFG, CORPUS, HOST, 1, base, None, **kw)
+    return RoundJob(build_model(CFG.model_config, 0), CFG, DATA, HOST, 1, base, None, **kw)
 
 
 def cheated(name: str, base):
@@ -93,7 +91,7 @@ def test_noisy_floats_pass_tolerance_but_not_exact(tmp_path, base):
 def test_missing_artifact_fails(tmp_path, base):
     store, commit, challenges = publish_round(tmp_path, CFG, base, honest(base), HOST)
     challenges[0].end_hash = b"\x07" * 32
-    verdict = verify_challenge(CFG, CORPUS, commit, challenges[0], store, TOLERANT)
+    verdict = verify_challenge(CFG, DATA, commit, challenges[0], store, TOLERANT)
     assert not verdict.passed and "unavailable" in verdict.reason
 
 
@@ -122,5 +120,5 @@ def test_crafted_checkpoints_fail_the_host_not_the_verifier(tmp_path, base):
         challenge = Challenge()
         challenge.CopyFrom(challenges[0])
         challenge.start_hash = store.put(data)
-        verdict = verify_challenge(CFG, CORPUS, commit, challenge, store, TOLERANT)
+        verdict = verify_challenge(CFG, DATA, commit, challenge, store, TOLERANT)
         assert not verdict.passed and verdict.reason, verdict

@@ -14,7 +14,7 @@ from dilochain.training.round_work import RoundResult
 from dilochain.training.tensor_codec import decode_state, encode_state
 from dilochain.verifier.screening import screen_commit
 from dilochain.verifier.testing import publish_round
-from tests.test_verifier_replay import CFG, CORPUS, OTHER, TOLERANT, base, cheated, honest, job
+from tests.test_verifier_replay import CFG, DATA, OTHER, TOLERANT, base, cheated, honest, job
 
 ANCHOR = hashlib.sha256(b"block at the end of the commit window").digest()
 MARGIN = float(PocParams().screen_loss_margin)
@@ -23,7 +23,7 @@ __all__ = ["base"]  # the module-scoped fixture, shared
 
 def screened(tmp_path, base, result: RoundResult, anchor=ANCHOR):
     store, commit, _ = publish_round(tmp_path, CFG, base, result, "dilo1host")
-    return screen_commit(CFG, CORPUS, commit, anchor, store, TOLERANT, MARGIN)
+    return screen_commit(CFG, DATA, commit, anchor, store, TOLERANT, MARGIN)
 
 
 def test_an_honest_round_passes_and_lowers_the_loss(tmp_path, base):
@@ -62,5 +62,5 @@ def test_missing_artifacts_fail_the_screen(tmp_path, base):
     result = honest(base)
     store, commit, _ = publish_round(tmp_path, CFG, base, result, "dilo1host")
     commit.final_hash = b"\x00" * 32
-    verdict = screen_commit(CFG, CORPUS, commit, ANCHOR, store, TOLERANT, MARGIN)
+    verdict = screen_commit(CFG, DATA, commit, ANCHOR, store, TOLERANT, MARGIN)
     assert not verdict.passed and "unavailable" in verdict.reason

@@ -16,24 +16,41 @@ from dilochain.protocol.model_config import ModelConfigError
 CausalLM = PreTrainedModel
 
 
-def build_model(config_json: str, seed: int) -> CausalLM:
-    """The run's initial model (float32, SDPA attention): the same weights for everyone with
-    the same seed. Raises :class:`ModelConfigError` for a config transformers cannot build."""
+def _hf_config(config_json: str):
     settings = model_config.parse(config_json)
     try:
         config = AutoConfig.for_model(**settings)
     except (ValueError, KeyError, TypeError) as err:
         raise ModelConfigError(f"transformers cannot read the model config: {err}") from None
     config.use_cache = False
+    return config
+
+
+def _from_config(config) -> CausalLM:
+    try:
+        return AutoModelForCausalLM.from_config(
+            config, attn_implementation="sdpa", dtype=torch.float32
+        )
+    except (ValueError, KeyError, TypeError) as err:
+        kind = config.model_type
+        raise ModelConfigError(f"transformers cannot build a {kind!r} LM: {err}") from None
+
+
+def build_model(config_json: str, seed: int) -> CausalLM:
+    """The run's initial model (float32, SDPA attention): the same weights for everyone with
+    the same seed. Raises :class:`ModelConfigError` for a config transformers cannot build."""
+    config = _hf_config(config_json)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        try:
-            return AutoModelForCausalLM.from_config(
-                config, attn_implementation="sdpa", dtype=torch.float32
-            )
-        except (ValueError, KeyError, TypeError) as err:
-            kind = settings["model_type"]
-            raise ModelConfigError(f"transformers cannot build a {kind!r} LM: {err}") from None
+        return _from_config(config)
+
+
+def check_model_config(config_json: str) -> CausalLM:
+    """The run's model without weights (on the meta device, so a 70B config costs nothing):
+    whether transformers builds it, its vocabulary and size. Raises :class:`ModelConfigError`."""
+    config = _hf_config(config_json)
+    with torch.device("meta"):
+        return _from_config(config)
 
 
 def load_params(model: nn.Module, params: dict[str, torch.Tensor]) -> None:

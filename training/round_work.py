@@ -14,7 +14,7 @@ from dilochain.protocol.merkle import merkle_root
 from dilochain.protocol.pb.poc.v1.types_pb2 import RunConfig
 from dilochain.protocol.schedule import derive_data_seed
 from dilochain.training.compress import bits_of, compress_with_feedback
-from dilochain.training.data import Corpus
+from dilochain.training.dataset import Dataset
 from dilochain.training.diloco import params_of, pseudo_gradient
 from dilochain.training.model import CausalLM
 from dilochain.training.tensor_codec import encode_state
@@ -45,7 +45,7 @@ def checkpoint_steps(cfg: RunConfig) -> list[int]:
 def train_round(
     model: CausalLM,
     cfg: RunConfig,
-    corpus: Corpus,
+    data: Dataset,
     host: str,
     round_: int,
     global_state: dict[str, torch.Tensor],
@@ -54,7 +54,7 @@ def train_round(
 ) -> RoundResult:
     """Train round ``round_`` from ``global_state``; nothing leaves the host here."""
     data_seed = derive_data_seed(cfg.seed, host, round_)
-    shard = corpus.shard_of(cfg.seed, host)
+    shard = data.shard_of(cfg.seed, host)
     start = params_of(global_state)
     state = fresh_inner_state(model, cfg, start)
     checkpoints = [encode_state(state.checkpoint())]
@@ -62,7 +62,7 @@ def train_round(
     started = time.perf_counter()
     tokens_per_step = cfg.batch_size * cfg.seq_len
     while state.step < cfg.inner_steps:
-        losses.append(train_step(state, cfg, corpus, shard, data_seed, round_))
+        losses.append(train_step(state, cfg, data, shard, data_seed, round_))
         if state.step % cfg.checkpoint_interval == 0:
             checkpoints.append(encode_state(state.checkpoint()))
         if progress:

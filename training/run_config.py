@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from dilochain.protocol import model_config
 from dilochain.protocol.pb.poc.v1.types_pb2 import RunConfig
 
 
-def llama(hidden: int, layers: int, heads: int, seq_len: int, vocab: int = 256) -> dict:
+@dataclass(frozen=True)
+class Pins:
+    """What a run pins of its dataset: sha256 (hex) of the manifest and of the tokenizer, and
+    the tokenizer's vocabulary size (the model's by default)."""
+
+    manifest_hash: str
+    tokenizer_hash: str
+    vocab_size: int
+
+
+def llama(hidden: int, layers: int, heads: int, seq_len: int, vocab: int = 2048) -> dict:
     """A Hugging Face Llama ``config.json`` (SwiGLU MLP of ~8/3 the width, tied embeddings)."""
     return {
         "model_type": "llama", "vocab_size": vocab, "hidden_size": hidden,
@@ -28,10 +40,11 @@ PRESETS: dict[str, dict] = {
 
 
 def make_run_config(
-    corpus_hash: str, preset: str = "small", *, model: dict | None = None, **overrides
+    data: Pins, preset: str = "small", *, model: dict | None = None, **overrides
 ) -> RunConfig:
-    """A RunConfig from a preset; ``overrides`` replace any of its fields and ``model`` any
-    entries of its model config."""
+    """A RunConfig on the dataset ``data`` from a preset (the model's vocabulary is the
+    tokenizer's); ``overrides`` replace any of its fields (``model_config`` the whole model)
+    and ``model`` any entries of the preset's model config."""
     base = PRESETS[preset]
     fields = {
         "min_collateral": "1000000",
@@ -46,9 +59,12 @@ def make_run_config(
         "outer_lr": 0.7,
         "outer_momentum": 0.9,
         "compression": "int8",
-        "num_shards": 8,
+        "model_config": model_config.canonical(
+            {**base["model"], "vocab_size": data.vocab_size, **(model or {})}
+        ),
+        "tokenizer_hash": data.tokenizer_hash,
+        "data_manifest_hash": data.manifest_hash,
         **{k: v for k, v in base.items() if k != "model"},
         **overrides,
     }
-    config = model_config.canonical({**base["model"], **(model or {})})
-    return RunConfig(model_config=config, corpus_hash=corpus_hash, **fields)
+    return RunConfig(**fields)

@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from dilochain.protocol.pb.poc.v1.types_pb2 import RunConfig
-from dilochain.training.data import Corpus
+from dilochain.training.dataset import Dataset
 from dilochain.training.diloco import PARAM
 from dilochain.training.model import CausalLM, lm_loss, load_params
 
@@ -96,11 +96,11 @@ def fresh_inner_state(
 
 
 def train_step(
-    state: InnerState, cfg: RunConfig, corpus: Corpus, shard: int, data_seed: int, round_: int
+    state: InnerState, cfg: RunConfig, data: Dataset, shard: int, data_seed: int, round_: int
 ) -> float:
     """One inner AdamW step (clipped, scheduled) on the batch the data seed assigns; its loss."""
     device = next(state.model.parameters()).device
-    batch = corpus.batch(shard, data_seed, state.step, cfg.batch_size, cfg.seq_len)
+    batch = data.batch(shard, data_seed, state.step, cfg.batch_size, cfg.seq_len)
     for group in state.optimizer.param_groups:
         group["lr"] = lr_at(cfg, round_ * cfg.inner_steps + state.step)
     state.model.train()
@@ -116,11 +116,11 @@ def train_step(
 
 
 def run_segment(
-    state: InnerState, cfg: RunConfig, corpus: Corpus, shard: int, data_seed: int, round_: int,
+    state: InnerState, cfg: RunConfig, data: Dataset, shard: int, data_seed: int, round_: int,
     steps: int,
 ) -> list[float]:  # fmt: skip
     """``steps`` inner steps from ``state``; the verifier replays a segment with this."""
-    return [train_step(state, cfg, corpus, shard, data_seed, round_) for _ in range(steps)]
+    return [train_step(state, cfg, data, shard, data_seed, round_) for _ in range(steps)]
 
 
 @torch.no_grad()

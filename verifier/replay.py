@@ -17,7 +17,7 @@ from dilochain.artifacts.store import ArtifactError, ArtifactStore
 from dilochain.protocol.pb.poc.v1.types_pb2 import Challenge, RoundCommit, RunConfig
 from dilochain.protocol.verdict import fingerprint_step
 from dilochain.training.compress import CompressionError, decompress
-from dilochain.training.data import Corpus
+from dilochain.training.dataset import Dataset
 from dilochain.training.diloco import params_of
 from dilochain.training.model import build_model
 from dilochain.training.tensor_codec import CodecError, decode_state, state_hash
@@ -73,7 +73,7 @@ def host_fault_fails(check: Callable[..., Verdict]) -> Callable[..., Verdict]:
 @host_fault_fails
 def verify_challenge(
     cfg: RunConfig,
-    corpus: Corpus,
+    data: Dataset,
     commit: RoundCommit,
     challenge: Challenge,
     store: ArtifactStore,
@@ -102,11 +102,11 @@ def verify_challenge(
         start_gap = relative_l2(params_of(start), params_of(base))
         if start_gap > (0.0 if policy.mode == "exact" else policy.tolerance):
             return Verdict(False, "round did not start from the global state", start_gap)
-    shard = corpus.shard_of(cfg.seed, commit.host)
+    shard = data.shard_of(cfg.seed, commit.host)
     middle = fingerprint_step(k)
-    run_segment(state, cfg, corpus, shard, commit.data_seed, commit.round, middle)
+    run_segment(state, cfg, data, shard, commit.data_seed, commit.round, middle)
     mark = fingerprint(state.checkpoint(), start, challenge, policy.mode, policy.tolerance)
-    run_segment(state, cfg, corpus, shard, commit.data_seed, commit.round, k - middle)
+    run_segment(state, cfg, data, shard, commit.data_seed, commit.round, k - middle)
     verdict = _compare(state.checkpoint(), end_bytes, challenge, base, final, pseudo_grad, policy)
     return dataclasses.replace(verdict, fingerprint=mark)
 

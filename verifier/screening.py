@@ -10,7 +10,7 @@ import torch
 from dilochain.artifacts.store import ArtifactError, ArtifactStore
 from dilochain.protocol.pb.poc.v1.types_pb2 import RoundCommit, RunConfig
 from dilochain.training.compress import CompressionError, decompress
-from dilochain.training.data import Corpus
+from dilochain.training.dataset import Dataset
 from dilochain.training.diloco import params_of
 from dilochain.training.model import build_model, lm_loss, load_params
 from dilochain.training.tensor_codec import CodecError, decode_state
@@ -31,7 +31,7 @@ def _loss(model: torch.nn.Module, params: dict[str, torch.Tensor], tokens: torch
 @host_fault_fails
 def screen_commit(
     cfg: RunConfig,
-    corpus: Corpus,
+    data: Dataset,
     commit: RoundCommit,
     anchor: bytes,
     store: ArtifactStore,
@@ -53,7 +53,7 @@ def screen_commit(
         return mismatch
     base_params = params_of(base)
     applied = {n: base_params[n] - pseudo_grad[n].to(base_params[n].dtype) for n in base_params}
-    tokens = corpus.heldout_sample(int.from_bytes(anchor[:8], "big"),
+    tokens = data.heldout_sample(int.from_bytes(anchor[:8], "big"),
                                    SCREEN_BATCHES * cfg.batch_size, cfg.seq_len)  # fmt: skip
     model = build_model(cfg.model_config, cfg.seed)
     before, after = _loss(model, base_params, tokens), _loss(model, applied, tokens)

@@ -29,8 +29,9 @@ from dilochain.protocol.pb.poc.v1.types_pb2 import (
     RoundCommit,
     Run,
 )
-from dilochain.training.data import Corpus, corpus_hash, load_text
+from dilochain.training.dataset import DataError, Dataset, find_dataset
 from dilochain.training.model import build_model, max_artifact_bytes
+from dilochain.training.prepare import default_dataset
 from dilochain.training.train_step import set_deterministic
 from dilochain.verifier.ballots import BallotBox
 from dilochain.verifier.lazy import CopyingBallots, lazy_verdict
@@ -52,7 +53,7 @@ class VerifierConfig:
     home: Path
     key: str
     chain: str = "127.0.0.1:9090"
-    data: Path | None = None
+    data: tuple[Path, ...] = ()  # dataset folders (or folders of them); the default one besides
     jobs: int = 2
     behavior: str = "honest"  # or a lazy verifier's, for the tests (verifier/lazy.py)
     poll_seconds: float = 0.3
@@ -72,8 +73,7 @@ class VerifierService:
         self.params = params
         self.policy = Policy(params.verification_mode, float(params.tolerance),
                              float(params.pseudo_grad_tolerance))  # fmt: skip
-        self.text = load_text(cfg.data)
-        self.corpora: dict[str, Corpus | None] = {}  # None: a run it cannot verify
+        self.datasets: dict[str, Dataset | None] = {}  # None: a run it cannot verify
         self.fetch_limits: dict[str, int] = {}  # per run: its largest possible artifact
         self.local = LocalArtifactStore(cfg.home / "verifier-artifacts")
         self.verdicts = 0
@@ -116,24 +116,24 @@ class VerifierService:
             raise VerifierError(f"verifier registration refused: {err}") from None
         log.info("registered as a verifier")
 
-    def _corpus(self, run: Run) -> Corpus | None:
-        """The run's corpus, if this verifier can work for the run (it has the run's data and
+    def _dataset(self, run: Run) -> Dataset | None:
+        """The run's dataset, if this verifier can work for the run (it has the run's data and
         can build its model; decided once a run)."""
-        if run.run_id not in self.corpora:
-            self.corpora[run.run_id] = self._workable(run)
-        return self.corpora[run.run_id]
+        if run.run_id not in self.datasets:
+            self.datasets[run.run_id] = self._workable(run)
+        return self.datasets[run.run_id]
 
-    def _workable(self, run: Run) -> Corpus | None:
-        if run.config.corpus_hash != corpus_hash(self.text):
-            log.warning("run %s: not my training text; not verifying it", run.run_id)
-            return None
-        try:  # building the model to count it: once a run
+    def _workable(self, run: Run) -> Dataset | None:
+        folders = [*self.cfg.data, default_dataset(self.cfg.home)]
+        try:
+            data = find_dataset(folders, run.config.data_manifest_hash, run.config.tokenizer_hash)
             model = build_model(run.config.model_config, run.config.seed)
-        except ModelConfigError as err:
+            data.check_vocab(model.config.vocab_size)
+        except (DataError, ModelConfigError) as err:
             log.warning("run %s: %s; not verifying it", run.run_id, err)
             return None
         self.fetch_limits[run.run_id] = max_artifact_bytes(model)
-        return Corpus.from_text(self.text, run.config.num_shards)
+        return data
 
     def pending(self, run: Run) -> list[Challenge]:
         """Revealed, undecided challenges of the current round assigned to me and not voted."""
@@ -149,23 +149,23 @@ class VerifierService:
         """Artifacts of ``host``'s round: from its blob service first, then its peers' (the
         run's ``hosts``)."""
         owner = [h.endpoint for h in hosts if h.address == host]
-        limit = self.fetch_limits[run.run_id]  # set by _corpus, which every caller passed
+        limit = self.fetch_limits[run.run_id]  # set by _dataset, which every caller passed
         return PeerFetchingStore(self.local, lambda: owner + [h.endpoint for h in hosts], limit)
 
-    def _check(self, run: Run, corpus: Corpus, challenge: Challenge) -> Verdict:
+    def _check(self, run: Run, data: Dataset, challenge: Challenge) -> Verdict:
         store = self._store(run, challenge.host, self.poc.hosts(run_id=run.run_id))
         if self.cfg.behavior != "honest":
             return lazy_verdict(self.cfg.behavior, challenge, store, self.policy)
         commits = self.poc.commits(run.run_id, challenge.round)
         commit = next(c for c in commits if c.host == challenge.host)
-        return verify_challenge(run.config, corpus, commit, challenge, store, self.policy)
+        return verify_challenge(run.config, data, commit, challenge, store, self.policy)
 
     def screen(
         self, run: Run, round_: int, anchor: bytes, commits: list[RoundCommit]
     ) -> list[MsgSubmitScreen]:
         """Screen a round's commits (one vote each; none for a run whose data it lacks)."""
-        corpus = self._corpus(run)
-        if corpus is None:
+        data = self._dataset(run)
+        if data is None:
             return []
         votes, hosts = [], self.poc.hosts(run_id=run.run_id)
         for commit in commits:
@@ -173,7 +173,7 @@ class VerifierService:
                 verdict = Verdict(self.cfg.behavior != "always-fail", "not screened")
             else:
                 store = self._store(run, commit.host, hosts)
-                verdict = screen_commit(run.config, corpus, commit, anchor, store, self.policy,
+                verdict = screen_commit(run.config, data, commit, anchor, store, self.policy,
                                         float(self.params.screen_loss_margin))  # fmt: skip
             log.info("screen %s round %d %s…: %s (%s, %.2e)", run.run_id, round_,
                      commit.host[:14], "PASS" if verdict.passed else "FAIL", verdict.reason,
@@ -189,11 +189,11 @@ class VerifierService:
         (the round-duties thread opens them)."""
         voted = 0
         for run in self.poc.runs():
-            corpus = self._corpus(run)
-            if corpus is None:
+            data = self._dataset(run)
+            if data is None:
                 continue
             jobs = self.pending(run)
-            futures = [pool.submit(self._check, run, corpus, c) for c in jobs]
+            futures = [pool.submit(self._check, run, data, c) for c in jobs]
             msgs = []
             for c, future in zip(jobs, futures, strict=True):
                 verdict = future.result()

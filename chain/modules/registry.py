@@ -103,8 +103,12 @@ def _validate_config(cfg: RunConfig, params: PocParams) -> None:
          "learning rates must be positive and outer_momentum in [0, 1)")  # fmt: skip
     need(cfg.weight_decay >= 0 and cfg.grad_clip >= 0, "weight_decay and grad_clip must be >= 0")
     need(cfg.compression in ("int8", "int4"), "compression must be int8 or int4")
-    need(cfg.num_shards > 0, "num_shards must be positive")
-    need(len(cfg.corpus_hash) == 64, "corpus_hash must be a hex sha256")
+    for name in ("tokenizer_hash", "data_manifest_hash"):
+        need(_is_sha256_hex(getattr(cfg, name)), f"{name} must be a lowercase hex sha256")
+
+
+def _is_sha256_hex(text: str) -> bool:
+    return len(text) == 64 and all(c in "0123456789abcdef" for c in text)
 
 
 def is_host(store: CacheStore, run_id: str, address: str) -> bool:

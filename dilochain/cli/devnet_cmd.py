@@ -132,7 +132,7 @@ def _run(
     block_time: float,
     png: Path,
 ) -> dict:
-    from dilochain.training.data import corpus_hash, default_text
+    from dilochain.training.prepare import default_dataset, pins_of
     from dilochain.training.run_config import make_run_config
 
     members = []
@@ -144,8 +144,9 @@ def _run(
     homes = init_testnet(root / "chain", validators, CHAIN_ID, funded, block_time_text,
                          **_genesis_params())  # fmt: skip
     genesis = load_genesis(genesis_path(homes[0]))
+    data = default_dataset(root)  # prepared once; every host and verifier reads it (--data)
     cfg = make_run_config(
-        corpus_hash(default_text()),
+        pins_of(data),
         "tiny",
         round_blocks=ROUND_BLOCKS,
         total_rounds=rounds,
@@ -162,10 +163,12 @@ def _run(
         hosts = [m for m in members if m.name.startswith("host")]
         verifiers = [m for m in members if m.name.startswith("verifier")]
         node_procs = [spawn_node(Path(m.home), RUN_ID, "k", addresses[i % validators],
-                                 PASSWORD, "--behavior", m.behavior, "--wait-for-run")
+                                 PASSWORD, "--behavior", m.behavior, "--wait-for-run",
+                                 "--data", str(data))
                       for i, m in enumerate(hosts)]  # fmt: skip
         verifier_procs = [spawn_verifier(Path(m.home), "k", addresses[-1 - i % validators],
-                                         PASSWORD) for i, m in enumerate(verifiers)]  # fmt: skip
+                                         PASSWORD, "--data", str(data))
+                          for i, m in enumerate(verifiers)]  # fmt: skip
         try:
             ready = [(p, Path(m.home) / "node.log", NODE_WAITING)
                      for p, m in zip(node_procs, hosts, strict=True)]  # fmt: skip

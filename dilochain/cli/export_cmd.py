@@ -1,9 +1,10 @@
-"""``dilochain export``: a run's global state as a Hugging Face model folder."""
+"""``dilochain export``: a run's global state and tokenizer as a Hugging Face model folder."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import tempfile
 from pathlib import Path
 
 from dilochain.cli.common import CliError, default_home
@@ -14,7 +15,7 @@ from dilochain.protocol.model_config import config_hash
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``export`` command."""
     export = sub.add_parser(
-        "export", help="write a round's global state as config.json + model.safetensors"
+        "export", help="a round's global state and the run's tokenizer as a Hugging Face folder"
     )
     export.add_argument("--run", required=True, dest="run_id")
     export.add_argument("--round", type=int, default=None,
@@ -54,7 +55,10 @@ def _export(args: argparse.Namespace) -> int:
         state = decode_state(store.get(digest))
     except CodecError as err:
         raise CliError(f"global state {digest.hex()[:12]}…: {err}") from None
-    export_pretrained(model, state, args.out)
+    with tempfile.TemporaryDirectory() as work:  # the run's tokenizer, fetched by its hash
+        tokenizer = Path(work) / "tokenizer.json"
+        tokenizer.write_bytes(store.get(bytes.fromhex(run.config.tokenizer_hash)))
+        export_pretrained(model, state, tokenizer, args.out)
     (args.out / "dilochain.json").write_text(json.dumps({
         "run_id": args.run_id, "round": round_, "global_state_sha256": digest.hex(),
         "model_config_sha256": config_hash(run.config.model_config),

@@ -13,11 +13,13 @@ from dilochain.chain.home import HomeError
 from dilochain.chain.server import ChainStartError
 from dilochain.cli import (
     chain_cmd,
+    data_cmd,
     devnet_cmd,
     export_cmd,
     keys_cmd,
     node_cmd,
     rewards_cmd,
+    run_cmd,
     status_cmd,
     testnet_cmd,
     verifier_cmd,
@@ -28,7 +30,7 @@ from dilochain.genesis.document import GenesisError
 from dilochain.keyring import KeyringError
 from dilochain.node.errors import NodeError
 from dilochain.protocol.model_config import ModelConfigError
-from dilochain.training.data import DataError
+from dilochain.training.dataset import DataError
 from dilochain.verifier.service import VerifierError
 
 
@@ -42,6 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
     keys_cmd.register(sub)
     node_cmd.register(sub)
     verifier_cmd.register(sub)
+    data_cmd.register(sub)
+    run_cmd.register(sub)
     rewards_cmd.register(sub)
     status_cmd.register(sub)
     devnet_cmd.register(sub)

@@ -28,7 +28,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     start.add_argument("--run", required=True, dest="run_id")
     start.add_argument("--key", required=True)
     start.add_argument("--chain", default="127.0.0.1:9090", help="chain gRPC address")
-    start.add_argument("--data", type=Path, default=None, help="your own text file or folder")
+    start.add_argument(
+        "--data",
+        type=Path,
+        default=None,
+        help="the run's prepared dataset folder (default: the shipped one)",
+    )
     start.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     start.add_argument("--artifacts", type=Path, default=None, help="artifact directory")
     start.add_argument("--blob-address", default="127.0.0.1:0")

@@ -21,7 +21,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--home", type=Path, default=default_home())
     run.add_argument("--key", required=True)
     run.add_argument("--chain", default="127.0.0.1:9090", help="chain gRPC address")
-    run.add_argument("--data", type=Path, default=None, help="the runs' training text")
+    run.add_argument("--data", type=Path, action="append", default=[],
+                     help="a prepared dataset folder or a folder of them (repeatable)")  # fmt: skip
     run.add_argument("--jobs", type=int, default=2, help="challenges replayed in parallel")
     # Lazy verifiers, for the tests that show them caught (verifier/lazy.py).
     run.add_argument("--behavior", default="honest",
@@ -37,7 +38,7 @@ def _run(args: argparse.Namespace) -> int:
     ring = keyring(args.home)
     ring.show(args.key)
     wallet = ring.wallet(args.key, keyring_password())
-    cfg = VerifierConfig(home=args.home, key=args.key, chain=args.chain, data=args.data,
+    cfg = VerifierConfig(home=args.home, key=args.key, chain=args.chain, data=tuple(args.data),
                          jobs=max(1, args.jobs), behavior=args.behavior)  # fmt: skip
     service = VerifierService(cfg, connect(args.chain), wallet)
     stop = threading.Event()

@@ -25,7 +25,7 @@ from dilochain.protocol.pb.poc.v1.tx_pb2 import (
     MsgWithdrawCollateral,
     MsgWithdrawVested,
 )
-from dilochain.testutil import safetensors_declaring, signed_tx
+from dilochain.testutil import FAKE_DATA, safetensors_declaring, signed_tx
 from dilochain.training.compress import compress
 from dilochain.training.run_config import make_run_config
 from dilochain.training.tensor_codec import decode_state, encode_state
@@ -35,7 +35,7 @@ from tests.fuzz.targets import CORPUS, FUNDED
 def _seeds() -> dict[str, list[bytes]]:
     alice, bob = (str(w.address()) for w in FUNDED[:2])
     send = MsgSend(from_address=alice, to_address=bob, amount=[Coin(denom=DENOM, amount="7")])
-    config = make_run_config("ab" * 32, "tiny", min_collateral="100")
+    config = make_run_config(FAKE_DATA, "tiny", min_collateral="100")
     messages = [
         send,
         MsgDepositCollateral(depositor=alice, amount="1000"),

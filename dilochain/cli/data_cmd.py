@@ -1,0 +1,79 @@
+"""``dilochain data prepare``: a dataset folder (BPE tokenizer, token shards, manifest) from
+text, JSONL or Parquet files, ready for ``dilochain run create --data DIR``."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
+
+from dilochain.cli.common import CliError
+from dilochain.training.dataset import MANIFEST, read_manifest
+from dilochain.training.prepare import (
+    DEFAULT_VOCAB,
+    PrepareOptions,
+    documents,
+    input_files,
+    prepare,
+)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``data`` command group."""
+    data = sub.add_parser("data", help="training data").add_subparsers(
+        dest="data_cmd", required=True, metavar="{prepare}"
+    )
+    p = data.add_parser("prepare", help="tokenize text/JSONL/Parquet into a run's dataset")
+    p.add_argument(
+        "--input",
+        type=Path,
+        nargs="+",
+        required=True,
+        help="files or folders: *.jsonl, *.parquet, anything else is UTF-8 text",
+    )
+    p.add_argument("--out", type=Path, required=True, help="the dataset folder to write")
+    p.add_argument(
+        "--vocab-size", type=int, default=DEFAULT_VOCAB, help="size of the BPE tokenizer to train"
+    )
+    p.add_argument(
+        "--tokenizer",
+        type=Path,
+        default=None,
+        help="use this tokenizer.json instead of training one",
+    )
+    p.add_argument("--text-field", default="text", help="JSONL key / Parquet column of the text")
+    p.add_argument("--shard-tokens", type=int, default=PrepareOptions.shard_tokens)
+    p.add_argument("--heldout-tokens", type=int, default=PrepareOptions.heldout_tokens)
+    p.set_defaults(func=_prepare)  # fmt: skip
+
+
+def _prepare(args: argparse.Namespace) -> int:
+    if not 257 <= args.vocab_size <= 1 << 20:
+        raise CliError("--vocab-size must be between 257 and 1048576")
+    if args.shard_tokens < 1024 or args.heldout_tokens < 1024:
+        raise CliError("--shard-tokens and --heldout-tokens must be at least 1024")
+    options = PrepareOptions(args.vocab_size, args.text_field, args.shard_tokens,
+                             args.heldout_tokens)  # fmt: skip
+    files = input_files(args.input)
+    passes = 1 if args.tokenizer else 2  # training the tokenizer reads the input once more
+    total = passes * sum(f.stat().st_size for f in files)
+    console = Console()
+    columns = (*Progress.get_default_columns()[:1], BarColumn(), DownloadColumn(),
+               TimeRemainingColumn())  # fmt: skip
+    with Progress(*columns, console=console, transient=True) as progress:
+        task = progress.add_task("tokenizing", total=total)
+
+        def docs():
+            return documents(files, args.text_field, lambda n: progress.advance(task, n))
+
+        pins = prepare(docs, args.out, options, args.tokenizer)
+    manifest = read_manifest(args.out / MANIFEST)
+    tokens = sum(s.tokens for s in manifest.shards)
+    console.print(f"dataset written to {args.out}: {len(manifest.shards)} training shards, "
+                  f"{tokens:,} training tokens, {manifest.heldout.tokens:,} held out\n"
+                  f"  data manifest sha256  {pins.manifest_hash}\n"
+                  f"  tokenizer sha256      {pins.tokenizer_hash} "
+                  f"(vocabulary {pins.vocab_size})")  # fmt: skip
+    return 0

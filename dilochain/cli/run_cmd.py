@@ -1,0 +1,135 @@
+"""``dilochain run create``: register a training run on chain, pinning its model config (inline),
+tokenizer and dataset manifest (by sha256). Everything is checked before the tx is sent: a
+config transformers cannot build, a tokenizer the manifest was not made with, or a vocabulary
+the model cannot embed commits nothing."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from tokenizers import Tokenizer
+
+from dilochain.artifacts.store import LocalArtifactStore
+from dilochain.cli.common import CliError, default_home, keyring, keyring_password
+from dilochain.client import TxRefused, connect, submit
+from dilochain.protocol import model_config
+from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgCreateRun
+from dilochain.training.dataset import MANIFEST, TOKENIZER, DataError, file_sha256, read_manifest
+from dilochain.training.prepare import default_dataset
+from dilochain.training.run_config import PRESETS, Pins, make_run_config
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``run`` command group."""
+    run = sub.add_parser("run", help="training runs").add_subparsers(
+        dest="run_cmd", required=True, metavar="{create}"
+    )
+    p = run.add_parser("create", help="create a run: model, tokenizer, data and schedule")
+    p.add_argument("--run-id", required=True)
+    p.add_argument("--key", required=True, help="the creator's key")
+    p.add_argument("--home", type=Path, default=default_home())
+    p.add_argument("--chain", default="127.0.0.1:9090", help="chain gRPC address")
+    p.add_argument(
+        "--preset",
+        choices=sorted(PRESETS),
+        default="small",
+        help="model and batch shape when no --model-config is given",
+    )
+    p.add_argument(
+        "--model-config", type=Path, default=None, help="a Hugging Face config.json of a causal LM"
+    )
+    p.add_argument(
+        "--data",
+        type=Path,
+        default=None,
+        help="a prepared dataset folder (its tokenizer.json and manifest.json)",
+    )
+    p.add_argument("--tokenizer", type=Path, default=None, help="tokenizer.json")
+    p.add_argument("--data-manifest", type=Path, default=None, help="manifest.json")
+    for name, kind in [
+        ("rounds", int),
+        ("round-blocks", int),
+        ("seed", int),
+        ("seq-len", int),
+        ("batch-size", int),
+        ("inner-steps", int),
+        ("checkpoint-interval", int),
+        ("start-delay-blocks", int),
+        ("min-collateral", str),
+        ("compression", str),
+    ]:
+        p.add_argument(f"--{name}", type=kind, default=None)
+    p.set_defaults(func=_create)  # fmt: skip
+
+
+def _data_files(args: argparse.Namespace) -> tuple[Path, Path]:
+    if args.data and (args.tokenizer or args.data_manifest):
+        raise CliError("give --data, or --tokenizer with --data-manifest, not both")
+    if bool(args.tokenizer) != bool(args.data_manifest):
+        raise CliError("--tokenizer and --data-manifest go together")
+    if args.tokenizer:
+        return args.tokenizer, args.data_manifest
+    folder = args.data or default_dataset(args.home)
+    return folder / TOKENIZER, folder / MANIFEST
+
+
+def _pins(tokenizer: Path, manifest_file: Path) -> Pins:
+    manifest = read_manifest(manifest_file)
+    try:
+        Tokenizer.from_file(str(tokenizer))
+    except Exception as err:  # the Rust library raises bare Exceptions
+        raise DataError(f"{tokenizer}: not a tokenizer.json ({str(err).splitlines()[0]})") from None
+    tokenizer_hash = file_sha256(tokenizer)
+    if manifest.tokenizer_sha256 != tokenizer_hash:
+        raise DataError(f"{manifest_file}: made with another tokenizer than {tokenizer}")
+    return Pins(file_sha256(manifest_file), tokenizer_hash, manifest.vocab_size)
+
+
+def _model_config(path: Path) -> str:
+    try:
+        config = json.loads(path.read_text())
+    except OSError as err:
+        raise CliError(f"{path}: {err.strerror}") from None
+    except ValueError as err:
+        raise CliError(f"{path}: not JSON ({err})") from None
+    if not isinstance(config, dict):
+        raise CliError(f"{path}: not a JSON object")
+    return model_config.canonical(config)
+
+
+# Flags that set a RunConfig field of the same name (but --rounds).
+_FIELDS = {name: name for name in ("round_blocks", "seed", "seq_len", "batch_size", "inner_steps",
+                                   "checkpoint_interval", "start_delay_blocks", "min_collateral",
+                                   "compression")} | {"rounds": "total_rounds"}  # fmt: skip
+
+
+def _create(args: argparse.Namespace) -> int:
+    from dilochain.training.model import check_model_config, parameter_count
+
+    tokenizer, manifest = _data_files(args)
+    pins = _pins(tokenizer, manifest)
+    fields = {_FIELDS[k]: v for k, v in vars(args).items() if k in _FIELDS and v is not None}
+    if args.model_config:
+        fields["model_config"] = _model_config(args.model_config)
+    cfg = make_run_config(pins, args.preset, **fields)
+    model = check_model_config(cfg.model_config)  # ModelConfigError: one line, nothing sent
+    if model.config.vocab_size < pins.vocab_size:
+        raise CliError(f"the model's vocab_size {model.config.vocab_size} is smaller than the "
+                       f"tokenizer's vocabulary {pins.vocab_size}")  # fmt: skip
+    store = LocalArtifactStore(args.home / "artifacts")  # a node on this home serves them
+    store.put(tokenizer.read_bytes())
+    store.put(manifest.read_bytes())
+    ring = keyring(args.home)
+    creator = ring.show(args.key).address
+    wallet = ring.wallet(args.key, keyring_password())
+    client = connect(args.chain)
+    try:
+        submit(client, wallet, MsgCreateRun(creator=creator, run_id=args.run_id, config=cfg))
+    except TxRefused as err:
+        raise CliError(f"run {args.run_id!r} refused: {err}") from None
+    print(f"run {args.run_id} created: {model.config.model_type} model, "
+          f"{parameter_count(model):,} parameters, data manifest {pins.manifest_hash[:12]}…, "
+          f"tokenizer {pins.tokenizer_hash[:12]}…")  # fmt: skip
+    return 0

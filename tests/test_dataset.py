@@ -1,0 +1,214 @@
+"""Data preparation (training/prepare.py) and the checked, memory-mapped dataset it writes
+(training/dataset.py): deterministic bytes, every input format, and one clear error per bad
+input naming the file."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from dilochain.testutil import shipped_data
+from dilochain.training.dataset import (
+    MANIFEST,
+    TOKENIZER,
+    DataError,
+    Dataset,
+    file_sha256,
+    find_dataset,
+    read_manifest,
+)
+from dilochain.training.prepare import PrepareOptions, documents, input_files, pins_of, prepare
+
+SMALL = PrepareOptions(vocab_size=320, shard_tokens=2048, heldout_tokens=1024)
+WORDS = ["the cat sat on the mat", "a dog ran in the park", "birds sing at dawn"]
+
+
+def _texts(tmp_path, count=60):
+    folder = tmp_path / "texts"
+    folder.mkdir()
+    for i in range(count):
+        (folder / f"{i:03d}.txt").write_text(f"document {i}: " + " ".join(WORDS) * (i % 7 + 3))
+    return folder
+
+
+def _prepare(inputs, out, options=SMALL, tokenizer=None):
+    files = input_files(inputs)
+    return prepare(lambda: documents(files, options.text_field), out, options, tokenizer)
+
+
+def _hashes(folder):
+    return {p.name: file_sha256(p) for p in sorted(folder.iterdir())}
+
+
+def test_same_input_and_options_give_identical_bytes(tmp_path):
+    texts = _texts(tmp_path)
+    a = _prepare([texts], tmp_path / "a")
+    b = _prepare([texts], tmp_path / "b")
+    assert a == b and _hashes(tmp_path / "a") == _hashes(tmp_path / "b")
+    manifest = read_manifest(tmp_path / "a" / MANIFEST)
+    assert manifest.tokenizer_sha256 == a.tokenizer_hash == file_sha256(tmp_path / "a" / TOKENIZER)
+    assert manifest.dtype == "uint16" and manifest.vocab_size == 320 and manifest.eos_id == 0
+    assert manifest.heldout.tokens == 1024 and len(manifest.shards) >= 2
+    sizes = [s.tokens for s in manifest.shards]
+    assert all(s == 2048 for s in sizes[:-1]) and 1024 <= sizes[-1] < 3072
+    # another vocabulary is another dataset
+    assert _prepare([texts], tmp_path / "c", PrepareOptions(330, "text", 2048, 1024)) != a
+
+
+def test_token_stream_is_the_documents_with_end_of_text(tmp_path):
+    texts = _texts(tmp_path, 20)
+    pins = _prepare([texts], tmp_path / "d")
+    data = Dataset(tmp_path / "d", pins.manifest_hash, pins.tokenizer_hash)
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(tmp_path / "d" / TOKENIZER))
+    stream = []
+    for path in sorted(texts.iterdir()):
+        stream += [*tokenizer.encode(path.read_text()).ids, 0]
+    manifest = data.manifest
+    on_disk = np.concatenate([data._open(e) for e in [manifest.heldout, *manifest.shards]]).tolist()
+    assert on_disk == stream
+
+
+def test_jsonl_and_parquet_inputs(tmp_path):
+    rows = [{"text": f"{w} number {i}", "id": i} for i in range(400) for w in WORDS[:1]]
+    jsonl = tmp_path / "rows.jsonl"
+    jsonl.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    parquet = tmp_path / "rows.parquet"
+    pq.write_table(pa.table({"text": [r["text"] for r in rows], "id": [r["id"] for r in rows]}),
+                   parquet)  # fmt: skip
+    assert list(documents([jsonl], "text")) == [r["text"] for r in rows]
+    assert list(documents([parquet], "text")) == [r["text"] for r in rows]
+    # the same documents in either format make the same dataset
+    assert _prepare([jsonl], tmp_path / "j") == _prepare([parquet], tmp_path / "p")
+
+
+def test_a_given_tokenizer_is_reused_byte_for_byte(tmp_path):
+    texts = _texts(tmp_path)
+    first = _prepare([texts], tmp_path / "first")
+    again = _prepare([texts], tmp_path / "again", tokenizer=tmp_path / "first" / TOKENIZER)
+    assert again.tokenizer_hash == first.tokenizer_hash and again == first
+
+
+@pytest.mark.parametrize(
+    "name, content, needle",
+    [
+        ("bad.jsonl", '{"text": "fine"}\n{"body": "no text"}\n', "bad.jsonl:2: no text field"),
+        ("bad.jsonl", '{"text": "fine"}\nnot json\n', "bad.jsonl:2: not a JSON line"),
+        ("bad.txt", b"\xff\xfe binary", "bad.txt: not UTF-8"),
+        ("bad.parquet", b"PAR1 not really", "bad.parquet: not a readable Parquet file"),
+    ],
+)
+def test_bad_inputs_name_the_file(tmp_path, name, content, needle):
+    path = tmp_path / name
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    with pytest.raises(DataError, match=needle):
+        list(documents([path], "text"))
+
+
+def test_too_little_text_and_missing_column(tmp_path):
+    tiny = tmp_path / "tiny.txt"
+    tiny.write_text("hardly anything")
+    with pytest.raises(DataError, match=r"too few tokens"):
+        _prepare([tiny], tmp_path / "out")
+    assert not (tmp_path / "out").exists()  # nothing half-written
+    table = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"body": ["x"]}), table)
+    with pytest.raises(DataError, match=r"t.parquet: no column 'text'"):
+        list(documents([table], "text"))
+
+
+@pytest.fixture
+def dataset(tmp_path):
+    pins = _prepare([_texts(tmp_path)], tmp_path / "ds")
+    return tmp_path / "ds", pins
+
+
+def test_dataset_refuses_what_the_run_did_not_pin(dataset):
+    folder, pins = dataset
+    with pytest.raises(DataError, match=r"manifest.json: sha256 .* is not the run's data manifest"):
+        Dataset(folder, "00" * 32, pins.tokenizer_hash)
+    with pytest.raises(DataError, match=r"tokenizer.json: sha256 .* is not the run's tokenizer"):
+        Dataset(folder, pins.manifest_hash, "00" * 32)
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip", "remove"])
+def test_damaged_shards_are_refused_on_first_use(dataset, damage):
+    folder, pins = dataset
+    data = Dataset(folder, pins.manifest_hash, pins.tokenizer_hash)
+    shard = folder / data.manifest.shards[1].file
+    raw = shard.read_bytes()
+    if damage == "truncate":
+        shard.write_bytes(raw[:-2])
+        needle = "bytes; the manifest says"
+    elif damage == "flip":
+        shard.write_bytes(bytes([raw[0] ^ 1]) + raw[1:])
+        needle = "is not the run's shard"
+    else:
+        shard.unlink()
+        needle = "shard missing"
+    data.batch(0, 1, 0, 2, 8)  # an intact shard still reads
+    with pytest.raises(DataError, match=rf"{shard.name}: .*{needle}|{needle}"):
+        data.batch(1, 1, 0, 2, 8)
+
+
+def test_token_ids_beyond_the_vocabulary_are_refused(dataset):
+    folder, _ = dataset
+    manifest = read_manifest(folder / MANIFEST)
+    entry = manifest.shards[0]
+    tokens = np.fromfile(folder / entry.file, dtype="<u2")
+    tokens[5] = manifest.vocab_size  # one past the last id
+    tokens.tofile(folder / entry.file)
+    shards = [entry.model_copy(update={"sha256": file_sha256(folder / entry.file)}),
+              *manifest.shards[1:]]  # fmt: skip
+    (folder / MANIFEST).write_bytes(manifest.model_copy(update={"shards": shards}).to_bytes())
+    data = Dataset(folder, file_sha256(folder / MANIFEST), manifest.tokenizer_sha256)
+    with pytest.raises(DataError, match=rf"{entry.file}: token id {manifest.vocab_size} is not"):
+        data.batch(0, 1, 0, 2, 8)
+
+
+def test_find_dataset_picks_the_run_s_by_hash(dataset, tmp_path):
+    folder, pins = dataset
+    shipped, shipped_pins = shipped_data()
+    found = find_dataset([shipped.root, tmp_path], pins.manifest_hash, pins.tokenizer_hash)
+    assert found.root == folder
+    found = find_dataset([tmp_path, shipped.root], shipped_pins.manifest_hash,
+                         shipped_pins.tokenizer_hash)  # fmt: skip
+    assert found.root == shipped.root
+    with pytest.raises(DataError, match=r"no dataset in .* has the run's manifest"):
+        find_dataset([shipped.root, tmp_path], "00" * 32, pins.tokenizer_hash)
+    with pytest.raises(DataError, match=r"larger than the model's vocab_size 256"):
+        found.check_vocab(256)
+
+
+def test_manifest_schema_errors_name_the_field(dataset):
+    folder, _ = dataset
+    manifest = json.loads((folder / MANIFEST).read_text())
+    manifest["shards"][0]["file"] = "../../etc/passwd"
+    (folder / MANIFEST).write_text(json.dumps(manifest))
+    with pytest.raises(DataError, match=r"manifest.json: shards.0.file: String should match"):
+        read_manifest(folder / MANIFEST)
+    with pytest.raises(DataError, match=r"shards.0.file"):
+        pins_of(folder)  # a folder's pins are read through the same check
+
+
+def test_data_prepare_cli(tmp_path):
+    texts = _texts(tmp_path)
+    cli = [sys.executable, "-m", "dilochain.cli.main", "data", "prepare"]
+    sizes = ["--vocab-size", "320", "--shard-tokens", "2048", "--heldout-tokens", "1024"]
+    ok = subprocess.run([*cli, "--input", str(texts), "--out", str(tmp_path / "out"), *sizes],
+                        capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert ok.returncode == 0, ok.stderr
+    pins = pins_of(tmp_path / "out")
+    assert pins.manifest_hash in ok.stdout and pins.tokenizer_hash in ok.stdout
+    assert pins == _prepare([texts], tmp_path / "api")  # the CLI writes what the API writes
+    again = subprocess.run([*cli, "--input", str(texts), "--out", str(tmp_path / "out")],
+                           capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert again.returncode == 1 and "Traceback" not in again.stderr
+    assert again.stderr.startswith("error: ") and "exists and is not empty" in again.stderr

@@ -1,0 +1,212 @@
+"""A run's training data: token shards on disk, named by a manifest, read by memory map.
+
+A prepared dataset is a folder (``dilochain data prepare`` writes it) holding ``tokenizer.json``,
+``manifest.json`` and raw little-endian ``uint16``/``uint32`` token files, nanoGPT-style: the
+held-out shard and fixed-size training shards. A run pins the sha256 of the manifest and of the
+tokenizer; the manifest pins every shard's sha256 and token count. Each shard is checked (size,
+hash, token ids below the vocabulary) the first time it is used, then read by memory map, so a
+corpus never has to fit in memory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import torch
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+MANIFEST = "manifest.json"
+TOKENIZER = "tokenizer.json"
+FORMAT = "dilochain-dataset/1"
+HEX64 = r"^[0-9a-f]{64}$"
+DTYPES = {"uint16": np.dtype("<u2"), "uint32": np.dtype("<u4")}
+_CHUNK = 1 << 22  # tokens per chunk while checking a shard
+
+
+class DataError(ValueError):
+    """Data that cannot be used for training: says which file and why."""
+
+
+class ShardEntry(BaseModel):
+    """One token file of a dataset."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    file: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=128)
+    sha256: str = Field(pattern=HEX64)
+    tokens: int = Field(ge=1)
+
+
+class Manifest(BaseModel):
+    """What a dataset holds: its tokenizer's hash, token dtype and shards."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    format: Literal["dilochain-dataset/1"] = FORMAT
+    tokenizer_sha256: str = Field(pattern=HEX64)
+    vocab_size: int = Field(ge=2, le=1 << 32)
+    dtype: Literal["uint16", "uint32"]
+    eos_id: int | None = Field(default=None, ge=0)
+    heldout: ShardEntry
+    shards: list[ShardEntry] = Field(min_length=1, max_length=1 << 20)
+
+    def to_bytes(self) -> bytes:
+        """The manifest file's bytes: sorted keys, one entry per line, so equal manifests are
+        equal bytes (the run pins their sha256)."""
+        return (json.dumps(self.model_dump(), sort_keys=True, indent=1) + "\n").encode()
+
+
+def file_sha256(path: Path) -> str:
+    """Hex sha256 of a file, read in chunks."""
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def read_manifest(path: Path) -> Manifest:
+    """Parse a manifest file; :class:`DataError` names the file and the first problem."""
+    try:
+        manifest = Manifest.model_validate_json(path.read_bytes())
+    except FileNotFoundError:
+        raise DataError(f"{path}: no such file (is it a prepared dataset folder?)") from None
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(map(str, first["loc"])) or "manifest"
+        raise DataError(f"{path}: {where}: {first['msg']}") from None
+    names = [s.file for s in [manifest.heldout, *manifest.shards]]
+    if len(set(names)) != len(names):
+        raise DataError(f"{path}: a shard file is listed twice")
+    if manifest.dtype == "uint16" and manifest.vocab_size > 1 << 16:
+        raise DataError(f"{path}: vocab_size {manifest.vocab_size} does not fit uint16")
+    return manifest
+
+
+def _seeded(*parts: object) -> torch.Generator:
+    digest = hashlib.sha256("/".join(map(str, parts)).encode()).digest()
+    return torch.Generator().manual_seed(int.from_bytes(digest[:8], "big") >> 1)
+
+
+class Dataset:
+    """A prepared dataset checked against the hashes a run pins."""
+
+    def __init__(self, root: Path, manifest_hash: str, tokenizer_hash: str):
+        self.root = root
+        manifest_path = root / MANIFEST
+        _expect(manifest_path, manifest_hash, "data manifest")
+        self.manifest = read_manifest(manifest_path)
+        _expect(root / TOKENIZER, tokenizer_hash, "tokenizer")
+        if self.manifest.tokenizer_sha256 != tokenizer_hash:
+            raise DataError(f"{manifest_path}: made with another tokenizer than the run's")
+        self._tokens: dict[str, np.ndarray] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def num_shards(self) -> int:
+        """Number of training shards."""
+        return len(self.manifest.shards)
+
+    def check_vocab(self, model_vocab: int) -> None:
+        """Refuse a model whose vocabulary is smaller than the tokenizer's."""
+        if model_vocab < self.manifest.vocab_size:
+            raise DataError(
+                f"{self.root / MANIFEST}: tokenizer vocabulary {self.manifest.vocab_size} is "
+                f"larger than the model's vocab_size {model_vocab}"
+            )
+
+    def _open(self, entry: ShardEntry) -> np.ndarray:
+        """The shard's tokens by memory map, checked in full the first time."""
+        with self._lock:
+            if entry.file not in self._tokens:
+                self._tokens[entry.file] = self._checked(entry)
+            return self._tokens[entry.file]
+
+    def _checked(self, entry: ShardEntry) -> np.ndarray:
+        path = self.root / entry.file
+        dtype = DTYPES[self.manifest.dtype]
+        if not path.is_file():
+            raise DataError(f"{path}: shard missing")
+        size = path.stat().st_size
+        if size != entry.tokens * dtype.itemsize:
+            raise DataError(f"{path}: {size} bytes; the manifest says {entry.tokens} tokens "
+                            f"({entry.tokens * dtype.itemsize} bytes)")  # fmt: skip
+        _expect(path, entry.sha256, "shard")
+        tokens = np.memmap(path, dtype=dtype, mode="r")
+        for lo in range(0, len(tokens), _CHUNK):
+            top = int(tokens[lo : lo + _CHUNK].max())
+            if top >= self.manifest.vocab_size:
+                raise DataError(f"{path}: token id {top} is not below the vocabulary size "
+                                f"{self.manifest.vocab_size}")  # fmt: skip
+        return tokens
+
+    def shard_of(self, seed: int, host: str) -> int:
+        """The training shard a host trains on: fixed by the run seed and the host address."""
+        digest = hashlib.sha256(f"dilochain-shard/{seed}/{host}".encode()).digest()
+        return int.from_bytes(digest[:8], "big") % self.num_shards
+
+    @staticmethod
+    def _windows(tokens: np.ndarray, starts: torch.Tensor, context: int) -> torch.Tensor:
+        rows = np.stack([tokens[s : s + context + 1] for s in starts.tolist()])
+        return torch.from_numpy(rows.astype(np.int64))
+
+    def _span(self, entry: ShardEntry, context: int) -> tuple[np.ndarray, int]:
+        tokens = self._open(entry)
+        if len(tokens) <= context + 1:
+            raise DataError(f"{self.root / entry.file}: {len(tokens)} tokens is too few for "
+                            f"sequences of {context}")  # fmt: skip
+        return tokens, len(tokens) - context - 1
+
+    def batch(
+        self, shard: int, data_seed: int, step: int, batch: int, context: int
+    ) -> torch.Tensor:
+        """The (batch, context + 1) windows of inner step ``step``, a function of its inputs."""
+        tokens, top = self._span(self.manifest.shards[shard], context)
+        starts = torch.randint(0, top, (batch,), generator=_seeded(data_seed, step))
+        return self._windows(tokens, starts, context)
+
+    def heldout_sample(self, seed: int, batch: int, context: int) -> torch.Tensor:
+        """(batch, context + 1) held-out windows drawn by ``seed`` (a screen's loss test)."""
+        tokens, top = self._span(self.manifest.heldout, context)
+        starts = torch.randint(0, top, (batch,), generator=_seeded("screen", seed))
+        return self._windows(tokens, starts, context)
+
+    def heldout_batches(self, count: int, batch: int, context: int) -> list[torch.Tensor]:
+        """Fixed evaluation windows from the held-out shard."""
+        tokens, top = self._span(self.manifest.heldout, context)
+        starts = torch.randint(0, top, (count, batch),
+                               generator=_seeded("heldout", count, batch, context))  # fmt: skip
+        return [self._windows(tokens, row, context) for row in starts]
+
+
+def _expect(path: Path, digest: str, what: str) -> None:
+    if not path.is_file():
+        raise DataError(f"{path}: {what} missing")
+    actual = file_sha256(path)
+    if actual != digest:
+        raise DataError(f"{path}: sha256 {actual[:12]}… is not the run's {what} {digest[:12]}…")
+
+
+def _dataset_folders(path: Path) -> list[Path]:
+    if (path / MANIFEST).is_file():
+        return [path]
+    if path.is_dir():
+        return sorted(p for p in path.iterdir() if (p / MANIFEST).is_file())
+    raise DataError(f"{path}: not a dataset folder (write one with `dilochain data prepare`)")
+
+
+def find_dataset(folders: list[Path], manifest_hash: str, tokenizer_hash: str) -> Dataset:
+    """The run's dataset among ``folders`` (each a dataset folder or a folder of them), picked
+    by its manifest's sha256; :class:`DataError` says what is missing or does not match."""
+    found = [f for folder in folders for f in _dataset_folders(folder)]
+    for folder in found:
+        if file_sha256(folder / MANIFEST) == manifest_hash:
+            return Dataset(folder, manifest_hash, tokenizer_hash)
+    if len(found) == 1:
+        return Dataset(found[0], manifest_hash, tokenizer_hash)  # says what does not match
+    where = ", ".join(map(str, folders))
+    raise DataError(f"no dataset in {where} has the run's manifest {manifest_hash[:12]}…; "
+                    "pass the run's prepared dataset folder with --data")  # fmt: skip
