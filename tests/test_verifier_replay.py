@@ -122,3 +122,16 @@ def test_crafted_checkpoints_fail_the_host_not_the_verifier(tmp_path, base):
         challenge.start_hash = store.put(data)
         verdict = verify_challenge(CFG, DATA, commit, challenge, store, TOLERANT)
         assert not verdict.passed and verdict.reason, verdict
+
+
+def test_bf16_runs_train_under_autocast_and_replay_with_the_run_s_precision(tmp_path, base):
+    bf16 = make_run_config(PINS, "tiny", precision="bf16")
+    result = train_round(build_model(bf16.model_config, 0), bf16, DATA, HOST, 1, base, None)
+    assert result.ckpt_root != honest(base).ckpt_root  # the precision changes the numbers
+    store, commit, challenges = publish_round(tmp_path, bf16, base, result, HOST)
+    for policy in (EXACT, TOLERANT):  # same machine, same precision: bit-exact
+        assert all(verify_challenge(bf16, DATA, commit, c, store, policy).passed
+                   for c in challenges), policy  # fmt: skip
+    # A verifier replaying in float32 is not replaying the run: the segment does not match.
+    assert not any(verify_challenge(CFG, DATA, commit, c, store, EXACT).passed
+                   for c in challenges)  # fmt: skip

@@ -59,6 +59,7 @@ def make_run_config(
         "outer_lr": 0.7,
         "outer_momentum": 0.9,
         "compression": "int8",
+        "precision": "fp32",
         "model_config": model_config.canonical(
             {**base["model"], "vocab_size": data.vocab_size, **(model or {})}
         ),

@@ -105,7 +105,7 @@ def train_step(
         group["lr"] = lr_at(cfg, round_ * cfg.inner_steps + state.step)
     state.model.train()
     state.optimizer.zero_grad(set_to_none=True)
-    with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
+    with torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.precision == "bf16"):
         loss = lm_loss(state.model, batch.to(device))
     loss.backward()
     if cfg.grad_clip > 0:

@@ -103,6 +103,7 @@ def _validate_config(cfg: RunConfig, params: PocParams) -> None:
          "learning rates must be positive and outer_momentum in [0, 1)")  # fmt: skip
     need(cfg.weight_decay >= 0 and cfg.grad_clip >= 0, "weight_decay and grad_clip must be >= 0")
     need(cfg.compression in ("int8", "int4"), "compression must be int8 or int4")
+    need(cfg.precision in ("fp32", "bf16"), "precision must be fp32 or bf16")
     for name in ("tokenizer_hash", "data_manifest_hash"):
         need(_is_sha256_hex(getattr(cfg, name)), f"{name} must be a lowercase hex sha256")
 

@@ -20,6 +20,15 @@ from dilochain.training.dataset import MANIFEST, TOKENIZER, DataError, file_sha2
 from dilochain.training.prepare import default_dataset
 from dilochain.training.run_config import PRESETS, Pins, make_run_config
 
+# Flags that override one RunConfig field of the preset each: (flag, type, field).
+_OVERRIDES = [
+    ("rounds", int, "total_rounds"), ("round-blocks", int, "round_blocks"), ("seed", int, "seed"),
+    ("seq-len", int, "seq_len"), ("batch-size", int, "batch_size"),
+    ("inner-steps", int, "inner_steps"), ("checkpoint-interval", int, "checkpoint_interval"),
+    ("start-delay-blocks", int, "start_delay_blocks"), ("min-collateral", str, "min_collateral"),
+    ("compression", str, "compression"), ("precision", str, "precision"),
+]  # fmt: skip
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``run`` command group."""
@@ -48,19 +57,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--tokenizer", type=Path, default=None, help="tokenizer.json")
     p.add_argument("--data-manifest", type=Path, default=None, help="manifest.json")
-    for name, kind in [
-        ("rounds", int),
-        ("round-blocks", int),
-        ("seed", int),
-        ("seq-len", int),
-        ("batch-size", int),
-        ("inner-steps", int),
-        ("checkpoint-interval", int),
-        ("start-delay-blocks", int),
-        ("min-collateral", str),
-        ("compression", str),
-    ]:
-        p.add_argument(f"--{name}", type=kind, default=None)
+    for flag, kind, _ in _OVERRIDES:
+        p.add_argument(f"--{flag}", type=kind, default=None)
     p.set_defaults(func=_create)  # fmt: skip
 
 
@@ -99,18 +97,13 @@ def _model_config(path: Path) -> str:
     return model_config.canonical(config)
 
 
-# Flags that set a RunConfig field of the same name (but --rounds).
-_FIELDS = {name: name for name in ("round_blocks", "seed", "seq_len", "batch_size", "inner_steps",
-                                   "checkpoint_interval", "start_delay_blocks", "min_collateral",
-                                   "compression")} | {"rounds": "total_rounds"}  # fmt: skip
-
-
 def _create(args: argparse.Namespace) -> int:
     from dilochain.training.model import check_model_config, parameter_count
 
     tokenizer, manifest = _data_files(args)
     pins = _pins(tokenizer, manifest)
-    fields = {_FIELDS[k]: v for k, v in vars(args).items() if k in _FIELDS and v is not None}
+    given = {field: getattr(args, flag.replace("-", "_")) for flag, _, field in _OVERRIDES}
+    fields = {field: value for field, value in given.items() if value is not None}
     if args.model_config:
         fields["model_config"] = _model_config(args.model_config)
     cfg = make_run_config(pins, args.preset, **fields)

@@ -20,7 +20,7 @@ CHALLENGE_STATUS_NOT_REVEALED: ChallengeStatus
 CHALLENGE_STATUS_UNDECIDED: ChallengeStatus
 
 class RunConfig(_message.Message):
-    __slots__ = ("min_collateral", "max_hosts", "seed", "round_blocks", "total_rounds", "model_config", "seq_len", "batch_size", "inner_steps", "checkpoint_interval", "inner_lr", "warmup_steps", "weight_decay", "grad_clip", "outer_lr", "outer_momentum", "compression", "tokenizer_hash", "data_manifest_hash", "start_delay_blocks")
+    __slots__ = ("min_collateral", "max_hosts", "seed", "round_blocks", "total_rounds", "model_config", "seq_len", "batch_size", "inner_steps", "checkpoint_interval", "inner_lr", "warmup_steps", "weight_decay", "grad_clip", "outer_lr", "outer_momentum", "compression", "tokenizer_hash", "data_manifest_hash", "precision", "start_delay_blocks")
     MIN_COLLATERAL_FIELD_NUMBER: _ClassVar[int]
     MAX_HOSTS_FIELD_NUMBER: _ClassVar[int]
     SEED_FIELD_NUMBER: _ClassVar[int]
@@ -40,6 +40,7 @@ class RunConfig(_message.Message):
     COMPRESSION_FIELD_NUMBER: _ClassVar[int]
     TOKENIZER_HASH_FIELD_NUMBER: _ClassVar[int]
     DATA_MANIFEST_HASH_FIELD_NUMBER: _ClassVar[int]
+    PRECISION_FIELD_NUMBER: _ClassVar[int]
     START_DELAY_BLOCKS_FIELD_NUMBER: _ClassVar[int]
     min_collateral: str
     max_hosts: int
@@ -60,8 +61,9 @@ class RunConfig(_message.Message):
     compression: str
     tokenizer_hash: str
     data_manifest_hash: str
+    precision: str
     start_delay_blocks: int
-    def __init__(self, min_collateral: _Optional[str] = ..., max_hosts: _Optional[int] = ..., seed: _Optional[int] = ..., round_blocks: _Optional[int] = ..., total_rounds: _Optional[int] = ..., model_config: _Optional[str] = ..., seq_len: _Optional[int] = ..., batch_size: _Optional[int] = ..., inner_steps: _Optional[int] = ..., checkpoint_interval: _Optional[int] = ..., inner_lr: _Optional[float] = ..., warmup_steps: _Optional[int] = ..., weight_decay: _Optional[float] = ..., grad_clip: _Optional[float] = ..., outer_lr: _Optional[float] = ..., outer_momentum: _Optional[float] = ..., compression: _Optional[str] = ..., tokenizer_hash: _Optional[str] = ..., data_manifest_hash: _Optional[str] = ..., start_delay_blocks: _Optional[int] = ...) -> None: ...
+    def __init__(self, min_collateral: _Optional[str] = ..., max_hosts: _Optional[int] = ..., seed: _Optional[int] = ..., round_blocks: _Optional[int] = ..., total_rounds: _Optional[int] = ..., model_config: _Optional[str] = ..., seq_len: _Optional[int] = ..., batch_size: _Optional[int] = ..., inner_steps: _Optional[int] = ..., checkpoint_interval: _Optional[int] = ..., inner_lr: _Optional[float] = ..., warmup_steps: _Optional[int] = ..., weight_decay: _Optional[float] = ..., grad_clip: _Optional[float] = ..., outer_lr: _Optional[float] = ..., outer_momentum: _Optional[float] = ..., compression: _Optional[str] = ..., tokenizer_hash: _Optional[str] = ..., data_manifest_hash: _Optional[str] = ..., precision: _Optional[str] = ..., start_delay_blocks: _Optional[int] = ...) -> None: ...
 
 class Run(_message.Message):
     __slots__ = ("run_id", "creator", "config", "created_height", "start_height")
