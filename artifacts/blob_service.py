@@ -90,15 +90,20 @@ class PeerFetchingStore:
         """Local bytes, or the first peer's that hash right."""
         if self.local.has(digest):
             return self.local.get(digest)
-        errors = []
-        for endpoint in self.peers():
-            try:
-                data = fetch_blob(endpoint, digest, self.limit)
-            except ArtifactError as err:
-                errors.append(str(err))
-                continue
-            self.local.put(data)
-            return data
-        raise ArtifactError(
-            f"artifact {digest.hex()[:16]}… is on no peer ({'; '.join(errors) or 'no peers'})"
-        )
+        data = fetch_from_peers(self.peers(), digest, self.limit)
+        self.local.put(data)
+        return data
+
+
+def fetch_from_peers(endpoints: list[str], digest: bytes, limit: int) -> bytes:
+    """The first of ``endpoints`` that serves ``digest`` (hash-checked, at most ``limit``
+    bytes); :class:`ArtifactError` lists why each failed."""
+    errors = []
+    for endpoint in endpoints:
+        try:
+            return fetch_blob(endpoint, digest, limit)
+        except ArtifactError as err:
+            errors.append(str(err))
+    raise ArtifactError(
+        f"artifact {digest.hex()[:16]}… is on no peer ({'; '.join(errors) or 'no peers'})"
+    )

@@ -70,6 +70,19 @@ class LocalArtifactStore:
         os.replace(tmp, path)
         return digest
 
+    def link_file(self, path: Path, digest: bytes) -> None:
+        """Serve an existing file as artifact ``digest`` without copying it (a symbolic link).
+        Its hash is checked whenever it is read, as for any artifact, so a file that is not
+        what ``digest`` says is never served."""
+        target = self._path(digest)
+        if target.exists():
+            return
+        target.parent.mkdir(exist_ok=True)
+        tmp = target.with_name(f".tmp-link-{os.getpid()}-{target.name}")
+        tmp.unlink(missing_ok=True)
+        tmp.symlink_to(path.resolve())
+        os.replace(tmp, target)
+
     def get(self, digest: bytes) -> bytes:
         """Read and hash-check."""
         path = self._path(digest)

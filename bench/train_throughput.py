@@ -3,11 +3,11 @@ TFLOP/s and model FLOPs utilisation for Llama configs of ~10M, ~125M and ~1B par
 
 FLOPs per token are 6·N (forward and backward over N non-embedding parameters) plus attention,
 12·layers·hidden·seq_len; MFU divides the achieved rate by ``--peak-tflops`` (the device's dense
-peak; on CUDA, bf16 autocast as the node trains). A size that does not fit is reported, not
-fatal. Figures are printed, not asserted.
+peak). The run's precision is bf16 autocast by default on CUDA, fp32 on CPU. A size that does not
+fit is reported, not fatal. Figures are printed, not asserted.
 
     .venv/bin/python -m bench.train_throughput [--sizes 10m,125m] [--steps 4] [--device cpu]
-        [--threads 2] [--peak-tflops X] [--compile]
+        [--threads 2] [--peak-tflops X] [--compile] [--precision fp32|bf16]
 """
 
 from __future__ import annotations
@@ -32,18 +32,19 @@ SIZES = {  # name: (hidden, layers, heads, batch)
 }
 
 
-def measure(size: str, steps: int, device: str, compile_model: bool) -> dict:
+def measure(size: str, steps: int, device: str, precision: str, compile_model: bool) -> dict:
     """Seconds per inner step (after one warm-up step) and the FLOPs it did."""
     hidden, layers, heads, batch = SIZES[size]
     corpus, pins = shipped_data()
     cfg = make_run_config(pins, "small", model=llama(hidden, layers, heads, SEQ_LEN),
-                          seq_len=SEQ_LEN, batch_size=batch, inner_steps=steps + 1)  # fmt: skip
+                          seq_len=SEQ_LEN, batch_size=batch, inner_steps=steps + 1,
+                          precision=precision)  # fmt: skip
     model = build_model(cfg.model_config, cfg.seed).to(device)
     embedding = model.get_input_embeddings().weight.numel()
     params = {n: p.detach().clone() for n, p in model.named_parameters()}
     state = fresh_inner_state(model, cfg, params)
     if compile_model:
-        state.model = torch.compile(model)
+        model.compile()  # as `node start --compile` does
     train_step(state, cfg, corpus, 0, 1, 0)  # warm-up: allocations, kernels, compilation
     if device == "cuda":
         torch.cuda.synchronize()
@@ -68,8 +69,15 @@ def main() -> None:
     parser.add_argument("--peak-tflops", type=float, default=None,
                         help="the device's dense peak (bf16 on GPUs), for MFU")  # fmt: skip
     parser.add_argument("--compile", action="store_true", help="torch.compile the model")
+    parser.add_argument(
+        "--precision",
+        choices=["fp32", "bf16"],
+        default=None,
+        help="the run's precision (default: bf16 on CUDA, fp32 on CPU)",
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    precision = args.precision or ("bf16" if args.device == "cuda" else "fp32")
     console = Console()
     device_name = torch.cuda.get_device_name() if args.device == "cuda" else "CPU"
     table = Table("size", "parameters", "s / step", "tokens/s", "TFLOP/s", "MFU",
@@ -77,7 +85,7 @@ def main() -> None:
                         f"seq_len {SEQ_LEN}")  # fmt: skip
     for size in args.sizes.split(","):
         try:
-            m = measure(size, args.steps, args.device, args.compile)
+            m = measure(size, args.steps, args.device, precision, args.compile)
         except (RuntimeError, MemoryError) as err:  # out of memory: report, go on
             table.add_row(size, "-", "-", "-", "-", f"did not fit: {str(err)[:40]}")
             continue

@@ -18,7 +18,7 @@ import torch
 from cosmpy.aerial.client import LedgerClient
 from cosmpy.aerial.wallet import Wallet
 
-from dilochain.artifacts.blob_service import PeerFetchingStore, serve_blobs
+from dilochain.artifacts.blob_service import PeerFetchingStore, fetch_from_peers, serve_blobs
 from dilochain.artifacts.store import ArtifactError, LocalArtifactStore
 from dilochain.client import TxRefused, submit
 from dilochain.node.aggregation import Aggregator, GlobalView
@@ -36,7 +36,13 @@ from dilochain.protocol.pb.poc.v1.tx_pb2 import (
     MsgRevealCheckpoints,
 )
 from dilochain.protocol.pb.poc.v1.types_pb2 import Run
-from dilochain.training.dataset import MANIFEST, TOKENIZER, find_dataset
+from dilochain.training.dataset import (
+    MANIFEST,
+    Dataset,
+    DataUnavailable,
+    file_sha256,
+    find_dataset,
+)
 from dilochain.training.diloco import initial_global, params_of
 from dilochain.training.model import (
     build_model,
@@ -63,8 +69,7 @@ class HostNode:
         self.address = str(wallet.address())
         self.poc = PocClient(cfg.chain)
         self.rc = self._query_run().config
-        folders = [cfg.data] if cfg.data else [default_dataset(cfg.home)]
-        self.data = find_dataset(folders, self.rc.data_manifest_hash, self.rc.tokenizer_hash)
+        self.data = self._dataset()
         self.device = torch.device(cfg.device)
         if cfg.device == "cuda" and not torch.cuda.is_available():
             raise NodeError("--device cuda: no CUDA device is available")
@@ -74,10 +79,13 @@ class HostNode:
         except ModelConfigError as err:
             raise NodeError(f"run {cfg.run_id!r}: {err}") from None
         self.data.check_vocab(self.model.config.vocab_size)
+        if cfg.compile:
+            self._compile()
+        self.data.prefetch(self.data.shard_of(self.rc.seed, self.address))
         self.heldout = self.data.heldout_batches(4, self.rc.batch_size, self.rc.seq_len)
         self.local = LocalArtifactStore(cfg.artifact_dir)
-        for name in (TOKENIZER, MANIFEST):  # served by hash to peers (and `dilochain export`)
-            self.local.put((self.data.root / name).read_bytes())
+        for path, digest in self.data.files():  # served by hash to peers (and `dilochain export`)
+            self.local.link_file(path, bytes.fromhex(digest))
         limit = max_artifact_bytes(self.model)
         log.info("run %s: %s model, %d parameters, config sha256 %s…", cfg.run_id,
                  self.model.config.model_type, parameter_count(self.model),
@@ -100,6 +108,35 @@ class HostNode:
         if run is None:
             raise NodeError(f"unknown run {self.cfg.run_id!r}")
         return run
+
+    def _compile(self) -> None:
+        """``torch.compile`` the model in place (parameter names unchanged). Compiled kernels
+        round differently from the eager ones a verifier replays with, so only where the chain
+        verifies in tolerance mode."""
+        if self.poc.params().verification_mode == "exact":
+            raise NodeError("--compile: this chain verifies replays exactly, and compiled "
+                            "kernels do not round as the verifiers' eager ones do")  # fmt: skip
+        self.model.compile()
+        log.info("model compiled with torch.compile (first steps include compilation)")
+
+    def _dataset(self) -> Dataset:
+        """The run's dataset: ``--data``; else the shipped one if the run uses it; else fetched
+        by hash from the run's hosts into ``HOME/datasets/`` (kept for restarts)."""
+        pins = (self.rc.data_manifest_hash, self.rc.tokenizer_hash)
+        if self.cfg.data:
+            return find_dataset([self.cfg.data], *pins)
+        shipped = default_dataset(self.cfg.home)
+        if file_sha256(shipped / MANIFEST) == self.rc.data_manifest_hash:
+            return Dataset(shipped, *pins)
+        root = self.cfg.home / "datasets" / self.rc.data_manifest_hash[:16]
+        log.info("fetching run %s's dataset from its hosts into %s", self.cfg.run_id, root)
+        return Dataset(root, *pins, fetch=self._fetch_data)
+
+    def _fetch_data(self, digest: str, limit: int) -> bytes:
+        try:
+            return fetch_from_peers(self._peer_endpoints(), bytes.fromhex(digest), limit)
+        except ArtifactError as err:
+            raise DataUnavailable(f"the run's dataset: {err}") from None
 
     def _peer_endpoints(self) -> list[str]:
         hosts = self.poc.hosts(self.cfg.run_id)

@@ -12,6 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+import torch
 
 from dilochain.testutil import shipped_data
 from dilochain.training.dataset import (
@@ -19,6 +20,7 @@ from dilochain.training.dataset import (
     TOKENIZER,
     DataError,
     Dataset,
+    DataUnavailable,
     file_sha256,
     find_dataset,
     read_manifest,
@@ -212,3 +214,36 @@ def test_data_prepare_cli(tmp_path):
                            capture_output=True, text=True, timeout=120)  # fmt: skip
     assert again.returncode == 1 and "Traceback" not in again.stderr
     assert again.stderr.startswith("error: ") and "exists and is not empty" in again.stderr
+
+
+def test_a_dataset_fetched_by_hash_arrives_lazily_and_checked(dataset, tmp_path):
+    source, pins = dataset
+    by_hash = {file_sha256(p): p.read_bytes() for p in source.iterdir()}
+    asked: list[str] = []
+
+    def fetch(digest: str, limit: int) -> bytes:
+        asked.append(digest)
+        if digest not in by_hash:
+            raise DataUnavailable(f"{digest[:8]} is on no peer")
+        assert len(by_hash[digest]) <= limit
+        return by_hash[digest]
+
+    data = Dataset(tmp_path / "fetched", pins.manifest_hash, pins.tokenizer_hash, fetch)
+    assert asked == [pins.manifest_hash, pins.tokenizer_hash]  # the shards come when used
+    local = Dataset(source, pins.manifest_hash, pins.tokenizer_hash)
+    assert torch.equal(data.batch(1, 7, 3, 4, 16), local.batch(1, 7, 3, 4, 16))
+    assert asked[2:] == [data.manifest.shards[1].sha256]
+    assert {p.name for p, _ in data.files()} == {MANIFEST, TOKENIZER, data.manifest.shards[1].file}
+    # A shard no peer serves is tried again later; one that arrives corrupt stays refused.
+    missing = data.manifest.shards[0]
+    served = by_hash.pop(missing.sha256)
+    for _ in range(2):
+        with pytest.raises(DataUnavailable):
+            data.prefetch(0)
+    by_hash[missing.sha256] = served[:-2] + b"\x00\x00"
+    with pytest.raises(DataError, match="is not the run's shard"):
+        data.prefetch(0)
+    by_hash[missing.sha256] = served
+    with pytest.raises(DataError, match="is not the run's shard"):  # no re-hash, no re-fetch
+        data.prefetch(0)
+    assert asked.count(missing.sha256) == 3

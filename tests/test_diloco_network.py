@@ -21,10 +21,12 @@ from dilochain.localnet import ChainProcess, init_localnet, spawn_node
 from dilochain.poc_client import PocClient
 from dilochain.protocol.params import DENOM
 from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgCreateRun
-from dilochain.testutil import CHAIN_ID, shipped_data, wallet
+from dilochain.testutil import CHAIN_ID, wallet
 from dilochain.training.compress import decompress
+from dilochain.training.dataset import file_sha256, read_manifest
 from dilochain.training.diloco import initial_global, outer_step, params_of
 from dilochain.training.model import build_model, load_params
+from dilochain.training.prepare import PrepareOptions, default_documents, prepare
 from dilochain.training.run_config import make_run_config
 from dilochain.training.tensor_codec import state_hash
 
@@ -45,7 +47,7 @@ def _wait(predicate, timeout: float, what: str, procs=()):
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def _check_export(folder, cfg, state, digest):
+def _check_export(folder, cfg, data, state, digest):
     """``from_pretrained`` opens the export, its tokenizer is the run's, and the model computes
     the node's logits for that state and generates text."""
     assert (
@@ -53,7 +55,7 @@ def _check_export(folder, cfg, state, digest):
     )
     theirs = AutoModelForCausalLM.from_pretrained(folder)
     tokenizer = AutoTokenizer.from_pretrained(folder)
-    run_tokenizer = Tokenizer.from_file(str(shipped_data()[0].root / "tokenizer.json"))
+    run_tokenizer = Tokenizer.from_file(str(data / "tokenizer.json"))
     text = "The for statement is used to iterate over the elements of a sequence"
     ids = tokenizer(text, return_tensors="pt").input_ids
     assert ids[0].tolist() == run_tokenizer.encode(text).ids
@@ -73,15 +75,22 @@ def test_hosts_train_rounds_and_agree_on_global_checkpoints(tmp_path):
     funded = {a: {DENOM: 10**12} for a in [str(creator.address()), *hosts]}
     init_localnet(tmp_path / "chain", CHAIN_ID, funded,
                   poc={"reveal_window_blocks": 3, "verdict_window_blocks": 3})  # fmt: skip
-    cfg = make_run_config(shipped_data()[1], "tiny", round_blocks=20,
+    # The run's own dataset (a 1,024-token BPE): hosts 0-2 have it (--data); host 3 has not
+    # and fetches it by hash from their blob services.
+    data = tmp_path / "dataset"
+    pins = prepare(default_documents, data, PrepareOptions(1024, "text", 16_384, 12_288))
+    cfg = make_run_config(pins, "tiny", round_blocks=20,
                           total_rounds=ROUNDS, start_delay_blocks=50)  # fmt: skip
     with ChainProcess(tmp_path / "chain", "200ms") as chain:
         client = LedgerClient(network_config(CHAIN_ID, chain.address))
         create = MsgCreateRun(creator=str(creator.address()), run_id="net", config=cfg)
         broadcast(client, creator, create).wait_to_complete(poll_period=0.2)
         poc = PocClient(chain.address)
-        spawn = lambda home: spawn_node(home, "net", "host", chain.address, PASSWORD)  # noqa: E731
-        procs = [spawn(home) for home in homes[:3]]
+
+        def spawn(home, *extra):
+            return spawn_node(home, "net", "host", chain.address, PASSWORD, *extra)
+
+        procs = [spawn(home, "--data", str(data)) for home in homes[:3]]
 
         def recorded():
             return {g.round: g for g in poc.global_checkpoints("net")}
@@ -90,7 +99,7 @@ def test_hosts_train_rounds_and_agree_on_global_checkpoints(tmp_path):
         _wait(lambda: 1 in recorded(), 90, "round 1's global checkpoint", procs)
         procs[2].send_signal(signal.SIGINT)
         assert procs[2].wait(30) == 0
-        procs[2] = spawn(homes[2])
+        procs[2] = spawn(homes[2], "--data", str(data))
         # A host that joins late syncs to the chain's latest global checkpoint via its peers.
         _wait(lambda: 2 in recorded(), 90, "round 2's global checkpoint", procs)
         procs.append(spawn(homes[3]))
@@ -116,6 +125,13 @@ def test_hosts_train_rounds_and_agree_on_global_checkpoints(tmp_path):
     assert len(commits[ROUNDS - 1]) == 4
     assert hosts[2] in {c.host for c in commits[ROUNDS - 1]}  # resumed after its restart
     assert hosts[3] in {c.host for c in commits[ROUNDS - 1]}  # joined late
+    fetched = homes[3] / "datasets" / pins.manifest_hash[:16]  # ... with the data it fetched
+    manifest = read_manifest(data / "manifest.json")
+    expected = {e.file: e.sha256 for e in [manifest.heldout, *manifest.shards]}
+    got = {p.name: file_sha256(p) for p in fetched.glob("*.bin")}  # held-out + its own shard
+    assert "heldout.bin" in got and len(got) == 2, got
+    assert all(expected[name] == digest for name, digest in got.items())
+    assert file_sha256(fetched / "tokenizer.json") == pins.tokenizer_hash
 
     # Recompute every global state independently from θ_0 and the published pseudo-gradients.
     stores = [LocalArtifactStore(h / "artifacts") for h in homes]
@@ -130,5 +146,5 @@ def test_hosts_train_rounds_and_agree_on_global_checkpoints(tmp_path):
             store = next(s for s in stores if s.has(c.pseudo_grad_hash))
             deltas.append(decompress(store.get(c.pseudo_grad_hash)))
         if r == ROUNDS - 1:
-            _check_export(tmp_path / "export", cfg, state, records[r].hash)
+            _check_export(tmp_path / "export", cfg, data, state, records[r].hash)
         state = outer_step(state, deltas, cfg.outer_lr, cfg.outer_momentum)

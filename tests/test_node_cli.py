@@ -65,6 +65,12 @@ def test_no_collateral(running_chain, run_id, operator):
     one_line_error(node(home, "--run", run_id, chain=running_chain.address), "no collateral")
 
 
+def test_compile_needs_a_chain_that_verifies_with_tolerance(running_chain, run_id, operator):
+    home, _ = operator
+    result = node(home, "--run", run_id, "--compile", chain=running_chain.address)
+    one_line_error(result, "--compile: this chain verifies replays exactly")
+
+
 def test_wrong_data_and_wrong_password(running_chain, run_id, operator, tmp_path):
     home, _ = operator
     text = tmp_path / "mine.txt"

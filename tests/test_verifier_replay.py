@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 import torch
 
@@ -11,6 +13,7 @@ from dilochain.node.config import BEHAVIOR_NAMES, NodeConfig
 from dilochain.protocol.pb.poc.v1.types_pb2 import Challenge
 from dilochain.testutil import safetensors_declaring, shipped_data
 from dilochain.training.compress import compress, decompress
+from dilochain.training.dataset import DataError, Dataset
 from dilochain.training.diloco import initial_global
 from dilochain.training.model import build_model
 from dilochain.training.round_work import train_round
@@ -135,3 +138,13 @@ def test_bf16_runs_train_under_autocast_and_replay_with_the_run_s_precision(tmp_
     # A verifier replaying in float32 is not replaying the run: the segment does not match.
     assert not any(verify_challenge(CFG, DATA, commit, c, store, EXACT).passed
                    for c in challenges)  # fmt: skip
+
+
+def test_the_verifier_s_own_broken_data_is_never_the_host_s_fault(tmp_path, base):
+    store, commit, challenges = publish_round(tmp_path / "store", CFG, base, honest(base), HOST)
+    copy = shutil.copytree(DATA.root, tmp_path / "data")
+    shard = DATA.manifest.shards[DATA.shard_of(CFG.seed, HOST)]
+    (copy / shard.file).write_bytes((copy / shard.file).read_bytes()[:-2])  # truncated
+    broken = Dataset(copy, PINS.manifest_hash, PINS.tokenizer_hash)
+    with pytest.raises(DataError, match=f"{shard.file}: .* bytes; the manifest says"):
+        verify_challenge(CFG, broken, commit, challenges[0], store, TOLERANT)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
@@ -26,10 +27,18 @@ FORMAT = "dilochain-dataset/1"
 HEX64 = r"^[0-9a-f]{64}$"
 DTYPES = {"uint16": np.dtype("<u2"), "uint32": np.dtype("<u4")}
 _CHUNK = 1 << 22  # tokens per chunk while checking a shard
+MAX_MANIFEST_BYTES = MAX_TOKENIZER_BYTES = 64 << 20  # what a fetch of either may return
+
+# Fetches a file by its sha256 (hex), at most the given bytes; raises DataUnavailable.
+Fetch = Callable[[str, int], bytes]
 
 
 class DataError(ValueError):
     """Data that cannot be used for training: says which file and why."""
+
+
+class DataUnavailable(DataError):
+    """Data that no peer could serve (yet)."""
 
 
 class ShardEntry(BaseModel):
@@ -92,18 +101,42 @@ def _seeded(*parts: object) -> torch.Generator:
 
 
 class Dataset:
-    """A prepared dataset checked against the hashes a run pins."""
+    """A prepared dataset checked against the hashes a run pins. With ``fetch``, files missing
+    from ``root`` are fetched by their sha256 (from peers) and kept there."""
 
-    def __init__(self, root: Path, manifest_hash: str, tokenizer_hash: str):
+    def __init__(
+        self, root: Path, manifest_hash: str, tokenizer_hash: str, fetch: Fetch | None = None
+    ):
         self.root = root
+        self.fetch = fetch
+        self._tokens: dict[str, np.ndarray] = {}
+        self._broken: dict[str, DataError] = {}
+        self._lock = threading.Lock()
         manifest_path = root / MANIFEST
+        self._ensure(manifest_path, manifest_hash, MAX_MANIFEST_BYTES)
         _expect(manifest_path, manifest_hash, "data manifest")
         self.manifest = read_manifest(manifest_path)
+        self._ensure(root / TOKENIZER, tokenizer_hash, MAX_TOKENIZER_BYTES)
         _expect(root / TOKENIZER, tokenizer_hash, "tokenizer")
         if self.manifest.tokenizer_sha256 != tokenizer_hash:
             raise DataError(f"{manifest_path}: made with another tokenizer than the run's")
-        self._tokens: dict[str, np.ndarray] = {}
-        self._lock = threading.Lock()
+
+    def _ensure(self, path: Path, digest: str, size: int) -> None:
+        """Fetch a missing file (when this dataset fetches), atomically."""
+        if self.fetch is None or path.is_file():
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.part")
+        tmp.write_bytes(self.fetch(digest, size))
+        tmp.replace(path)
+
+    def files(self) -> list[tuple[Path, str]]:
+        """The dataset's files on disk with the sha256 the run or the manifest gives each."""
+        listed = [(self.root / MANIFEST, file_sha256(self.root / MANIFEST)),
+                  (self.root / TOKENIZER, self.manifest.tokenizer_sha256)]  # fmt: skip
+        listed += [(self.root / e.file, e.sha256)
+                   for e in [self.manifest.heldout, *self.manifest.shards]]  # fmt: skip
+        return [(path, digest) for path, digest in listed if path.is_file()]
 
     @property
     def num_shards(self) -> int:
@@ -119,15 +152,25 @@ class Dataset:
             )
 
     def _open(self, entry: ShardEntry) -> np.ndarray:
-        """The shard's tokens by memory map, checked in full the first time."""
+        """The shard's tokens by memory map, checked in full the first time (a shard found
+        bad stays refused; one no peer served yet is tried again)."""
         with self._lock:
+            if entry.file in self._broken:
+                raise self._broken[entry.file]
             if entry.file not in self._tokens:
-                self._tokens[entry.file] = self._checked(entry)
+                try:
+                    self._tokens[entry.file] = self._checked(entry)
+                except DataUnavailable:
+                    raise
+                except DataError as err:
+                    self._broken[entry.file] = err
+                    raise
             return self._tokens[entry.file]
 
     def _checked(self, entry: ShardEntry) -> np.ndarray:
         path = self.root / entry.file
         dtype = DTYPES[self.manifest.dtype]
+        self._ensure(path, entry.sha256, entry.tokens * dtype.itemsize)
         if not path.is_file():
             raise DataError(f"{path}: shard missing")
         size = path.stat().st_size
@@ -142,6 +185,11 @@ class Dataset:
                 raise DataError(f"{path}: token id {top} is not below the vocabulary size "
                                 f"{self.manifest.vocab_size}")  # fmt: skip
         return tokens
+
+    def prefetch(self, shard: int) -> None:
+        """Make sure a training shard and the held-out shard are here and checked."""
+        self._open(self.manifest.shards[shard])
+        self._open(self.manifest.heldout)
 
     def shard_of(self, seed: int, host: str) -> int:
         """The training shard a host trains on: fixed by the run seed and the host address."""

@@ -17,11 +17,11 @@ from dilochain.artifacts.store import ArtifactError, ArtifactStore
 from dilochain.protocol.pb.poc.v1.types_pb2 import Challenge, RoundCommit, RunConfig
 from dilochain.protocol.verdict import fingerprint_step
 from dilochain.training.compress import CompressionError, decompress
-from dilochain.training.dataset import Dataset
+from dilochain.training.dataset import DataError, Dataset
 from dilochain.training.diloco import params_of
 from dilochain.training.model import build_model
 from dilochain.training.tensor_codec import CodecError, decode_state, state_hash
-from dilochain.training.train_step import STEP, load_inner_state, run_segment
+from dilochain.training.train_step import STEP, InnerState, load_inner_state, run_segment
 from dilochain.verifier.fingerprint import fingerprint
 
 
@@ -58,12 +58,15 @@ def relative_l2(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float
 
 def host_fault_fails(check: Callable[..., Verdict]) -> Callable[..., Verdict]:
     """Bytes that decode but are not a checkpoint of the run's model (a step tensor of two
-    elements, wrong shapes…) are the host's fault: a failed verdict, never the verifier's crash."""
+    elements, wrong shapes…) are the host's fault: a failed verdict, never the verifier's crash.
+    The verifier's own data failing (:class:`DataError`) is not the host's fault: it is raised."""
 
     @functools.wraps(check)
     def guarded(*args, **kwargs) -> Verdict:
         try:
             return check(*args, **kwargs)
+        except DataError:
+            raise
         except (ValueError, TypeError, RuntimeError, KeyError, IndexError, OverflowError) as err:
             return Verdict(False, f"checkpoint does not fit the run's model: {err}")
 
@@ -78,8 +81,10 @@ def verify_challenge(
     challenge: Challenge,
     store: ArtifactStore,
     policy: Policy,
+    device: str = "cpu",
 ) -> Verdict:
-    """Re-execute a challenged segment; never raises for a host's fault, it fails the host."""
+    """Re-execute a challenged segment on ``device``; never raises for a host's fault, it fails
+    the host."""
     k = cfg.checkpoint_interval
     try:
         start = decode_state(store.get(challenge.start_hash))
@@ -93,7 +98,7 @@ def verify_challenge(
         return Verdict(False, "start checkpoint is not at the segment's first step")
     if int(final.get(STEP, torch.tensor(-1))) != cfg.inner_steps:
         return Verdict(False, "final checkpoint is not at step H")
-    model = build_model(cfg.model_config, cfg.seed)
+    model = build_model(cfg.model_config, cfg.seed).to(device)
     try:
         state = load_inner_state(model, cfg, start)
     except ValueError as err:
@@ -105,10 +110,14 @@ def verify_challenge(
     shard = data.shard_of(cfg.seed, commit.host)
     middle = fingerprint_step(k)
     run_segment(state, cfg, data, shard, commit.data_seed, commit.round, middle)
-    mark = fingerprint(state.checkpoint(), start, challenge, policy.mode, policy.tolerance)
+    mark = fingerprint(_on_cpu(state), start, challenge, policy.mode, policy.tolerance)
     run_segment(state, cfg, data, shard, commit.data_seed, commit.round, k - middle)
-    verdict = _compare(state.checkpoint(), end_bytes, challenge, base, final, pseudo_grad, policy)
+    verdict = _compare(_on_cpu(state), end_bytes, challenge, base, final, pseudo_grad, policy)
     return dataclasses.replace(verdict, fingerprint=mark)
+
+
+def _on_cpu(state: InnerState) -> dict[str, torch.Tensor]:
+    return {name: t.cpu() for name, t in state.checkpoint().items()}
 
 
 def _compare(

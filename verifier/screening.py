@@ -37,6 +37,7 @@ def screen_commit(
     store: ArtifactStore,
     policy: Policy,
     loss_margin: float,
+    device: str = "cpu",
 ) -> Verdict:
     """Screen a commit; never raises for a host's fault (unavailable or malformed artifacts,
     tensors that do not fit the model), it fails the screen."""
@@ -55,7 +56,7 @@ def screen_commit(
     applied = {n: base_params[n] - pseudo_grad[n].to(base_params[n].dtype) for n in base_params}
     tokens = data.heldout_sample(int.from_bytes(anchor[:8], "big"),
                                    SCREEN_BATCHES * cfg.batch_size, cfg.seq_len)  # fmt: skip
-    model = build_model(cfg.model_config, cfg.seed)
+    model, tokens = build_model(cfg.model_config, cfg.seed).to(device), tokens.to(device)
     before, after = _loss(model, base_params, tokens), _loss(model, applied, tokens)
     rise = (after - before) / before
     if rise > loss_margin:

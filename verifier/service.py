@@ -13,11 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
+import torch
 from cosmpy.aerial.client import LedgerClient
 from cosmpy.aerial.wallet import Wallet
 
-from dilochain.artifacts.blob_service import PeerFetchingStore
-from dilochain.artifacts.store import LocalArtifactStore
+from dilochain.artifacts.blob_service import PeerFetchingStore, fetch_from_peers
+from dilochain.artifacts.store import ArtifactError, LocalArtifactStore
 from dilochain.client import TxRefused, submit
 from dilochain.poc_client import InsufficientFunds, PocClient, ensure_bonded
 from dilochain.protocol.model_config import ModelConfigError
@@ -29,7 +30,7 @@ from dilochain.protocol.pb.poc.v1.types_pb2 import (
     RoundCommit,
     Run,
 )
-from dilochain.training.dataset import DataError, Dataset, find_dataset
+from dilochain.training.dataset import DataError, Dataset, DataUnavailable, find_dataset
 from dilochain.training.model import build_model, max_artifact_bytes
 from dilochain.training.prepare import default_dataset
 from dilochain.training.train_step import set_deterministic
@@ -54,6 +55,7 @@ class VerifierConfig:
     key: str
     chain: str = "127.0.0.1:9090"
     data: tuple[Path, ...] = ()  # dataset folders (or folders of them); the default one besides
+    device: str = "cpu"  # where replays and screens run
     jobs: int = 2
     behavior: str = "honest"  # or a lazy verifier's, for the tests (verifier/lazy.py)
     poll_seconds: float = 0.3
@@ -68,12 +70,16 @@ class VerifierService:
         self.client = client
         self.wallet = wallet
         self.address = str(wallet.address())
+        if cfg.device == "cuda" and not torch.cuda.is_available():
+            raise VerifierError("--device cuda: no CUDA device is available")
         self.poc = PocClient(cfg.chain)
         params = self.poc.params()
         self.params = params
         self.policy = Policy(params.verification_mode, float(params.tolerance),
                              float(params.pseudo_grad_tolerance))  # fmt: skip
         self.datasets: dict[str, Dataset | None] = {}  # None: a run it cannot verify
+        self.waiting: set[str] = set()  # runs whose dataset no host served yet (logged once)
+        self.skipped: set[tuple] = set()  # jobs my data could not replay (logged once)
         self.fetch_limits: dict[str, int] = {}  # per run: its largest possible artifact
         self.local = LocalArtifactStore(cfg.home / "verifier-artifacts")
         self.verdicts = 0
@@ -117,23 +123,50 @@ class VerifierService:
         log.info("registered as a verifier")
 
     def _dataset(self, run: Run) -> Dataset | None:
-        """The run's dataset, if this verifier can work for the run (it has the run's data and
-        can build its model; decided once a run)."""
+        """The run's dataset, if this verifier can work for the run (it has or can fetch the
+        run's data and can build its model; decided once a run, but a fetch that found no
+        peer is tried again on the next pass)."""
         if run.run_id not in self.datasets:
-            self.datasets[run.run_id] = self._workable(run)
+            try:
+                self.datasets[run.run_id] = self._workable(run)
+            except DataUnavailable as err:  # no host serves the dataset yet
+                if run.run_id not in self.waiting:
+                    log.warning("run %s: %s; will retry", run.run_id, err)
+                    self.waiting.add(run.run_id)
+                return None
         return self.datasets[run.run_id]
 
     def _workable(self, run: Run) -> Dataset | None:
-        folders = [*self.cfg.data, default_dataset(self.cfg.home)]
+        pins = (run.config.data_manifest_hash, run.config.tokenizer_hash)
         try:
-            data = find_dataset(folders, run.config.data_manifest_hash, run.config.tokenizer_hash)
             model = build_model(run.config.model_config, run.config.seed)
+            data = self._local_dataset(run) or Dataset(
+                self.cfg.home / "datasets" / pins[0][:16], *pins,
+                fetch=lambda digest, limit: self._fetch_data(run, digest, limit),
+            )  # fmt: skip
             data.check_vocab(model.config.vocab_size)
+        except DataUnavailable:
+            raise
         except (DataError, ModelConfigError) as err:
             log.warning("run %s: %s; not verifying it", run.run_id, err)
             return None
         self.fetch_limits[run.run_id] = max_artifact_bytes(model)
         return data
+
+    def _local_dataset(self, run: Run) -> Dataset | None:
+        """The run's dataset among ``--data`` folders and the shipped one, if there."""
+        folders = [*self.cfg.data, default_dataset(self.cfg.home)]
+        try:
+            return find_dataset(folders, run.config.data_manifest_hash, run.config.tokenizer_hash)
+        except DataError:
+            return None
+
+    def _fetch_data(self, run: Run, digest: str, limit: int) -> bytes:
+        endpoints = [h.endpoint for h in self.poc.hosts(run_id=run.run_id) if h.endpoint]
+        try:
+            return fetch_from_peers(endpoints, bytes.fromhex(digest), limit)
+        except ArtifactError as err:
+            raise DataUnavailable(f"the run's dataset: {err}") from None
 
     def pending(self, run: Run) -> list[Challenge]:
         """Revealed, undecided challenges of the current round assigned to me and not voted."""
@@ -158,7 +191,8 @@ class VerifierService:
             return lazy_verdict(self.cfg.behavior, challenge, store, self.policy)
         commits = self.poc.commits(run.run_id, challenge.round)
         commit = next(c for c in commits if c.host == challenge.host)
-        return verify_challenge(run.config, data, commit, challenge, store, self.policy)
+        return verify_challenge(run.config, data, commit, challenge, store, self.policy,
+                                self.cfg.device)  # fmt: skip
 
     def screen(
         self, run: Run, round_: int, anchor: bytes, commits: list[RoundCommit]
@@ -173,8 +207,13 @@ class VerifierService:
                 verdict = Verdict(self.cfg.behavior != "always-fail", "not screened")
             else:
                 store = self._store(run, commit.host, hosts)
-                verdict = screen_commit(run.config, data, commit, anchor, store, self.policy,
-                                        float(self.params.screen_loss_margin))  # fmt: skip
+                try:
+                    verdict = screen_commit(run.config, data, commit, anchor, store, self.policy,
+                                            float(self.params.screen_loss_margin),
+                                            self.cfg.device)  # fmt: skip
+                except DataError as err:  # my data, not the host's fault: no vote
+                    log.warning("screen %s round %d: %s; not voting", run.run_id, round_, err)
+                    return []
             log.info("screen %s round %d %s…: %s (%s, %.2e)", run.run_id, round_,
                      commit.host[:14], "PASS" if verdict.passed else "FAIL", verdict.reason,
                      verdict.distance)  # fmt: skip
@@ -196,7 +235,14 @@ class VerifierService:
             futures = [pool.submit(self._check, run, data, c) for c in jobs]
             msgs = []
             for c, future in zip(jobs, futures, strict=True):
-                verdict = future.result()
+                try:
+                    verdict = future.result()
+                except DataError as err:  # my data, not the host's fault: no vote
+                    if (key := (run.run_id, c.round, c.host, c.segment)) not in self.skipped:
+                        self.skipped.add(key)
+                        log.warning("job %s round %d segment %d: %s; not voting", run.run_id,
+                                    c.round, c.segment, err)  # fmt: skip
+                    continue
                 outcome = "PASS" if verdict.passed else "FAIL"
                 log.info("job %s round %d %s… segment %d: %s (%s, distance %.2e)",
                          run.run_id, c.round, c.host[:14], c.segment, outcome, verdict.reason,

@@ -38,6 +38,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     start.add_argument("--artifacts", type=Path, default=None, help="artifact directory")
     start.add_argument("--blob-address", default="127.0.0.1:0")
     start.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    start.add_argument(
+        "--compile",
+        action="store_true",
+        help="torch.compile the model (chains that verify in tolerance mode)",
+    )
     start.add_argument("--wait-for-run", action="store_true",
                        help="start before the run is created and wait for it")  # fmt: skip
     # The devnet's and the tests' dishonest hosts; not for operators.
@@ -85,7 +90,7 @@ def _start(args: argparse.Namespace) -> int:
         cfg = NodeConfig(
             home=args.home, run_id=args.run_id, key=args.key, chain=args.chain, data=args.data,
             device=args.device, artifacts=args.artifacts, blob_address=args.blob_address,
-            threads=args.threads, behavior=args.behavior,
+            threads=args.threads, behavior=args.behavior, compile=args.compile,
         )  # fmt: skip
     except ValidationError as err:
         raise CliError(

@@ -23,6 +23,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--chain", default="127.0.0.1:9090", help="chain gRPC address")
     run.add_argument("--data", type=Path, action="append", default=[],
                      help="a prepared dataset folder or a folder of them (repeatable)")  # fmt: skip
+    run.add_argument(
+        "--device",
+        choices=["cpu", "cuda"],
+        default="cpu",
+        help="where to replay (another device than the hosts': tolerance mode)",
+    )
     run.add_argument("--jobs", type=int, default=2, help="challenges replayed in parallel")
     # Lazy verifiers, for the tests that show them caught (verifier/lazy.py).
     run.add_argument("--behavior", default="honest",
@@ -39,7 +45,8 @@ def _run(args: argparse.Namespace) -> int:
     ring.show(args.key)
     wallet = ring.wallet(args.key, keyring_password())
     cfg = VerifierConfig(home=args.home, key=args.key, chain=args.chain, data=tuple(args.data),
-                         jobs=max(1, args.jobs), behavior=args.behavior)  # fmt: skip
+                         device=args.device, jobs=max(1, args.jobs),
+                         behavior=args.behavior)  # fmt: skip
     service = VerifierService(cfg, connect(args.chain), wallet)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
