@@ -21,6 +21,7 @@ from rich.table import Table
 
 from dilochain.node.behaviors import RoundJob
 from dilochain.node.cheats import behavior
+from dilochain.protocol.params import PocParams
 from dilochain.testutil import shipped_data
 from dilochain.training.diloco import initial_global
 from dilochain.training.model import build_model
@@ -30,20 +31,29 @@ from dilochain.verifier.replay import Policy, verify_challenge
 from dilochain.verifier.testing import publish_round
 
 HOST = "dilo1host"
-MEASURE = Policy("tolerance", 1.0, 1.0)  # accept everything: we want the distances
+MEASURE = Policy("tolerance", 1.0, 1.0)  # accept any distance: we want the distances
 
 
-def _round(cfg, data, base, how: str, device: str):
+def _round(cfg, data, base, how: str, device: str, compiled: bool):
     model = build_model(cfg.model_config, 0).to(device)
+    if compiled:
+        model.compile()  # as `node start --compile` does
     return behavior(how).train(RoundJob(model, cfg, data, HOST, 1, base, None))
 
 
-def _distances(cfg, data, base, result, threads: int) -> list[float]:
+def _replays(cfg, data, base, result, threads: int) -> list:
     set_deterministic(threads)
     with tempfile.TemporaryDirectory() as work:
         store, commit, challenges = publish_round(Path(work), cfg, base, result, HOST)
-        return [verify_challenge(cfg, data, commit, c, store, MEASURE).distance
-                for c in challenges]  # fmt: skip
+        return [verify_challenge(cfg, data, commit, c, store, MEASURE) for c in challenges]
+
+
+def _outcome(verdicts: list, tolerance: float) -> str:
+    early = [v.reason for v in verdicts if not v.passed]  # refused before any distance
+    if early:
+        return f"caught: {early[0]}"
+    worst = max(v.distance for v in verdicts)
+    return "caught" if worst > tolerance else "passes"
 
 
 def main() -> None:
@@ -51,21 +61,30 @@ def main() -> None:
     parser.add_argument("--preset", default="small")
     args = parser.parse_args()
     data, pins = shipped_data()
-    table = Table("host", "verifier", "work", "precision", "min distance", "max distance")
-    devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+    tolerance = float(PocParams().tolerance)
+    table = Table("host", "verifier", "work", "precision", "distance min", "distance max",
+                  f"at tolerance {tolerance:g}", title=f"preset {args.preset!r}")  # fmt: skip
+    hosts = [("cpu", False), ("cpu", True)] + (
+        [("cuda", False)] if torch.cuda.is_available() else []
+    )
     for precision in ("fp32", "bf16"):
         cfg = make_run_config(pins, args.preset, precision=precision)
         model = build_model(cfg.model_config, cfg.seed)
         base = initial_global({n: p.detach().clone() for n, p in model.named_parameters()})
-        cheats = [("cpu", 1, c) for c in ("noisy", "wrong-data", "fewer-steps")]
-        cases = [(d, 1, "honest") for d in devices] + cheats
-        for device, host_threads, how in cases:
-            set_deterministic(host_threads)
-            result = _round(cfg, data, base, how, device)
+        cases = [(d, c, "honest") for d, c in hosts]
+        cases += [("cpu", False, cheat) for cheat in ("noisy", "wrong-data", "fewer-steps")]
+        for device, compiled, how in cases:
+            set_deterministic(1)
+            result = _round(cfg, data, base, how, device, compiled)
+            host = f"{device}, 1 thread{', compiled' if compiled else ''}"
             for threads in (1, 2):
-                found = _distances(cfg, data, base, result, threads)
-                table.add_row(f"{device}, {host_threads} thread", f"cpu, {threads} threads",
-                              how, precision, f"{min(found):.2e}", f"{max(found):.2e}")  # fmt: skip
+                verdicts = _replays(cfg, data, base, result, threads)
+                distances = [v.distance for v in verdicts if v.passed]
+                low, high = (
+                    (f"{min(distances):.1e}", f"{max(distances):.1e}") if distances else ("-", "-")
+                )
+                table.add_row(host, f"cpu, {threads} thread{'s' * (threads > 1)}", how,
+                              precision, low, high, _outcome(verdicts, tolerance))  # fmt: skip
     Console().print(table)
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import time
+from collections.abc import Callable
 from decimal import Decimal
 
 import grpc
@@ -101,19 +103,29 @@ class TxRefused(Exception):
 
 
 def submit(
-    client: LedgerClient, wallet: Wallet, *msgs: Message, timeout: float = 30, poll: float = 0.2
-) -> TxResponse:
-    """Broadcast ``msgs`` in one tx and wait until it is in a block; raises :class:`TxRefused`."""
+    client: LedgerClient, wallet: Wallet, *msgs: Message, timeout: float = 30, poll: float = 0.2,
+    hopeless: Callable[[], bool] | None = None,
+) -> TxResponse:  # fmt: skip
+    """Broadcast ``msgs`` in one tx and wait until it is in a block; raises :class:`TxRefused`.
+    ``hopeless`` (checked every second of waiting) says when the tx can no longer be included,
+    e.g. its window has closed and the mempool dropped it: no use waiting out ``timeout``."""
+    deadline = time.monotonic() + timeout
     try:
-        return (
-            broadcast(client, wallet, *msgs)
-            .wait_to_complete(timeout=timeout, poll_period=poll)
-            .response
-        )
+        submitted = broadcast(client, wallet, *msgs)
+        while True:
+            try:
+                wait = max(0.0, min(1.0, deadline - time.monotonic()))
+                return submitted.wait_to_complete(timeout=wait, poll_period=poll).response
+            except QueryTimeoutError:
+                if time.monotonic() >= deadline:
+                    raise TxRefused(f"not included in a block within {timeout}s") from None
+                if hopeless is not None and hopeless():
+                    try:  # one last look: it may have landed while we asked
+                        return submitted.wait_to_complete(timeout=0, poll_period=poll).response
+                    except QueryTimeoutError:
+                        raise TxRefused("not included in a block, and now it cannot be") from None
     except BroadcastError as err:
         raise TxRefused(str(err)) from None
-    except QueryTimeoutError:
-        raise TxRefused(f"not included in a block within {timeout}s") from None
     except grpc.RpcError as err:
         if err.code() == grpc.StatusCode.INVALID_ARGUMENT:  # simulation failed
             raise TxRefused(err.details()) from None

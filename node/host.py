@@ -145,8 +145,13 @@ class HostNode:
     def _round_info(self) -> q.QueryRoundInfoResponse:
         return self.poc.round_info(self.cfg.run_id)
 
-    def _send(self, *msgs) -> None:
-        submit(self.client, self.wallet, *msgs, poll=self.cfg.poll_seconds)
+    def _send(self, *msgs, until_height: int | None = None) -> None:
+        """Send one tx; with ``until_height``, stop waiting for it once the chain is past that
+        height (a window that closed: the tx can no longer be included)."""
+        hopeless = None
+        if until_height is not None:
+            hopeless = lambda: self._round_info().height > until_height  # noqa: E731
+        submit(self.client, self.wallet, *msgs, poll=self.cfg.poll_seconds, hopeless=hopeless)
 
     def ensure_registered(self, endpoint: str) -> None:
         """Bond the run's minimum collateral and register (or move) this host's endpoint."""
@@ -209,8 +214,9 @@ class HostNode:
         return nxt
 
     # ---- one round ---------------------------------------------------------------------------
-    def publish_and_commit(self, view: GlobalView, result: RoundResult) -> bool:
-        """Publish a round's artifacts and commit their hashes; False if the chain refused."""
+    def publish_and_commit(self, view: GlobalView, result: RoundResult, window_end: int) -> bool:
+        """Publish a round's artifacts and commit their hashes; False if the chain refused or
+        the commit window (ending at ``window_end``) closed before the commit was included."""
         for data in result.checkpoints:
             self.local.put(data)
         pg_hash = self.local.put(result.pseudo_grad)
@@ -222,7 +228,7 @@ class HostNode:
             final_proof=merkle_proof(result.checkpoint_hashes, len(result.checkpoint_hashes) - 1),
         )  # fmt: skip
         try:
-            self._send(msg)
+            self._send(msg, until_height=window_end)
         except TxRefused as err:
             log.warning("round %d commit refused: %s", view.round, err)
             return False
@@ -240,8 +246,9 @@ class HostNode:
                 self.aggregator.prefetch(prefetch_round)
             stop.wait(self.cfg.poll_seconds)
 
-    def reveal(self, round_: int) -> None:
-        """Reveal every challenged segment of this host's round ``round_`` (with Merkle proofs)."""
+    def reveal(self, round_: int, last_height: int) -> None:
+        """Reveal every challenged segment of this host's round ``round_`` (with Merkle proofs),
+        waiting for the tx no longer than ``last_height``."""
         mine = [c for c in self.poc.challenges(self.cfg.run_id, round_)
                 if c.host == self.address and not c.revealed]  # fmt: skip
         if not mine or not self.checkpoint_hashes:
@@ -261,7 +268,7 @@ class HostNode:
         if not msgs:
             return
         try:
-            self._send(*msgs)
+            self._send(*msgs, until_height=last_height)
             log.info("round %d: revealed segments %s", round_, [c.segment for c in mine])
         except TxRefused as err:
             log.warning("round %d reveal refused: %s", round_, err)
@@ -309,7 +316,7 @@ class HostNode:
                 if stop.is_set():
                     break
                 attempted = view.round
-                if self.publish_and_commit(view, result):
+                if self.publish_and_commit(view, result, info.window_end):
                     error, self.checkpoint_hashes = result.error, result.checkpoint_hashes
                     mine = True
                     committed += 1
@@ -317,7 +324,7 @@ class HostNode:
             if mine:
                 self._wait_for_height(info.selection_height, stop, view.round)
                 if not stop.is_set():
-                    self.reveal(view.round)
+                    self.reveal(view.round, info.resolution_height)
             self._wait_for_height(info.resolution_height, stop, view.round)
         return committed
 
