@@ -12,6 +12,7 @@ a GPU (``--device cuda`` for the host's side) and are printed only where one is 
 from __future__ import annotations
 
 import argparse
+import itertools
 import tempfile
 from pathlib import Path
 
@@ -23,11 +24,12 @@ from dilochain.node.behaviors import RoundJob
 from dilochain.node.cheats import behavior
 from dilochain.protocol.params import PocParams
 from dilochain.testutil import shipped_data
-from dilochain.training.diloco import initial_global
+from dilochain.training.diloco import initial_global, params_of
 from dilochain.training.model import build_model
 from dilochain.training.run_config import make_run_config
-from dilochain.training.train_step import set_deterministic
-from dilochain.verifier.replay import Policy, verify_challenge
+from dilochain.training.tensor_codec import decode_state
+from dilochain.training.train_step import load_inner_state, run_segment, set_deterministic
+from dilochain.verifier.replay import Policy, relative_l2, verify_challenge
 from dilochain.verifier.testing import publish_round
 
 HOST = "dilo1host"
@@ -48,6 +50,20 @@ def _replays(cfg, data, base, result, threads: int) -> list:
         return [verify_challenge(cfg, data, commit, c, store, MEASURE) for c in challenges]
 
 
+def _one_step_short(cfg, data, result) -> list[float]:
+    """Per segment: how far a replay that skips the segment's last step lands from the honest
+    end (what a host that trains k-1 of every k steps would have to hide)."""
+    set_deterministic(1)
+    states = [decode_state(c) for c in result.checkpoints]
+    shard, k = data.shard_of(cfg.seed, HOST), cfg.checkpoint_interval
+    distances = []
+    for start, end in itertools.pairwise(states):
+        state = load_inner_state(build_model(cfg.model_config, 0), cfg, start)
+        run_segment(state, cfg, data, shard, result.data_seed, 1, k - 1)
+        distances.append(relative_l2(state.params(), params_of(end)))
+    return distances
+
+
 def _outcome(verdicts: list, tolerance: float) -> str:
     early = [v.reason for v in verdicts if not v.passed]  # refused before any distance
     if early:
@@ -61,18 +77,23 @@ def main() -> None:
     parser.add_argument("--preset", default="small")
     args = parser.parse_args()
     data, pins = shipped_data()
-    tolerance = float(PocParams().tolerance)
+    defaults = PocParams()
     table = Table("host", "verifier", "work", "precision", "distance min", "distance max",
-                  f"at tolerance {tolerance:g}", title=f"preset {args.preset!r}")  # fmt: skip
+                  "at the default tolerance", title=f"preset {args.preset!r}")  # fmt: skip
     hosts = [("cpu", False), ("cpu", True)] + (
         [("cuda", False)] if torch.cuda.is_available() else []
     )
     for precision in ("fp32", "bf16"):
         cfg = make_run_config(pins, args.preset, precision=precision)
+        tolerance = Policy.for_run(defaults, precision).tolerance
         model = build_model(cfg.model_config, cfg.seed)
         base = initial_global({n: p.detach().clone() for n, p in model.named_parameters()})
         cases = [(d, c, "honest") for d, c in hosts]
         cases += [("cpu", False, cheat) for cheat in ("noisy", "wrong-data", "fewer-steps")]
+        short = _one_step_short(cfg, data, _round(cfg, data, base, "honest", "cpu", False))
+        table.add_row("cpu, 1 thread", "cpu, 1 thread", "one step short", precision,
+                      f"{min(short):.1e}", f"{max(short):.1e}",
+                      "caught" if min(short) > tolerance else "passes")  # fmt: skip
         for device, compiled, how in cases:
             set_deterministic(1)
             result = _round(cfg, data, base, how, device, compiled)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -81,6 +82,10 @@ def test_wrong_data_and_wrong_password(running_chain, run_id, operator, tmp_path
     prepare(lambda: iter([text.read_text()]), mine, SMALL)
     result = node(home, "--run", run_id, "--data", str(mine), chain=running_chain.address)
     one_line_error(result, "is not the run's data manifest")
+    damaged = shutil.copytree(shipped_data()[0].root, tmp_path / "damaged")
+    (damaged / "heldout.bin").write_bytes((damaged / "heldout.bin").read_bytes()[:-6])
+    result = node(home, "--run", run_id, "--data", str(damaged), chain=running_chain.address)
+    one_line_error(result, "heldout.bin: 24570 bytes; the manifest says 12288 tokens")
     env = {**os.environ, "DILOCHAIN_KEYRING_PASSWORD": "wrong"}
     cmd = [sys.executable, "-m", "dilochain.cli.main", "node", "start", "--home", str(home),
            "--key", "op", "--run", run_id, "--chain", running_chain.address]  # fmt: skip

@@ -10,7 +10,8 @@ import torch
 from dilochain.node.behaviors import RoundJob
 from dilochain.node.cheats import BEHAVIORS, CopyPseudoGrad, behavior
 from dilochain.node.config import BEHAVIOR_NAMES, NodeConfig
-from dilochain.protocol.pb.poc.v1.types_pb2 import Challenge
+from dilochain.protocol.params import PocParams
+from dilochain.protocol.pb.poc.v1.types_pb2 import Challenge, Params
 from dilochain.testutil import safetensors_declaring, shipped_data
 from dilochain.training.compress import compress, decompress
 from dilochain.training.dataset import DataError, Dataset
@@ -148,3 +149,11 @@ def test_the_verifier_s_own_broken_data_is_never_the_host_s_fault(tmp_path, base
     broken = Dataset(copy, PINS.manifest_hash, PINS.tokenizer_hash)
     with pytest.raises(DataError, match=f"{shard.file}: .* bytes; the manifest says"):
         verify_challenge(CFG, broken, commit, challenges[0], store, TOLERANT)
+
+
+def test_bf16_runs_are_judged_with_their_own_tolerance():
+    genesis = PocParams()
+    queried = Params(**genesis.model_dump(mode="json"))  # what a verifier gets from the chain
+    for params in (genesis, queried):
+        assert Policy.for_run(params, "fp32").tolerance == 1e-4
+        assert Policy.for_run(params, "bf16").tolerance == 2e-3

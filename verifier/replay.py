@@ -48,6 +48,13 @@ class Policy:
     tolerance: float
     pseudo_grad_tolerance: float
 
+    @classmethod
+    def for_run(cls, params, precision: str) -> Policy:
+        """The chain's policy for a run of ``precision`` (``params``: the chain's ``Params``
+        message or genesis ``PocParams``): bf16 runs have their own tolerance."""
+        tolerance = params.tolerance_bf16 if precision == "bf16" else params.tolerance
+        return cls(params.verification_mode, float(tolerance), float(params.pseudo_grad_tolerance))
+
 
 def relative_l2(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
     """||a - b|| / ||b|| over all float tensors of two dicts with the same keys."""

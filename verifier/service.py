@@ -75,8 +75,6 @@ class VerifierService:
         self.poc = PocClient(cfg.chain)
         params = self.poc.params()
         self.params = params
-        self.policy = Policy(params.verification_mode, float(params.tolerance),
-                             float(params.pseudo_grad_tolerance))  # fmt: skip
         self.datasets: dict[str, Dataset | None] = {}  # None: a run it cannot verify
         self.waiting: set[str] = set()  # runs whose dataset no host served yet (logged once)
         self.skipped: set[tuple] = set()  # jobs my data could not replay (logged once)
@@ -187,11 +185,12 @@ class VerifierService:
 
     def _check(self, run: Run, data: Dataset, challenge: Challenge) -> Verdict:
         store = self._store(run, challenge.host, self.poc.hosts(run_id=run.run_id))
+        policy = Policy.for_run(self.params, run.config.precision)
         if self.cfg.behavior != "honest":
-            return lazy_verdict(self.cfg.behavior, challenge, store, self.policy)
+            return lazy_verdict(self.cfg.behavior, challenge, store, policy)
         commits = self.poc.commits(run.run_id, challenge.round)
         commit = next(c for c in commits if c.host == challenge.host)
-        return verify_challenge(run.config, data, commit, challenge, store, self.policy,
+        return verify_challenge(run.config, data, commit, challenge, store, policy,
                                 self.cfg.device)  # fmt: skip
 
     def screen(
@@ -202,13 +201,14 @@ class VerifierService:
         if data is None:
             return []
         votes, hosts = [], self.poc.hosts(run_id=run.run_id)
+        policy = Policy.for_run(self.params, run.config.precision)
         for commit in commits:
             if self.cfg.behavior != "honest":  # lazy: votes without looking
                 verdict = Verdict(self.cfg.behavior != "always-fail", "not screened")
             else:
                 store = self._store(run, commit.host, hosts)
                 try:
-                    verdict = screen_commit(run.config, data, commit, anchor, store, self.policy,
+                    verdict = screen_commit(run.config, data, commit, anchor, store, policy,
                                             float(self.params.screen_loss_margin),
                                             self.cfg.device)  # fmt: skip
                 except DataError as err:  # my data, not the host's fault: no vote
