@@ -50,12 +50,14 @@ class Aggregator:
         rc: RunConfig,
         store: PeerFetchingStore,
         patience: float = 120.0,
+        min_hosts: int = 1,
     ):
         self.poc = poc
         self.run_id = run_id
         self.rc = rc
         self.store = store
         self.patience = patience
+        self.min_hosts = min_hosts
 
     def recorded(self) -> dict[int, bytes]:
         """The chain's global checkpoint hash of every round so far."""
@@ -91,7 +93,8 @@ class Aggregator:
         return GlobalView(latest, decode_state(self.fetch(recorded[latest])))
 
     def advance(self, view: GlobalView) -> GlobalView:
-        """θ_{r+1} from θ_r and round r's accepted commits (those that started from θ_r)."""
+        """θ_{r+1} from θ_r and round r's accepted commits (those that started from θ_r); θ_r
+        itself (momentum too) when fewer than ``min_hosts`` were accepted."""
         recorded = self.recorded().get(view.round)
         if recorded is not None and recorded != view.hash:
             log.warning(
@@ -114,6 +117,11 @@ class Aggregator:
             else:
                 log.warning("round %d: %s's pseudo-gradient is left out: %s",
                             view.round, c.host, problem)  # fmt: skip
+        if 0 < len(deltas) < self.min_hosts:
+            log.warning("round %d: %d accepted pseudo-gradients, fewer than the %d a round "
+                        "needs; the global state carries over", view.round, len(deltas),
+                        self.min_hosts)  # fmt: skip
+            deltas = []
         state = outer_step(view.state, deltas, self.rc.outer_lr, self.rc.outer_momentum)
         nxt = GlobalView(view.round + 1, state)
         self.store.put(nxt.encoded)

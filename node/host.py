@@ -94,7 +94,8 @@ class HostNode:
                  self.data.num_shards, self.data.manifest.vocab_size,
                  self.data.shard_of(self.rc.seed, self.address))  # fmt: skip
         self.store = PeerFetchingStore(self.local, self._peer_endpoints, limit)
-        self.aggregator = Aggregator(self.poc, cfg.run_id, self.rc, self.store)
+        min_hosts = self.poc.params().min_hosts_per_round
+        self.aggregator = Aggregator(self.poc, cfg.run_id, self.rc, self.store, min_hosts=min_hosts)
         cfg.state_dir.mkdir(parents=True, exist_ok=True)
         self.eval_losses: dict[int, float] = {}
         self.checkpoint_hashes: list[bytes] = []  # of the last round this node committed

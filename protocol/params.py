@@ -93,6 +93,9 @@ class PocParams(StrictModel):
     max_inner_steps: int = Field(default=100_000, ge=1)
     max_total_rounds: int = Field(default=100_000, ge=1)
     max_start_delay_blocks: int = Field(default=100_000, ge=0)
+    # A round's outer step needs at least this many accepted pseudo-gradients; with fewer the
+    # global state carries over unchanged (a round a straggler or an outage left thin).
+    min_hosts_per_round: int = Field(default=1, ge=1)
     # End-of-block work visits every active run: their number is bounded.
     max_active_runs: int = Field(default=1_000, ge=1)
 

@@ -56,3 +56,18 @@ def test_invalid_pseudo_gradients_are_left_out_not_fatal(tmp_path):
                           CFG.outer_lr, CFG.outer_momentum)  # fmt: skip
     assert nxt.round == 1
     assert all(torch.equal(nxt.state[k], expected[k]) for k in expected)
+
+
+def test_a_round_below_min_hosts_carries_the_global_state_over(tmp_path):
+    params = {n: p.detach().clone() for n, p in build_model(CFG.model_config, 1).named_parameters()}
+    view = GlobalView(0, initial_global(params))
+    local = LocalArtifactStore(tmp_path)
+    step = {k: torch.full_like(v, 0.01) for k, v in params_of(view.state).items()}
+    digest = local.put(compress(step, 8))
+    commits = [RoundCommit(host=h, base_hash=view.hash, pseudo_grad_hash=digest) for h in "ab"]
+    store = PeerFetchingStore(local, lambda: [], limit=1 << 30)
+    thin = Aggregator(FakePoc(commits), "r", CFG, store, patience=0, min_hosts=3)
+    carried = thin.advance(view)
+    assert carried.round == 1 and carried.hash == view.hash  # θ and the momentum, unchanged
+    enough = Aggregator(FakePoc(commits), "r", CFG, store, patience=0, min_hosts=2)
+    assert enough.advance(view).hash != view.hash
