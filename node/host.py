@@ -69,6 +69,7 @@ class HostNode:
         self.address = str(wallet.address())
         self.poc = PocClient(cfg.chain)
         self.rc = self._query_run().config
+        params = self.poc.params()
         self.data = self._dataset()
         self.device = torch.device(cfg.device)
         if cfg.device == "cuda" and not torch.cuda.is_available():
@@ -80,8 +81,9 @@ class HostNode:
             raise NodeError(f"run {cfg.run_id!r}: {err}") from None
         self.data.check_vocab(self.model.config.vocab_size)
         if cfg.compile:
-            self._compile()
-        self.data.prefetch(self.data.shard_of(self.rc.seed, self.address))
+            self._compile(params.verification_mode)
+        shard = self.data.shard_of(self.rc.seed, self.address)
+        self.data.prefetch(shard)
         self.heldout = self.data.heldout_batches(4, self.rc.batch_size, self.rc.seq_len)
         self.local = LocalArtifactStore(cfg.artifact_dir)
         for path, digest in self.data.files():  # served by hash to peers (and `dilochain export`)
@@ -91,11 +93,10 @@ class HostNode:
                  self.model.config.model_type, parameter_count(self.model),
                  config_hash(self.rc.model_config)[:12])  # fmt: skip
         log.info("data: %s (%d shards, vocabulary %d); this host trains shard %d", self.data.root,
-                 self.data.num_shards, self.data.manifest.vocab_size,
-                 self.data.shard_of(self.rc.seed, self.address))  # fmt: skip
+                 self.data.num_shards, self.data.manifest.vocab_size, shard)  # fmt: skip
         self.store = PeerFetchingStore(self.local, self._peer_endpoints, limit)
-        min_hosts = self.poc.params().min_hosts_per_round
-        self.aggregator = Aggregator(self.poc, cfg.run_id, self.rc, self.store, min_hosts=min_hosts)
+        self.aggregator = Aggregator(self.poc, cfg.run_id, self.rc, self.store,
+                                     min_hosts=params.min_hosts_per_round)  # fmt: skip
         cfg.state_dir.mkdir(parents=True, exist_ok=True)
         self.eval_losses: dict[int, float] = {}
         self.checkpoint_hashes: list[bytes] = []  # of the last round this node committed
@@ -110,11 +111,11 @@ class HostNode:
             raise NodeError(f"unknown run {self.cfg.run_id!r}")
         return run
 
-    def _compile(self) -> None:
+    def _compile(self, verification_mode: str) -> None:
         """``torch.compile`` the model in place (parameter names unchanged). Compiled kernels
         round differently from the eager ones a verifier replays with, so only where the chain
         verifies in tolerance mode."""
-        if self.poc.params().verification_mode == "exact":
+        if verification_mode == "exact":
             raise NodeError("--compile: this chain verifies replays exactly, and compiled "
                             "kernels do not round as the verifiers' eager ones do")  # fmt: skip
         self.model.compile()

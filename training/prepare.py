@@ -28,6 +28,7 @@ from dilochain.training.dataset import (
     Manifest,
     ShardEntry,
     file_sha256,
+    read_manifest,
 )
 from dilochain.training.run_config import Pins
 
@@ -48,12 +49,30 @@ class PrepareOptions:
     heldout_tokens: int = 1 << 20
 
 
+def load_tokenizer(path: Path) -> Tokenizer:
+    """A ``tokenizer.json`` of the tokenizers library; :class:`DataError` names a file that is
+    not one."""
+    try:
+        return Tokenizer.from_file(str(path))
+    except Exception as err:  # the Rust library raises bare Exceptions
+        first = str(err).splitlines()[0]
+        raise DataError(f"{path}: not a tokenizers tokenizer.json ({first})") from None
+
+
+def read_pins(tokenizer: Path, manifest_file: Path) -> Pins:
+    """What a run pins of this tokenizer and manifest, checked: the tokenizer loads and is the
+    one the manifest was made with."""
+    manifest = read_manifest(manifest_file)
+    load_tokenizer(tokenizer)
+    tokenizer_hash = file_sha256(tokenizer)
+    if manifest.tokenizer_sha256 != tokenizer_hash:
+        raise DataError(f"{manifest_file}: made with another tokenizer than {tokenizer}")
+    return Pins(file_sha256(manifest_file), tokenizer_hash, manifest.vocab_size)
+
+
 def pins_of(root: Path) -> Pins:
     """The pins of a prepared dataset folder."""
-    from dilochain.training.dataset import read_manifest
-
-    manifest = read_manifest(root / MANIFEST)
-    return Pins(file_sha256(root / MANIFEST), manifest.tokenizer_sha256, manifest.vocab_size)
+    return read_pins(root / TOKENIZER, root / MANIFEST)
 
 
 def input_files(inputs: Iterable[Path]) -> list[Path]:
@@ -206,11 +225,7 @@ def prepare(
             tokenizer = train_tokenizer(docs(), options.vocab_size)
             tokenizer.save(str(work / TOKENIZER))
         else:
-            try:
-                tokenizer = Tokenizer.from_file(str(tokenizer_file))
-            except Exception as err:  # the Rust library raises bare Exceptions
-                raise DataError(f"{tokenizer_file}: not a tokenizers tokenizer.json "
-                                f"({str(err).splitlines()[0]})") from None  # fmt: skip
+            tokenizer = load_tokenizer(tokenizer_file)
             shutil.copyfile(tokenizer_file, work / TOKENIZER)
         manifest = _write_shards(tokenizer, docs(), work, options)
         (work / MANIFEST).write_bytes(manifest.to_bytes())

@@ -9,16 +9,14 @@ import argparse
 import json
 from pathlib import Path
 
-from tokenizers import Tokenizer
-
 from dilochain.artifacts.store import LocalArtifactStore
 from dilochain.cli.common import CliError, default_home, keyring, keyring_password
 from dilochain.client import TxRefused, connect, submit
 from dilochain.protocol import model_config
 from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgCreateRun
-from dilochain.training.dataset import MANIFEST, TOKENIZER, DataError, file_sha256, read_manifest
-from dilochain.training.prepare import default_dataset
-from dilochain.training.run_config import PRESETS, Pins, make_run_config
+from dilochain.training.dataset import MANIFEST, TOKENIZER
+from dilochain.training.prepare import default_dataset, read_pins
+from dilochain.training.run_config import PRESETS, make_run_config
 
 # Flags that override one RunConfig field of the preset each: (flag, type, field).
 _OVERRIDES = [
@@ -73,18 +71,6 @@ def _data_files(args: argparse.Namespace) -> tuple[Path, Path]:
     return folder / TOKENIZER, folder / MANIFEST
 
 
-def _pins(tokenizer: Path, manifest_file: Path) -> Pins:
-    manifest = read_manifest(manifest_file)
-    try:
-        Tokenizer.from_file(str(tokenizer))
-    except Exception as err:  # the Rust library raises bare Exceptions
-        raise DataError(f"{tokenizer}: not a tokenizer.json ({str(err).splitlines()[0]})") from None
-    tokenizer_hash = file_sha256(tokenizer)
-    if manifest.tokenizer_sha256 != tokenizer_hash:
-        raise DataError(f"{manifest_file}: made with another tokenizer than {tokenizer}")
-    return Pins(file_sha256(manifest_file), tokenizer_hash, manifest.vocab_size)
-
-
 def _model_config(path: Path) -> str:
     try:
         config = json.loads(path.read_text())
@@ -101,7 +87,7 @@ def _create(args: argparse.Namespace) -> int:
     from dilochain.training.model import check_model_config, parameter_count
 
     tokenizer, manifest = _data_files(args)
-    pins = _pins(tokenizer, manifest)
+    pins = read_pins(tokenizer, manifest)
     given = {field: getattr(args, flag.replace("-", "_")) for flag, _, field in _OVERRIDES}
     fields = {field: value for field, value in given.items() if value is not None}
     if args.model_config:
