@@ -78,9 +78,9 @@ class PeerFetchingStore:
         self.peers = peers
         self.limit = limit
 
-    def put(self, data: bytes) -> bytes:
+    def put(self, data: bytes, digest: bytes | None = None) -> bytes:
         """Store locally."""
-        return self.local.put(data)
+        return self.local.put(data, digest)
 
     def has(self, digest: bytes) -> bool:
         """Whether the local store has it."""
@@ -91,7 +91,7 @@ class PeerFetchingStore:
         if self.local.has(digest):
             return self.local.get(digest)
         data = fetch_from_peers(self.peers(), digest, self.limit)
-        self.local.put(data)
+        self.local.put(data, digest)  # hash-checked by the fetch
         return data
 
 

@@ -22,8 +22,9 @@ class ArtifactError(Exception):
 class ArtifactStore(Protocol):
     """Where artifacts live, addressed by the sha256 of their bytes."""
 
-    def put(self, data: bytes) -> bytes:
-        """Store ``data``; return its hash."""
+    def put(self, data: bytes, digest: bytes | None = None) -> bytes:
+        """Store ``data`` (``digest``: its sha256, if the caller has just computed it); return
+        its hash."""
         ...
 
     def get(self, digest: bytes) -> bytes:
@@ -55,9 +56,10 @@ class LocalArtifactStore:
         name = digest.hex()
         return self.root / name[:2] / name
 
-    def put(self, data: bytes) -> bytes:
-        """Write atomically (temp file + rename); idempotent."""
-        digest = content_hash(data)
+    def put(self, data: bytes, digest: bytes | None = None) -> bytes:
+        """Write atomically (temp file + rename, synced); idempotent. ``digest`` saves hashing
+        ``data`` again where the caller just did (reads check it anyway)."""
+        digest = digest or content_hash(data)
         path = self._path(digest)
         if path.exists():
             return digest

@@ -2,34 +2,36 @@
 
 Four simulated workers. DDP averages gradients every step (each worker sends its fp32
 gradient every step); DiLoCo runs H inner AdamW steps per worker and averages pseudo-gradients
-with the Nesterov outer step (each worker sends one pseudo-gradient per round, fp32 or int8).
-Both use the node's own model, data shards and step code. Prints final held-out loss, bytes
-sent per worker and the ratio to DDP; then the share of a node's round time spent hashing,
-compressing, Merkle-rooting and signing its commit.
+with the Nesterov outer step (each worker sends one pseudo-gradient per round: fp32, or
+compressed with error feedback by a run's compressor, exactly as a host does). All use the
+node's own model, data shards and step code. Prints final held-out loss, bytes sent per worker
+and the ratio to DDP (a node's proof work is ``bench/proof_work.py``).
 
-    .venv/bin/python -m bench.diloco_vs_ddp [--steps 1000] [--workers 4]
+    .venv/bin/python -m bench.diloco_vs_ddp [--steps 1000] [--workers 4] [--h 50,200]
+        [--compressors fp32,int8,dct-top4]
+    .venv/bin/python -m bench.diloco_vs_ddp --long   # 5,000 steps, H=50 (100 outer steps),
+                                                     # every compressor
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import multiprocessing
 import time
+from pathlib import Path
 
 import torch
 from rich.console import Console
 from rich.table import Table
 
-from dilochain.client import sign_offline
-from dilochain.protocol.merkle import merkle_root
-from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgCommitRound
-from dilochain.testutil import shipped_data, wallet
-from dilochain.training.compress import compress, compress_with_feedback, decompress
+from dilochain.testutil import shipped_data
+from dilochain.training.compress import compress_with_feedback, decompress
+from dilochain.training.dataset import Dataset
 from dilochain.training.diloco import initial_global, outer_step, params_of, pseudo_gradient
 from dilochain.training.model import build_model, lm_loss, load_params, parameter_count
-from dilochain.training.round_work import train_round
-from dilochain.training.run_config import llama, make_run_config
-from dilochain.training.tensor_codec import encode_state
+from dilochain.training.prepare import pins_of
+from dilochain.training.run_config import Pins, llama, make_run_config
 from dilochain.training.train_step import (
     eval_loss,
     fresh_inner_state,
@@ -64,11 +66,12 @@ def run_ddp(cfg, corpus, workers, steps, heldout) -> tuple[float, int]:
     return eval_loss(model, heldout), steps * 4 * parameter_count(model)
 
 
-def run_diloco(cfg, corpus, workers, steps, heldout, int8: bool) -> tuple[float, int]:
-    """DiLoCo with H = cfg.inner_steps. Returns (eval loss, bytes sent per worker)."""
+def run_diloco(cfg, corpus, workers, steps, heldout) -> tuple[float, int]:
+    """DiLoCo with H = cfg.inner_steps and cfg.compression ("fp32": none). Returns (eval loss,
+    bytes sent per worker)."""
     model = build_model(cfg.model_config, cfg.seed)
     state = initial_global({n: p.detach().clone() for n, p in model.named_parameters()})
-    errors: dict[str, dict | None] = dict.fromkeys(workers)
+    residuals: dict[str, dict | None] = dict.fromkeys(workers)
     sent = 0
     for round_ in range(steps // cfg.inner_steps):
         deltas = []
@@ -80,8 +83,10 @@ def run_diloco(cfg, corpus, workers, steps, heldout, int8: bool) -> tuple[float,
             while inner.step < cfg.inner_steps:
                 train_step(inner, cfg, corpus, shard, seed, round_)
             delta = pseudo_gradient(start, inner.params())
-            if int8:
-                data, errors[worker] = compress_with_feedback(delta, errors[worker], 8)
+            if cfg.compression != "fp32":
+                data, residuals[worker] = compress_with_feedback(
+                    delta, residuals[worker], cfg.compression
+                )
                 deltas.append(decompress(data))
                 sent += len(data)
             else:
@@ -92,72 +97,71 @@ def run_diloco(cfg, corpus, workers, steps, heldout, int8: bool) -> tuple[float,
     return eval_loss(model, heldout), sent // len(workers)
 
 
-def commit_overhead() -> dict[str, float]:
-    """Seconds per round of the node's default preset: training vs hashing/committing work."""
-    corpus, pins = shipped_data()
-    cfg = make_run_config(pins, "small")
-    model = build_model(cfg.model_config, cfg.seed)
-    state = initial_global({n: p.detach().clone() for n, p in model.named_parameters()})
-    t = time.perf_counter()
-    result = train_round(model, cfg, corpus, "dilo1bench", 0, state, None)
-    round_seconds = time.perf_counter() - t
-    t = time.perf_counter()
-    ckpt = fresh_inner_state(model, cfg, params_of(state)).checkpoint()
-    for _ in result.checkpoints:
-        hashlib.sha256(encode_state(ckpt)).digest()
-    hashing = time.perf_counter() - t
-    t = time.perf_counter()
-    compress(pseudo_gradient(params_of(state), params_of(state)), 8)
-    compressing = time.perf_counter() - t
-    t = time.perf_counter()
-    merkle_root(result.checkpoint_hashes)
-    signer = wallet(1)
-    msg = MsgCommitRound(host=str(signer.address()), run_id="r", round=0,
-                         ckpt_root=result.ckpt_root, pseudo_grad_hash=b"\0" * 32)  # fmt: skip
-    sign_offline(signer, [msg], sequence=0, account_number=0, chain_id="c")
-    committing = time.perf_counter() - t
-    training = round_seconds - hashing - compressing
-    return {"round": round_seconds, "training": training, "hashing": hashing,
-            "compressing": compressing, "merkle + commit tx": committing}  # fmt: skip
+def _method(job: tuple) -> tuple[str, float, int, float]:
+    """One method in a worker process: (name, eval loss, bytes per worker, seconds)."""
+    name, h, compression, args = job
+    set_deterministic(args.threads)
+    corpus, pins = _data(args.data)
+    cfg = make_run_config(pins, "small", model=BENCH_MODEL, total_rounds=max(1, args.steps // h),
+                          inner_steps=h, warmup_steps=50, compression=compression)  # fmt: skip
+    heldout = corpus.heldout_batches(16, cfg.batch_size, cfg.seq_len)
+    workers, t = _workers(args.workers), time.perf_counter()
+    if compression is None:
+        loss, sent = run_ddp(cfg, corpus, workers, args.steps, heldout)
+    else:
+        loss, sent = run_diloco(cfg, corpus, workers, args.steps, heldout)
+    return name, loss, sent, time.perf_counter() - t
+
+
+def _data(folder: Path | None) -> tuple[Dataset, Pins]:
+    if folder is None:
+        return shipped_data()
+    pins = pins_of(folder)
+    return Dataset(folder, pins.manifest_hash, pins.tokenizer_hash), pins
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, default=1000, help="steps per worker")
     parser.add_argument("--workers", type=int, default=4)
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=2, help="torch threads per method")
+    parser.add_argument("--jobs", type=int, default=1, help="methods run side by side")
+    parser.add_argument("--data", type=Path, help="a prepared dataset (default: the shipped one)")
+    parser.add_argument("--h", default="50,200", help="inner steps per round, comma-separated")
+    parser.add_argument("--compressors", default="fp32,int8,dct-top4",
+                        help="fp32 (none) or run compressors, comma-separated")  # fmt: skip
+    parser.add_argument("--long", action="store_true",
+                        help="5,000 steps at H=50 (100 outer steps), every compressor")  # fmt: skip
     args = parser.parse_args()
-    set_deterministic(args.threads)
+    if args.long:
+        args.steps, args.h = 5000, "50"
+        args.compressors = "fp32,int8,int4,dct-top4,dct-top2"
     console = Console()
-    corpus, pins = shipped_data()
-    base = make_run_config(pins, "small", model=BENCH_MODEL,
-                           total_rounds=1, inner_steps=args.steps, warmup_steps=50)  # fmt: skip
-    heldout = corpus.heldout_batches(16, base.batch_size, base.seq_len)
-    workers = _workers(args.workers)
-    console.print(f"model: {parameter_count(build_model(base.model_config, 1)):,} parameters; "
-                  f"{args.workers} workers x {args.steps} steps")  # fmt: skip
-    table = Table("method", "eval loss", "vs DDP", "bytes sent / worker", "fewer bytes than DDP")
-    t = time.perf_counter()
-    ddp_loss, ddp_bytes = run_ddp(base, corpus, workers, args.steps, heldout)
-    console.print(f"DDP done in {time.perf_counter() - t:.0f}s")
-    table.add_row("synchronous DP", f"{ddp_loss:.4f}", "-", f"{ddp_bytes:,}", "1x")
-    for h in (50, 200):
-        for int8 in (False, True):
-            cfg = make_run_config(pins, "small", model=BENCH_MODEL,
-                                  total_rounds=args.steps // h, inner_steps=h,
-                                  warmup_steps=50)  # fmt: skip
-            t = time.perf_counter()
-            loss, sent = run_diloco(cfg, corpus, workers, args.steps, heldout, int8)
-            name = f"DiLoCo H={h}{' int8' if int8 else ''}"
-            console.print(f"{name} done in {time.perf_counter() - t:.0f}s")
-            table.add_row(name, f"{loss:.4f}", f"{(loss / ddp_loss - 1) * 100:+.1f}%",
-                          f"{sent:,}", f"{ddp_bytes / sent:,.0f}x")  # fmt: skip
+    corpus, _ = _data(args.data)
+    console.print(f"model: {parameter_count(build_model(llama_config(corpus), 1)):,} parameters; "
+                  f"{args.workers} workers x {args.steps} steps; data {corpus.root} "
+                  f"({sum(s.tokens for s in corpus.manifest.shards):,} tokens)")  # fmt: skip
+    jobs = [("synchronous DP", args.steps, None, args)]
+    jobs += [(f"DiLoCo H={h} {c}", h, c, args)
+             for h in map(int, args.h.split(",")) for c in args.compressors.split(",")]  # fmt: skip
+    with multiprocessing.get_context("spawn").Pool(args.jobs) as pool:
+        results = {}
+        for name, loss, sent, seconds in pool.imap_unordered(_method, jobs):
+            console.print(f"{name} done in {seconds:.0f}s: eval loss {loss:.4f}, {sent:,} bytes")
+            results[name] = (loss, sent)
+    ddp_loss, ddp_bytes = results["synchronous DP"]
+    table = Table("method", "eval loss", "vs DP", "bytes sent / worker", "fewer bytes than DP")
+    for name, *_ in jobs:
+        loss, sent = results[name]
+        gap = "-" if name == jobs[0][0] else f"{(loss / ddp_loss - 1) * 100:+.1f}%"
+        table.add_row(name, f"{loss:.4f}", gap, f"{sent:,}", f"{ddp_bytes / sent:,.0f}x")
     console.print(table)
-    overhead = commit_overhead()
-    share = Table("node round (preset 'small', H=50, k=10)", "seconds", "share of round")
-    for name, seconds in overhead.items():
-        share.add_row(name, f"{seconds:.3f}", f"{seconds / overhead['round'] * 100:.2f}%")
-    console.print(share)
+
+
+def llama_config(corpus: Dataset) -> str:
+    """The bench model's config on ``corpus``'s vocabulary."""
+    return make_run_config(Pins("", "", corpus.manifest.vocab_size), "small",
+                           model=BENCH_MODEL).model_config  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -60,7 +60,7 @@ def measure_cost() -> tuple[float, float, float, int, int]:
         store, commit, challenges = publish_round(Path(tmp), cfg, base, result, HOST)
         t = time.perf_counter()
         verdict = verify_challenge(
-            cfg, corpus, commit, challenges[1], store, Policy("exact", 0, 0.1)
+            cfg, corpus, commit, challenges[1], store, Policy("exact", 0, 1e-3)
         )
         verify_seconds = time.perf_counter() - t
         t = time.perf_counter()

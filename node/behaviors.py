@@ -13,6 +13,7 @@ from typing import Protocol
 import torch
 
 from dilochain.protocol.pb.poc.v1.types_pb2 import RunConfig
+from dilochain.training.checkpoint_writer import Sink
 from dilochain.training.dataset import Dataset
 from dilochain.training.model import CausalLM
 from dilochain.training.round_work import Progress, RoundResult, train_round
@@ -28,16 +29,18 @@ class RoundJob:
     host: str
     round: int
     global_state: dict[str, torch.Tensor]
-    error: dict[str, torch.Tensor] | None
+    residual: dict[str, torch.Tensor] | None  # the one the host's last committed round left
     progress: Progress | None = None
     # Another host's pseudo-gradient of this round once one is committed (None if none comes
     # in time); only a copying cheat calls it.
     peer_pseudo_grad: Callable[[], bytes | None] = lambda: None
+    sink: Sink | None = None  # where checkpoints go as they are ready (the artifact store)
 
     def train(self, cfg: RunConfig | None = None, host: str | None = None) -> RoundResult:
         """The honest round (optionally under another config or host identity)."""
         return train_round(self.model, cfg or self.cfg, self.data, host or self.host,
-                           self.round, self.global_state, self.error, self.progress)  # fmt: skip
+                           self.round, self.global_state, self.residual, self.progress,
+                           self.sink)  # fmt: skip
 
 
 class Behavior(Protocol):

@@ -14,8 +14,8 @@ from dilochain.protocol.hashing import content_hash
 from dilochain.protocol.merkle import merkle_root
 from dilochain.protocol.pb.poc.v1.types_pb2 import RunConfig
 from dilochain.protocol.schedule import derive_data_seed
-from dilochain.training.compress import bits_of, compress, decompress
-from dilochain.training.diloco import PARAM
+from dilochain.training.compress import compress, compress_with_feedback, decompress
+from dilochain.training.diloco import PARAM, params_of, pseudo_gradient
 from dilochain.training.round_work import RoundResult
 from dilochain.training.tensor_codec import decode_state, encode_state
 
@@ -40,7 +40,7 @@ class RandomPseudoGrad(Honest):
             k: torch.randn_like(v) * float(v.std())
             for k, v in decompress(result.pseudo_grad).items()
         }
-        result.pseudo_grad = compress(fake, bits_of(job.cfg.compression))
+        result.pseudo_grad = compress(fake, job.cfg.compression)
         return result
 
 
@@ -74,7 +74,8 @@ class WrongData(Honest):
 
 
 class Noisy(Honest):
-    """Honest work whose checkpoints differ by a relative 1e-6, like other hardware's floats."""
+    """Honest work whose checkpoints differ by a relative 1e-6, like other hardware's floats
+    (its pseudo-gradient and residual follow from its own final checkpoint, as they would)."""
 
     name = "noisy"
 
@@ -82,6 +83,9 @@ class Noisy(Honest):
         result = job.train()
         generator = torch.Generator().manual_seed(job.round)
         noisy = [result.checkpoints[0]] + [_perturb(c, generator) for c in result.checkpoints[1:]]
+        delta = pseudo_gradient(params_of(job.global_state), params_of(decode_state(noisy[-1])))
+        result.pseudo_grad, left = compress_with_feedback(delta, job.residual, job.cfg.compression)
+        result.residual = encode_state(left)
         return _with_checkpoints(result, noisy)
 
 

@@ -52,7 +52,7 @@ from dilochain.training.model import (
 )
 from dilochain.training.prepare import default_dataset
 from dilochain.training.round_work import RoundResult
-from dilochain.training.tensor_codec import decode_state, encode_state
+from dilochain.training.tensor_codec import decode_state
 from dilochain.training.train_step import eval_loss, set_deterministic
 
 log = logging.getLogger(__name__)
@@ -179,27 +179,32 @@ class HostNode:
     def _state_file(self):
         return self.cfg.state_dir / "state.json"
 
-    def _save(
-        self, view: GlobalView, error: dict[str, torch.Tensor] | None, attempted: int
-    ) -> None:
+    def _save(self, view: GlobalView, attempted: int) -> None:
         self.local.put(view.encoded)
-        error_hash = self.local.put(encode_state(error)) if error else None
-        record = ResumeState(view.round, view.hash, error_hash, attempted, self.checkpoint_hashes)
+        record = ResumeState(view.round, view.hash, attempted, self.checkpoint_hashes)
         record.save(self._state_file())
 
-    def _load(self) -> tuple[GlobalView, dict[str, torch.Tensor] | None, int]:
+    def _load(self) -> tuple[GlobalView, int]:
         """Resume from the state file, else from the chain's latest global checkpoint, else θ_0."""
         record = ResumeState.load(self._state_file())
         if record is not None:
             self.checkpoint_hashes = record.checkpoint_hashes
             state = decode_state(self.local.get(record.global_hash))
-            error = decode_state(self.local.get(record.error_hash)) if record.error_hash else None
-            return GlobalView(record.round, state), error, record.attempted
+            return GlobalView(record.round, state), record.attempted
         latest = self.aggregator.latest()
         if latest is not None:
-            return latest, None, -1
+            return latest, -1
         params = {n: p.detach().cpu().clone() for n, p in self.model.named_parameters()}
-        return GlobalView(0, initial_global(params)), None, -1
+        return GlobalView(0, initial_global(params)), -1
+
+    def _residual_in(self, round_: int) -> dict[str, torch.Tensor] | None:
+        """The error-feedback residual round ``round_`` starts from, as the chain defines it: the
+        one this host's commit of the round before left (None if it did not commit that round)."""
+        if round_ == 0:
+            return None
+        mine = [c for c in self.poc.commits(self.cfg.run_id, round_ - 1)
+                if c.host == self.address and c.residual_hash]  # fmt: skip
+        return decode_state(self.store.get(mine[0].residual_hash)) if mine else None
 
     def evaluate(self, view: GlobalView) -> float:
         """Held-out loss of a global state (cached per round)."""
@@ -219,15 +224,17 @@ class HostNode:
     def publish_and_commit(self, view: GlobalView, result: RoundResult, window_end: int) -> bool:
         """Publish a round's artifacts and commit their hashes; False if the chain refused or
         the commit window (ending at ``window_end``) closed before the commit was included."""
-        for data in result.checkpoints:
-            self.local.put(data)
+        for data, digest in zip(result.checkpoints, result.checkpoint_hashes, strict=True):
+            self.local.put(data, digest)
         pg_hash = self.local.put(result.pseudo_grad)
+        residual_hash = self.local.put(result.residual)
         msg = MsgCommitRound(
             host=self.address, run_id=self.cfg.run_id, round=view.round,
             ckpt_root=result.ckpt_root, pseudo_grad_hash=pg_hash, data_seed=result.data_seed,
             tokens=result.tokens, loss=result.loss, base_hash=view.hash,
             eval_loss=self.evaluate(view), final_hash=result.checkpoint_hashes[-1],
             final_proof=merkle_proof(result.checkpoint_hashes, len(result.checkpoint_hashes) - 1),
+            residual_hash=residual_hash,
         )  # fmt: skip
         try:
             self._send(msg, until_height=window_end)
@@ -287,17 +294,24 @@ class HostNode:
             info = self._round_info()
         return None
 
-    def _train(self, view: GlobalView, error, progress) -> RoundResult:
+    def _train(self, view: GlobalView, progress) -> RoundResult | None:
+        """Train round ``view.round`` (None if the residual it must start from is lost)."""
+        try:
+            residual = self._residual_in(view.round)
+        except ArtifactError as err:
+            log.warning("round %d: sitting it out, the residual of this host's round %d is "
+                        "lost (%s)", view.round, view.round - 1, err)  # fmt: skip
+            return None
         job = RoundJob(
-            self.model, self.rc, self.data, self.address, view.round, view.state, error,
-            progress, lambda: self._peer_pseudo_grad(view.round),
+            self.model, self.rc, self.data, self.address, view.round, view.state, residual,
+            progress, lambda: self._peer_pseudo_grad(view.round), self.local.put,
         )  # fmt: skip
         return self.behavior.train(job)
 
     # ---- the loop ----------------------------------------------------------------------------
     def run(self, stop: threading.Event, progress=None) -> int:
         """Train until the run's last round or ``stop``; returns rounds committed."""
-        view, error, attempted = self._load()
+        view, attempted = self._load()
         committed = 0
         while not stop.is_set():
             info = self._round_info()
@@ -309,20 +323,20 @@ class HostNode:
                 continue
             while view.round < info.round:
                 view = self.advance(view)
-                self._save(view, error, attempted)
+                self._save(view, attempted)
             in_window = info.height + 1 <= info.window_end
             commits = self.poc.commits(self.cfg.run_id, view.round)
             mine = any(c.host == self.address for c in commits)
             if in_window and not mine and attempted < view.round:
-                result = self._train(view, error, progress)
+                result = self._train(view, progress)
                 if stop.is_set():
                     break
                 attempted = view.round
-                if self.publish_and_commit(view, result, info.window_end):
-                    error, self.checkpoint_hashes = result.error, result.checkpoint_hashes
+                if result is not None and self.publish_and_commit(view, result, info.window_end):
+                    self.checkpoint_hashes = result.checkpoint_hashes
                     mine = True
                     committed += 1
-                self._save(view, error, attempted)
+                self._save(view, attempted)
             if mine:
                 self._wait_for_height(info.selection_height, stop, view.round)
                 if not stop.is_set():

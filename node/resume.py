@@ -1,6 +1,6 @@
 """What a host keeps on disk to resume a run after a restart: its round, the hash of its global
-state, its error-feedback buffer and its last round's checkpoint hashes (tensors live in the
-artifact store, addressed by these hashes)."""
+state and its last round's checkpoint hashes (tensors live in the artifact store, addressed by
+these hashes; its error-feedback residual is found from its last commit on the chain)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,6 @@ class ResumeState:
 
     round: int
     global_hash: bytes
-    error_hash: bytes | None
     attempted: int  # the last round the host trained (committed or not)
     checkpoint_hashes: list[bytes] = field(default_factory=list)
 
@@ -25,7 +24,6 @@ class ResumeState:
         """Write atomically (a crash leaves the old record or the new one)."""
         record = asdict(self)
         record["global_hash"] = self.global_hash.hex()
-        record["error_hash"] = self.error_hash.hex() if self.error_hash else None
         record["checkpoint_hashes"] = [h.hex() for h in self.checkpoint_hashes]
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(record))
@@ -41,7 +39,6 @@ class ResumeState:
             return cls(
                 round=int(record["round"]),
                 global_hash=bytes.fromhex(record["global_hash"]),
-                error_hash=bytes.fromhex(record["error_hash"]) if record["error_hash"] else None,
                 attempted=int(record["attempted"]),
                 checkpoint_hashes=[bytes.fromhex(h) for h in record["checkpoint_hashes"]],
             )

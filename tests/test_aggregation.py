@@ -39,12 +39,12 @@ def test_invalid_pseudo_gradients_are_left_out_not_fatal(tmp_path):
     first = sorted(good)[0]
     hostile = {
         "garbage": b"\x00not a pseudo-gradient",
-        "missing-tensor": compress({k: v for k, v in good.items() if k != first}, 8),
-        "wrong-shape": compress({**good, first: torch.zeros(3)}, 8),
-        "not-finite": compress({**good, first: torch.full_like(good[first], float("nan"))}, 8),
+        "missing-tensor": compress({k: v for k, v in good.items() if k != first}, "int8"),
+        "wrong-shape": compress({**good, first: torch.zeros(3)}, "int8"),
+        "not-finite": compress({**good, first: torch.full_like(good[first], float("nan"))}, "int8"),
     }
     commits = [RoundCommit(host="honest", base_hash=view.hash,
-                           pseudo_grad_hash=local.put(compress(good, 8)))]  # fmt: skip
+                           pseudo_grad_hash=local.put(compress(good, "int8")))]  # fmt: skip
     commits += [
         RoundCommit(host=name, base_hash=view.hash, pseudo_grad_hash=local.put(data))
         for name, data in hostile.items()
@@ -63,7 +63,7 @@ def test_a_round_below_min_hosts_carries_the_global_state_over(tmp_path):
     view = GlobalView(0, initial_global(params))
     local = LocalArtifactStore(tmp_path)
     step = {k: torch.full_like(v, 0.01) for k, v in params_of(view.state).items()}
-    digest = local.put(compress(step, 8))
+    digest = local.put(compress(step, "int8"))
     commits = [RoundCommit(host=h, base_hash=view.hash, pseudo_grad_hash=digest) for h in "ab"]
     store = PeerFetchingStore(local, lambda: [], limit=1 << 30)
     thin = Aggregator(FakePoc(commits), "r", CFG, store, patience=0, min_hosts=3)

@@ -85,7 +85,8 @@ def commit_round(net, host, round_):
     return net.send(host, MsgCommitRound(
         host=addr(host), run_id="r", round=round_, ckpt_root=merkle_root(LEAVES),
         final_hash=LEAVES[-1], final_proof=merkle_proof(LEAVES, 2),
-        pseudo_grad_hash=b"\x01" * 32, base_hash=b"\x02" * 32, tokens=TOKENS, loss=1.0,
+        pseudo_grad_hash=b"\x01" * 32, base_hash=b"\x02" * 32, residual_hash=b"\x03" * 32,
+        tokens=TOKENS, loss=1.0,
         data_seed=schedule.derive_data_seed(CFG.seed, addr(host), round_),
     ))  # fmt: skip
 

@@ -34,6 +34,20 @@ def _cometbft_child(process: ChainProcess) -> int:
     return int(child)
 
 
+def _wait_gone(pid: int, patience: float = 60.0) -> None:
+    deadline = time.monotonic() + patience
+    while Path(f"/proc/{pid}").exists() and "Z" not in _state(pid):
+        assert time.monotonic() < deadline, f"CometBFT {pid} outlived its parent by {patience}s"
+        time.sleep(0.1)
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, IndexError):
+        return "Z"
+
+
 @pytest.mark.parametrize("victim", ["app", "cometbft"])
 def test_kill_9_loses_no_committed_tx(tmp_path, victim):
     sender, receiver = wallet(7), wallet(8)
@@ -81,7 +95,9 @@ def test_kill_9_loses_no_committed_tx(tmp_path, victim):
         header = tm_stub.GetLatestBlock(tm_q.GetLatestBlockRequest(), timeout=5).block.header
         app_hashes[header.height] = header.app_hash
     if victim == "app":
+        comet = _cometbft_child(first)
         first.kill()  # SIGKILL mid-stream; CometBFT follows its parent (PDEATHSIG)
+        _wait_gone(comet)  # a loaded machine may take a while to stop it: its ports are held
     else:
         os.kill(_cometbft_child(first), signal.SIGKILL)
         assert first.proc is not None

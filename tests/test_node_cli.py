@@ -107,7 +107,6 @@ def test_corrupt_artifact_on_resume(running_chain, run_id, operator):
             {
                 "round": 0,
                 "global_hash": digest,
-                "error_hash": None,
                 "attempted": -1,
                 "checkpoint_hashes": [],
             }

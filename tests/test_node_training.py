@@ -13,12 +13,6 @@ from hypothesis import strategies as st
 from dilochain.artifacts.blob_service import PeerFetchingStore, fetch_blob, serve_blobs
 from dilochain.artifacts.store import ArtifactError, LocalArtifactStore
 from dilochain.testutil import shipped_data
-from dilochain.training.compress import (
-    CompressionError,
-    compress,
-    compress_with_feedback,
-    decompress,
-)
 from dilochain.training.diloco import initial_global, outer_step, pseudo_gradient
 from dilochain.training.model import build_model
 from dilochain.training.round_work import checkpoint_steps, train_round
@@ -58,49 +52,6 @@ def test_tensor_codec_is_key_order_independent_and_rejects_garbage():
     for bad in (b"nope", data[:-1], data + b"\x00", b"\xff" * 8 + data[8:], data[:8] + b"[]"):
         with pytest.raises(CodecError):
             decode_state(bad)
-
-
-@pytest.mark.parametrize("bits", [8, 4])
-def test_quantisation_error_is_bounded(bits):
-    delta = {"w": torch.randn(1000) * 0.01, "b": torch.randn(3, 7)}
-    back = decompress(compress(delta, bits))
-    qmax = {8: 127, 4: 7}[bits]
-    for k, v in delta.items():
-        assert back[k].shape == v.shape
-        assert float((back[k] - v).abs().max()) <= float(v.abs().max()) / qmax / 2 + 1e-7
-    # Headers (~150 bytes a tensor) aside, 8 or 4 bits a value plus a scale per block.
-    large = {"w": torch.randn(100_000), "b": torch.randn(300, 70)}
-    ratio = sum(v.numel() * 4 for v in large.values()) / len(compress(large, bits))
-    assert ratio > (3.8 if bits == 8 else 7.3), ratio
-
-
-def test_error_feedback_carries_what_quantisation_dropped():
-    torch.manual_seed(0)
-    deltas = [{"w": torch.randn(512) * 0.01} for _ in range(20)]
-    error, sent = None, torch.zeros(512)
-    for delta in deltas:
-        data, error = compress_with_feedback(delta, error, 4)
-        sent += decompress(data)["w"]
-    true = sum(d["w"] for d in deltas)
-    # What was sent plus what is still owed equals the true sum exactly (up to float error).
-    assert torch.allclose(sent + error["w"], true, atol=1e-5)
-    assert float(error["w"].abs().max()) < float(true.abs().max()) / 7
-
-
-def test_compressed_garbage_is_rejected():
-    good = compress({"w": torch.ones(5)}, 8)
-    parts = decode_state(good)
-    mismatched = [
-        {**parts, "shape/w": torch.tensor([6])},  # more values than sent
-        {**parts, "shape/w": torch.tensor([-5])},
-        {**parts, "scale/w": torch.ones(2)},  # one block, two scales
-        {**parts, "q/w": parts["q/w"].float()},
-        {k: v for k, v in parts.items() if k != "scale/w"},
-        {**parts, "extra": torch.ones(1)},
-    ]
-    for bad in [b"", b"DLQ1", good[:-1], good + b"x", *map(encode_state, mismatched)]:
-        with pytest.raises(CompressionError):
-            decompress(bad)
 
 
 def _global():

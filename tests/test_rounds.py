@@ -61,7 +61,8 @@ def commit(host, round_, base=b"\x01" * 32, **kw):
     fields = {
         "host": addr, "run_id": "r", "round": round_, "ckpt_root": merkle_root(LEAVES),
         "final_hash": LEAVES[-1], "final_proof": merkle_proof(LEAVES, len(LEAVES) - 1),
-        "pseudo_grad_hash": b"\x03" * 32, "base_hash": base, "tokens": TOKENS, "loss": 2.5,
+        "pseudo_grad_hash": b"\x03" * 32, "base_hash": base, "residual_hash": b"\x04" * 32,
+        "tokens": TOKENS, "loss": 2.5,
         "data_seed": schedule.derive_data_seed(CONFIG.seed, addr, round_), **kw,
     }  # fmt: skip
     return MsgCommitRound(**fields)
@@ -103,6 +104,7 @@ def test_commits_and_majority_global_checkpoint(setup):
         ({"data_seed": 5}, codes.INVALID_REQUEST, "data_seed must be"),
         ({"tokens": 1}, codes.INVALID_REQUEST, "tokens must be"),
         ({"ckpt_root": b"short"}, codes.INVALID_REQUEST, "32-byte"),
+        ({"residual_hash": b""}, codes.INVALID_REQUEST, "residual_hash must be a 32-byte"),
         ({"final_hash": LEAVES[0]}, codes.INVALID_REQUEST, "do not open ckpt_root's last leaf"),
         ({"run_id": "nope"}, codes.NOT_FOUND, "not found"),
     ],
@@ -121,6 +123,24 @@ def test_second_commit_and_outsider_are_refused(setup):
     assert again.code == codes.INVALID_REQUEST and "already committed" in again.raw_log
     result = chain.broadcast(acct.tx(OUTSIDER, [commit(OUTSIDER, 0)], 4))
     assert result.code == codes.UNAUTHORIZED and "is not a host" in result.raw_log
+
+
+def test_a_round_starts_from_the_residual_of_the_hosts_last_round(setup):
+    chain, acct = setup
+    for n, host in ((1, H1), (2, H2)):
+        res = bytes([n]) * 32
+        assert chain.broadcast(acct.tx(host, [commit(host, 0, residual_hash=res)], n)).code == 0
+    while chain.app.height < 28:
+        chain.block()  # round 1's window opens at 29
+    for n, host in ((1, H1), (3, H3)):
+        assert chain.broadcast(acct.tx(host, [commit(host, 1)], n)).code == 0
+    chain.block()
+    view = chain.app.committed_view()
+    zero = {c.host: c.residual_in_hash for c in rounds.commits(view, "r", 0)}
+    one = {c.host: (c.residual_in_hash, c.residual_hash) for c in rounds.commits(view, "r", 1)}
+    assert zero == {str(H1.address()): b"", str(H2.address()): b""}
+    assert one == {str(H1.address()): (b"\x01" * 32, b"\x04" * 32),
+                   str(H3.address()): (b"", b"\x04" * 32)}  # fmt: skip
 
 
 def test_commit_after_the_window_closes_is_refused(setup):

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import hashlib
 
-from dilochain.node.cheats import CopyPseudoGrad
+from dilochain.node.behaviors import RoundJob
+from dilochain.node.cheats import CopyPseudoGrad, behavior
 from dilochain.protocol.params import PocParams
-from dilochain.training.compress import bits_of, compress, decompress
+from dilochain.training.compress import compress, decompress, residual_after
 from dilochain.training.diloco import PARAM, params_of
-from dilochain.training.round_work import RoundResult
+from dilochain.training.model import build_model
+from dilochain.training.round_work import RoundResult, train_round
 from dilochain.training.tensor_codec import decode_state, encode_state
+from dilochain.verifier.replay import verify_challenge
 from dilochain.verifier.screening import screen_commit
 from dilochain.verifier.testing import publish_round
 from tests.test_verifier_replay import CFG, DATA, OTHER, TOLERANT, base, cheated, honest, job
@@ -47,10 +50,13 @@ def test_a_consistent_but_poisoning_pseudo_gradient_fails_the_loss_test(tmp_path
     result = honest(base)
     base_params = params_of(base)
     poison = {name: -9.0 * value for name, value in base_params.items()}
-    result.pseudo_grad = compress(poison, bits_of(CFG.compression))
+    result.pseudo_grad = compress(poison, CFG.compression)
     final = decode_state(result.checkpoints[-1])
     for name, delta in decompress(result.pseudo_grad).items():
         final[PARAM + name] = base_params[name] - delta
+    sent = decompress(result.pseudo_grad)
+    result.residual = encode_state(residual_after({n: base_params[n] - final[PARAM + n]
+                                                   for n in base_params}, sent))  # fmt: skip
     result.checkpoints[-1] = encode_state(final)
     result.checkpoint_hashes[-1] = hashlib.sha256(result.checkpoints[-1]).digest()
     verdict = screened(tmp_path, base, result)
@@ -64,3 +70,46 @@ def test_missing_artifacts_fail_the_screen(tmp_path, base):
     commit.final_hash = b"\x00" * 32
     verdict = screen_commit(CFG, DATA, commit, ANCHOR, store, TOLERANT, MARGIN)
     assert not verdict.passed and "unavailable" in verdict.reason
+
+
+def _second_round(base, residual, cfg=CFG):
+    """Round 2 of the host, trained from ``residual`` (its round 1's, or None)."""
+    return train_round(build_model(cfg.model_config, 0), cfg, DATA, "dilo1host", 2, base, residual)
+
+
+def test_a_round_is_checked_against_the_residual_its_last_round_left(tmp_path, base):
+    first = honest(base, "dilo1host")
+    left = decode_state(first.residual)
+    assert any(bool(v.abs().sum() > 0) for v in left.values())
+
+    def screen(name, result, residual_in):
+        store, commit, _ = publish_round(tmp_path / name, CFG, base, result, "dilo1host", 2,
+                                         residual_in)  # fmt: skip
+        return screen_commit(CFG, DATA, commit, ANCHOR, store, TOLERANT, MARGIN)
+
+    honest_second = _second_round(base, left)
+    assert screen("honest", honest_second, left).passed
+    # Dropping what the last round owed (or claiming a residual it did not owe) is caught ...
+    ignored = screen("ignored", _second_round(base, None), left)
+    assert not ignored.passed and "residual" in ignored.reason
+    # ... and so is a committed residual that is not what the pseudo-gradient left.
+    inflated = _second_round(base, left)
+    inflated.residual = encode_state({k: v * 2 for k, v in decode_state(inflated.residual).items()})
+    forged = screen("forged", inflated, left)
+    assert not forged.passed and "committed residual" in forged.reason
+
+
+def test_dct_top_k_rounds_pass_and_a_random_one_fails(tmp_path, base):
+    cfg = CFG.__class__()
+    cfg.CopyFrom(CFG)
+    cfg.compression = "dct-top4"
+    result = train_round(build_model(cfg.model_config, 0), cfg, DATA, "dilo1host", 1, base, None)
+    assert len(result.pseudo_grad) < len(honest(base).pseudo_grad) / 3
+    store, commit, challenges = publish_round(tmp_path, cfg, base, result, "dilo1host")
+    assert screen_commit(cfg, DATA, commit, ANCHOR, store, TOLERANT, MARGIN).passed
+    assert all(verify_challenge(cfg, DATA, commit, c, store, TOLERANT).passed for c in challenges)
+    job_ = RoundJob(build_model(cfg.model_config, 0), cfg, DATA, "dilo1host", 1, base, None)
+    store, commit, _ = publish_round(tmp_path / "r", cfg, base, behavior("random-pg").train(job_),
+                                     "dilo1host")  # fmt: skip
+    verdict = screen_commit(cfg, DATA, commit, ANCHOR, store, TOLERANT, MARGIN)
+    assert not verdict.passed and "compression" in verdict.reason

@@ -1,5 +1,5 @@
 """One host's round of DiLoCo: H inner steps from the global state, checkpoints every k steps,
-the compressed pseudo-gradient and the Merkle root the host commits."""
+the compressed pseudo-gradient, the residual it leaves and the Merkle root the host commits."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from dataclasses import dataclass
 
 import torch
 
-from dilochain.protocol.hashing import content_hash
 from dilochain.protocol.merkle import merkle_root
 from dilochain.protocol.pb.poc.v1.types_pb2 import RunConfig
 from dilochain.protocol.schedule import derive_data_seed
-from dilochain.training.compress import bits_of, compress_with_feedback
+from dilochain.training.checkpoint_writer import CheckpointWriter, Sink
+from dilochain.training.compress import compress_with_feedback
 from dilochain.training.dataset import Dataset
 from dilochain.training.diloco import params_of, pseudo_gradient
 from dilochain.training.model import CausalLM
@@ -31,7 +31,7 @@ class RoundResult:
     checkpoint_hashes: list[bytes]
     ckpt_root: bytes
     pseudo_grad: bytes
-    error: dict[str, torch.Tensor]
+    residual: bytes  # the error-feedback residual the round leaves (canonical encoding)
     data_seed: int
     loss: float
     tokens: int
@@ -49,35 +49,41 @@ def train_round(
     host: str,
     round_: int,
     global_state: dict[str, torch.Tensor],
-    error: dict[str, torch.Tensor] | None,
+    residual: dict[str, torch.Tensor] | None,
     progress: Progress | None = None,
+    sink: Sink | None = None,
 ) -> RoundResult:
-    """Train round ``round_`` from ``global_state``; nothing leaves the host here."""
+    """Train round ``round_`` from ``global_state``, compressing with the ``residual`` the
+    host's last round left (None: none). Checkpoints are encoded and hashed in the background
+    and, with ``sink``, handed to it (the host's artifact store) as they are ready."""
     data_seed = derive_data_seed(cfg.seed, host, round_)
     shard = data.shard_of(cfg.seed, host)
     start = params_of(global_state)
     state = fresh_inner_state(model, cfg, start)
-    checkpoints = [encode_state(state.checkpoint())]
+    writer = CheckpointWriter(sink)
     losses: list[float] = []
     started = time.perf_counter()
     tokens_per_step = cfg.batch_size * cfg.seq_len
-    while state.step < cfg.inner_steps:
-        losses.append(train_step(state, cfg, data, shard, data_seed, round_))
-        if state.step % cfg.checkpoint_interval == 0:
-            checkpoints.append(encode_state(state.checkpoint()))
-        if progress:
-            rate = state.step * tokens_per_step / (time.perf_counter() - started)
-            progress(state.step, losses[-1], rate)
-    delta = pseudo_gradient(start, state.params())
-    pseudo_grad, new_error = compress_with_feedback(delta, error, bits_of(cfg.compression))
-    hashes = [content_hash(c) for c in checkpoints]
+    try:
+        writer.submit(state.checkpoint())
+        while state.step < cfg.inner_steps:
+            losses.append(train_step(state, cfg, data, shard, data_seed, round_))
+            if state.step % cfg.checkpoint_interval == 0:
+                writer.submit(state.checkpoint())
+            if progress:
+                rate = state.step * tokens_per_step / (time.perf_counter() - started)
+                progress(state.step, losses[-1], rate)
+        delta = pseudo_gradient(start, state.params())
+        pseudo_grad, left = compress_with_feedback(delta, residual, cfg.compression)
+    finally:
+        checkpoints, hashes = writer.results()
     tail = losses[-max(1, cfg.checkpoint_interval) :]
     return RoundResult(
         checkpoints=checkpoints,
         checkpoint_hashes=hashes,
         ckpt_root=merkle_root(hashes),
         pseudo_grad=pseudo_grad,
-        error=new_error,
+        residual=encode_state(left),
         data_seed=data_seed,
         loss=sum(tail) / len(tail),
         tokens=cfg.inner_steps * tokens_per_step,

@@ -1,7 +1,7 @@
 """Checking one challenge: replay the segment from its revealed start checkpoint, fingerprint the
 state at its middle step (``verifier/fingerprint.py``), compare the result with the revealed end
-checkpoint, and check the committed pseudo-gradient against the round's base and final
-checkpoint. The step code is the node's (``training.train_step``)."""
+checkpoint, and check the committed pseudo-gradient and residual against the round's base and
+final checkpoint. The step code is the node's (``training.train_step``)."""
 
 from __future__ import annotations
 
@@ -16,9 +16,15 @@ import torch
 from dilochain.artifacts.store import ArtifactError, ArtifactStore
 from dilochain.protocol.pb.poc.v1.types_pb2 import Challenge, RoundCommit, RunConfig
 from dilochain.protocol.verdict import fingerprint_step
-from dilochain.training.compress import CompressionError, decompress
+from dilochain.training.compress import (
+    CompressionError,
+    compress,
+    decompress,
+    feedback_target,
+    residual_after,
+)
 from dilochain.training.dataset import DataError, Dataset
-from dilochain.training.diloco import params_of
+from dilochain.training.diloco import params_of, pseudo_gradient, pseudo_gradient_problem
 from dilochain.training.model import build_model
 from dilochain.training.tensor_codec import CodecError, decode_state, state_hash
 from dilochain.training.train_step import STEP, InnerState, load_inner_state, run_segment
@@ -80,6 +86,28 @@ def host_fault_fails(check: Callable[..., Verdict]) -> Callable[..., Verdict]:
     return guarded
 
 
+@dataclass(frozen=True)
+class CommitArtifacts:
+    """What a commit's consistency is checked on: the round's base global state, the host's
+    final checkpoint, its pseudo-gradient (decoded) and the residual it started from."""
+
+    base: dict[str, torch.Tensor]
+    final: dict[str, torch.Tensor]
+    pseudo_grad: dict[str, torch.Tensor]
+    residual_in: dict[str, torch.Tensor] | None
+
+    @classmethod
+    def fetch(cls, store: ArtifactStore, commit: RoundCommit) -> CommitArtifacts:
+        """Fetch and decode them; raises ArtifactError, CodecError or CompressionError."""
+        residual_hash = commit.residual_in_hash
+        return cls(
+            base=decode_state(store.get(commit.base_hash)),
+            final=decode_state(store.get(commit.final_hash)),
+            pseudo_grad=decompress(store.get(commit.pseudo_grad_hash)),
+            residual_in=decode_state(store.get(residual_hash)) if residual_hash else None,
+        )
+
+
 @host_fault_fails
 def verify_challenge(
     cfg: RunConfig,
@@ -96,11 +124,12 @@ def verify_challenge(
     try:
         start = decode_state(store.get(challenge.start_hash))
         end_bytes = store.get(challenge.end_hash)
-        final = decode_state(store.get(challenge.final_hash))
-        base = decode_state(store.get(commit.base_hash))
-        pseudo_grad = decompress(store.get(commit.pseudo_grad_hash))
+        if challenge.final_hash != commit.final_hash:
+            return Verdict(False, "revealed final checkpoint is not the committed one")
+        artifacts = CommitArtifacts.fetch(store, commit)
     except (ArtifactError, CodecError, CompressionError) as err:
         return Verdict(False, f"artifact unavailable or malformed: {err}")
+    base, final = artifacts.base, artifacts.final
     if int(start.get(STEP, torch.tensor(-1))) != challenge.segment * k:
         return Verdict(False, "start checkpoint is not at the segment's first step")
     if int(final.get(STEP, torch.tensor(-1))) != cfg.inner_steps:
@@ -119,7 +148,10 @@ def verify_challenge(
     run_segment(state, cfg, data, shard, commit.data_seed, commit.round, middle)
     mark = fingerprint(_on_cpu(state), start, challenge, policy.mode, policy.tolerance)
     run_segment(state, cfg, data, shard, commit.data_seed, commit.round, k - middle)
-    verdict = _compare(_on_cpu(state), end_bytes, challenge, base, final, pseudo_grad, policy)
+    verdict = _compare(_on_cpu(state), end_bytes, challenge, policy)
+    if verdict.passed:
+        mismatch = pseudo_grad_mismatch(artifacts, commit, cfg.compression, policy)
+        verdict = mismatch or verdict
     return dataclasses.replace(verdict, fingerprint=mark)
 
 
@@ -128,10 +160,8 @@ def _on_cpu(state: InnerState) -> dict[str, torch.Tensor]:
 
 
 def _compare(
-    replayed: dict[str, torch.Tensor], end_bytes: bytes, challenge: Challenge,
-    base: dict[str, torch.Tensor], final: dict[str, torch.Tensor],
-    pseudo_grad: dict[str, torch.Tensor], policy: Policy,
-) -> Verdict:  # fmt: skip
+    replayed: dict[str, torch.Tensor], end_bytes: bytes, challenge: Challenge, policy: Policy
+) -> Verdict:
     if policy.mode == "exact":
         if state_hash(replayed) != challenge.end_hash:
             return Verdict(False, "replayed segment does not match the revealed end checkpoint")
@@ -140,25 +170,28 @@ def _compare(
         distance = relative_l2(params_of(replayed), params_of(decode_state(end_bytes)))
         if distance > policy.tolerance:
             return Verdict(False, "replayed segment is too far from the revealed end", distance)
-    mismatch = pseudo_grad_mismatch(base, final, pseudo_grad, policy)
-    if mismatch is not None:
-        return mismatch
     return Verdict(True, "segment replayed and pseudo-gradient consistent", distance)
 
 
 def pseudo_grad_mismatch(
-    base: dict[str, torch.Tensor],
-    final: dict[str, torch.Tensor],
-    pseudo_grad: dict[str, torch.Tensor],
-    policy: Policy,
+    artifacts: CommitArtifacts, commit: RoundCommit, compression: str, policy: Policy
 ) -> Verdict | None:
-    """A failed verdict if the committed pseudo-gradient is not base - final checkpoint (within
-    the tolerance its compression needs), else None."""
-    base_params = params_of(base)
-    true_delta = {n: base_params[n] - v for n, v in params_of(final).items()}
-    if set(pseudo_grad) != set(true_delta):
-        return Verdict(False, "pseudo-gradient does not match the model")
-    pg_gap = relative_l2(pseudo_grad, true_delta)
-    if pg_gap > policy.pseudo_grad_tolerance:
-        return Verdict(False, "pseudo-gradient is not base minus final checkpoint", pg_gap)
+    """A failed verdict unless the committed pseudo-gradient is the run's compression of
+    Δ = base - final checkpoint plus the residual the host's last round left (within the
+    tolerance, for floating-point differences in choosing coefficients) and the committed
+    residual is, bit for bit, what that pseudo-gradient left of it; else None."""
+    base_params = params_of(artifacts.base)
+    delta = pseudo_gradient(base_params, params_of(artifacts.final))
+    for what, tensors in (("pseudo-gradient", artifacts.pseudo_grad),
+                          ("residual", artifacts.residual_in)):  # fmt: skip
+        problem = tensors is not None and pseudo_gradient_problem(tensors, base_params)
+        if problem:
+            return Verdict(False, f"{what} does not fit the model: {problem}")
+    target = feedback_target(delta, artifacts.residual_in)
+    gap = relative_l2(artifacts.pseudo_grad, decompress(compress(target, compression)))
+    if gap > policy.pseudo_grad_tolerance:
+        return Verdict(False, "pseudo-gradient is not the compression of base minus final "
+                              "checkpoint plus residual", gap)  # fmt: skip
+    if state_hash(residual_after(target, artifacts.pseudo_grad)) != commit.residual_hash:
+        return Verdict(False, "committed residual is not what the pseudo-gradient left")
     return None

@@ -1,7 +1,8 @@
-"""Screening one commit, far cheaper than replaying it: is its pseudo-gradient base - final
-checkpoint, and does applying it alone to the round's base not raise the held-out loss (on a
-batch drawn from the round's beacon anchor, unknown while the host trained) by more than the
-genesis margin? A failed screen only gets every segment of the commit replayed."""
+"""Screening one commit, far cheaper than replaying it: is its pseudo-gradient the compression of
+base - final checkpoint (plus the residual its last round left), and does applying it alone to
+the round's base not raise the held-out loss (on a batch drawn from the round's beacon anchor,
+unknown while the host trained) by more than the genesis margin? A failed screen only gets every
+segment of the commit replayed."""
 
 from __future__ import annotations
 
@@ -9,13 +10,19 @@ import torch
 
 from dilochain.artifacts.store import ArtifactError, ArtifactStore
 from dilochain.protocol.pb.poc.v1.types_pb2 import RoundCommit, RunConfig
-from dilochain.training.compress import CompressionError, decompress
+from dilochain.training.compress import CompressionError
 from dilochain.training.dataset import Dataset
 from dilochain.training.diloco import params_of
 from dilochain.training.model import build_model, lm_loss, load_params
-from dilochain.training.tensor_codec import CodecError, decode_state
+from dilochain.training.tensor_codec import CodecError
 from dilochain.training.train_step import STEP
-from dilochain.verifier.replay import Policy, Verdict, host_fault_fails, pseudo_grad_mismatch
+from dilochain.verifier.replay import (
+    CommitArtifacts,
+    Policy,
+    Verdict,
+    host_fault_fails,
+    pseudo_grad_mismatch,
+)
 
 # Held-out windows per loss test, in training batches: enough that an honest round's
 # improvement is not lost in sampling noise.
@@ -42,17 +49,15 @@ def screen_commit(
     """Screen a commit; never raises for a host's fault (unavailable or malformed artifacts,
     tensors that do not fit the model), it fails the screen."""
     try:
-        base = decode_state(store.get(commit.base_hash))
-        final = decode_state(store.get(commit.final_hash))
-        pseudo_grad = decompress(store.get(commit.pseudo_grad_hash))
+        artifacts = CommitArtifacts.fetch(store, commit)
     except (ArtifactError, CodecError, CompressionError) as err:
         return Verdict(False, f"artifact unavailable or malformed: {err}")
-    if int(final.get(STEP, torch.tensor(-1))) != cfg.inner_steps:
+    if int(artifacts.final.get(STEP, torch.tensor(-1))) != cfg.inner_steps:
         return Verdict(False, "final checkpoint is not at step H")
-    mismatch = pseudo_grad_mismatch(base, final, pseudo_grad, policy)
+    mismatch = pseudo_grad_mismatch(artifacts, commit, cfg.compression, policy)
     if mismatch is not None:
         return mismatch
-    base_params = params_of(base)
+    base_params, pseudo_grad = params_of(artifacts.base), artifacts.pseudo_grad
     applied = {n: base_params[n] - pseudo_grad[n].to(base_params[n].dtype) for n in base_params}
     tokens = data.heldout_sample(int.from_bytes(anchor[:8], "big"),
                                    SCREEN_BATCHES * cfg.batch_size, cfg.seq_len)  # fmt: skip

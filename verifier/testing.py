@@ -13,12 +13,20 @@ from dilochain.training.tensor_codec import encode_state
 
 
 def publish_round(
-    directory: Path, cfg: RunConfig, base: dict, result: RoundResult, host: str, round_: int = 1
+    directory: Path,
+    cfg: RunConfig,
+    base: dict,
+    result: RoundResult,
+    host: str,
+    round_: int = 1,
+    residual_in: dict | None = None,
 ) -> tuple[LocalArtifactStore, RoundCommit, list[Challenge]]:
-    """Store a round's artifacts in ``directory``; its commit (final checkpoint opened) and a
-    revealed challenge for every segment."""
+    """Store a round's artifacts in ``directory`` (``residual_in``: the residual the host's last
+    round left, None for none); its commit (final checkpoint opened) and a revealed challenge for
+    every segment."""
     store = LocalArtifactStore(directory)
     base_hash = store.put(encode_state(base))
+    residual_in_hash = store.put(encode_state(residual_in)) if residual_in is not None else b""
     for data in result.checkpoints:
         store.put(data)
     hashes = result.checkpoint_hashes
@@ -26,7 +34,8 @@ def publish_round(
         run_id="r", round=round_, host=host, ckpt_root=result.ckpt_root,
         pseudo_grad_hash=store.put(result.pseudo_grad),
         data_seed=derive_data_seed(cfg.seed, host, round_), base_hash=base_hash,
-        final_hash=hashes[-1],
+        final_hash=hashes[-1], residual_hash=store.put(result.residual),
+        residual_in_hash=residual_in_hash,
     )  # fmt: skip
     challenges = [
         Challenge(run_id="r", round=round_, host=host, segment=s, revealed=True,

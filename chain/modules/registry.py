@@ -9,6 +9,7 @@ from dilochain.chain.errors import TxError, codes
 from dilochain.chain.modules import collateral
 from dilochain.chain.state import CacheStore
 from dilochain.protocol import model_config
+from dilochain.protocol.compression import compression_problem
 from dilochain.protocol.params import PocParams
 from dilochain.protocol.pb.poc.v1 import query_pb2 as q
 from dilochain.protocol.pb.poc.v1.tx_pb2 import (
@@ -102,7 +103,8 @@ def _validate_config(cfg: RunConfig, params: PocParams) -> None:
     need(cfg.inner_lr > 0 and cfg.outer_lr > 0 and 0 <= cfg.outer_momentum < 1,
          "learning rates must be positive and outer_momentum in [0, 1)")  # fmt: skip
     need(cfg.weight_decay >= 0 and cfg.grad_clip >= 0, "weight_decay and grad_clip must be >= 0")
-    need(cfg.compression in ("int8", "int4"), "compression must be int8 or int4")
+    problem = compression_problem(cfg.compression)
+    need(problem is None, problem or "")
     need(cfg.precision in ("fp32", "bf16"), "precision must be fp32 or bf16")
     for name in ("tokenizer_hash", "data_manifest_hash"):
         need(_is_sha256_hex(getattr(cfg, name)), f"{name} must be a lowercase hex sha256")

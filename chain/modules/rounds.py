@@ -66,6 +66,15 @@ def global_checkpoints(store: CacheStore, run_id: str) -> list[GlobalCheckpoint]
     return [GlobalCheckpoint.FromString(v) for _, v in store.iterate(prefix)]
 
 
+def _residual_in(store: CacheStore, run_id: str, round_: int, host: str) -> bytes:
+    """The residual a host's round starts from: the one its commit of the round before left;
+    none (empty) if it did not commit that round."""
+    if round_ == 0:
+        return b""
+    previous = store.get(_round_prefix(run_id, round_ - 1) + host.encode())
+    return RoundCommit.FromString(previous).residual_hash if previous is not None else b""
+
+
 def _handle_commit(ctx: Context, msg: MsgCommitRound) -> MsgCommitRoundResponse:
     run = registry.require_run(ctx.store, msg.run_id)
     if not registry.is_host(ctx.store, msg.run_id, msg.host):
@@ -82,7 +91,7 @@ def _handle_commit(ctx: Context, msg: MsgCommitRound) -> MsgCommitRoundResponse:
     key = _round_prefix(msg.run_id, msg.round) + msg.host.encode()
     if ctx.store.get(key) is not None:
         raise TxError(codes.INVALID_REQUEST, f"{msg.host} already committed round {msg.round}")
-    for name in ("ckpt_root", "pseudo_grad_hash", "base_hash", "final_hash"):
+    for name in ("ckpt_root", "pseudo_grad_hash", "base_hash", "final_hash", "residual_hash"):
         if len(getattr(msg, name)) != 32:
             raise TxError(codes.INVALID_REQUEST, f"{name} must be a 32-byte sha256")
     if not opens_leaf(run, msg.ckpt_root, msg.final_hash, segments(run), msg.final_proof):
@@ -97,7 +106,8 @@ def _handle_commit(ctx: Context, msg: MsgCommitRound) -> MsgCommitRoundResponse:
         run_id=msg.run_id, round=msg.round, host=msg.host, ckpt_root=msg.ckpt_root,
         pseudo_grad_hash=msg.pseudo_grad_hash, data_seed=msg.data_seed, tokens=msg.tokens,
         loss=msg.loss, base_hash=msg.base_hash, height=ctx.height, eval_loss=msg.eval_loss,
-        final_hash=msg.final_hash,
+        final_hash=msg.final_hash, residual_hash=msg.residual_hash,
+        residual_in_hash=_residual_in(ctx.store, msg.run_id, msg.round, msg.host),
     )  # fmt: skip
     set_commit(ctx.store, commit)
     ctx.emit("commit_round", run_id=msg.run_id, round=msg.round, host=msg.host,

@@ -65,7 +65,7 @@ def _seeds() -> dict[str, list[bytes]]:
     # float division.
     shape = safetensors_declaring((1 << 62,))
     zero_huge = safetensors_declaring((0, 1 << 63), b"")
-    parts = decode_state(compress(small, 8))
+    parts = decode_state(compress(small, "int8"))
     overflow = encode_state({**parts, "shape/a": torch.tensor([(1 << 63) - 1] * 20)})
     genesis = GenesisDoc(chain_id="fuzz-1").with_account(alice, {DENOM: 5})
     return {
@@ -73,9 +73,10 @@ def _seeds() -> dict[str, list[bytes]]:
         + [b"", b"\x0a\x00", b"\xff" * 40],
         "msg": [bytes([types.index(type(m))]) + m.SerializeToString() for m in messages],
         "pseudo_gradient": [
-            compress(small, 8),
-            compress(small, 4),
-            compress(small, 8)[:-3],
+            compress(small, "int8"),
+            compress(small, "int4"),
+            compress(small, "dct-top4"),
+            compress(small, "int8")[:-3],
             overflow,
         ],
         "checkpoint": [encode_state(small), encode_state({}), shape, zero_huge],

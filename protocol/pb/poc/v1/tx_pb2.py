@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from dilochain.protocol.pb.poc.v1 import types_pb2 as dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_types__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n%dilochain/protocol/pb/poc/v1/tx.proto\x12\x10\x64ilochain.poc.v1\x1a(dilochain/protocol/pb/poc/v1/types.proto\"9\n\x14MsgDepositCollateral\x12\x11\n\tdepositor\x18\x01 \x01(\t\x12\x0e\n\x06\x61mount\x18\x02 \x01(\t\"\x1e\n\x1cMsgDepositCollateralResponse\":\n\x15MsgWithdrawCollateral\x12\x11\n\tdepositor\x18\x01 \x01(\t\x12\x0e\n\x06\x61mount\x18\x02 \x01(\t\"=\n\x1dMsgWithdrawCollateralResponse\x12\x1c\n\x14\x63ompletion_time_unix\x18\x01 \x01(\x03\"\\\n\x0cMsgCreateRun\x12\x0f\n\x07\x63reator\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12+\n\x06\x63onfig\x18\x03 \x01(\x0b\x32\x1b.dilochain.poc.v1.RunConfig\"\x16\n\x14MsgCreateRunResponse\"A\n\x0fMsgRegisterHost\x12\x0c\n\x04host\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\x10\n\x08\x65ndpoint\x18\x03 \x01(\t\"\x19\n\x17MsgRegisterHostResponse\"\xea\x01\n\x0eMsgCommitRound\x12\x0c\n\x04host\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\r\n\x05round\x18\x03 \x01(\x04\x12\x11\n\tckpt_root\x18\x04 \x01(\x0c\x12\x18\n\x10pseudo_grad_hash\x18\x05 \x01(\x0c\x12\x11\n\tdata_seed\x18\x06 \x01(\x04\x12\x0e\n\x06tokens\x18\x07 \x01(\x04\x12\x0c\n\x04loss\x18\x08 \x01(\x01\x12\x11\n\tbase_hash\x18\t \x01(\x0c\x12\x11\n\teval_loss\x18\n \x01(\x01\x12\x12\n\nfinal_hash\x18\x0b \x01(\x0c\x12\x13\n\x0b\x66inal_proof\x18\x0c \x03(\x0c\"\x18\n\x16MsgCommitRoundResponse\"\xcb\x01\n\x14MsgRevealCheckpoints\x12\x0c\n\x04host\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\r\n\x05round\x18\x03 \x01(\x04\x12\x0f\n\x07segment\x18\x04 \x01(\r\x12\x12\n\nstart_hash\x18\x05 \x01(\x0c\x12\x10\n\x08\x65nd_hash\x18\x06 \x01(\x0c\x12\x12\n\nfinal_hash\x18\x07 \x01(\x0c\x12\x13\n\x0bstart_proof\x18\x08 \x03(\x0c\x12\x11\n\tend_proof\x18\t \x03(\x0c\x12\x13\n\x0b\x66inal_proof\x18\n \x03(\x0c\"\x1e\n\x1cMsgRevealCheckpointsResponse\"\'\n\x13MsgRegisterVerifier\x12\x10\n\x08verifier\x18\x01 \x01(\t\"\x1d\n\x1bMsgRegisterVerifierResponse\"\x82\x01\n\x10MsgSubmitVerdict\x12\x10\n\x08verifier\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\r\n\x05round\x18\x03 \x01(\x04\x12\x0c\n\x04host\x18\x04 \x01(\t\x12\x0f\n\x07segment\x18\x05 \x01(\r\x12\x12\n\ncommitment\x18\x08 \x01(\x0cJ\x04\x08\x06\x10\x07J\x04\x08\x07\x10\x08\"\x1a\n\x18MsgSubmitVerdictResponse\"\xaa\x01\n\x0eMsgOpenVerdict\x12\x10\n\x08verifier\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\r\n\x05round\x18\x03 \x01(\x04\x12\x0c\n\x04host\x18\x04 \x01(\t\x12\x0f\n\x07segment\x18\x05 \x01(\r\x12\x0e\n\x06passed\x18\x06 \x01(\x08\x12\x13\n\x0b\x66ingerprint\x18\x07 \x01(\x0c\x12\x0c\n\x04salt\x18\x08 \x01(\x0c\x12\x15\n\revidence_hash\x18\t \x01(\x0c\"\x18\n\x16MsgOpenVerdictResponse\"0\n\x0eMsgClaimReward\x12\x0f\n\x07\x63laimer\x18\x01 \x01(\t\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\"9\n\x16MsgClaimRewardResponse\x12\x0e\n\x06\x61mount\x18\x01 \x01(\t\x12\x0f\n\x07vesting\x18\x02 \x01(\t\"V\n\x0fMsgCommitBeacon\x12\x10\n\x08verifier\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\r\n\x05round\x18\x03 \x01(\x04\x12\x12\n\ncommitment\x18\x04 \x01(\x0c\"\x19\n\x17MsgCommitBeaconResponse\"R\n\x0fMsgRevealBeacon\x12\x10\n\x08verifier\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\r\n\x05round\x18\x03 \x01(\x04\x12\x0e\n\x06secret\x18\x04 \x01(\x0c\"\x19\n\x17MsgRevealBeaconResponse\"$\n\x11MsgWithdrawVested\x12\x0f\n\x07\x63laimer\x18\x01 \x01(\t\"+\n\x19MsgWithdrawVestedResponse\x12\x0e\n\x06\x61mount\x18\x01 \x01(\t\"w\n\x0fMsgSubmitScreen\x12\x10\n\x08verifier\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\r\n\x05round\x18\x03 \x01(\x04\x12\x0c\n\x04host\x18\x04 \x01(\t\x12\x0e\n\x06passed\x18\x05 \x01(\x08\x12\x15\n\revidence_hash\x18\x06 \x01(\x0c\"\x19\n\x17MsgSubmitScreenResponse2\xdc\n\n\x03Msg\x12k\n\x11\x44\x65positCollateral\x12&.dilochain.poc.v1.MsgDepositCollateral\x1a..dilochain.poc.v1.MsgDepositCollateralResponse\x12n\n\x12WithdrawCollateral\x12\'.dilochain.poc.v1.MsgWithdrawCollateral\x1a/.dilochain.poc.v1.MsgWithdrawCollateralResponse\x12S\n\tCreateRun\x12\x1e.dilochain.poc.v1.MsgCreateRun\x1a&.dilochain.poc.v1.MsgCreateRunResponse\x12\\\n\x0cRegisterHost\x12!.dilochain.poc.v1.MsgRegisterHost\x1a).dilochain.poc.v1.MsgRegisterHostResponse\x12Y\n\x0b\x43ommitRound\x12 .dilochain.poc.v1.MsgCommitRound\x1a(.dilochain.poc.v1.MsgCommitRoundResponse\x12k\n\x11RevealCheckpoints\x12&.dilochain.poc.v1.MsgRevealCheckpoints\x1a..dilochain.poc.v1.MsgRevealCheckpointsResponse\x12h\n\x10RegisterVerifier\x12%.dilochain.poc.v1.MsgRegisterVerifier\x1a-.dilochain.poc.v1.MsgRegisterVerifierResponse\x12_\n\rSubmitVerdict\x12\".dilochain.poc.v1.MsgSubmitVerdict\x1a*.dilochain.poc.v1.MsgSubmitVerdictResponse\x12Y\n\x0bOpenVerdict\x12 .dilochain.poc.v1.MsgOpenVerdict\x1a(.dilochain.poc.v1.MsgOpenVerdictResponse\x12Y\n\x0b\x43laimReward\x12 .dilochain.poc.v1.MsgClaimReward\x1a(.dilochain.poc.v1.MsgClaimRewardResponse\x12\\\n\x0c\x43ommitBeacon\x12!.dilochain.poc.v1.MsgCommitBeacon\x1a).dilochain.poc.v1.MsgCommitBeaconResponse\x12\\\n\x0cRevealBeacon\x12!.dilochain.poc.v1.MsgRevealBeacon\x1a).dilochain.poc.v1.MsgRevealBeaconResponse\x12\x62\n\x0eWithdrawVested\x12#.dilochain.poc.v1.MsgWithdrawVested\x1a+.dilochain.poc.v1.MsgWithdrawVestedResponse\x12\\\n\x0cSubmitScreen\x12!.dilochain.poc.v1.MsgSubmitScreen\x1a).dilochain.poc.v1.MsgSubmitScreenResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n%dilochain/protocol/pb/poc/v1/tx.proto\x12\x10\x64ilochain.poc.v1\x1a(dilochain/protocol/pb/poc/v1/types.proto\"9\n\x14MsgDepositCollateral\x12\x11\n\tdepositor\x18\x01 \x01(\t\x12\x0e\n\x06\x61mount\x18\x02 \x01(\t\"\x1e\n\x1cMsgDepositCollateralResponse\":\n\x15MsgWithdrawCollateral\x12\x11\n\tdepositor\x18\x01 \x01(\t\x12\x0e\n\x06\x61mount\x18\x02 \x01(\t\"=\n\x1dMsgWithdrawCollateralResponse\x12\x1c\n\x14\x63ompletion_time_unix\x18\x01 \x01(\x03\"\\\n\x0cMsgCreateRun\x12\x0f\n\x07\x63reator\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12+\n\x06\x63onfig\x18\x03 \x01(\x0b\x32\x1b.dilochain.poc.v1.RunConfig\"\x16\n\x14MsgCreateRunResponse\"A\n\x0fMsgRegisterHost\x12\x0c\n\x04host\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\x10\n\x08\x65ndpoint\x18\x03 \x01(\t\"\x19\n\x17MsgRegisterHostResponse\"\x81\x02\n\x0eMsgCommitRound\x12\x0c\n\x04host\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\r\n\x05round\x18\x03 \x01(\x04\x12\x11\n\tckpt_root\x18\x04 \x01(\x0c\x12\x18\n\x10pseudo_grad_hash\x18\x05 \x01(\x0c\x12\x11\n\tdata_seed\x18\x06 \x01(\x04\x12\x0e\n\x06tokens\x18\x07 \x01(\x04\x12\x0c\n\x04loss\x18\x08 \x01(\x01\x12\x11\n\tbase_hash\x18\t \x01(\x0c\x12\x11\n\teval_loss\x18\n \x01(\x01\x12\x12\n\nfinal_hash\x18\x0b \x01(\x0c\x12\x13\n\x0b\x66inal_proof\x18\x0c \x03(\x0c\x12\x15\n\rresidual_hash\x18\r \x01(\x0c\"\x18\n\x16MsgCommitRoundResponse\"\xcb\x01\n\x14MsgRevealCheckpoints\x12\x0c\n\x04host\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\r\n\x05round\x18\x03 \x01(\x04\x12\x0f\n\x07segment\x18\x04 \x01(\r\x12\x12\n\nstart_hash\x18\x05 \x01(\x0c\x12\x10\n\x08\x65nd_hash\x18\x06 \x01(\x0c\x12\x12\n\nfinal_hash\x18\x07 \x01(\x0c\x12\x13\n\x0bstart_proof\x18\x08 \x03(\x0c\x12\x11\n\tend_proof\x18\t \x03(\x0c\x12\x13\n\x0b\x66inal_proof\x18\n \x03(\x0c\"\x1e\n\x1cMsgRevealCheckpointsResponse\"\'\n\x13MsgRegisterVerifier\x12\x10\n\x08verifier\x18\x01 \x01(\t\"\x1d\n\x1bMsgRegisterVerifierResponse\"\x82\x01\n\x10MsgSubmitVerdict\x12\x10\n\x08verifier\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\r\n\x05round\x18\x03 \x01(\x04\x12\x0c\n\x04host\x18\x04 \x01(\t\x12\x0f\n\x07segment\x18\x05 \x01(\r\x12\x12\n\ncommitment\x18\x08 \x01(\x0cJ\x04\x08\x06\x10\x07J\x04\x08\x07\x10\x08\"\x1a\n\x18MsgSubmitVerdictResponse\"\xaa\x01\n\x0eMsgOpenVerdict\x12\x10\n\x08verifier\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\r\n\x05round\x18\x03 \x01(\x04\x12\x0c\n\x04host\x18\x04 \x01(\t\x12\x0f\n\x07segment\x18\x05 \x01(\r\x12\x0e\n\x06passed\x18\x06 \x01(\x08\x12\x13\n\x0b\x66ingerprint\x18\x07 \x01(\x0c\x12\x0c\n\x04salt\x18\x08 \x01(\x0c\x12\x15\n\revidence_hash\x18\t \x01(\x0c\"\x18\n\x16MsgOpenVerdictResponse\"0\n\x0eMsgClaimReward\x12\x0f\n\x07\x63laimer\x18\x01 \x01(\t\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\"9\n\x16MsgClaimRewardResponse\x12\x0e\n\x06\x61mount\x18\x01 \x01(\t\x12\x0f\n\x07vesting\x18\x02 \x01(\t\"V\n\x0fMsgCommitBeacon\x12\x10\n\x08verifier\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\r\n\x05round\x18\x03 \x01(\x04\x12\x12\n\ncommitment\x18\x04 \x01(\x0c\"\x19\n\x17MsgCommitBeaconResponse\"R\n\x0fMsgRevealBeacon\x12\x10\n\x08verifier\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\r\n\x05round\x18\x03 \x01(\x04\x12\x0e\n\x06secret\x18\x04 \x01(\x0c\"\x19\n\x17MsgRevealBeaconResponse\"$\n\x11MsgWithdrawVested\x12\x0f\n\x07\x63laimer\x18\x01 \x01(\t\"+\n\x19MsgWithdrawVestedResponse\x12\x0e\n\x06\x61mount\x18\x01 \x01(\t\"w\n\x0fMsgSubmitScreen\x12\x10\n\x08verifier\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\r\n\x05round\x18\x03 \x01(\x04\x12\x0c\n\x04host\x18\x04 \x01(\t\x12\x0e\n\x06passed\x18\x05 \x01(\x08\x12\x15\n\revidence_hash\x18\x06 \x01(\x0c\"\x19\n\x17MsgSubmitScreenResponse2\xdc\n\n\x03Msg\x12k\n\x11\x44\x65positCollateral\x12&.dilochain.poc.v1.MsgDepositCollateral\x1a..dilochain.poc.v1.MsgDepositCollateralResponse\x12n\n\x12WithdrawCollateral\x12\'.dilochain.poc.v1.MsgWithdrawCollateral\x1a/.dilochain.poc.v1.MsgWithdrawCollateralResponse\x12S\n\tCreateRun\x12\x1e.dilochain.poc.v1.MsgCreateRun\x1a&.dilochain.poc.v1.MsgCreateRunResponse\x12\\\n\x0cRegisterHost\x12!.dilochain.poc.v1.MsgRegisterHost\x1a).dilochain.poc.v1.MsgRegisterHostResponse\x12Y\n\x0b\x43ommitRound\x12 .dilochain.poc.v1.MsgCommitRound\x1a(.dilochain.poc.v1.MsgCommitRoundResponse\x12k\n\x11RevealCheckpoints\x12&.dilochain.poc.v1.MsgRevealCheckpoints\x1a..dilochain.poc.v1.MsgRevealCheckpointsResponse\x12h\n\x10RegisterVerifier\x12%.dilochain.poc.v1.MsgRegisterVerifier\x1a-.dilochain.poc.v1.MsgRegisterVerifierResponse\x12_\n\rSubmitVerdict\x12\".dilochain.poc.v1.MsgSubmitVerdict\x1a*.dilochain.poc.v1.MsgSubmitVerdictResponse\x12Y\n\x0bOpenVerdict\x12 .dilochain.poc.v1.MsgOpenVerdict\x1a(.dilochain.poc.v1.MsgOpenVerdictResponse\x12Y\n\x0b\x43laimReward\x12 .dilochain.poc.v1.MsgClaimReward\x1a(.dilochain.poc.v1.MsgClaimRewardResponse\x12\\\n\x0c\x43ommitBeacon\x12!.dilochain.poc.v1.MsgCommitBeacon\x1a).dilochain.poc.v1.MsgCommitBeaconResponse\x12\\\n\x0cRevealBeacon\x12!.dilochain.poc.v1.MsgRevealBeacon\x1a).dilochain.poc.v1.MsgRevealBeaconResponse\x12\x62\n\x0eWithdrawVested\x12#.dilochain.poc.v1.MsgWithdrawVested\x1a+.dilochain.poc.v1.MsgWithdrawVestedResponse\x12\\\n\x0cSubmitScreen\x12!.dilochain.poc.v1.MsgSubmitScreen\x1a).dilochain.poc.v1.MsgSubmitScreenResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -49,45 +49,45 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_MSGREGISTERHOSTRESPONSE']._serialized_start=500
   _globals['_MSGREGISTERHOSTRESPONSE']._serialized_end=525
   _globals['_MSGCOMMITROUND']._serialized_start=528
-  _globals['_MSGCOMMITROUND']._serialized_end=762
-  _globals['_MSGCOMMITROUNDRESPONSE']._serialized_start=764
-  _globals['_MSGCOMMITROUNDRESPONSE']._serialized_end=788
-  _globals['_MSGREVEALCHECKPOINTS']._serialized_start=791
-  _globals['_MSGREVEALCHECKPOINTS']._serialized_end=994
-  _globals['_MSGREVEALCHECKPOINTSRESPONSE']._serialized_start=996
-  _globals['_MSGREVEALCHECKPOINTSRESPONSE']._serialized_end=1026
-  _globals['_MSGREGISTERVERIFIER']._serialized_start=1028
-  _globals['_MSGREGISTERVERIFIER']._serialized_end=1067
-  _globals['_MSGREGISTERVERIFIERRESPONSE']._serialized_start=1069
-  _globals['_MSGREGISTERVERIFIERRESPONSE']._serialized_end=1098
-  _globals['_MSGSUBMITVERDICT']._serialized_start=1101
-  _globals['_MSGSUBMITVERDICT']._serialized_end=1231
-  _globals['_MSGSUBMITVERDICTRESPONSE']._serialized_start=1233
-  _globals['_MSGSUBMITVERDICTRESPONSE']._serialized_end=1259
-  _globals['_MSGOPENVERDICT']._serialized_start=1262
-  _globals['_MSGOPENVERDICT']._serialized_end=1432
-  _globals['_MSGOPENVERDICTRESPONSE']._serialized_start=1434
-  _globals['_MSGOPENVERDICTRESPONSE']._serialized_end=1458
-  _globals['_MSGCLAIMREWARD']._serialized_start=1460
-  _globals['_MSGCLAIMREWARD']._serialized_end=1508
-  _globals['_MSGCLAIMREWARDRESPONSE']._serialized_start=1510
-  _globals['_MSGCLAIMREWARDRESPONSE']._serialized_end=1567
-  _globals['_MSGCOMMITBEACON']._serialized_start=1569
-  _globals['_MSGCOMMITBEACON']._serialized_end=1655
-  _globals['_MSGCOMMITBEACONRESPONSE']._serialized_start=1657
-  _globals['_MSGCOMMITBEACONRESPONSE']._serialized_end=1682
-  _globals['_MSGREVEALBEACON']._serialized_start=1684
-  _globals['_MSGREVEALBEACON']._serialized_end=1766
-  _globals['_MSGREVEALBEACONRESPONSE']._serialized_start=1768
-  _globals['_MSGREVEALBEACONRESPONSE']._serialized_end=1793
-  _globals['_MSGWITHDRAWVESTED']._serialized_start=1795
-  _globals['_MSGWITHDRAWVESTED']._serialized_end=1831
-  _globals['_MSGWITHDRAWVESTEDRESPONSE']._serialized_start=1833
-  _globals['_MSGWITHDRAWVESTEDRESPONSE']._serialized_end=1876
-  _globals['_MSGSUBMITSCREEN']._serialized_start=1878
-  _globals['_MSGSUBMITSCREEN']._serialized_end=1997
-  _globals['_MSGSUBMITSCREENRESPONSE']._serialized_start=1999
-  _globals['_MSGSUBMITSCREENRESPONSE']._serialized_end=2024
-  _globals['_MSG']._serialized_start=2027
-  _globals['_MSG']._serialized_end=3399
+  _globals['_MSGCOMMITROUND']._serialized_end=785
+  _globals['_MSGCOMMITROUNDRESPONSE']._serialized_start=787
+  _globals['_MSGCOMMITROUNDRESPONSE']._serialized_end=811
+  _globals['_MSGREVEALCHECKPOINTS']._serialized_start=814
+  _globals['_MSGREVEALCHECKPOINTS']._serialized_end=1017
+  _globals['_MSGREVEALCHECKPOINTSRESPONSE']._serialized_start=1019
+  _globals['_MSGREVEALCHECKPOINTSRESPONSE']._serialized_end=1049
+  _globals['_MSGREGISTERVERIFIER']._serialized_start=1051
+  _globals['_MSGREGISTERVERIFIER']._serialized_end=1090
+  _globals['_MSGREGISTERVERIFIERRESPONSE']._serialized_start=1092
+  _globals['_MSGREGISTERVERIFIERRESPONSE']._serialized_end=1121
+  _globals['_MSGSUBMITVERDICT']._serialized_start=1124
+  _globals['_MSGSUBMITVERDICT']._serialized_end=1254
+  _globals['_MSGSUBMITVERDICTRESPONSE']._serialized_start=1256
+  _globals['_MSGSUBMITVERDICTRESPONSE']._serialized_end=1282
+  _globals['_MSGOPENVERDICT']._serialized_start=1285
+  _globals['_MSGOPENVERDICT']._serialized_end=1455
+  _globals['_MSGOPENVERDICTRESPONSE']._serialized_start=1457
+  _globals['_MSGOPENVERDICTRESPONSE']._serialized_end=1481
+  _globals['_MSGCLAIMREWARD']._serialized_start=1483
+  _globals['_MSGCLAIMREWARD']._serialized_end=1531
+  _globals['_MSGCLAIMREWARDRESPONSE']._serialized_start=1533
+  _globals['_MSGCLAIMREWARDRESPONSE']._serialized_end=1590
+  _globals['_MSGCOMMITBEACON']._serialized_start=1592
+  _globals['_MSGCOMMITBEACON']._serialized_end=1678
+  _globals['_MSGCOMMITBEACONRESPONSE']._serialized_start=1680
+  _globals['_MSGCOMMITBEACONRESPONSE']._serialized_end=1705
+  _globals['_MSGREVEALBEACON']._serialized_start=1707
+  _globals['_MSGREVEALBEACON']._serialized_end=1789
+  _globals['_MSGREVEALBEACONRESPONSE']._serialized_start=1791
+  _globals['_MSGREVEALBEACONRESPONSE']._serialized_end=1816
+  _globals['_MSGWITHDRAWVESTED']._serialized_start=1818
+  _globals['_MSGWITHDRAWVESTED']._serialized_end=1854
+  _globals['_MSGWITHDRAWVESTEDRESPONSE']._serialized_start=1856
+  _globals['_MSGWITHDRAWVESTEDRESPONSE']._serialized_end=1899
+  _globals['_MSGSUBMITSCREEN']._serialized_start=1901
+  _globals['_MSGSUBMITSCREEN']._serialized_end=2020
+  _globals['_MSGSUBMITSCREENRESPONSE']._serialized_start=2022
+  _globals['_MSGSUBMITSCREENRESPONSE']._serialized_end=2047
+  _globals['_MSG']._serialized_start=2050
+  _globals['_MSG']._serialized_end=3422
 # @@protoc_insertion_point(module_scope)

@@ -61,7 +61,7 @@ class MsgRegisterHostResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class MsgCommitRound(_message.Message):
-    __slots__ = ("host", "run_id", "round", "ckpt_root", "pseudo_grad_hash", "data_seed", "tokens", "loss", "base_hash", "eval_loss", "final_hash", "final_proof")
+    __slots__ = ("host", "run_id", "round", "ckpt_root", "pseudo_grad_hash", "data_seed", "tokens", "loss", "base_hash", "eval_loss", "final_hash", "final_proof", "residual_hash")
     HOST_FIELD_NUMBER: _ClassVar[int]
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     ROUND_FIELD_NUMBER: _ClassVar[int]
@@ -74,6 +74,7 @@ class MsgCommitRound(_message.Message):
     EVAL_LOSS_FIELD_NUMBER: _ClassVar[int]
     FINAL_HASH_FIELD_NUMBER: _ClassVar[int]
     FINAL_PROOF_FIELD_NUMBER: _ClassVar[int]
+    RESIDUAL_HASH_FIELD_NUMBER: _ClassVar[int]
     host: str
     run_id: str
     round: int
@@ -86,7 +87,8 @@ class MsgCommitRound(_message.Message):
     eval_loss: float
     final_hash: bytes
     final_proof: _containers.RepeatedScalarFieldContainer[bytes]
-    def __init__(self, host: _Optional[str] = ..., run_id: _Optional[str] = ..., round: _Optional[int] = ..., ckpt_root: _Optional[bytes] = ..., pseudo_grad_hash: _Optional[bytes] = ..., data_seed: _Optional[int] = ..., tokens: _Optional[int] = ..., loss: _Optional[float] = ..., base_hash: _Optional[bytes] = ..., eval_loss: _Optional[float] = ..., final_hash: _Optional[bytes] = ..., final_proof: _Optional[_Iterable[bytes]] = ...) -> None: ...
+    residual_hash: bytes
+    def __init__(self, host: _Optional[str] = ..., run_id: _Optional[str] = ..., round: _Optional[int] = ..., ckpt_root: _Optional[bytes] = ..., pseudo_grad_hash: _Optional[bytes] = ..., data_seed: _Optional[int] = ..., tokens: _Optional[int] = ..., loss: _Optional[float] = ..., base_hash: _Optional[bytes] = ..., eval_loss: _Optional[float] = ..., final_hash: _Optional[bytes] = ..., final_proof: _Optional[_Iterable[bytes]] = ..., residual_hash: _Optional[bytes] = ...) -> None: ...
 
 class MsgCommitRoundResponse(_message.Message):
     __slots__ = ()

@@ -80,7 +80,7 @@ class Run(_message.Message):
     def __init__(self, run_id: _Optional[str] = ..., creator: _Optional[str] = ..., config: _Optional[_Union[RunConfig, _Mapping]] = ..., created_height: _Optional[int] = ..., start_height: _Optional[int] = ...) -> None: ...
 
 class RoundCommit(_message.Message):
-    __slots__ = ("run_id", "round", "host", "ckpt_root", "pseudo_grad_hash", "data_seed", "tokens", "loss", "base_hash", "height", "excluded", "eval_loss", "final_hash")
+    __slots__ = ("run_id", "round", "host", "ckpt_root", "pseudo_grad_hash", "data_seed", "tokens", "loss", "base_hash", "height", "excluded", "eval_loss", "final_hash", "residual_hash", "residual_in_hash")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     ROUND_FIELD_NUMBER: _ClassVar[int]
     HOST_FIELD_NUMBER: _ClassVar[int]
@@ -94,6 +94,8 @@ class RoundCommit(_message.Message):
     EXCLUDED_FIELD_NUMBER: _ClassVar[int]
     EVAL_LOSS_FIELD_NUMBER: _ClassVar[int]
     FINAL_HASH_FIELD_NUMBER: _ClassVar[int]
+    RESIDUAL_HASH_FIELD_NUMBER: _ClassVar[int]
+    RESIDUAL_IN_HASH_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     round: int
     host: str
@@ -107,7 +109,9 @@ class RoundCommit(_message.Message):
     excluded: bool
     eval_loss: float
     final_hash: bytes
-    def __init__(self, run_id: _Optional[str] = ..., round: _Optional[int] = ..., host: _Optional[str] = ..., ckpt_root: _Optional[bytes] = ..., pseudo_grad_hash: _Optional[bytes] = ..., data_seed: _Optional[int] = ..., tokens: _Optional[int] = ..., loss: _Optional[float] = ..., base_hash: _Optional[bytes] = ..., height: _Optional[int] = ..., excluded: bool = ..., eval_loss: _Optional[float] = ..., final_hash: _Optional[bytes] = ...) -> None: ...
+    residual_hash: bytes
+    residual_in_hash: bytes
+    def __init__(self, run_id: _Optional[str] = ..., round: _Optional[int] = ..., host: _Optional[str] = ..., ckpt_root: _Optional[bytes] = ..., pseudo_grad_hash: _Optional[bytes] = ..., data_seed: _Optional[int] = ..., tokens: _Optional[int] = ..., loss: _Optional[float] = ..., base_hash: _Optional[bytes] = ..., height: _Optional[int] = ..., excluded: bool = ..., eval_loss: _Optional[float] = ..., final_hash: _Optional[bytes] = ..., residual_hash: _Optional[bytes] = ..., residual_in_hash: _Optional[bytes] = ...) -> None: ...
 
 class EpochInfo(_message.Message):
     __slots__ = ("epoch", "start_height", "end_height", "closed", "reward_pool", "host_work", "verifier_work")
