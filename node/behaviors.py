@@ -15,6 +15,7 @@ import torch
 from dilochain.protocol.pb.poc.v1.types_pb2 import RunConfig
 from dilochain.training.checkpoint_writer import Sink
 from dilochain.training.dataset import Dataset
+from dilochain.training.distributed import DataParallel
 from dilochain.training.model import CausalLM
 from dilochain.training.round_work import Progress, RoundResult, train_round
 
@@ -35,12 +36,13 @@ class RoundJob:
     # in time); only a copying cheat calls it.
     peer_pseudo_grad: Callable[[], bytes | None] = lambda: None
     sink: Sink | None = None  # where checkpoints go as they are ready (the artifact store)
+    parallel: DataParallel | None = None  # the host's other ranks, when it has several
 
     def train(self, cfg: RunConfig | None = None, host: str | None = None) -> RoundResult:
         """The honest round (optionally under another config or host identity)."""
         return train_round(self.model, cfg or self.cfg, self.data, host or self.host,
                            self.round, self.global_state, self.residual, self.progress,
-                           self.sink)  # fmt: skip
+                           self.sink, self.parallel)  # fmt: skip
 
 
 class Behavior(Protocol):

@@ -27,6 +27,7 @@ class NodeConfig(BaseModel):
     artifacts: Path | None = None
     blob_address: str = "127.0.0.1:0"
     threads: int = Field(default=1, ge=1)
+    nproc_per_node: int = Field(default=1, ge=1, le=64)  # local ranks training data-parallel
     compile: bool = False  # torch.compile the model (the chain must verify in tolerance mode)
     behavior: BehaviorName = "honest"
     poll_seconds: float = Field(default=0.2, gt=0)

@@ -25,6 +25,7 @@ from dilochain.node.aggregation import Aggregator, GlobalView
 from dilochain.node.behaviors import Behavior, RoundJob
 from dilochain.node.config import NodeConfig
 from dilochain.node.errors import NodeError
+from dilochain.node.ranks import HostRanks
 from dilochain.node.resume import ResumeState
 from dilochain.poc_client import InsufficientFunds, PocClient, ensure_bonded
 from dilochain.protocol.merkle import merkle_proof
@@ -85,6 +86,7 @@ class HostNode:
         shard = self.data.shard_of(self.rc.seed, self.address)
         self.data.prefetch(shard)
         self.heldout = self.data.heldout_batches(4, self.rc.batch_size, self.rc.seq_len)
+        self.ranks = self._ranks(params.verification_mode)
         self.local = LocalArtifactStore(cfg.artifact_dir)
         for path, digest in self.data.files():  # served by hash to peers (and `dilochain export`)
             self.local.link_file(path, bytes.fromhex(digest))
@@ -120,6 +122,25 @@ class HostNode:
                             "kernels do not round as the verifiers' eager ones do")  # fmt: skip
         self.model.compile()
         log.info("model compiled with torch.compile (first steps include compilation)")
+
+    def _ranks(self, verification_mode: str) -> HostRanks | None:
+        """The host's other local ranks (``--nproc-per-node``), started; None for one process.
+        One-process verifiers replay an N-process step within tolerance, never bit for bit."""
+        world = self.cfg.nproc_per_node
+        if world == 1:
+            return None
+        if verification_mode == "exact":
+            raise NodeError(
+                f"--nproc-per-node {world}: this chain verifies replays exactly, and averaged "
+                "per-process gradients round otherwise"
+            )
+        if self.rc.batch_size % world:
+            raise NodeError(f"--nproc-per-node {world}: run {self.cfg.run_id!r}'s batch size "
+                            f"{self.rc.batch_size} does not divide by it")  # fmt: skip
+        if self.cfg.device == "cuda" and torch.cuda.device_count() < world:
+            raise NodeError(f"--nproc-per-node {world}: only {torch.cuda.device_count()} GPUs")
+        log.info("training data-parallel over %d local processes", world)
+        return HostRanks(world, self.rc, self.data, self.cfg.device, self.cfg.threads)
 
     def _dataset(self) -> Dataset:
         """The run's dataset: ``--data``; else the shipped one if the run uses it; else fetched
@@ -305,6 +326,7 @@ class HostNode:
         job = RoundJob(
             self.model, self.rc, self.data, self.address, view.round, view.state, residual,
             progress, lambda: self._peer_pseudo_grad(view.round), self.local.put,
+            self.ranks.parallel if self.ranks else None,
         )  # fmt: skip
         return self.behavior.train(job)
 
@@ -357,3 +379,5 @@ class HostNode:
             raise NodeError(f"chain at {self.cfg.chain}: {err.details() or err.code()}") from None
         finally:
             server.stop(grace=1)
+            if self.ranks is not None:
+                self.ranks.close()

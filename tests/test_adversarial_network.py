@@ -34,6 +34,9 @@ PASSWORD = "pw"
 HONEST = ["honest", "honest", "noisy"]
 CHEATS = ["random-pg", "fewer-steps", "wrong-data", "bad-reveal", "no-reveal", "copy-pg"]
 VERIFIERS = ["honest", "honest", "always-fail", "always-pass", "copy"]
+# Hosts that train on two local processes (gloo): an honest one, replayed by one-process
+# verifiers in tolerance mode, and a cheat.
+TWO_RANKS = {1, (HONEST + CHEATS).index("wrong-data")}
 LAZY_SLASH = {"always-fail": "its fingerprint disagrees with the replays",
               "always-pass": "its fingerprint disagrees with the replays",
               "copy": "did not open its vote"}  # fmt: skip
@@ -67,13 +70,13 @@ def test_cheaters_are_slashed_and_honest_hosts_are_not(tmp_path):
                           start_delay_blocks=60, min_collateral=str(COLLATERAL))  # fmt: skip
     with ChainProcess(tmp_path / "chain", "200ms") as chain:
         client = LedgerClient(network_config(CHAIN_ID, chain.address))
-        procs = [
-            spawn_node(h, "adv", "k", chain.address, PASSWORD, "--behavior", b, "--wait-for-run")
-            for h, b in zip(host_homes, HONEST + CHEATS, strict=True)
-        ] + [
-            spawn_verifier(h, "k", chain.address, PASSWORD, "--behavior", b)
-            for h, b in zip(verifier_homes, VERIFIERS, strict=True)
-        ]  # fmt: skip
+        procs = []
+        for i, (home, how) in enumerate(zip(host_homes, HONEST + CHEATS, strict=True)):
+            ranks = ["--nproc-per-node", "2"] if i in TWO_RANKS else []
+            procs.append(spawn_node(home, "adv", "k", chain.address, PASSWORD, "--behavior", how,
+                                    "--wait-for-run", *ranks))  # fmt: skip
+        for home, how in zip(verifier_homes, VERIFIERS, strict=True):
+            procs.append(spawn_verifier(home, "k", chain.address, PASSWORD, "--behavior", how))
         nodes, verifiers = procs[: len(host_homes)], procs[len(host_homes) :]
         poc = PocClient(chain.address)
         try:

@@ -66,10 +66,16 @@ def test_no_collateral(running_chain, run_id, operator):
     one_line_error(node(home, "--run", run_id, chain=running_chain.address), "no collateral")
 
 
-def test_compile_needs_a_chain_that_verifies_with_tolerance(running_chain, run_id, operator):
+def test_compile_and_ranks_need_a_chain_that_verifies_with_tolerance(
+    running_chain, run_id, operator
+):
     home, _ = operator
     result = node(home, "--run", run_id, "--compile", chain=running_chain.address)
     one_line_error(result, "--compile: this chain verifies replays exactly")
+    result = node(home, "--run", run_id, "--nproc-per-node", "2", chain=running_chain.address)
+    one_line_error(result, "--nproc-per-node 2: this chain verifies replays exactly")
+    result = node(home, "--run", run_id, "--nproc-per-node", "0", chain=running_chain.address)
+    one_line_error(result, "invalid node option: nproc_per_node")
 
 
 def test_wrong_data_and_wrong_password(running_chain, run_id, operator, tmp_path):

@@ -16,6 +16,7 @@ from dilochain.training.checkpoint_writer import CheckpointWriter, Sink
 from dilochain.training.compress import compress_with_feedback
 from dilochain.training.dataset import Dataset
 from dilochain.training.diloco import params_of, pseudo_gradient
+from dilochain.training.distributed import DataParallel
 from dilochain.training.model import CausalLM
 from dilochain.training.tensor_codec import encode_state
 from dilochain.training.train_step import fresh_inner_state, train_step
@@ -52,13 +53,17 @@ def train_round(
     residual: dict[str, torch.Tensor] | None,
     progress: Progress | None = None,
     sink: Sink | None = None,
+    parallel: DataParallel | None = None,
 ) -> RoundResult:
     """Train round ``round_`` from ``global_state``, compressing with the ``residual`` the
     host's last round left (None: none). Checkpoints are encoded and hashed in the background
-    and, with ``sink``, handed to it (the host's artifact store) as they are ready."""
+    and, with ``sink``, handed to it (the host's artifact store) as they are ready. With
+    ``parallel`` (rank 0 of the host's ranks), the other ranks train each step with it."""
     data_seed = derive_data_seed(cfg.seed, host, round_)
     shard = data.shard_of(cfg.seed, host)
     start = params_of(global_state)
+    if parallel is not None:
+        parallel.start_round(cfg, host, round_, start)
     state = fresh_inner_state(model, cfg, start)
     writer = CheckpointWriter(sink)
     losses: list[float] = []
@@ -67,7 +72,7 @@ def train_round(
     try:
         writer.submit(state.checkpoint())
         while state.step < cfg.inner_steps:
-            losses.append(train_step(state, cfg, data, shard, data_seed, round_))
+            losses.append(train_step(state, cfg, data, shard, data_seed, round_, parallel))
             if state.step % cfg.checkpoint_interval == 0:
                 writer.submit(state.checkpoint())
             if progress:
@@ -88,3 +93,18 @@ def train_round(
         loss=sum(tail) / len(tail),
         tokens=cfg.inner_steps * tokens_per_step,
     )
+
+
+def serve_rounds(model: CausalLM, data: Dataset, parallel: DataParallel) -> int:
+    """A non-zero rank's loop: train every round rank 0 starts, step for step with it, until
+    rank 0 ends it; returns the rounds trained."""
+    device = next(model.parameters()).device
+    rounds = 0
+    while (job := parallel.start_round(None)) is not None:
+        cfg, host, round_, params = job
+        state = fresh_inner_state(model, cfg, {k: v.to(device) for k, v in params.items()})
+        shard, data_seed = data.shard_of(cfg.seed, host), derive_data_seed(cfg.seed, host, round_)
+        while state.step < cfg.inner_steps:
+            train_step(state, cfg, data, shard, data_seed, round_, parallel)
+        rounds += 1
+    return rounds

@@ -18,6 +18,7 @@ from torch import nn
 from dilochain.protocol.pb.poc.v1.types_pb2 import RunConfig
 from dilochain.training.dataset import Dataset
 from dilochain.training.diloco import PARAM
+from dilochain.training.distributed import DataParallel
 from dilochain.training.model import CausalLM, lm_loss, load_params
 
 EXP_AVG, EXP_AVG_SQ, STEP = "exp_avg/", "exp_avg_sq/", "step"  # and PARAM, shared with diloco
@@ -96,11 +97,15 @@ def fresh_inner_state(
 
 
 def train_step(
-    state: InnerState, cfg: RunConfig, data: Dataset, shard: int, data_seed: int, round_: int
-) -> float:
-    """One inner AdamW step (clipped, scheduled) on the batch the data seed assigns; its loss."""
+    state: InnerState, cfg: RunConfig, data: Dataset, shard: int, data_seed: int, round_: int,
+    parallel: DataParallel | None = None,
+) -> float:  # fmt: skip
+    """One inner AdamW step (clipped, scheduled) on the batch the data seed assigns; its loss.
+    With ``parallel``, this rank's slice of the batch, gradients averaged over the ranks."""
     device = next(state.model.parameters()).device
     batch = data.batch(shard, data_seed, state.step, cfg.batch_size, cfg.seq_len)
+    if parallel is not None:
+        batch = parallel.rows(batch)
     for group in state.optimizer.param_groups:
         group["lr"] = lr_at(cfg, round_ * cfg.inner_steps + state.step)
     state.model.train()
@@ -108,11 +113,14 @@ def train_step(
     with torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.precision == "bf16"):
         loss = lm_loss(state.model, batch.to(device))
     loss.backward()
+    loss = loss.detach().float()
+    if parallel is not None:
+        parallel.average([p.grad for p in state.model.parameters()] + [loss])
     if cfg.grad_clip > 0:
         nn.utils.clip_grad_norm_(state.model.parameters(), cfg.grad_clip, foreach=False)
     state.optimizer.step()
     state.step += 1
-    return float(loss.detach())
+    return float(loss)
 
 
 def run_segment(

@@ -37,7 +37,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     start.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     start.add_argument("--artifacts", type=Path, default=None, help="artifact directory")
     start.add_argument("--blob-address", default="127.0.0.1:0")
-    start.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    start.add_argument("--threads", type=int, default=1, help="torch CPU threads (per rank)")
+    start.add_argument(
+        "--nproc-per-node", type=int, default=1,
+        help="local processes training each step data-parallel (one GPU each with --device "
+        "cuda); the run's batch size must divide by it",
+    )  # fmt: skip
     start.add_argument(
         "--compile",
         action="store_true",
@@ -91,6 +96,7 @@ def _start(args: argparse.Namespace) -> int:
             home=args.home, run_id=args.run_id, key=args.key, chain=args.chain, data=args.data,
             device=args.device, artifacts=args.artifacts, blob_address=args.blob_address,
             threads=args.threads, behavior=args.behavior, compile=args.compile,
+            nproc_per_node=args.nproc_per_node,
         )  # fmt: skip
     except ValidationError as err:
         raise CliError(

@@ -1,0 +1,71 @@
+"""A host of two ranks (gloo, CPU): its round is the same canonical checkpoints and
+pseudo-gradient a one-process verifier replays within tolerance, and its cheats are caught."""
+
+from __future__ import annotations
+
+import pickle
+import socket
+from pathlib import Path
+
+import torch.multiprocessing as mp
+
+from dilochain.node.behaviors import RoundJob
+from dilochain.node.cheats import behavior
+from dilochain.training.distributed import DataParallel
+from dilochain.training.model import build_model
+from dilochain.training.round_work import serve_rounds
+from dilochain.training.train_step import set_deterministic
+from dilochain.verifier.replay import verify_challenge
+from dilochain.verifier.testing import publish_round
+from tests.test_verifier_replay import CFG, DATA, EXACT, HOST, TOLERANT, base, honest
+
+__all__ = ["base"]  # the module-scoped fixture, shared
+WORLD = 2
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _rank(rank: int, address: str, out: Path, base_state: dict) -> None:
+    set_deterministic(1)
+    parallel = DataParallel.join(rank, WORLD, address)
+    model = build_model(CFG.model_config, 0)
+    try:
+        if rank:
+            (out / "served").write_text(str(serve_rounds(model, DATA, parallel)))
+            return
+        results = {}
+        for name in ("honest", "wrong-data", "fewer-steps"):
+            job = RoundJob(model, CFG, DATA, HOST, 1, base_state, None, parallel=parallel)
+            results[name] = behavior(name).train(job)
+        parallel.start_round(None)  # the end
+        (out / "results.pkl").write_bytes(pickle.dumps(results))
+    finally:
+        parallel.close()
+
+
+def test_two_rank_rounds_replay_in_one_process(tmp_path, base):
+    address = f"127.0.0.1:{_free_port()}"
+    mp.start_processes(_rank, args=(address, tmp_path, base), nprocs=WORLD, start_method="spawn")
+    results = pickle.loads((tmp_path / "results.pkl").read_bytes())
+    assert (tmp_path / "served").read_text() == "3"  # rank 1 trained every round rank 0 did
+
+    two = results["honest"]
+    one = honest(base)  # the same round in one process
+    assert len(two.checkpoints) == len(one.checkpoints)
+    assert two.checkpoints[0] == one.checkpoints[0]  # step 0: the global state, bit for bit
+    store, commit, challenges = publish_round(tmp_path / "h", CFG, base, two, HOST)
+    found = [verify_challenge(CFG, DATA, commit, c, store, TOLERANT) for c in challenges]
+    assert all(v.passed for v in found), [v.reason for v in found]
+    # Averaging two half-batch gradients sums in another order than one whole batch: replays
+    # land within the tolerance but not on the same bits.
+    assert all(0 < v.distance < TOLERANT.tolerance for v in found), [v.distance for v in found]
+    assert not all(verify_challenge(CFG, DATA, commit, c, store, EXACT).passed for c in challenges)
+
+    for cheat in ("wrong-data", "fewer-steps"):
+        store, commit, challenges = publish_round(tmp_path / cheat, CFG, base, results[cheat], HOST)
+        verdicts = [verify_challenge(CFG, DATA, commit, c, store, TOLERANT) for c in challenges]
+        assert not all(v.passed for v in verdicts), cheat

@@ -1,0 +1,86 @@
+"""Data parallelism inside one host: N local processes (ranks) train the same inner steps on
+slices of each step's batch and average their gradients with ``torch.distributed`` (gloo on
+CPUs, NCCL on GPUs), so every rank holds the same parameters and AdamW state after each step.
+
+Rank 0 is the host: it alone checkpoints, compresses, publishes and talks to the chain; the
+other ranks run :func:`serve_rounds`, one round per :meth:`DataParallel.start_round` that rank 0
+broadcasts. Checkpoints and pseudo-gradients are the same canonical tensors whatever N is (every
+rank's state is identical; rank 0's is the one written). A verifier replays a segment with one
+process on the whole batch: the same mean gradient, summed in another order, so replays of an
+N-process host agree within tolerance, not bit for bit (docs/DESIGN.md).
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+from dilochain.protocol.pb.poc.v1.types_pb2 import RunConfig
+
+TIMEOUT = datetime.timedelta(minutes=10)  # a rank that never answers fails the round, not hangs
+
+
+@dataclass(frozen=True)
+class DataParallel:
+    """This process's place among the host's ranks."""
+
+    rank: int
+    world: int
+
+    @classmethod
+    def join(cls, rank: int, world: int, address: str, backend: str = "gloo") -> DataParallel:
+        """Join the host's process group at ``address`` (``host:port`` of rank 0)."""
+        dist.init_process_group(backend, init_method=f"tcp://{address}", rank=rank,
+                                world_size=world, timeout=TIMEOUT)  # fmt: skip
+        return cls(rank, world)
+
+    def rows(self, batch: torch.Tensor) -> torch.Tensor:
+        """This rank's equal slice of a step's batch."""
+        if batch.shape[0] % self.world:
+            raise ValueError(f"batch size {batch.shape[0]} is not divisible by {self.world} ranks")
+        per = batch.shape[0] // self.world
+        return batch[self.rank * per : (self.rank + 1) * per]
+
+    def average(self, tensors: list[torch.Tensor]) -> None:
+        """Replace each tensor by its mean over the ranks (one flat all-reduce, in place)."""
+        flat = torch.cat([t.reshape(-1) for t in tensors])
+        dist.all_reduce(flat)
+        flat /= self.world
+        offset = 0
+        for t in tensors:
+            t.copy_(flat[offset : offset + t.numel()].view_as(t))
+            offset += t.numel()
+
+    def start_round(
+        self, cfg: RunConfig | None, host: str = "", round_: int = 0,
+        params: dict[str, torch.Tensor] | None = None,
+    ) -> tuple[RunConfig, str, int, dict[str, torch.Tensor]] | None:  # fmt: skip
+        """Rank 0 sends a round (its config, host identity, round and start parameters; a None
+        config ends the workers); the other ranks receive it. Returns the round (None: end)."""
+        header: list[object] = [None]
+        if cfg is not None and params is not None:
+            layout = [(n, tuple(params[n].shape)) for n in sorted(params)]
+            header = [(cfg.SerializeToString(), host, round_, layout)]
+        dist.broadcast_object_list(header, src=0)
+        if header[0] is None:
+            return None
+        raw, host, round_, layout = header[0]
+        if params is not None:
+            flat = torch.cat([params[n].detach().reshape(-1).float().cpu() for n, _ in layout])
+        else:
+            flat = torch.empty(sum(math.prod(shape) for _, shape in layout))
+        dist.broadcast(flat, src=0)
+        tensors, offset = {}, 0
+        for name, shape in layout:
+            size = math.prod(shape)
+            tensors[name] = flat[offset : offset + size].view(shape).clone()
+            offset += size
+        return RunConfig.FromString(raw), host, round_, tensors
+
+    def close(self) -> None:
+        """Leave the process group."""
+        dist.destroy_process_group()
