@@ -8,7 +8,7 @@ node's own model, data shards and step code. Prints final held-out loss, bytes s
 and the ratio to DDP (a node's proof work is ``bench/proof_work.py``).
 
     .venv/bin/python -m bench.diloco_vs_ddp [--steps 1000] [--workers 4] [--h 50,200]
-        [--compressors fp32,int8,dct-top4]
+        [--compressors fp32,int8,dct-top4] [--delayed] [--data DIR] [--jobs 2]
     .venv/bin/python -m bench.diloco_vs_ddp --long   # 5,000 steps, H=50 (100 outer steps),
                                                      # every compressor
 """
@@ -66,17 +66,19 @@ def run_ddp(cfg, corpus, workers, steps, heldout) -> tuple[float, int]:
     return eval_loss(model, heldout), steps * 4 * parameter_count(model)
 
 
-def run_diloco(cfg, corpus, workers, steps, heldout) -> tuple[float, int]:
-    """DiLoCo with H = cfg.inner_steps and cfg.compression ("fp32": none). Returns (eval loss,
-    bytes sent per worker)."""
+def run_diloco(cfg, corpus, workers, steps, heldout, delayed=False) -> tuple[float, int]:
+    """DiLoCo with H = cfg.inner_steps and cfg.compression ("fp32": none). ``delayed``: the
+    one-round-delayed outer step of overlapped rounds (DiLoCoX, Streaming DiLoCo): round r
+    trains from the state that lacks round r-1's aggregate, which is applied once round r has
+    trained. Returns (eval loss, bytes sent per worker)."""
     model = build_model(cfg.model_config, cfg.seed)
     state = initial_global({n: p.detach().clone() for n, p in model.named_parameters()})
     residuals: dict[str, dict | None] = dict.fromkeys(workers)
-    sent = 0
+    sent, pending = 0, None
     for round_ in range(steps // cfg.inner_steps):
         deltas = []
+        start = params_of(state)
         for worker in workers:
-            start = params_of(state)
             inner = fresh_inner_state(model, cfg, start)
             shard = corpus.shard_of(cfg.seed, worker)
             seed = int.from_bytes(hashlib.sha256(f"{worker}/{round_}".encode()).digest()[:8], "big")
@@ -92,14 +94,19 @@ def run_diloco(cfg, corpus, workers, steps, heldout) -> tuple[float, int]:
             else:
                 deltas.append(delta)
                 sent += 4 * sum(v.numel() for v in delta.values())
-        state = outer_step(state, deltas, cfg.outer_lr, cfg.outer_momentum)
+        if delayed:
+            deltas, pending = pending, deltas
+        if deltas is not None:
+            state = outer_step(state, deltas, cfg.outer_lr, cfg.outer_momentum)
+    if pending is not None:
+        state = outer_step(state, pending, cfg.outer_lr, cfg.outer_momentum)
     load_params(model, params_of(state))
     return eval_loss(model, heldout), sent // len(workers)
 
 
 def _method(job: tuple) -> tuple[str, float, int, float]:
     """One method in a worker process: (name, eval loss, bytes per worker, seconds)."""
-    name, h, compression, args = job
+    name, h, compression, delayed, args = job
     set_deterministic(args.threads)
     corpus, pins = _data(args.data)
     cfg = make_run_config(pins, "small", model=BENCH_MODEL, total_rounds=max(1, args.steps // h),
@@ -109,7 +116,7 @@ def _method(job: tuple) -> tuple[str, float, int, float]:
     if compression is None:
         loss, sent = run_ddp(cfg, corpus, workers, args.steps, heldout)
     else:
-        loss, sent = run_diloco(cfg, corpus, workers, args.steps, heldout)
+        loss, sent = run_diloco(cfg, corpus, workers, args.steps, heldout, delayed)
     return name, loss, sent, time.perf_counter() - t
 
 
@@ -130,6 +137,8 @@ def main() -> None:
     parser.add_argument("--h", default="50,200", help="inner steps per round, comma-separated")
     parser.add_argument("--compressors", default="fp32,int8,dct-top4",
                         help="fp32 (none) or run compressors, comma-separated")  # fmt: skip
+    parser.add_argument("--delayed", action="store_true",
+                        help="also each DiLoCo method, outer step a round late")  # fmt: skip
     parser.add_argument("--long", action="store_true",
                         help="5,000 steps at H=50 (100 outer steps), every compressor")  # fmt: skip
     args = parser.parse_args()
@@ -141,9 +150,12 @@ def main() -> None:
     console.print(f"model: {parameter_count(build_model(llama_config(corpus), 1)):,} parameters; "
                   f"{args.workers} workers x {args.steps} steps; data {corpus.root} "
                   f"({sum(s.tokens for s in corpus.manifest.shards):,} tokens)")  # fmt: skip
-    jobs = [("synchronous DP", args.steps, None, args)]
-    jobs += [(f"DiLoCo H={h} {c}", h, c, args)
-             for h in map(int, args.h.split(",")) for c in args.compressors.split(",")]  # fmt: skip
+    jobs = [("synchronous DP", args.steps, None, False, args)]
+    for h in map(int, args.h.split(",")):
+        for c in args.compressors.split(","):
+            jobs.append((f"DiLoCo H={h} {c}", h, c, False, args))
+            if args.delayed:
+                jobs.append((f"DiLoCo H={h} {c}, outer step 1 round late", h, c, True, args))
     with multiprocessing.get_context("spawn").Pool(args.jobs) as pool:
         results = {}
         for name, loss, sent, seconds in pool.imap_unordered(_method, jobs):

@@ -133,7 +133,7 @@ class ChainNode:
             self.store.close()
 
 
-async def _port_freed(address: str, patience: float = 30.0) -> bool:
+async def _port_freed(address: str, patience: float = 10.0) -> bool:
     """Whether ``address`` is free, waiting a little for the CometBFT of a crashed node to
     release it."""
     for _ in range(int(patience / 0.25)):
