@@ -19,6 +19,10 @@ from dilochain.training.round_work import serve_rounds
 from dilochain.training.train_step import set_deterministic
 
 
+def _backend(device: str) -> str:
+    return "nccl" if device == "cuda" else "gloo"
+
+
 def _device(kind: str, rank: int) -> torch.device:
     return torch.device(f"cuda:{rank}") if kind == "cuda" else torch.device("cpu")
 
@@ -30,7 +34,7 @@ def _worker(
     rc = RunConfig.FromString(run)
     model = build_model(rc.model_config, rc.seed).to(_device(device, rank))
     data = Dataset(Path(data_root), rc.data_manifest_hash, rc.tokenizer_hash)
-    parallel = DataParallel.join(rank, world, address, "nccl" if device == "cuda" else "gloo")
+    parallel = DataParallel.join(rank, world, address, _backend(device))
     try:
         serve_rounds(model, data, parallel)
     finally:
@@ -53,7 +57,7 @@ class HostRanks:
                                                 name=f"dilochain-rank-{rank}"))  # fmt: skip
         for worker in self.workers:
             worker.start()
-        self._group = (world, address, "nccl" if device == "cuda" else "gloo")
+        self._group = (world, address, _backend(device))
         self._parallel: DataParallel | None = None
 
     @property

@@ -35,7 +35,7 @@ import math
 
 import torch
 
-from dilochain.protocol.compression import DCT_CHUNK, DCT_MAX_TOP, dct_top_k
+from dilochain.protocol.compression import DCT_CHUNK, DCT_MAX_TOP, compression_problem, dct_top_k
 from dilochain.training.tensor_codec import CodecError, decode_state, encode_state
 
 BLOCK = 128
@@ -101,9 +101,10 @@ def _dct_top(flat: torch.Tensor, k: int) -> Tensors:
 
 def compress(delta: Tensors, name: str) -> bytes:
     """``delta`` compressed by the compressor ``name``, as canonical bytes."""
+    problem = compression_problem(name)
+    if problem is not None:
+        raise ValueError(problem)
     k = dct_top_k(name)
-    if name not in _BITS and (k is None or k > DCT_MAX_TOP):
-        raise ValueError(f"unknown compression {name!r}")
     out: Tensors = {}
     for key, value in delta.items():
         tensor = value.detach().to("cpu", torch.float32).contiguous()

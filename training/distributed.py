@@ -69,10 +69,11 @@ class DataParallel:
         if header[0] is None:
             return None
         raw, host, round_, layout = header[0]
-        if params is not None:
-            flat = torch.cat([params[n].detach().reshape(-1).float().cpu() for n, _ in layout])
-        else:
-            flat = torch.empty(sum(math.prod(shape) for _, shape in layout))
+        if params is not None:  # rank 0: send, and keep its own tensors
+            dist.broadcast(torch.cat([params[n].detach().reshape(-1).float().cpu()
+                                      for n, _ in layout]), src=0)  # fmt: skip
+            return cfg, host, round_, params
+        flat = torch.empty(sum(math.prod(shape) for _, shape in layout))
         dist.broadcast(flat, src=0)
         tensors, offset = {}, 0
         for name, shape in layout:

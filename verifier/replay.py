@@ -107,6 +107,12 @@ class CommitArtifacts:
             residual_in=decode_state(store.get(residual_hash)) if residual_hash else None,
         )
 
+    def final_mismatch(self, cfg: RunConfig) -> Verdict | None:
+        """A failed verdict if the final checkpoint is not at step H, else None."""
+        if int(self.final.get(STEP, torch.tensor(-1))) != cfg.inner_steps:
+            return Verdict(False, "final checkpoint is not at step H")
+        return None
+
 
 @host_fault_fails
 def verify_challenge(
@@ -129,18 +135,17 @@ def verify_challenge(
         artifacts = CommitArtifacts.fetch(store, commit)
     except (ArtifactError, CodecError, CompressionError) as err:
         return Verdict(False, f"artifact unavailable or malformed: {err}")
-    base, final = artifacts.base, artifacts.final
     if int(start.get(STEP, torch.tensor(-1))) != challenge.segment * k:
         return Verdict(False, "start checkpoint is not at the segment's first step")
-    if int(final.get(STEP, torch.tensor(-1))) != cfg.inner_steps:
-        return Verdict(False, "final checkpoint is not at step H")
+    if (mismatch := artifacts.final_mismatch(cfg)) is not None:
+        return mismatch
     model = build_model(cfg.model_config, cfg.seed).to(device)
     try:
         state = load_inner_state(model, cfg, start)
     except ValueError as err:
         return Verdict(False, str(err))
     if challenge.segment == 0:
-        start_gap = relative_l2(params_of(start), params_of(base))
+        start_gap = relative_l2(params_of(start), params_of(artifacts.base))
         if start_gap > (0.0 if policy.mode == "exact" else policy.tolerance):
             return Verdict(False, "round did not start from the global state", start_gap)
     shard = data.shard_of(cfg.seed, commit.host)

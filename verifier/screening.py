@@ -15,7 +15,6 @@ from dilochain.training.dataset import Dataset
 from dilochain.training.diloco import params_of
 from dilochain.training.model import build_model, lm_loss, load_params
 from dilochain.training.tensor_codec import CodecError
-from dilochain.training.train_step import STEP
 from dilochain.verifier.replay import (
     CommitArtifacts,
     Policy,
@@ -52,9 +51,8 @@ def screen_commit(
         artifacts = CommitArtifacts.fetch(store, commit)
     except (ArtifactError, CodecError, CompressionError) as err:
         return Verdict(False, f"artifact unavailable or malformed: {err}")
-    if int(artifacts.final.get(STEP, torch.tensor(-1))) != cfg.inner_steps:
-        return Verdict(False, "final checkpoint is not at step H")
-    mismatch = pseudo_grad_mismatch(artifacts, commit, cfg.compression, policy)
+    mismatch = artifacts.final_mismatch(cfg)
+    mismatch = mismatch or pseudo_grad_mismatch(artifacts, commit, cfg.compression, policy)
     if mismatch is not None:
         return mismatch
     base_params, pseudo_grad = params_of(artifacts.base), artifacts.pseudo_grad

@@ -49,6 +49,10 @@ def _global_key(run_id: str, round_: int) -> bytes:
     return b"global/" + run_id.encode() + b"/%012d" % round_
 
 
+def _commit_key(run_id: str, round_: int, host: str) -> bytes:
+    return _round_prefix(run_id, round_) + host.encode()
+
+
 def commits(store: CacheStore, run_id: str, round_: int) -> list[RoundCommit]:
     """A round's commits, sorted by host address."""
     return [RoundCommit.FromString(v) for _, v in store.iterate(_round_prefix(run_id, round_))]
@@ -56,7 +60,7 @@ def commits(store: CacheStore, run_id: str, round_: int) -> list[RoundCommit]:
 
 def set_commit(store: CacheStore, commit: RoundCommit) -> None:
     """Store (or update) a host's commit of a round."""
-    key = _round_prefix(commit.run_id, commit.round) + commit.host.encode()
+    key = _commit_key(commit.run_id, commit.round, commit.host)
     store.set(key, commit.SerializeToString())
 
 
@@ -71,7 +75,7 @@ def _residual_in(store: CacheStore, run_id: str, round_: int, host: str) -> byte
     none (empty) if it did not commit that round."""
     if round_ == 0:
         return b""
-    previous = store.get(_round_prefix(run_id, round_ - 1) + host.encode())
+    previous = store.get(_commit_key(run_id, round_ - 1, host))
     return RoundCommit.FromString(previous).residual_hash if previous is not None else b""
 
 
@@ -88,7 +92,7 @@ def _handle_commit(ctx: Context, msg: MsgCommitRound) -> MsgCommitRoundResponse:
             f"round {msg.round} is not open for commits at block {ctx.height}; open round: "
             f"{current}",
         )
-    key = _round_prefix(msg.run_id, msg.round) + msg.host.encode()
+    key = _commit_key(msg.run_id, msg.round, msg.host)
     if ctx.store.get(key) is not None:
         raise TxError(codes.INVALID_REQUEST, f"{msg.host} already committed round {msg.round}")
     for name in ("ckpt_root", "pseudo_grad_hash", "base_hash", "final_hash", "residual_hash"):
