@@ -7,11 +7,14 @@ from collections.abc import Callable, Iterator
 from concurrent import futures
 
 import grpc
+from prometheus_client import Counter
 
 from dilochain.artifacts.store import ArtifactError, ArtifactStore
 from dilochain.protocol.pb.node.v1 import blob_pb2, blob_pb2_grpc
 
 CHUNK = 1 << 20
+SERVED_BYTES = Counter("dilochain_artifact_served_bytes", "Artifact bytes sent to peers")
+FETCHED_BYTES = Counter("dilochain_artifact_fetched_bytes", "Artifact bytes fetched from peers")
 
 
 class BlobServicer(blob_pb2_grpc.BlobServicer):
@@ -26,7 +29,9 @@ class BlobServicer(blob_pb2_grpc.BlobServicer):
         except ArtifactError as err:
             context.abort(grpc.StatusCode.NOT_FOUND, str(err))
         for i in range(0, len(data), CHUNK):
-            yield blob_pb2.BlobChunk(data=data[i : i + CHUNK])
+            chunk = data[i : i + CHUNK]
+            SERVED_BYTES.inc(len(chunk))
+            yield blob_pb2.BlobChunk(data=chunk)
 
     def Has(self, request, context) -> blob_pb2.HasBlobResponse:
         return blob_pb2.HasBlobResponse(present=self.store.has(request.hash))
@@ -67,6 +72,7 @@ def fetch_blob(endpoint: str, digest: bytes, limit: int, timeout: float = 60.0) 
             raise ArtifactError(f"{endpoint}: {err.details() or err.code()}") from None
     if hasher.digest() != digest:
         raise ArtifactError(f"artifact {digest.hex()[:16]}… from {endpoint} is corrupt")
+    FETCHED_BYTES.inc(len(received))
     return bytes(received)
 
 

@@ -20,7 +20,7 @@ from cosmpy.protos.cosmos.base.abci.v1beta1.abci_pb2 import TxResponse
 from cosmpy.protos.tendermint.abci import types_pb2 as abci
 from google.protobuf.message import DecodeError
 
-from dilochain.chain.app import Application
+from dilochain.chain.app import Application, FinalizedBlock
 
 log = logging.getLogger(__name__)
 
@@ -87,10 +87,15 @@ def exec_result(result: TxResponse) -> abci.ExecTxResult:
 class AbciHandler:
     """Maps each ABCI request to the application."""
 
-    def __init__(self, app: Application, query: QueryFn, version: str):
+    def __init__(
+        self, app: Application, query: QueryFn, version: str,
+        on_commit: Callable[[FinalizedBlock], None] | None = None,
+    ):  # fmt: skip
         self.app = app
         self.query = query
         self.version = version
+        self.on_commit = on_commit  # told of each block once it is committed
+        self._finalized: FinalizedBlock | None = None
 
     async def handle(self, request: abci.Request) -> abci.Response:
         """The response to one request (an ``exception`` response if handling fails)."""
@@ -158,6 +163,7 @@ class AbciHandler:
         finalized = self.app.finalize_block(
             req.height, req.time.ToNanoseconds(), list(req.txs), req.hash, req.proposer_address
         )
+        self._finalized = finalized
         return abci.Response(
             finalize_block=abci.ResponseFinalizeBlock(
                 tx_results=[exec_result(r) for r in finalized.results],
@@ -167,6 +173,8 @@ class AbciHandler:
 
     def _commit(self, req: abci.RequestCommit) -> abci.Response:
         self.app.commit()
+        if self.on_commit is not None and self._finalized is not None:
+            self.on_commit(self._finalized)
         return abci.Response(commit=abci.ResponseCommit(retain_height=0))
 
     def _list_snapshots(self, req: abci.RequestListSnapshots) -> abci.Response:

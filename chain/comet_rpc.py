@@ -79,6 +79,10 @@ class CometRpc:
         )
         return _block_id(result["block_id"]), block
 
+    async def mempool_size(self) -> int:
+        """How many txs wait in the mempool."""
+        return int((await self.call("num_unconfirmed_txs"))["n_txs"])
+
     async def status(self) -> dict:
         """Node info, sync info and validator info."""
         return await self.call("status")

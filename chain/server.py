@@ -16,6 +16,7 @@ from pathlib import Path
 
 import grpc
 
+from dilochain.chain import metrics
 from dilochain.chain.abci import AbciHandler, AbciServer
 from dilochain.chain.app import Application
 from dilochain.chain.comet_rpc import CometRpc, CometRpcError
@@ -37,7 +38,10 @@ class ChainStartError(Exception):
 class ChainNode:
     """One validator node: application, ABCI server, gRPC server and a CometBFT child process."""
 
-    def __init__(self, home: Path, grpc_address: str, block_time: str | None = None):
+    def __init__(
+        self, home: Path, grpc_address: str, block_time: str | None = None,
+        metrics_address: str = "",
+    ):  # fmt: skip
         genesis = load_home(home)
         self.home = home
         self.binary = cometbft_binary()
@@ -49,6 +53,7 @@ class ChainNode:
         self.app = Application(self.store, genesis)
         self.grpc_address = grpc_address
         self.block_time = block_time
+        self.metrics_address = metrics_address  # empty: no metrics
         self.stopped_height = 0
         self.failure = ""
 
@@ -106,7 +111,8 @@ class ChainNode:
             raise ChainStartError(
                 f"cannot listen on {self.grpc_address} (address in use or invalid)"
             )
-        abci = AbciServer(AbciHandler(self.app, router.query, APP_VERSION))
+        observer = metrics.BlockObserver() if self.metrics_address else None
+        abci = AbciServer(AbciHandler(self.app, router.query, APP_VERSION, observer))
         abci_port = await abci.start()
         await server.start()
         cometbft = await self._start_cometbft(abci_port)
@@ -117,8 +123,11 @@ class ChainNode:
             ready(f"{host}:{port}", self.rpc_address)
             exited = asyncio.ensure_future(cometbft.wait())
             stopped = asyncio.ensure_future(stop.wait())
+            watched = [asyncio.ensure_future(_watch_mempool(rpc))] if observer else []
             await asyncio.wait({exited, stopped}, return_when=asyncio.FIRST_COMPLETED)
             stopped.cancel()
+            for task in watched:
+                task.cancel()
             if cometbft.returncode is not None and not stop.is_set():
                 self.failure = (
                     f"cometbft exited with code {cometbft.returncode}; "
@@ -131,6 +140,14 @@ class ChainNode:
             await abci.stop()
             self.stopped_height = self.app.height
             self.store.close()
+
+
+async def _watch_mempool(rpc: CometRpc, every: float = 1.0) -> None:
+    """Keep the mempool-size metric current."""
+    while True:
+        with contextlib.suppress(CometRpcError):
+            metrics.MEMPOOL_TXS.set(await rpc.mempool_size())
+        await asyncio.sleep(every)
 
 
 async def _port_freed(address: str, patience: float = 10.0) -> bool:

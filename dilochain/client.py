@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from collections.abc import Callable
@@ -9,7 +10,7 @@ from decimal import Decimal
 
 import grpc
 from cosmpy.aerial.client import LedgerClient
-from cosmpy.aerial.client.utils import prepare_and_broadcast_basic_transaction
+from cosmpy.aerial.client.utils import prepare_basic_transaction
 from cosmpy.aerial.config import NetworkConfig
 from cosmpy.aerial.exceptions import BroadcastError, QueryTimeoutError
 from cosmpy.aerial.tx import SigningCfg, Transaction, TxFee
@@ -17,9 +18,12 @@ from cosmpy.aerial.tx_helpers import SubmittedTx, TxResponse
 from cosmpy.aerial.wallet import Wallet
 from cosmpy.protos.cosmos.base.tendermint.v1beta1 import query_pb2 as tm_q
 from cosmpy.protos.cosmos.base.tendermint.v1beta1 import query_pb2_grpc as tm_grpc
+from cosmpy.protos.cosmos.tx.v1beta1.service_pb2 import BroadcastMode, BroadcastTxRequest
 from google.protobuf.message import Message
 
 from dilochain.protocol.params import DENOM, FeeParams
+
+log = logging.getLogger(__name__)
 
 
 class ChainUnreachable(Exception):
@@ -88,14 +92,29 @@ def sign_offline(
     return tx.tx.SerializeToString()
 
 
+def _kinds(msgs: tuple[Message, ...]) -> str:
+    return ",".join(m.DESCRIPTOR.name for m in msgs)
+
+
 def broadcast(
     client: LedgerClient, wallet: Wallet, *msgs: Message, memo: str | None = None
 ) -> SubmittedTx:
-    """Sign ``msgs`` in one tx (gas by simulation, fee at the chain's price) and broadcast it."""
+    """Sign ``msgs`` in one tx (gas by simulation, fee at the chain's price) and broadcast it;
+    the tx's hash and CheckTx code are logged. Raises cosmpy's ``BroadcastError`` if refused."""
     tx = Transaction()
     for msg in msgs:
         tx.add_message(msg)
-    return prepare_and_broadcast_basic_transaction(client, tx, wallet, memo=memo)
+    tx = prepare_basic_transaction(client, tx, wallet, memo=memo)
+    request = BroadcastTxRequest(
+        tx_bytes=tx.tx.SerializeToString(), mode=BroadcastMode.BROADCAST_MODE_SYNC
+    )
+    checked = client.txs.BroadcastTx(request).tx_response
+    level = logging.WARNING if checked.code else logging.INFO
+    log.log(level, "tx %s %s broadcast: code %d%s", checked.txhash, _kinds(msgs), checked.code,
+            f" ({checked.raw_log})" if checked.code else "")  # fmt: skip
+    if checked.code:
+        raise BroadcastError(checked.txhash, checked.raw_log)
+    return SubmittedTx(client, checked.txhash)
 
 
 class TxRefused(Exception):
@@ -115,14 +134,18 @@ def submit(
         while True:
             try:
                 wait = max(0.0, min(1.0, deadline - time.monotonic()))
-                return submitted.wait_to_complete(timeout=wait, poll_period=poll).response
+                return _included(submitted, msgs, wait, poll)
             except QueryTimeoutError:
                 if time.monotonic() >= deadline:
+                    log.warning("tx %s %s: not included within %ss", submitted.tx_hash,
+                                _kinds(msgs), timeout)  # fmt: skip
                     raise TxRefused(f"not included in a block within {timeout}s") from None
                 if hopeless is not None and hopeless():
                     try:  # one last look: it may have landed while we asked
-                        return submitted.wait_to_complete(timeout=0, poll_period=poll).response
+                        return _included(submitted, msgs, 0, poll)
                     except QueryTimeoutError:
+                        log.warning("tx %s %s: not included, and now it cannot be",
+                                    submitted.tx_hash, _kinds(msgs))  # fmt: skip
                         raise TxRefused("not included in a block, and now it cannot be") from None
     except BroadcastError as err:
         raise TxRefused(str(err)) from None
@@ -132,3 +155,19 @@ def submit(
         if err.code() == grpc.StatusCode.NOT_FOUND:  # the signer's account does not exist yet
             raise TxRefused(f"{err.details()} (an account exists once it holds funds)") from None
         raise
+
+
+def _included(
+    submitted: SubmittedTx, msgs: tuple[Message, ...], timeout: float, poll: float
+) -> TxResponse:
+    """Wait up to ``timeout`` for the tx's block; its result is logged with the tx's hash,
+    height and code (cosmpy raises ``BroadcastError`` for a non-zero code)."""
+    try:
+        submitted.wait_to_complete(timeout=timeout, poll_period=poll)
+    finally:
+        response = submitted.response
+        if response is not None:
+            level = logging.WARNING if response.code else logging.INFO
+            log.log(level, "tx %s %s in block %d: code %d", response.hash, _kinds(msgs),
+                    response.height, response.code)  # fmt: skip
+    return response

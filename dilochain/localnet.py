@@ -16,6 +16,7 @@ from dilochain.chain.home import genesis_path, init_home
 from dilochain.chain.server import ChainStartError
 from dilochain.chain.testnet import loopback_config, with_funds_and_params
 from dilochain.genesis.document import GenesisDoc, load_genesis, save_genesis
+from dilochain.metrics_http import METRICS_LISTENING
 
 LISTENING = "gRPC server listening on "
 RPC_LISTENING = "CometBFT RPC listening on "
@@ -105,17 +106,29 @@ def spawn_verifier(
     return spawn_cli(args, home / "verifier.log", {"DILOCHAIN_KEYRING_PASSWORD": password})
 
 
+def metrics_url_in(log: Path) -> str:
+    """The metrics URL a node or verifier logged (empty if none)."""
+    text = log.read_text(errors="replace") if log.exists() else ""
+    _, found, rest = text.partition(METRICS_LISTENING)
+    return "http://" + rest.split()[0] if found else ""
+
+
 class ChainProcess:
     """``dilochain chain start`` (the app and its CometBFT) in a subprocess, gRPC on an
     ephemeral 127.0.0.1 port."""
 
-    def __init__(self, home: Path, block_time: str | None = "200ms", log_path: Path | None = None):
+    def __init__(
+        self, home: Path, block_time: str | None = "200ms", log_path: Path | None = None,
+        metrics_address: str = "",
+    ):  # fmt: skip
         self.home = home
         self.block_time = block_time
         self.log_path = log_path or home / "chain.log"
+        self.metrics_address = metrics_address  # to serve on (port 0: any)
         self.proc: subprocess.Popen | None = None
         self.address = ""
         self.rpc_address = ""
+        self.metrics_url = ""  # once started with metrics
 
     def start(self, timeout: float = 60.0, first_block: bool = True) -> str:
         """Start the process and return its gRPC address once it serves (and, with
@@ -126,6 +139,8 @@ class ChainProcess:
         ]  # fmt: skip
         if self.block_time:
             cmd += ["--block-time", self.block_time]
+        if self.metrics_address:
+            cmd += ["--metrics-address", self.metrics_address]
         log = self.log_path.open("ab")
         self.proc = subprocess.Popen(
             cmd,
@@ -141,6 +156,8 @@ class ChainProcess:
             for line in self.proc.stdout:
                 if line.startswith(RPC_LISTENING):
                     self.rpc_address = line[len(RPC_LISTENING) :].strip()
+                if line.startswith(METRICS_LISTENING):
+                    self.metrics_url = "http://" + line[len(METRICS_LISTENING) :].strip()
                 if line.startswith(LISTENING) and not found.is_set():
                     self.address = line[len(LISTENING) :].strip()
                     found.set()
@@ -201,8 +218,9 @@ class ChainProcess:
 class LocalNetwork:
     """Every validator home of a testnet directory, each as a :class:`ChainProcess`."""
 
-    def __init__(self, homes: list[Path], block_time: str | None = None):
-        self.nodes = [ChainProcess(home, block_time) for home in homes]
+    def __init__(self, homes: list[Path], block_time: str | None = None, metrics_address: str = ""):
+        self.nodes = [ChainProcess(home, block_time, metrics_address=metrics_address)
+                      for home in homes]  # fmt: skip
 
     def start(self, timeout: float = 120.0) -> list[str]:
         """Start every node, then wait for the network's first block; the gRPC addresses."""

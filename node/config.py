@@ -7,6 +7,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from dilochain.logs import LogFormat
+from dilochain.metrics_http import MetricsAddress
+
 # Host behaviours by name: honest, and the cheats of dilochain.node.cheats (tests, devnet).
 BEHAVIOR_NAMES = ("honest", "random-pg", "fewer-steps", "wrong-data", "bad-reveal", "no-reveal",
                   "copy-pg", "noisy")  # fmt: skip
@@ -29,6 +32,9 @@ class NodeConfig(BaseModel):
     threads: int = Field(default=1, ge=1)
     nproc_per_node: int = Field(default=1, ge=1, le=64)  # local ranks training data-parallel
     compile: bool = False  # torch.compile the model (the chain must verify in tolerance mode)
+    metrics_address: MetricsAddress = ""  # Prometheus metrics (empty: none)
+    auto_claim: bool = True  # claim every claimable epoch and what has vested
+    log_format: LogFormat = "text"
     behavior: BehaviorName = "honest"
     poll_seconds: float = Field(default=0.2, gt=0)
 

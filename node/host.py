@@ -16,11 +16,14 @@ import time
 import grpc
 import torch
 from cosmpy.aerial.client import LedgerClient
+from cosmpy.aerial.tx_helpers import TxResponse
 from cosmpy.aerial.wallet import Wallet
 
 from dilochain.artifacts.blob_service import PeerFetchingStore, fetch_from_peers, serve_blobs
 from dilochain.artifacts.store import ArtifactError, LocalArtifactStore
+from dilochain.auto_claim import AutoClaimer
 from dilochain.client import TxRefused, submit
+from dilochain.node import metrics
 from dilochain.node.aggregation import Aggregator, GlobalView
 from dilochain.node.behaviors import Behavior, RoundJob
 from dilochain.node.config import NodeConfig
@@ -102,6 +105,7 @@ class HostNode:
         cfg.state_dir.mkdir(parents=True, exist_ok=True)
         self.eval_losses: dict[int, float] = {}
         self.checkpoint_hashes: list[bytes] = []  # of the last round this node committed
+        self._send_lock = threading.Lock()  # one signer, one sequence: one tx at a time
 
     # ---- chain -------------------------------------------------------------------------------
     def _query_run(self) -> Run:
@@ -168,13 +172,15 @@ class HostNode:
     def _round_info(self) -> q.QueryRoundInfoResponse:
         return self.poc.round_info(self.cfg.run_id)
 
-    def _send(self, *msgs, until_height: int | None = None) -> None:
+    def _send(self, *msgs, until_height: int | None = None) -> TxResponse:
         """Send one tx; with ``until_height``, stop waiting for it once the chain is past that
         height (a window that closed: the tx can no longer be included)."""
         hopeless = None
         if until_height is not None:
             hopeless = lambda: self._round_info().height > until_height  # noqa: E731
-        submit(self.client, self.wallet, *msgs, poll=self.cfg.poll_seconds, hopeless=hopeless)
+        with self._send_lock:  # the auto-claimer signs with the same key
+            return submit(self.client, self.wallet, *msgs, poll=self.cfg.poll_seconds,
+                          hopeless=hopeless)  # fmt: skip
 
     def ensure_registered(self, endpoint: str) -> None:
         """Bond the run's minimum collateral and register (or move) this host's endpoint."""
@@ -233,6 +239,7 @@ class HostNode:
             params = {k: v.to(self.device) for k, v in params_of(view.state).items()}
             load_params(self.model, params)
             self.eval_losses[view.round] = eval_loss(self.model, self.heldout)
+            metrics.EVAL_LOSS.set(self.eval_losses[view.round])
         return self.eval_losses[view.round]
 
     def advance(self, view: GlobalView) -> GlobalView:
@@ -245,10 +252,14 @@ class HostNode:
     def publish_and_commit(self, view: GlobalView, result: RoundResult, window_end: int) -> bool:
         """Publish a round's artifacts and commit their hashes; False if the chain refused or
         the commit window (ending at ``window_end``) closed before the commit was included."""
+        started = time.perf_counter()
         for data, digest in zip(result.checkpoints, result.checkpoint_hashes, strict=True):
             self.local.put(data, digest)
         pg_hash = self.local.put(result.pseudo_grad)
         residual_hash = self.local.put(result.residual)
+        metrics.PROOF_SECONDS.inc(result.proof_seconds + time.perf_counter() - started)
+        metrics.BYTES_PUBLISHED.inc(sum(map(len, result.checkpoints)) + len(result.pseudo_grad)
+                                    + len(result.residual))  # fmt: skip
         msg = MsgCommitRound(
             host=self.address, run_id=self.cfg.run_id, round=view.round,
             ckpt_root=result.ckpt_root, pseudo_grad_hash=pg_hash, data_seed=result.data_seed,
@@ -258,10 +269,12 @@ class HostNode:
             residual_hash=residual_hash,
         )  # fmt: skip
         try:
-            self._send(msg, until_height=window_end)
+            with metrics.COMMIT_LATENCY.time():
+                self._send(msg, until_height=window_end)
         except TxRefused as err:
             log.warning("round %d commit refused: %s", view.round, err)
             return False
+        metrics.ROUNDS_COMMITTED.inc()
         log.info("round %d committed: loss %.4f, pseudo-gradient %s (%d bytes)",
                  view.round, result.loss, pg_hash.hex()[:12], len(result.pseudo_grad))  # fmt: skip
         return True
@@ -334,9 +347,11 @@ class HostNode:
     def run(self, stop: threading.Event, progress=None) -> int:
         """Train until the run's last round or ``stop``; returns rounds committed."""
         view, attempted = self._load()
+        meter = metrics.StepMeter(self.rc.batch_size * self.rc.seq_len, progress)
         committed = 0
         while not stop.is_set():
             info = self._round_info()
+            metrics.ROUND.set(info.round)
             if info.finished:
                 log.info("run %s finished at round %d", self.cfg.run_id, info.round)
                 break
@@ -350,7 +365,7 @@ class HostNode:
             commits = self.poc.commits(self.cfg.run_id, view.round)
             mine = any(c.host == self.address for c in commits)
             if in_window and not mine and attempted < view.round:
-                result = self._train(view, progress)
+                result = self._train(view, meter)
                 if stop.is_set():
                     break
                 attempted = view.round
@@ -367,17 +382,22 @@ class HostNode:
         return committed
 
     def serve_and_run(self, stop: threading.Event, progress=None) -> int:
-        """Serve the blob service, register, run; stop the server on the way out."""
+        """Serve the blob service, register, run (claiming rewards beside it with
+        ``auto_claim``); stop the server and the claimer on the way out."""
         try:
             server, endpoint = serve_blobs(self.local, self.cfg.blob_address)
         except ArtifactError as err:
             raise NodeError(str(err)) from None
+        done = threading.Event()
         try:
             self.ensure_registered(endpoint)
+            if self.cfg.auto_claim:
+                AutoClaimer(self.poc, self.address, self._send).start(done)
             return self.run(stop, progress)
         except grpc.RpcError as err:
             raise NodeError(f"chain at {self.cfg.chain}: {err.details() or err.code()}") from None
         finally:
+            done.set()
             server.stop(grace=1)
             if self.ranks is not None:
                 self.ranks.close()

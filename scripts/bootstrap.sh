@@ -14,6 +14,14 @@ if [ ! -f "$stamp" ]; then
     rm -f .venv/.installed-*
     touch "$stamp"
 fi
+# The dashboard's browser test drives Debian's Chromium through its chromedriver.
+if ! command -v chromedriver >/dev/null && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+    echo "installing chromium and chromium-driver (the dashboard's browser test)"
+    packages="chromium chromium-driver"
+    apt-get install -y -qq --no-install-recommends $packages >/dev/null 2>&1 || {
+        apt-get update -qq && apt-get install -y -qq --no-install-recommends $packages >/dev/null
+    }
+fi
 # One version, defined in chain/cometbft.py.
 version=$(sed -n 's/^COMETBFT_VERSION = "\(v[0-9.]*\)".*/\1/p' chain/cometbft.py)
 if [ "$(.venv/bin/cometbft version 2>/dev/null)" != "${version#v}" ]; then

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 
 import grpc
@@ -13,7 +14,7 @@ from cosmpy.protos.cosmos.base.v1beta1.coin_pb2 import Coin
 from cosmpy.protos.cosmos.tx.v1beta1.service_pb2 import BroadcastMode, BroadcastTxRequest
 
 from dilochain.chain.errors import codes
-from dilochain.client import broadcast
+from dilochain.client import broadcast, submit
 from dilochain.poc_client import PocClient
 from dilochain.protocol.params import DENOM
 from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgDepositCollateral
@@ -155,3 +156,15 @@ def test_garbage_requests_are_invalid_argument(running_chain):
             balance(bank_q.QueryBalanceRequest(address="d" * 3_000_000, denom=DENOM), timeout=10)
         assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert len(err.value.details()) < 300 and "3000000 chars" in err.value.details()
+
+
+def test_every_tx_sent_is_logged_with_its_hash_and_codes(running_chain, caplog):
+    caplog.set_level(logging.INFO, logger="dilochain.client")
+    client, carol = running_chain.client, running_chain.wallets[2]
+    msg = MsgDepositCollateral(depositor=str(carol.address()), amount="1000")
+    response = submit(client, carol, msg)
+    lines = [r.getMessage() for r in caplog.records if r.name == "dilochain.client"]
+    assert lines == [
+        f"tx {response.hash} MsgDepositCollateral broadcast: code 0",
+        f"tx {response.hash} MsgDepositCollateral in block {response.height}: code 0",
+    ]

@@ -1,15 +1,23 @@
-"""``dilochain devnet up`` end to end, then the chain it left behind, restarted and queried."""
+"""``dilochain devnet up`` end to end (its processes' Prometheus metrics scraped while it
+runs), then the chain it left behind, restarted, queried and shown by ``dilochain dashboard`` in
+headless Chromium."""
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
+import threading
+import time
+import urllib.request
 from pathlib import Path
 
 import pytest
 from cosmpy.aerial.client import LedgerClient
 from cosmpy.protos.cosmos.bank.v1beta1 import query_pb2 as bank_q
+from prometheus_client.parser import text_string_to_metric_families
 
 from dilochain.cli.devnet_cmd import HOST_COLLATERAL, PASSWORD
 from dilochain.client import TxRefused, network_config, submit
@@ -26,13 +34,90 @@ pytestmark = pytest.mark.integration
 ROUNDS = 3
 
 
+# What must move in each process's metrics while the devnet runs (sum over a family's samples).
+MOVING = {
+    "validator-0": ["dilochain_chain_height", "dilochain_chain_txs_total"],
+    "host-0": ["dilochain_node_inner_steps_total", "dilochain_node_rounds_committed_total",
+               "dilochain_node_published_bytes_total", "dilochain_node_proof_work_seconds_total",
+               "dilochain_node_utilisation", "dilochain_node_commit_latency_seconds_count",
+               "dilochain_artifact_fetched_bytes_total"],
+    "verifier-0": ["dilochain_verifier_screens_total", "dilochain_verifier_jobs_total",
+                   "dilochain_verifier_replay_seconds_count",
+                   "dilochain_artifact_fetched_bytes_total"],
+}  # fmt: skip
+
+
+def scrape(url: str) -> dict[str, float]:
+    """Every sample of a /metrics page, summed by sample name."""
+    with urllib.request.urlopen(url, timeout=5) as response:
+        text = response.read().decode()
+    out: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            out[sample.name] = out.get(sample.name, 0.0) + sample.value
+    return out
+
+
+class DevnetOutput:
+    """``devnet up``'s standard output, read as it comes."""
+
+    def __init__(self, proc: subprocess.Popen):
+        self.lines: list[str] = []
+        self.proc = proc
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            self.lines.append(line)
+
+    def metrics_urls(self) -> dict[str, str]:
+        """``metrics of NAME at URL`` lines so far."""
+        found = [line.split() for line in self.lines if line.startswith("metrics of ")]
+        return {words[2]: words[4] for words in found if len(words) == 5}
+
+
+def _metrics_move(out: DevnetOutput) -> dict[str, dict[str, tuple[float, float]]]:
+    """Scrape each process in :data:`MOVING` when its URL shows, then until each value has
+    grown (or the devnet ends); (first, last) value per metric."""
+    seen: dict[str, dict[str, tuple[float, float]]] = {}
+    while out.proc.poll() is None:
+        for name, url in out.metrics_urls().items():
+            if name not in MOVING:
+                continue
+            try:
+                now = scrape(url)
+            except OSError:  # the process has just stopped
+                continue
+            old = seen.get(name, {})
+            seen[name] = {m: (old.get(m, (now.get(m, 0.0),))[0], now.get(m, 0.0))
+                          for m in MOVING[name]}  # fmt: skip
+        if len(seen) == len(MOVING) and all(a < b for v in seen.values() for a, b in v.values()):
+            break
+        time.sleep(1)
+    return seen
+
+
 def test_devnet_up_catches_the_cheater_and_pays_everyone(tmp_path):
     summary_path = tmp_path / "summary.json"
     cmd = [sys.executable, "-m", "dilochain.cli.main", "devnet", "up", "--dir", str(tmp_path / "d"),
            "--rounds", str(ROUNDS), "--json", str(summary_path)]  # fmt: skip
-    result = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert "caught and slashed" in result.stdout
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})  # fmt: skip
+    out = DevnetOutput(proc)
+    try:
+        moved = _metrics_move(out)
+        proc.wait(600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    text = "".join(out.lines)
+    assert proc.returncode == 0, text[-5000:]
+    assert "caught and slashed" in text
+    assert "dashboard at http://127.0.0.1:" in text
+    for name in MOVING:  # each process's counters moved while it ran
+        assert name in moved, (name, out.metrics_urls())
+        for metric, (first, last) in moved[name].items():
+            assert first < last, (name, metric, first, last)
     summary = json.loads(summary_path.read_text())
     assert Path(summary["png"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     members = {m["name"]: m for m in summary["members"]}
@@ -87,6 +172,14 @@ def test_devnet_up_catches_the_cheater_and_pays_everyone(tmp_path):
                 assert claim["amount"] // 2 <= claim["paid"]
                 paid += claim["paid"]
         assert not members["host-3"]["claims"]
+        # Hosts and verifiers claimed the epochs that closed while they ran, themselves.
+        auto = {(name, c["epoch"]) for name, m in members.items() for c in m["claims"]
+                if c["by"] == "auto-claim"}  # fmt: skip
+        assert {name for name, _ in auto} >= {"verifier-0", "verifier-1"}, auto
+        for name, epoch in auto:
+            log = Path(members[name]["home"]) / ("node.log" if name.startswith("host")
+                                                 else "verifier.log")  # fmt: skip
+            assert log.read_text().count(f"auto-claim: epoch {epoch} claimed") == 1
 
         # A second claim of the same epoch is refused.
         host0 = members["host-0"]
@@ -99,3 +192,50 @@ def test_devnet_up_catches_the_cheater_and_pays_everyone(tmp_path):
         burned = sum(int(s.amount) for s in poc.slashes())
         supply = client.bank.SupplyOf(bank_q.QuerySupplyOfRequest(denom=DENOM)).amount.amount
         assert int(supply) == summary["genesis_supply"] + paid - burned
+
+        # The dashboard, on the restarted chain, in a real browser.
+        _dashboard_shows_the_run(chain.address, summary, cheater["address"])
+
+
+def _dashboard_shows_the_run(chain_address: str, summary: dict, cheater: str) -> None:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    browser, driver = shutil.which("chromium"), shutil.which("chromedriver")
+    assert browser and driver, "chromium and chromium-driver: run ./scripts/bootstrap.sh"
+    cmd = [sys.executable, "-m", "dilochain.cli.main", "dashboard", "--chain", chain_address,
+           "--listen", "127.0.0.1:0"]  # fmt: skip
+    server = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    options = webdriver.ChromeOptions()
+    options.binary_location = browser
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                 "--no-first-run", "--disable-background-networking", "--disable-sync",
+                 "--disable-component-update", "--disable-dev-shm-usage"):  # fmt: skip
+        options.add_argument(flag)
+    page = None
+    try:
+        url = server.stdout.readline().split()[2]  # "dashboard at http://HOST:PORT/ …"
+        page = webdriver.Chrome(service=Service(driver), options=options)
+        page.get(url)
+        wait = WebDriverWait(page, 30)
+        wait.until(lambda p: p.find_element("id", "height").text.isdigit())
+        first = int(page.find_element("id", "height").text)
+        run = f'section[data-run="{summary["run_id"]}"]'
+        points = wait.until(lambda p: p.find_elements("css selector", f"{run} .chart .point"))
+        assert len(points) == ROUNDS  # one per finished round
+        rounds = [int(p.get_attribute("data-round")) for p in points]
+        assert rounds == list(range(ROUNDS))
+        row = page.find_element("css selector", f'{run} tr[data-address="{cheater}"]')
+        assert "slashed" in row.get_attribute("class").split() and "slashed" in row.text
+        honest = page.find_elements("css selector", f"{run} table.hosts tr.slashed")
+        assert len(honest) == 1  # only the cheater is marked
+        # It refreshes in place: the height moves on without a reload.
+        page.execute_script("window.notReloaded = true")
+        wait.until(lambda p: int(p.find_element("id", "height").text) > first)
+        assert page.execute_script("return window.notReloaded === true")
+    finally:
+        if page is not None:
+            page.quit()
+        server.terminate()
+        server.wait(30)

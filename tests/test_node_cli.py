@@ -61,6 +61,41 @@ def test_unknown_run_and_unreachable_chain(running_chain, operator):
     one_line_error(node(home, "--run", "ghost", chain="127.0.0.1:1"), "no dilochain node answers")
 
 
+def test_start_reads_the_home_config_and_logs_json(running_chain, run_id, operator):
+    home, _ = operator
+    cmd = [sys.executable, "-m", "dilochain.cli.main", "node", "init", "--home", str(home),
+           "--key", "op", "--run", "ghost", "--chain", running_chain.address]  # fmt: skip
+    init = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert init.returncode == 0, init.stderr
+    one_line_error(node(home, chain=running_chain.address), "unknown run 'ghost'")
+    # Flags override the file; JSON log lines for collectors.
+    env = {**os.environ, "DILOCHAIN_KEYRING_PASSWORD": PASSWORD}
+    cmd = [
+        sys.executable,
+        "-m",
+        "dilochain.cli.main",
+        "node",
+        "start",
+        "--home",
+        str(home),
+        "--run",
+        "later",
+        "--wait-for-run",
+        "--log-format",
+        "json",
+        "--metrics-address",
+        "",
+    ]
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env=env)  # fmt: skip
+    try:
+        line = json.loads(proc.stderr.readline())
+        assert line["message"] == "waiting for run later to be created"
+        assert line["level"] == "info" and "time" in line
+    finally:
+        proc.terminate()
+        assert proc.wait(30) == 0
+
+
 def test_no_collateral(running_chain, run_id, operator):
     home, _ = operator
     one_line_error(node(home, "--run", run_id, chain=running_chain.address), "no collateral")
@@ -75,7 +110,7 @@ def test_compile_and_ranks_need_a_chain_that_verifies_with_tolerance(
     result = node(home, "--run", run_id, "--nproc-per-node", "2", chain=running_chain.address)
     one_line_error(result, "--nproc-per-node 2: this chain verifies replays exactly")
     result = node(home, "--run", run_id, "--nproc-per-node", "0", chain=running_chain.address)
-    one_line_error(result, "invalid node option: nproc_per_node")
+    one_line_error(result, "--nproc-per-node: Input should be greater than or equal to 1")
 
 
 def test_wrong_data_and_wrong_password(running_chain, run_id, operator, tmp_path):

@@ -10,7 +10,13 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dilochain.artifacts.blob_service import PeerFetchingStore, fetch_blob, serve_blobs
+from dilochain.artifacts.blob_service import (
+    FETCHED_BYTES,
+    SERVED_BYTES,
+    PeerFetchingStore,
+    fetch_blob,
+    serve_blobs,
+)
 from dilochain.artifacts.store import ArtifactError, LocalArtifactStore
 from dilochain.testutil import shipped_data
 from dilochain.training.diloco import initial_global, outer_step, pseudo_gradient
@@ -127,8 +133,10 @@ def test_blob_service_and_peer_fetch(tmp_path):
     big = bytes(range(256)) * 20_000  # several chunks
     digest = served.put(big)
     server, endpoint = serve_blobs(served, "127.0.0.1:0")
+    fetched, sent = FETCHED_BYTES._value.get(), SERVED_BYTES._value.get()
     try:
         assert fetch_blob(endpoint, digest, len(big)) == big
+        assert FETCHED_BYTES._value.get() - fetched == SERVED_BYTES._value.get() - sent == len(big)
         with pytest.raises(ArtifactError, match="more than the"):
             fetch_blob(endpoint, digest, len(big) - 1)  # an endless stream stops at the limit
         mine = PeerFetchingStore(LocalArtifactStore(tmp_path / "b"), lambda: [endpoint], len(big))

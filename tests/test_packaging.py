@@ -32,7 +32,9 @@ def test_wheel_installs_only_the_dilochain_namespace(tmp_path):
     }
     modules = ["chain/app.py", "node/host.py", "training/model.py", "artifacts/store.py",
                "verifier/replay.py", "genesis/document.py",
-               "protocol/merkle.py", "protocol/pb/poc/v1/tx_pb2.py", "cli/main.py"]  # fmt: skip
+               "protocol/merkle.py", "protocol/pb/poc/v1/tx_pb2.py", "cli/main.py",
+               "dashboard/server.py", "dashboard/static/index.html",
+               "dashboard/static/dashboard.js", "dashboard/static/dashboard.css"]  # fmt: skip
     for module in modules:
         assert f"dilochain/{module}" in names, module
 

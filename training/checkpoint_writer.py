@@ -10,6 +10,7 @@ checkpoint, and on a CPU host whatever CPU time the thread takes from the traini
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 
@@ -28,6 +29,7 @@ class CheckpointWriter:
         self.sink = sink
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="checkpoint-writer")
         self._pending: list[Future[tuple[bytes, bytes]]] = []
+        self.busy_seconds = 0.0  # the thread's time encoding, hashing and sinking
 
     def submit(self, state: dict[str, torch.Tensor]) -> None:
         """Snapshot ``state`` now (its tensors may be views of live training state) and queue
@@ -36,10 +38,12 @@ class CheckpointWriter:
         self._pending.append(self._pool.submit(self._encode, snapshot))
 
     def _encode(self, snapshot: dict[str, torch.Tensor]) -> tuple[bytes, bytes]:
+        started = time.perf_counter()
         data = encode_state(snapshot)
         digest = content_hash(data)
         if self.sink is not None:
             self.sink(data, digest)
+        self.busy_seconds += time.perf_counter() - started
         return data, digest
 
     def results(self) -> tuple[list[bytes], list[bytes]]:

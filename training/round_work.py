@@ -36,6 +36,7 @@ class RoundResult:
     data_seed: int
     loss: float
     tokens: int
+    proof_seconds: float = 0.0  # encoding, hashing and storing its checkpoints (background)
 
 
 def checkpoint_steps(cfg: RunConfig) -> list[int]:
@@ -92,6 +93,7 @@ def train_round(
         data_seed=data_seed,
         loss=sum(tail) / len(tail),
         tokens=cfg.inner_steps * tokens_per_step,
+        proof_seconds=writer.busy_seconds,
     )
 
 

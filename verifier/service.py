@@ -8,18 +8,24 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import grpc
 import torch
 from cosmpy.aerial.client import LedgerClient
+from cosmpy.aerial.tx_helpers import TxResponse
 from cosmpy.aerial.wallet import Wallet
+from pydantic import BaseModel, ConfigDict, Field
 
 from dilochain.artifacts.blob_service import PeerFetchingStore, fetch_from_peers
 from dilochain.artifacts.store import ArtifactError, LocalArtifactStore
+from dilochain.auto_claim import AutoClaimer
 from dilochain.client import TxRefused, submit
+from dilochain.logs import LogFormat
+from dilochain.metrics_http import MetricsAddress
 from dilochain.poc_client import InsufficientFunds, PocClient, ensure_bonded
 from dilochain.protocol.model_config import ModelConfigError
 from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgRegisterVerifier, MsgSubmitScreen
@@ -34,6 +40,7 @@ from dilochain.training.dataset import DataError, Dataset, DataUnavailable, find
 from dilochain.training.model import build_model, max_artifact_bytes
 from dilochain.training.prepare import default_dataset
 from dilochain.training.train_step import set_deterministic
+from dilochain.verifier import metrics
 from dilochain.verifier.ballots import BallotBox
 from dilochain.verifier.lazy import CopyingBallots, lazy_verdict
 from dilochain.verifier.replay import Policy, Verdict, verify_challenge
@@ -47,17 +54,21 @@ class VerifierError(Exception):
     """Something the verifier's operator must fix: no collateral, no chain…"""
 
 
-@dataclass(frozen=True)
-class VerifierConfig:
-    """Where the verifier's chain, key, data and artifacts are."""
+class VerifierConfig(BaseModel):
+    """Where the verifier's chain, key, data and artifacts are, and how it runs."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     home: Path
-    key: str
+    key: str = Field(min_length=1)
     chain: str = "127.0.0.1:9090"
     data: tuple[Path, ...] = ()  # dataset folders (or folders of them); the default one besides
-    device: str = "cpu"  # where replays and screens run
-    jobs: int = 2
-    behavior: str = "honest"  # or a lazy verifier's, for the tests (verifier/lazy.py)
+    device: Literal["cpu", "cuda"] = "cpu"  # where replays and screens run
+    jobs: int = Field(default=2, ge=1, le=64)
+    metrics_address: MetricsAddress = ""  # Prometheus metrics (empty: none)
+    auto_claim: bool = True  # claim every claimable epoch and what has vested
+    log_format: LogFormat = "text"
+    behavior: Literal["honest", "always-fail", "always-pass", "copy"] = "honest"  # lazy: tests
     poll_seconds: float = 0.3
     duties_poll_seconds: float = 0.1
 
@@ -87,9 +98,9 @@ class VerifierService:
         self.duties = RoundDuties(self.poc, wallet, self._send, self.screen, self.ballots)
         set_deterministic(1)
 
-    def _send(self, *msgs) -> None:
+    def _send(self, *msgs) -> TxResponse:
         with self._send_lock:
-            submit(self.client, self.wallet, *msgs)
+            return submit(self.client, self.wallet, *msgs)
 
     def _duties_loop(self, stop: threading.Event) -> None:
         try:
@@ -193,6 +204,13 @@ class VerifierService:
         return verify_challenge(run.config, data, commit, challenge, store, policy,
                                 self.cfg.device)  # fmt: skip
 
+    def _timed_check(self, run: Run, data: Dataset, challenge: Challenge) -> Verdict:
+        started = time.perf_counter()
+        try:
+            return self._check(run, data, challenge)
+        finally:
+            metrics.REPLAY_SECONDS.observe(time.perf_counter() - started)
+
     def screen(
         self, run: Run, round_: int, anchor: bytes, commits: list[RoundCommit]
     ) -> list[MsgSubmitScreen]:
@@ -214,6 +232,7 @@ class VerifierService:
                 except DataError as err:  # my data, not the host's fault: no vote
                     log.warning("screen %s round %d: %s; not voting", run.run_id, round_, err)
                     return []
+            metrics.SCREENS.labels("pass" if verdict.passed else "fail").inc()
             log.info("screen %s round %d %s…: %s (%s, %.2e)", run.run_id, round_,
                      commit.host[:14], "PASS" if verdict.passed else "FAIL", verdict.reason,
                      verdict.distance)  # fmt: skip
@@ -232,18 +251,21 @@ class VerifierService:
             if data is None:
                 continue
             jobs = self.pending(run)
-            futures = [pool.submit(self._check, run, data, c) for c in jobs]
+            futures = [pool.submit(self._timed_check, run, data, c) for c in jobs]
             msgs = []
             for c, future in zip(jobs, futures, strict=True):
                 try:
                     verdict = future.result()
                 except DataError as err:  # my data, not the host's fault: no vote
+                    metrics.JOBS_FAILED.inc()
                     if (key := (run.run_id, c.round, c.host, c.segment)) not in self.skipped:
                         self.skipped.add(key)
                         log.warning("job %s round %d segment %d: %s; not voting", run.run_id,
                                     c.round, c.segment, err)  # fmt: skip
                     continue
                 outcome = "PASS" if verdict.passed else "FAIL"
+                metrics.JOBS_RUN.inc()
+                metrics.VERDICTS.labels(outcome.lower()).inc()
                 log.info("job %s round %d %s… segment %d: %s (%s, distance %.2e)",
                          run.run_id, c.round, c.host[:14], c.segment, outcome, verdict.reason,
                          verdict.distance)  # fmt: skip
@@ -260,6 +282,8 @@ class VerifierService:
         try:
             self.ensure_registered()
             duties.start()
+            if self.cfg.auto_claim:
+                AutoClaimer(self.poc, self.address, self._send).start(done)
             with ThreadPoolExecutor(max_workers=self.cfg.jobs) as pool:
                 while not stop.is_set():
                     if not duties.is_alive():  # it only ends on an error it logged

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import re
 import signal
 from pathlib import Path
 
+from pydantic import TypeAdapter, ValidationError
+
 from dilochain.chain.home import NodeConfig, genesis_path, init_home
-from dilochain.cli.common import CliError, default_home, keyring, parse_duration
+from dilochain.cli.common import CliError, add_log_format, default_home, keyring, parse_duration
 from dilochain.genesis.coins import parse_coins
 from dilochain.genesis.document import load_genesis, save_genesis
 from dilochain.localnet import LISTENING, RPC_LISTENING
+from dilochain.metrics_http import METRICS_LISTENING, MetricsAddress, serve_metrics
 from dilochain.protocol.address import decode_address
 
 
@@ -37,11 +39,25 @@ def register(sub: argparse._SubParsersAction) -> None:
     start = chain.add_parser("start", help="run the node: the application and CometBFT")
     start.add_argument("--grpc-address", default="127.0.0.1:9090")
     start.add_argument("--block-time", help="override config.toml's timeout_commit")
+    start.add_argument(
+        "--metrics-address",
+        default="",
+        type=_metrics_address,
+        help="serve Prometheus metrics here, e.g. 127.0.0.1:26660 (default: none)",
+    )
+    add_log_format(start)
     for p in (init, acct, start):
         p.add_argument("--home", type=Path, default=default_home())
     init.set_defaults(func=_init)
     acct.set_defaults(func=_add_genesis_account)
     start.set_defaults(func=_start)
+
+
+def _metrics_address(text: str) -> str:
+    try:
+        return TypeAdapter(MetricsAddress).validate_python(text)
+    except ValidationError as err:
+        raise argparse.ArgumentTypeError(err.errors()[0]["msg"]) from None
 
 
 def block_time_flag(text: str) -> str:
@@ -90,11 +106,13 @@ def _start(args: argparse.Namespace) -> int:
     from dilochain.chain.server import ChainNode
 
     block_time = block_time_flag(args.block_time) if args.block_time else None
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    node = ChainNode(args.home, args.grpc_address, block_time)
+    node = ChainNode(args.home, args.grpc_address, block_time, args.metrics_address)
+    metrics = serve_metrics(args.metrics_address)
 
     def ready(grpc_address: str, rpc_address: str) -> None:
         print(f"{RPC_LISTENING}{rpc_address}", flush=True)
+        if metrics is not None:
+            print(f"{METRICS_LISTENING}{metrics.address}/metrics", flush=True)
         print(f"{LISTENING}{grpc_address}", flush=True)
 
     async def serve() -> None:
@@ -104,7 +122,11 @@ def _start(args: argparse.Namespace) -> int:
             loop.add_signal_handler(sig, stop.set)
         await node.serve(stop, ready)
 
-    asyncio.run(serve())
+    try:
+        asyncio.run(serve())
+    finally:
+        if metrics is not None:
+            metrics.close()
     if node.failure:
         raise CliError(f"{node.failure} (stopped at height {node.stopped_height})")
     print(f"stopped at height {node.stopped_height}", flush=True)

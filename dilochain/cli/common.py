@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import getpass
 import os
 import re
@@ -9,6 +10,7 @@ import sys
 from pathlib import Path
 
 from dilochain.keyring import Keyring
+from dilochain.logs import LOG_FORMATS
 
 PASSWORD_ENV = "DILOCHAIN_KEYRING_PASSWORD"
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m)$")
@@ -16,6 +18,15 @@ _DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m)$")
 
 class CliError(Exception):
     """A mistake the user can fix; printed as one line, exit code 1."""
+
+
+def add_log_format(parser: argparse.ArgumentParser, top_level: bool = False) -> None:
+    """``--log-format text|json``, before the command or after it (the later one wins); None
+    when not given, so a config file's ``log_format`` can apply."""
+    parser.add_argument(
+        "--log-format", choices=LOG_FORMATS, default=None if top_level else argparse.SUPPRESS,
+        help="log lines for people (text, the default) or one JSON object per line (json)",
+    )  # fmt: skip
 
 
 def default_home() -> Path:

@@ -2,9 +2,10 @@
 
 Starts a devnet chain on CometBFT (one validator, or ``--validators N`` peered on loopback),
 funds keys, creates a run, starts three honest hosts, one dishonest host and two verifiers as
-separate processes (each talking to a validator in turn), shows live progress, then claims
-every reward and prints a summary: the loss curve (also a PNG), the cheater caught and slashed,
-every claim paid.
+separate processes (each talking to a validator in turn), serves the dashboard and shows live
+progress. Hosts and verifiers claim their rewards themselves as epochs close (auto-claim); once
+the run is over the devnet claims what is left, and prints a summary: the loss curve (also a
+PNG), the cheater caught and slashed, every claim paid and by whom.
 """
 
 from __future__ import annotations
@@ -22,16 +23,19 @@ from rich.table import Table
 
 from dilochain.chain.home import genesis_path
 from dilochain.chain.testnet import init_testnet
+from dilochain.chain_view import eval_curve
 from dilochain.cli.chain_cmd import block_time_flag
-from dilochain.cli.common import CliError, parse_duration
-from dilochain.cli.status_cmd import eval_curve, tables
+from dilochain.cli.common import CliError, add_log_format, parse_duration
+from dilochain.cli.status_cmd import tables
 from dilochain.client import TxRefused, connect, submit
+from dilochain.dashboard.server import Dashboard
 from dilochain.genesis.document import load_genesis
 from dilochain.keyring import Keyring
 from dilochain.localnet import (
     NODE_WAITING,
     VERIFIER_READY,
     LocalNetwork,
+    metrics_url_in,
     spawn_node,
     spawn_verifier,
     wait_for_logs,
@@ -79,6 +83,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     up.add_argument("--block-time", default="200ms", help="CometBFT's timeout_commit")
     up.add_argument("--validators", type=int, default=1, help="CometBFT validators (1-7)")
     up.add_argument("--json", type=Path, default=None, help="also write the summary here")
+    up.add_argument(
+        "--dashboard",
+        default="127.0.0.1:0",
+        help="where to serve the dashboard while the network runs (port 0: any)",
+    )
+    add_log_format(up)
     up.set_defaults(func=_up)
 
 
@@ -114,7 +124,7 @@ def _up(args: argparse.Namespace) -> int:
         png = (args.dir.resolve() if args.dir else Path.cwd()) / "devnet_loss_curve.png"
         try:
             summary = _run(console, root, args.rounds, args.validators, args.block_time,
-                           block_time, png)  # fmt: skip
+                           block_time, png, args.dashboard)  # fmt: skip
         except CliError as err:
             hint = "" if args.dir else " (rerun with --dir DIR to keep the logs)"
             raise CliError(f"{err}{hint}") from None
@@ -131,6 +141,7 @@ def _run(
     block_time_text: str,
     block_time: float,
     png: Path,
+    dashboard_address: str,
 ) -> dict:
     from dilochain.training.prepare import default_dataset, pins_of
     from dilochain.training.run_config import make_run_config
@@ -154,20 +165,23 @@ def _run(
         min_collateral=str(HOST_COLLATERAL),
     )
     wallets = {m.name: Keyring(Path(m.home) / "keyring").wallet("k", PASSWORD) for m in members}
-    with LocalNetwork(homes) as network:
+    with LocalNetwork(homes, metrics_address="127.0.0.1:0") as network:
         chain = network.nodes[0]
         addresses = [node.address for node in network.nodes]
         console.print(f"[bold]devnet[/] {CHAIN_ID} on {validators} CometBFT validator(s), gRPC "
                       f"{', '.join(addresses)}; work dir {root}")  # fmt: skip
         client = connect(chain.address, CHAIN_ID)
+        dashboard = Dashboard(chain.address, dashboard_address)
+        console.print(f"[bold]dashboard[/] at http://{dashboard.start()}/")
         hosts = [m for m in members if m.name.startswith("host")]
         verifiers = [m for m in members if m.name.startswith("verifier")]
+        metrics = ["--metrics-address", "127.0.0.1:0"]
         node_procs = [spawn_node(Path(m.home), RUN_ID, "k", addresses[i % validators],
                                  PASSWORD, "--behavior", m.behavior, "--wait-for-run",
-                                 "--data", str(data))
+                                 "--data", str(data), *metrics)
                       for i, m in enumerate(hosts)]  # fmt: skip
         verifier_procs = [spawn_verifier(Path(m.home), "k", addresses[-1 - i % validators],
-                                         PASSWORD, "--data", str(data))
+                                         PASSWORD, "--data", str(data), *metrics)
                           for i, m in enumerate(verifiers)]  # fmt: skip
         try:
             ready = [(p, Path(m.home) / "node.log", NODE_WAITING)
@@ -179,14 +193,17 @@ def _run(
                     wait_for_logs(ready)
                 except (RuntimeError, TimeoutError) as err:
                     raise CliError(str(err).splitlines()[0]) from None
+            _print_metrics(console, network, members)
             submit(client, wallets["creator"], MsgCreateRun(creator=members[0].address,
                                                             run_id=RUN_ID, config=cfg))  # fmt: skip
-            with Live(console=console, refresh_per_second=2) as live:
+            with Live(console=console, refresh_per_second=1) as live:
                 while any(p.poll() is None for p in node_procs):
                     live.update(Group(*tables(chain.address, RUN_ID)))
-                    time.sleep(0.5)
+                    time.sleep(1)
                 live.update(Group(*tables(chain.address, RUN_ID)))
+            _await_auto_claims(console, PocClient(chain.address), verifiers)
         finally:
+            dashboard.stop()
             for proc in verifier_procs:
                 proc.terminate()
             for proc in verifier_procs + node_procs:
@@ -195,15 +212,47 @@ def _run(
         if failed:
             raise CliError(f"hosts {failed} stopped with an error; see their node.log in {root}")
         poc = PocClient(chain.address)
-        _claim_all(console, client, poc, members[1:], wallets)
+        claimed_here = _claim_all(console, client, poc, members[1:], wallets)
+        for member in members[1:]:
+            member.claims = _claims_of(poc, member.address, claimed_here)
         return _summary(console, homes[0], poc, members, genesis, rounds, png)
 
 
-def _claim_all(console, client, poc, members: list[Member], wallets) -> None:
+def _print_metrics(console: Console, network: LocalNetwork, members: list[Member]) -> None:
+    """One line per process: where its Prometheus metrics are."""
+    for i, node in enumerate(network.nodes):
+        console.print(f"metrics of validator-{i} at {node.metrics_url}", soft_wrap=True)
+    for m in members[1:]:
+        log = Path(m.home) / ("node.log" if m.name.startswith("host") else "verifier.log")
+        console.print(f"metrics of {m.name} at {metrics_url_in(log)}", soft_wrap=True)
+
+
+def _await_auto_claims(console: Console, poc: PocClient, members: list[Member]) -> None:
+    """Before stopping the verifiers: wait (a minute at most) until their auto-claimers have
+    claimed every closed epoch they earned something in."""
+
+    def unclaimed() -> list[str]:
+        closed = [e for e in range(poc.epoch().epoch) if poc.epoch(epoch=e).closed]
+        return [f"{m.name} epoch {e}" for m in members for e in closed
+                if int((due := poc.claimable(address=m.address, epoch=e)).amount)
+                and not due.claimed]  # fmt: skip
+
+    deadline = time.monotonic() + 60
+    with console.status("waiting for the verifiers' auto-claims"):
+        while (left := unclaimed()) and time.monotonic() < deadline:
+            time.sleep(0.5)
+    if left:
+        console.print(f"[yellow]not auto-claimed in a minute: {', '.join(left)}")
+
+
+def _claim_all(console, client, poc, members: list[Member], wallets) -> set[tuple[str, int]]:
+    """Claim every epoch the members' processes left unclaimed (the last ones close after the
+    run); returns the (address, epoch) pairs claimed here."""
     last = poc.epoch()
     with console.status(f"waiting for epoch {last.epoch} to close (block {last.end_height})"):
         while not poc.epoch(epoch=last.epoch).closed:
             time.sleep(0.3)
+    claimed = set()
     for member in members:
         for epoch in range(last.epoch + 1):
             due = poc.claimable(address=member.address, epoch=epoch)
@@ -211,13 +260,28 @@ def _claim_all(console, client, poc, members: list[Member], wallets) -> None:
                 continue
             msg = MsgClaimReward(claimer=member.address, epoch=epoch)
             try:
-                response = submit(client, wallets[member.name], msg)
+                submit(client, wallets[member.name], msg)
             except TxRefused as err:
                 console.print(f"[red]{member.name} epoch {epoch}: claim refused: {err}")
                 continue
-            paid = int(response.events["claim_reward"]["amount"].removesuffix(DENOM))
-            member.claims.append({"epoch": epoch, "amount": int(due.amount), "paid": paid,
-                                  "tx": response.hash})  # fmt: skip
+            claimed.add((member.address, epoch))
+    return claimed
+
+
+def _claims_of(poc, address: str, claimed_here: set[tuple[str, int]]) -> list[dict]:
+    """``address``'s claimed epochs as the chain records them: amount, paid so far (the rest
+    vests), and who claimed (its own process, or the devnet after the run)."""
+    grants = {g.epoch: g for g in poc.vesting(address)}
+    out = []
+    for epoch in range(poc.epoch().epoch + 1):
+        due = poc.claimable(address=address, epoch=epoch)
+        if not due.claimed or int(due.amount) == 0:
+            continue
+        grant = grants.get(epoch)
+        by = "devnet" if (address, epoch) in claimed_here else "auto-claim"
+        out.append({"epoch": epoch, "amount": int(due.amount),
+                    "paid": int(grant.paid) if grant else int(due.amount), "by": by})  # fmt: skip
+    return out
 
 
 def _summary(
@@ -240,6 +304,7 @@ def _summary(
         "slashed",
         "rewards claimed",
         "paid (vested)",
+        "auto-claimed",
         title="summary",
     )
     for m in members[1:]:
@@ -248,7 +313,9 @@ def _summary(
         people.add_row(m.name, m.behavior, f"{m.collateral}udlc",
                        f"[red]{m.slashed}udlc[/]" if m.slashed else "-",
                        f"{claimed}udlc in {len(m.claims)} claims" if m.claims else "-",
-                       f"{paid}udlc" if m.claims else "-")  # fmt: skip
+                       f"{paid}udlc" if m.claims else "-",
+                       f"{sum(c['by'] == 'auto-claim' for c in m.claims)} of {len(m.claims)}",
+                       )  # fmt: skip
     console.print(loss, people)
     agreeing = all(g.agreeing == g.commits for g in checkpoints)
     agreement = "all hosts agreeing" if agreeing else "DISAGREEMENT"

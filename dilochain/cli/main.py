@@ -13,6 +13,7 @@ from dilochain.chain.home import HomeError
 from dilochain.chain.server import ChainStartError
 from dilochain.cli import (
     chain_cmd,
+    dashboard_cmd,
     data_cmd,
     devnet_cmd,
     export_cmd,
@@ -24,10 +25,13 @@ from dilochain.cli import (
     testnet_cmd,
     verifier_cmd,
 )
-from dilochain.cli.common import CliError
+from dilochain.cli.common import CliError, add_log_format
 from dilochain.client import ChainUnreachable
+from dilochain.dashboard.server import DashboardError
 from dilochain.genesis.document import GenesisError
 from dilochain.keyring import KeyringError
+from dilochain.logs import setup_logging
+from dilochain.metrics_http import MetricsError
 from dilochain.node.errors import NodeError
 from dilochain.protocol.model_config import ModelConfigError
 from dilochain.training.dataset import DataError
@@ -39,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="dilochain", description="DiLoCo training proven and paid on a Cosmos chain"
     )
+    add_log_format(parser, top_level=True)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     chain_cmd.register(sub)
     keys_cmd.register(sub)
@@ -50,6 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     status_cmd.register(sub)
     devnet_cmd.register(sub)
     export_cmd.register(sub)
+    dashboard_cmd.register(sub)
     testnet_cmd.register(sub)
     return parser
 
@@ -57,12 +63,14 @@ def build_parser() -> argparse.ArgumentParser:
 USER_ERRORS = (
     CliError, HomeError, ChainStartError, CometMissing, ChainUnreachable, KeyringError,
     GenesisError, NodeError, DataError, VerifierError, ArtifactError, ModelConfigError,
+    MetricsError, DashboardError,
 )  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run one command; user errors print one line and exit 1."""
     args = build_parser().parse_args(argv)
+    setup_logging(args.log_format or "text")
     try:
         return args.func(args)
     except KeyboardInterrupt:

@@ -8,52 +8,91 @@ import signal
 import threading
 from pathlib import Path
 
-from pydantic import ValidationError
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-from dilochain.cli.common import CliError, default_home, keyring, keyring_password
+from dilochain.cli.common import keyring, keyring_password
+from dilochain.cli.config_file import (
+    Setting,
+    add_init_and_start,
+    add_service_flags,
+    config_path,
+    resolve,
+    service_settings,
+)
 from dilochain.client import connect
+from dilochain.logs import setup_logging
+from dilochain.metrics_http import serve_metrics
 from dilochain.node.config import BEHAVIOR_NAMES
 from dilochain.poc_client import PocClient
+
+CONFIG_NAME = "node.toml"
+SETTINGS = [
+    *service_settings("signs", "127.0.0.1:9464"),
+    Setting("run_id", "--run", None, "The run this host trains."),
+    Setting("device", "--device", "cpu", "Where to train: cpu or cuda."),
+    Setting("threads", "--threads", 1, "torch CPU threads per rank."),
+    Setting("nproc_per_node", "--nproc-per-node", 1,
+            "Local processes training each step data-parallel (one GPU each on cuda);\n"
+            "the run's batch size must divide by it."),
+    Setting("data", "--data", None, "The run's prepared dataset folder (default: the shipped one;\n"
+            "a run whose data is elsewhere is fetched from its hosts)."),
+    Setting("artifacts", "--artifacts", None, "Artifact directory (default: HOME/artifacts)."),
+    Setting("blob_address", "--blob-address", "127.0.0.1:0",
+            "Where this host serves its artifacts to verifiers and peers (port 0: any)."),
+]  # fmt: skip
+
+
+def _add_settings(parser: argparse.ArgumentParser) -> None:
+    """The flags of ``node init`` and ``node start``: one per setting, defaulting to the
+    config file (then to NodeConfig's defaults)."""
+    none = argparse.SUPPRESS
+    add_service_flags(parser)
+    parser.add_argument("--run", dest="run_id", default=none)
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=none,
+        help="the run's prepared dataset folder (default: the shipped one)",
+    )
+    parser.add_argument("--device", choices=["cpu", "cuda"], default=none)
+    parser.add_argument("--artifacts", type=Path, default=none, help="artifact directory")
+    parser.add_argument("--blob-address", default=none)
+    parser.add_argument("--threads", type=int, default=none, help="torch CPU threads (per rank)")
+    parser.add_argument(
+        "--nproc-per-node", type=int, default=none,
+        help="local processes training each step data-parallel (one GPU each with --device "
+        "cuda); the run's batch size must divide by it",
+    )  # fmt: skip
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``node`` command group."""
     node = sub.add_parser("node", help="run a host node").add_subparsers(
-        dest="node_cmd", required=True, metavar="{start}"
+        dest="node_cmd", required=True, metavar="{init,start}"
     )
-    start = node.add_parser("start", help="train a run's rounds and commit them on chain")
-    start.add_argument("--home", type=Path, default=default_home())
-    start.add_argument("--run", required=True, dest="run_id")
-    start.add_argument("--key", required=True)
-    start.add_argument("--chain", default="127.0.0.1:9090", help="chain gRPC address")
-    start.add_argument(
-        "--data",
-        type=Path,
-        default=None,
-        help="the run's prepared dataset folder (default: the shipped one)",
-    )
-    start.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    start.add_argument("--artifacts", type=Path, default=None, help="artifact directory")
-    start.add_argument("--blob-address", default="127.0.0.1:0")
-    start.add_argument("--threads", type=int, default=1, help="torch CPU threads (per rank)")
-    start.add_argument(
-        "--nproc-per-node", type=int, default=1,
-        help="local processes training each step data-parallel (one GPU each with --device "
-        "cuda); the run's batch size must divide by it",
-    )  # fmt: skip
+    start = add_init_and_start(node, "start", "train a run's rounds and commit them on chain",
+                               _start, SETTINGS, _add_settings, _model)  # fmt: skip
     start.add_argument(
         "--compile",
         action="store_true",
         help="torch.compile the model (chains that verify in tolerance mode)",
     )
-    start.add_argument("--wait-for-run", action="store_true",
-                       help="start before the run is created and wait for it")  # fmt: skip
+    start.add_argument(
+        "--wait-for-run",
+        action="store_true",
+        help="start before the run is created and wait for it",
+    )
     # The devnet's and the tests' dishonest hosts; not for operators.
-    start.add_argument("--behavior", default="honest", choices=BEHAVIOR_NAMES,
-                       help=argparse.SUPPRESS)  # fmt: skip
-    start.set_defaults(func=_start)
+    start.add_argument(
+        "--behavior", default="honest", choices=BEHAVIOR_NAMES, help=argparse.SUPPRESS
+    )
+
+
+def _model() -> type:
+    from dilochain.node.config import NodeConfig
+
+    return NodeConfig
 
 
 def _wait_for_run(chain: str, run_id: str, stop: threading.Event, poll: float) -> bool:
@@ -85,39 +124,39 @@ class RoundProgress:
         self.progress.update(self.task, completed=step, loss=loss, rate=rate)
 
 
+COLUMNS = [
+    TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+    TextColumn("loss {task.fields[loss]:.3f}"), TextColumn("{task.fields[rate]:,.0f} tok/s"),
+]  # fmt: skip
+
+
 def _start(args: argparse.Namespace) -> int:
     from dilochain.node.cheats import behavior
     from dilochain.node.config import NodeConfig
     from dilochain.node.host import HostNode
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    try:
-        cfg = NodeConfig(
-            home=args.home, run_id=args.run_id, key=args.key, chain=args.chain, data=args.data,
-            device=args.device, artifacts=args.artifacts, blob_address=args.blob_address,
-            threads=args.threads, behavior=args.behavior, compile=args.compile,
-            nproc_per_node=args.nproc_per_node,
-        )  # fmt: skip
-    except ValidationError as err:
-        raise CliError(
-            f"invalid node option: {err.errors()[0]['loc'][0]}: {err.errors()[0]['msg']}"
-        ) from None
+    cfg = resolve(NodeConfig, config_path(args, CONFIG_NAME), SETTINGS, args, home=args.home,
+                  behavior=args.behavior, compile=args.compile)  # fmt: skip
+    setup_logging(cfg.log_format)
     ring = keyring(args.home)
-    ring.show(args.key)  # unknown key: fail before asking for a password
-    wallet = ring.wallet(args.key, keyring_password())
-    client = connect(args.chain)
+    ring.show(cfg.key)  # unknown key: fail before asking for a password
+    wallet = ring.wallet(cfg.key, keyring_password())
+    client = connect(cfg.chain)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    if args.wait_for_run and not _wait_for_run(args.chain, cfg.run_id, stop, cfg.poll_seconds):
-        return 0
-    node = HostNode(cfg, client, wallet, behavior(cfg.behavior))
-    columns = [
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-        TextColumn("loss {task.fields[loss]:.3f}"), TextColumn("{task.fields[rate]:,.0f} tok/s"),
-    ]  # fmt: skip
-    with Progress(*columns, console=Console(stderr=True), transient=False) as progress:
-        tracker = RoundProgress(progress, node.rc.inner_steps)
-        committed = node.serve_and_run(stop, tracker)
+    metrics = serve_metrics(cfg.metrics_address)
+    try:
+        if args.wait_for_run and not _wait_for_run(cfg.chain, cfg.run_id, stop, cfg.poll_seconds):
+            return 0
+        node = HostNode(cfg, client, wallet, behavior(cfg.behavior))
+        if cfg.log_format == "json":  # log collectors get no progress bars
+            committed = node.serve_and_run(stop)
+        else:
+            with Progress(*COLUMNS, console=Console(stderr=True), transient=False) as progress:
+                committed = node.serve_and_run(stop, RoundProgress(progress, node.rc.inner_steps))
+    finally:
+        if metrics is not None:
+            metrics.close()
     print(f"node stopped: {committed} rounds committed this session", flush=True)
     return 0

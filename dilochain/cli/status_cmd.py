@@ -1,16 +1,16 @@
-"""``dilochain status``: the chain, its runs, hosts, slashes and challenges at a glance."""
+"""``dilochain status``: the chain, its runs, hosts, slashes, challenges and claims at a glance
+(the same view the dashboard serves, from :mod:`dilochain.chain_view`)."""
 
 from __future__ import annotations
 
 import argparse
-import statistics
 
 from rich.console import Console
 from rich.table import Table
 
+from dilochain.chain_view import chain_view
 from dilochain.client import connect
 from dilochain.poc_client import PocClient
-from dilochain.protocol.pb.poc.v1.types_pb2 import ChallengeStatus
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -21,53 +21,39 @@ def register(sub: argparse._SubParsersAction) -> None:
     status.set_defaults(func=_status)
 
 
-def eval_curve(poc, run_id: str, rounds: int) -> list[tuple[int, float]]:
-    """(round, median committed eval loss of the round's base state) for rounds with commits."""
-    curve = []
-    for r in range(rounds):
-        commits = poc.commits(run_id=run_id, round=r)
-        losses = [c.eval_loss for c in commits if c.eval_loss]
-        if losses:
-            curve.append((r, statistics.median(losses)))
-    return curve
-
-
 def tables(address: str, only: str | None = None) -> list[Table]:
     """The status tables for the chain at ``address``."""
     with PocClient(address) as poc:
-        return _tables(connect(address), poc, only)
+        return render(chain_view(connect(address), poc, only))
 
 
-def _tables(client, poc: PocClient, only: str | None) -> list[Table]:
-    height = client.query_height()
-    epoch = poc.epoch()
+def render(view: dict) -> list[Table]:
+    """A chain view as tables: chain, then per run its round and hosts, then recent epochs."""
+    epoch = view["epoch"]
     out = [Table("chain", "height", "epoch", title="dilochain")]
-    out[0].add_row(client.network_config.chain_id, str(height),
-                   f"{epoch.epoch} (blocks {epoch.start_height}-{epoch.end_height})")  # fmt: skip
-    slashes = list(poc.slashes())
-    for run in poc.runs():
-        if only and run.run_id != only:
-            continue
-        info = poc.round_info(run_id=run.run_id)
-        curve = eval_curve(poc, run.run_id, min(info.round + 1, run.config.total_rounds))
+    bounds = f"blocks {epoch['start_height']}-{epoch['end_height']}"
+    out[0].add_row(view["chain_id"], str(view["height"]), f"{epoch['epoch']} ({bounds})")
+    for run in view["runs"]:
         rounds = Table("run", "round", "phase", "eval loss", "pending challenges",
-                       title=f"run {run.run_id}")  # fmt: skip
-        phase = ("finished" if info.finished else "waiting" if height + 1 < info.window_start
-                 else "commit" if height + 1 <= info.window_end else "challenge")  # fmt: skip
-        pending = sum(
-            c.status == ChallengeStatus.CHALLENGE_STATUS_PENDING
-            for c in poc.challenges(run.run_id, info.round)
-        )
-        rounds.add_row(run.run_id, f"{info.round}/{run.config.total_rounds}", phase,
+                       title=f"run {run['run_id']}")  # fmt: skip
+        curve = run["loss_curve"]
+        pending = sum(c["status"] == "pending" for c in run["challenges"])
+        rounds.add_row(run["run_id"], f"{run['round']}/{run['total_rounds']}", run["phase"],
                        f"{curve[-1][1]:.4f}" if curve else "-", str(pending))  # fmt: skip
-        hosts = Table("host", "endpoint", "collateral", "slashed", title=f"hosts of {run.run_id}")
-        for host in poc.hosts(run_id=run.run_id):
-            bonded = poc.collateral(address=host.address)
-            taken = sum(int(s.amount) for s in slashes if s.address == host.address)
-            hosts.add_row(host.address, host.endpoint, f"{bonded.bonded}udlc",
-                          f"{taken}udlc" if taken else "-")  # fmt: skip
+        hosts = Table(
+            "host", "endpoint", "collateral", "slashed", title=f"hosts of {run['run_id']}"
+        )
+        for h in run["hosts"]:
+            hosts.add_row(h["address"], h["endpoint"], f"{h['collateral']}udlc",
+                          f"{h['slashed']}udlc" if h["slashed"] else "-")  # fmt: skip
         out += [rounds, hosts]
-    return out
+    claims = Table("epoch", "status", "pool", "earned by", "claimed", title="recent epochs")
+    for e in view["epochs"]:
+        earned = e["claims"]
+        claims.add_row(str(e["epoch"]), "closed" if e["closed"] else "open",
+                       f"{e['reward_pool']}udlc", str(len(earned)),
+                       str(sum(c["claimed"] for c in earned)))  # fmt: skip
+    return [*out, claims]
 
 
 def _status(args: argparse.Namespace) -> int:

@@ -1,56 +1,102 @@
-"""``dilochain verifier run``: the validators' verification daemon."""
+"""``dilochain verifier init`` and ``run``: the validators' verification daemon."""
 
 from __future__ import annotations
 
 import argparse
-import logging
 import signal
 import threading
 from pathlib import Path
 
-from dilochain.cli.common import default_home, keyring, keyring_password
+from dilochain.cli.common import keyring, keyring_password
+from dilochain.cli.config_file import (
+    Setting,
+    add_init_and_start,
+    add_service_flags,
+    config_path,
+    resolve,
+    service_settings,
+)
 from dilochain.client import connect
+from dilochain.logs import setup_logging
+from dilochain.metrics_http import serve_metrics
+
+CONFIG_NAME = "verifier.toml"
+SETTINGS = [
+    *service_settings("votes", "127.0.0.1:9465"),
+    Setting("data", "--data", [], "Prepared dataset folders, or folders of them (the shipped one\n"
+            "is always looked at; a run's data no folder has is fetched from its hosts)."),
+    Setting("device", "--device", "cpu",
+            "Where to replay: cpu or cuda (another device than the hosts': tolerance mode)."),
+    Setting("jobs", "--jobs", 2, "Challenges replayed in parallel."),
+]  # fmt: skip
+
+
+def _add_settings(parser: argparse.ArgumentParser) -> None:
+    """The flags of ``verifier init`` and ``verifier run``, defaulting to the config file."""
+    none = argparse.SUPPRESS
+    add_service_flags(parser)
+    parser.add_argument(
+        "--data",
+        type=Path,
+        action="append",
+        default=none,
+        help="a prepared dataset folder or a folder of them (repeatable)",
+    )
+    parser.add_argument(
+        "--device",
+        choices=["cpu", "cuda"],
+        default=none,
+        help="where to replay (another device than the hosts': tolerance mode)",
+    )
+    parser.add_argument("--jobs", type=int, default=none, help="challenges replayed in parallel")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``verifier`` command group."""
     verifier = sub.add_parser("verifier", help="run a verifier").add_subparsers(
-        dest="verifier_cmd", required=True, metavar="{run}"
+        dest="verifier_cmd", required=True, metavar="{init,run}"
     )
-    run = verifier.add_parser("run", help="re-execute challenged segments and vote")
-    run.add_argument("--home", type=Path, default=default_home())
-    run.add_argument("--key", required=True)
-    run.add_argument("--chain", default="127.0.0.1:9090", help="chain gRPC address")
-    run.add_argument("--data", type=Path, action="append", default=[],
-                     help="a prepared dataset folder or a folder of them (repeatable)")  # fmt: skip
-    run.add_argument(
-        "--device",
-        choices=["cpu", "cuda"],
-        default="cpu",
-        help="where to replay (another device than the hosts': tolerance mode)",
-    )
-    run.add_argument("--jobs", type=int, default=2, help="challenges replayed in parallel")
+    run = add_init_and_start(verifier, "run", "re-execute challenged segments and vote", _run,
+                             SETTINGS, _add_settings, _model)  # fmt: skip
     # Lazy verifiers, for the tests that show them caught (verifier/lazy.py).
-    run.add_argument("--behavior", default="honest",
-                     choices=("honest", "always-fail", "always-pass", "copy"),
-                     help=argparse.SUPPRESS)  # fmt: skip
-    run.set_defaults(func=_run)
+    run.add_argument(
+        "--behavior",
+        default="honest",
+        choices=("honest", "always-fail", "always-pass", "copy"),
+        help=argparse.SUPPRESS,
+    )
+
+
+def _model() -> type:
+    from dilochain.verifier.service import VerifierConfig  # imports torch: only when needed
+
+    return VerifierConfig
 
 
 def _run(args: argparse.Namespace) -> int:
     from dilochain.verifier.service import VerifierConfig, VerifierService
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    cfg = resolve(
+        VerifierConfig,
+        config_path(args, CONFIG_NAME),
+        SETTINGS,
+        args,
+        home=args.home,
+        behavior=args.behavior,
+    )
+    setup_logging(cfg.log_format)
     ring = keyring(args.home)
-    ring.show(args.key)
-    wallet = ring.wallet(args.key, keyring_password())
-    cfg = VerifierConfig(home=args.home, key=args.key, chain=args.chain, data=tuple(args.data),
-                         device=args.device, jobs=max(1, args.jobs),
-                         behavior=args.behavior)  # fmt: skip
-    service = VerifierService(cfg, connect(args.chain), wallet)
+    ring.show(cfg.key)
+    wallet = ring.wallet(cfg.key, keyring_password())
+    client = connect(cfg.chain)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    verdicts = service.run(stop)
+    metrics = serve_metrics(cfg.metrics_address)
+    try:
+        verdicts = VerifierService(cfg, client, wallet).run(stop)
+    finally:
+        if metrics is not None:
+            metrics.close()
     print(f"verifier stopped: {verdicts} verdicts submitted this session", flush=True)
     return 0

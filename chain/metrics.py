@@ -1,0 +1,32 @@
+"""The chain node's Prometheus metrics (served by ``chain start --metrics-address``): height,
+block interval, mempool size and txs by result code."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram
+
+from dilochain.chain.app import FinalizedBlock
+
+HEIGHT = Gauge("dilochain_chain_height", "Height of the last committed block")
+BLOCK_INTERVAL = Histogram(
+    "dilochain_chain_block_interval_seconds",
+    "Block time minus the previous block's time",
+    buckets=(0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30),
+)
+MEMPOOL_TXS = Gauge("dilochain_chain_mempool_txs", "Txs waiting in CometBFT's mempool")
+TXS = Counter("dilochain_chain_txs", "Txs executed in blocks, by result code", labelnames=("code",))
+
+
+class BlockObserver:
+    """Records each committed block in the metrics."""
+
+    def __init__(self) -> None:
+        self.last_time_ns: int | None = None
+
+    def __call__(self, block: FinalizedBlock) -> None:
+        HEIGHT.set(block.block.height)
+        if self.last_time_ns is not None:
+            BLOCK_INTERVAL.observe(max(0, block.block.time_ns - self.last_time_ns) / 1e9)
+        self.last_time_ns = block.block.time_ns
+        for result in block.results:
+            TXS.labels(str(result.code)).inc()

@@ -1,0 +1,191 @@
+"""The operator's config files (``node.toml``, ``verifier.toml``): written commented by
+``init``, read by ``node start`` / ``verifier run``, overridden by flags, and validated by the
+command's pydantic model, with one line naming the key and the file for a mistake."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tomllib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from dilochain.cli.common import CliError, add_log_format, default_home
+
+M = TypeVar("M", bound=BaseModel)
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One key of a config file: its flag, what ``init`` writes (None: commented out) and
+    the comment above it."""
+
+    key: str
+    flag: str
+    sample: object
+    help: str
+
+
+def service_settings(signs: str, metrics_address: str) -> list[Setting]:
+    """The settings every long-running participant has: chain, key, metrics, auto-claim, logs."""
+    return [
+        Setting("chain", "--chain", "127.0.0.1:9090", "The chain's gRPC address (txs, queries)."),
+        Setting("key", "--key", None, f"The key in this home's keyring: it {signs} and is paid."),
+        Setting("metrics_address", "--metrics-address", metrics_address,
+                "Prometheus metrics at http://ADDRESS/metrics (empty: none)."),
+        Setting("auto_claim", "--auto-claim", True,
+                "Claim every epoch that becomes claimable, and what has vested, while running."),
+        Setting("log_format", "--log-format", "text",
+                "Log lines: text, or json for log collectors."),
+    ]  # fmt: skip
+
+
+def add_service_flags(parser: argparse.ArgumentParser) -> None:
+    """The flags of :func:`service_settings` (and ``--home``), defaulting to the config file."""
+    none = argparse.SUPPRESS
+    parser.add_argument("--home", type=Path, default=default_home())
+    parser.add_argument("--key", default=none)
+    parser.add_argument("--chain", default=none, help="chain gRPC address")
+    parser.add_argument(
+        "--metrics-address", default=none, help="serve Prometheus metrics here (empty: none)"
+    )
+    parser.add_argument(
+        "--auto-claim",
+        action=argparse.BooleanOptionalAction,
+        default=none,
+        help="claim rewards as epochs close (default: on)",
+    )
+    add_log_format(parser)
+
+
+def add_init_and_start(
+    group: argparse._SubParsersAction, start: str, start_help: str, run: Callable,
+    settings: list[Setting], add_flags: Callable, model: Callable[[], type[BaseModel]],
+) -> argparse.ArgumentParser:  # fmt: skip
+    """``init`` (writes the config file of ``settings``, checked by ``model()``) and the command
+    ``start`` that reads it, both with ``add_flags``; returns the latter's parser, for its own
+    flags. The file is named after the group: ``node.toml``, ``verifier.toml``."""
+    kind = group.dest.removesuffix("_cmd")
+    name, command = f"{kind}.toml", f"dilochain {kind} {start}"
+
+    def init(args: argparse.Namespace) -> int:
+        title = f"{name}: read by `{command} --home HOME`."
+        path = init_config(args, name, title, settings, model(), home=args.home)
+        print(f"wrote {path}")
+        return 0
+
+    writer = group.add_parser("init", help=f"write a commented HOME/{name}")
+    add_flags(writer)
+    writer.add_argument("--overwrite", action="store_true")
+    writer.set_defaults(func=init)
+    runner = group.add_parser(start, help=start_help)
+    add_flags(runner)
+    runner.add_argument(
+        "--config", type=Path, default=None, help=f"config file (default: HOME/{name} if there)"
+    )
+    runner.set_defaults(func=run)
+    return runner
+
+
+def _toml(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    return json.dumps(str(value))  # a TOML basic string
+
+
+def write_config(path: Path, title: str, settings: list[Setting], values: dict) -> None:
+    """Write a commented TOML file: every setting with its help, set to ``values[key]`` if
+    given, else to its sample (commented out when the sample is None)."""
+    lines = [f"# {title}", "# Flags given on the command line override these values.", ""]
+    for s in settings:
+        lines += [f"# {line}" for line in s.help.splitlines()]
+        value = values.get(s.key, s.sample)
+        if value is None:
+            lines.append(f"# {s.key} = ")
+        else:
+            lines.append(f"{s.key} = {_toml(value)}")
+        lines.append("")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines))
+
+
+def read_config(path: Path, settings: list[Setting]) -> dict:
+    """The values of a config file, its keys checked against ``settings``."""
+    try:
+        values = tomllib.loads(path.read_text())
+    except OSError as err:
+        raise CliError(f"{path}: {err.strerror}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
+        raise CliError(f"{path}: not valid TOML: {err}") from None
+    known = {s.key for s in settings}
+    for key in values:
+        if key not in known:
+            raise CliError(f"{path}: unknown key {key!r} (known: {', '.join(sorted(known))})")
+    return values
+
+
+def given_flags(args: argparse.Namespace, settings: list[Setting]) -> dict:
+    """The settings given as flags (their defaults are ``argparse.SUPPRESS``, or None for
+    ``--log-format`` before the command)."""
+    given = {s.key: getattr(args, s.key, None) for s in settings}
+    return {key: value for key, value in given.items() if value is not None}
+
+
+def resolve(
+    model: type[M], path: Path, settings: list[Setting], args: argparse.Namespace, **fixed
+) -> M:
+    """``model`` from the config file at ``path`` (if there), flags over it, and ``fixed``
+    values; a bad or missing value is one line naming the key and where it came from."""
+    from_file = read_config(path, settings) if path.exists() else {}
+    flags = given_flags(args, settings)
+    try:
+        return model(**{**from_file, **flags, **fixed})
+    except ValidationError as err:
+        first = err.errors()[0]
+        key = str(first["loc"][0])
+        flag = next((s.flag for s in settings if s.key == key), f"--{key}")
+        if first["type"] == "missing":
+            raise CliError(f"no {key}: give {flag} or set {key} in {path}") from None
+        where = flag if key in flags or key not in from_file else f"{path}: {key}"
+        raise CliError(f"{where}: {first['msg']}") from None
+
+
+def config_path(args: argparse.Namespace, name: str) -> Path:
+    """``--config FILE``, else ``name`` in the home; a ``--config`` that is not there is an
+    error (a home without a file is fine: flags alone)."""
+    if args.config is not None:
+        if not args.config.is_file():
+            raise CliError(f"{args.config}: no such config file")
+        return args.config
+    return args.home / name
+
+
+def init_config(
+    args: argparse.Namespace, name: str, title: str, settings: list[Setting], model: type,
+    **fixed,
+) -> Path:  # fmt: skip
+    """``init``: write ``name`` in the home with the given flags filled in, after checking
+    them with ``model`` (required keys may still be missing)."""
+    path = args.home / name
+    if path.exists() and not args.overwrite:
+        raise CliError(f"{path} exists (use --overwrite to replace it)")
+    values = given_flags(args, settings)
+    sample = {s.key: s.sample for s in settings if s.sample is not None}
+    try:
+        model(**{**sample, **values, **fixed})
+    except ValidationError as err:
+        bad = [e for e in err.errors() if e["type"] != "missing"]
+        if bad:
+            key = str(bad[0]["loc"][0])
+            flag = next(s.flag for s in settings if s.key == key)
+            raise CliError(f"{flag}: {bad[0]['msg']}") from None
+    write_config(path, title, settings, values)
+    return path

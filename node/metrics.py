@@ -1,0 +1,62 @@
+"""The host node's Prometheus metrics (served by ``node start --metrics-address``)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from prometheus_client import Counter, Gauge, Histogram
+
+INNER_STEPS = Counter("dilochain_node_inner_steps", "Inner steps trained")
+TOKENS_PER_SECOND = Gauge("dilochain_node_tokens_per_second", "Training throughput this round")
+LOSS = Gauge("dilochain_node_loss", "Training loss of the last inner step")
+EVAL_LOSS = Gauge("dilochain_node_eval_loss", "Held-out loss of the newest global state")
+ROUND = Gauge("dilochain_node_round", "The round the node trains or waits in")
+ROUNDS_COMMITTED = Counter("dilochain_node_rounds_committed", "Rounds committed on chain")
+PROOF_SECONDS = Counter(
+    "dilochain_node_proof_work_seconds",
+    "Seconds spent encoding, hashing and storing checkpoints and pseudo-gradients",
+)
+COMMIT_LATENCY = Histogram(
+    "dilochain_node_commit_latency_seconds",
+    "From broadcasting a round's commit to its block",
+    buckets=(0.25, 0.5, 1, 2, 4, 8, 16, 32),
+)
+BYTES_PUBLISHED = Counter(
+    "dilochain_node_published_bytes", "Bytes of checkpoints, pseudo-gradients and residuals"
+)
+UTILISATION = Gauge(
+    "dilochain_node_utilisation", "Seconds in inner steps / wall-clock seconds since start"
+)
+
+Progress = Callable[[int, float, float], None]  # (step, loss, tokens/s)
+
+
+class StepMeter:
+    """A training-progress callback that updates the step metrics, then calls ``inner``
+    (the terminal's progress bar, if any)."""
+
+    def __init__(self, tokens_per_step: int, inner: Progress | None = None):
+        self.tokens_per_step = tokens_per_step
+        self.inner = inner
+        self.started = time.monotonic()
+        self.training_seconds = 0.0
+        self._round_seconds = 0.0  # of the round in progress, up to its last step
+        UTILISATION.set_function(self.utilisation)
+
+    def utilisation(self) -> float:
+        """Time in inner steps over wall-clock time since the node started."""
+        return self.training_seconds / max(1e-9, time.monotonic() - self.started)
+
+    def __call__(self, step: int, loss: float, rate: float) -> None:
+        if step == 1:
+            self._round_seconds = 0.0
+        # ``rate`` is tokens since the round's first step over the seconds since then.
+        elapsed = step * self.tokens_per_step / rate if rate > 0 else self._round_seconds
+        self.training_seconds += elapsed - self._round_seconds
+        self._round_seconds = elapsed
+        INNER_STEPS.inc()
+        LOSS.set(loss)
+        TOKENS_PER_SECOND.set(rate)
+        if self.inner is not None:
+            self.inner(step, loss, rate)

@@ -1,0 +1,91 @@
+"""``node init`` / ``verifier init`` write commented TOML; ``node start`` / ``verifier run``
+read it under their flags, and a mistake in it is one line naming the key and the file."""
+
+from __future__ import annotations
+
+import tomllib
+
+import pytest
+
+from dilochain.cli.main import main
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def one_line_error(code: int, err: str, *needles: str) -> None:
+    assert code == 1 and "Traceback" not in err
+    lines = [line for line in err.splitlines() if line.startswith("error: ")]
+    assert len(lines) == 1 and all(n in lines[0] for n in needles), err
+
+
+@pytest.mark.parametrize("kind", ["node", "verifier"])
+def test_init_writes_commented_toml_with_the_given_flags(tmp_path, capsys, kind):
+    extra = ["--run", "r1"] if kind == "node" else ["--data", "/d1", "--data", "/d2"]
+    code, out, _ = run(capsys, kind, "init", "--home", str(tmp_path), "--key", "op",
+                       "--chain", "10.0.0.5:9090", "--no-auto-claim", *extra)  # fmt: skip
+    path = tmp_path / f"{kind}.toml"
+    assert code == 0 and str(path) in out
+    text = path.read_text()
+    assert text.count("\n# ") >= 8  # every key has its comment
+    values = tomllib.loads(text)
+    assert values["key"] == "op" and values["chain"] == "10.0.0.5:9090"
+    assert values["auto_claim"] is False and values["log_format"] == "text"
+    assert values["metrics_address"].startswith("127.0.0.1:")
+    if kind == "node":
+        assert values["run_id"] == "r1" and values["device"] == "cpu" and values["threads"] == 1
+    else:
+        assert values["data"] == ["/d1", "/d2"] and values["jobs"] == 2
+    # A second init does not overwrite it; --overwrite does.
+    code, _, err = run(capsys, kind, "init", "--home", str(tmp_path))
+    one_line_error(code, err, f"{path} exists")
+    assert run(capsys, kind, "init", "--home", str(tmp_path), "--overwrite")[0] == 0
+    assert "key" not in tomllib.loads(path.read_text())  # unset: commented out
+
+
+def test_init_refuses_a_bad_value(tmp_path, capsys):
+    code, _, err = run(capsys, "node", "init", "--home", str(tmp_path), "--threads", "0")
+    one_line_error(code, err, "--threads", "greater than or equal to 1")
+    assert not (tmp_path / "node.toml").exists()
+
+
+@pytest.mark.parametrize(
+    ("kind", "text", "needles"),
+    [
+        ("node", 'run_id = "r"\nkey = "op"\ncolour = "blue"\n',
+         ["node.toml", "unknown key 'colour'"]),
+        ("node", 'run_id = "r"\nkey = "op"\nthreads = "many"\n', ["node.toml: threads", "integer"]),
+        ("node", 'run_id = "r"\nkey = "op"\ndevice = "tpu"\n', ["node.toml: device", "'cpu'"]),
+        ("node", 'run_id = "r"\nkey = "op"\nmetrics_address = "nowhere"\n',
+         ["node.toml: metrics_address", "not host:port"]),
+        ("node", 'key = "op"\n', ["no run_id: give --run or set run_id in", "node.toml"]),
+        ("node", "run_id = \n", ["node.toml: not valid TOML"]),
+        ("verifier", 'key = "op"\njobs = 0\n', ["verifier.toml: jobs", "greater than or equal"]),
+        ("verifier", 'key = "op"\nrun_id = "r"\n', ["verifier.toml", "unknown key 'run_id'"]),
+        ("verifier", 'key = "op"\nbehavior = "always-pass"\n', ["unknown key 'behavior'"]),
+    ],
+)  # fmt: skip
+def test_a_mistake_in_the_file_is_one_line_naming_key_and_file(tmp_path, capsys, kind, text,
+                                                               needles):  # fmt: skip
+    (tmp_path / f"{kind}.toml").write_text(text)
+    command = ["node", "start"] if kind == "node" else ["verifier", "run"]
+    code, _, err = run(capsys, *command, "--home", str(tmp_path))
+    one_line_error(code, err, *needles)
+
+
+def test_flags_override_the_file(tmp_path, capsys):
+    (tmp_path / "node.toml").write_text('run_id = "r"\nkey = "op"\nthreads = "many"\n')
+    # The bad file value is overridden, so the next problem shows: the key is not in the keyring.
+    code, _, err = run(capsys, "node", "start", "--home", str(tmp_path), "--threads", "2")
+    one_line_error(code, err, "no key named 'op'")
+    code, _, err = run(capsys, "node", "start", "--home", str(tmp_path), "--threads", "-1")
+    one_line_error(code, err, "--threads:", "greater than or equal to 1")
+
+
+def test_an_explicit_config_must_exist(tmp_path, capsys):
+    missing = tmp_path / "elsewhere.toml"
+    code, _, err = run(capsys, "verifier", "run", "--home", str(tmp_path), "--config", str(missing))
+    one_line_error(code, err, f"{missing}: no such config file")
