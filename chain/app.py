@@ -246,6 +246,7 @@ class Application:
         rounds.end_block(end_ctx)
         beacon.end_block(end_ctx)  # a round's seed, before its challenges are drawn
         challenges.end_block(end_ctx)
+        registry.end_block(end_ctx)  # hosts that left: after their last round's slashes
         finalized = FinalizedBlock(
             StoredBlock(height, block_hash, time_ns, proposer),
             txs,

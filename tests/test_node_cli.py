@@ -16,7 +16,11 @@ from dilochain.keyring import Keyring
 from dilochain.poc_client import PocClient
 from dilochain.protocol import model_config
 from dilochain.protocol.params import DENOM
-from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgCreateRun
+from dilochain.protocol.pb.poc.v1.tx_pb2 import (
+    MsgCreateRun,
+    MsgDepositCollateral,
+    MsgRegisterHost,
+)
 from dilochain.testutil import shipped_data
 from dilochain.training.prepare import PrepareOptions, prepare
 from dilochain.training.run_config import make_run_config
@@ -245,3 +249,25 @@ def test_run_create_pins_model_tokenizer_and_data_and_checks_them_first(
     assert run.config.tokenizer_hash == pins.tokenizer_hash
     assert run.config.model_config == model_config.canonical(qwen)
     assert run.config.total_rounds == 3
+
+
+def test_leave(running_chain, run_id, operator):
+    home, address = operator
+    funder = running_chain.wallets[3]
+    running_chain.client.send_tokens(Address(address), 50_000_000, DENOM, funder).wait_to_complete(
+        poll_period=0.1
+    )
+    mine = Keyring(home / "keyring").wallet("op", PASSWORD)
+    msgs = [MsgDepositCollateral(depositor=address, amount="5000000"),
+            MsgRegisterHost(host=address, run_id=run_id, endpoint="127.0.0.1:1")]  # fmt: skip
+    broadcast(running_chain.client, mine, *msgs).wait_to_complete(poll_period=0.1)
+    env = {**os.environ, "DILOCHAIN_KEYRING_PASSWORD": PASSWORD}
+    cmd = [sys.executable, "-m", "dilochain.cli.main", "node", "leave", "--home", str(home),
+           "--key", "op", "--run", run_id, "--chain", running_chain.address]  # fmt: skip
+    left = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=env)
+    assert left.returncode == 0, left.stderr
+    assert f"{address} left run {run_id}" in left.stdout and "unbonds" in left.stdout
+    with PocClient(running_chain.address) as poc:
+        assert address not in {h.address for h in poc.hosts(run_id)}
+    again = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=env)
+    one_line_error(again, "is not a host of run")

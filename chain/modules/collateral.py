@@ -151,14 +151,21 @@ def _handle_withdraw(ctx: Context, msg: MsgWithdrawCollateral) -> MsgWithdrawCol
             codes.INVALID_REQUEST,
             f"withdrawal would leave {have - amount} bonded; registered runs require {held}",
         )
-    set_int(store, _bonded_key(who), have - amount)
+    return MsgWithdrawCollateralResponse(completion_time_unix=start_unbonding(ctx, who, amount))
+
+
+def start_unbonding(ctx: Context, who: str, amount: int) -> int:
+    """Move ``amount`` of ``who``'s bonded collateral into an unbonding entry, paid out after
+    the unbonding period (slashable meanwhile for faults committed before); its completion."""
+    store = ctx.store
+    set_int(store, _bonded_key(who), bonded(store, who) - amount)
     completion = ctx.time_s + ctx.params.poc.unbonding_period_seconds
     entry_id = get_int(store, _NEXT_ID)
     set_int(store, _NEXT_ID, entry_id + 1)
     store.set(_entry_key(who, completion, entry_id), _entry_value(amount, ctx.height))
     store.set(_queue_key(completion, who, entry_id), _entry_value(amount, ctx.height))
     ctx.emit("withdraw_collateral", depositor=who, amount=amount, completion_time=completion)
-    return MsgWithdrawCollateralResponse(completion_time_unix=completion)
+    return completion
 
 
 def end_block(ctx: Context) -> None:

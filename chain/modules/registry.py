@@ -15,11 +15,14 @@ from dilochain.protocol.pb.poc.v1 import query_pb2 as q
 from dilochain.protocol.pb.poc.v1.tx_pb2 import (
     MsgCreateRun,
     MsgCreateRunResponse,
+    MsgLeaveRun,
+    MsgLeaveRunResponse,
     MsgRegisterHost,
     MsgRegisterHostResponse,
 )
 from dilochain.protocol.pb.poc.v1.types_pb2 import Host, Run, RunConfig
 from dilochain.protocol.pb.poc.v1.types_pb2 import Params as ParamsProto
+from dilochain.protocol.schedule import window_at
 
 _RUN_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 
@@ -131,6 +134,45 @@ def jail(ctx: Context, run_id: str, address: str) -> None:
         ctx.emit("jail_host", run_id=run_id, host=address)
 
 
+def _leave_key(release_height: int, run_id: str, address: str) -> bytes:
+    return b"leave/%012d/" % release_height + run_id.encode() + b"/" + address.encode()
+
+
+def _handle_leave_run(ctx: Context, msg: MsgLeaveRun) -> MsgLeaveRunResponse:
+    run = require_run(ctx.store, msg.run_id)
+    if not is_host(ctx.store, msg.run_id, msg.host):
+        raise TxError(codes.INVALID_REQUEST, f"{msg.host} is not a host of run {msg.run_id!r}")
+    ctx.store.delete(_host_key(msg.run_id, msg.host))
+    # Rounds follow one another, so only the round whose period holds this block can still
+    # hold an undecided commit of the host: the hold ends when that round resolves.
+    window = window_at(run, ctx.params.poc, ctx.height)
+    running = window is not None and window.round < run.config.total_rounds
+    release = window.resolution if running else ctx.height
+    held = int(run.config.min_collateral)
+    ctx.store.set(_leave_key(release, msg.run_id, msg.host), b"%d" % held)
+    ctx.emit("leave_run", run_id=msg.run_id, host=msg.host, release_height=release)
+    return MsgLeaveRunResponse(release_height=release)
+
+
+def end_block(ctx: Context) -> None:
+    """For each host that left a run and whose hold ends at this block (after the round's
+    challenges were resolved and its slash taken): release the run's hold and start unbonding
+    all its free collateral."""
+    due = []
+    for key, value in ctx.store.iterate(b"leave/"):
+        _, release, run_id, address = key.decode().split("/", 3)
+        if int(release) > ctx.height:
+            break
+        due.append((key, run_id, address, int(value)))
+    for key, run_id, address, held in due:
+        ctx.store.delete(key)
+        collateral.release(ctx.store, address, held)
+        free = collateral.bonded(ctx.store, address) - collateral.locked(ctx.store, address)
+        if free > 0:
+            collateral.start_unbonding(ctx, address, free)
+        ctx.emit("host_left", run_id=run_id, host=address, unbonding=max(0, free))
+
+
 def _handle_create_run(ctx: Context, msg: MsgCreateRun) -> MsgCreateRunResponse:
     if not _RUN_ID.match(msg.run_id):
         raise TxError(codes.INVALID_REQUEST, f"run_id: invalid run id {msg.run_id!r}")
@@ -178,6 +220,7 @@ def _handle_register_host(ctx: Context, msg: MsgRegisterHost) -> MsgRegisterHost
 MSGS = [
     MsgSpec(MsgCreateRun, "creator", _handle_create_run),
     MsgSpec(MsgRegisterHost, "host", _handle_register_host),
+    MsgSpec(MsgLeaveRun, "host", _handle_leave_run),
 ]
 
 

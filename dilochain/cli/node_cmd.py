@@ -11,7 +11,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-from dilochain.cli.common import keyring, keyring_password
+from dilochain.cli.common import CliError, keyring, keyring_password
 from dilochain.cli.config_file import (
     Setting,
     add_init_and_start,
@@ -20,11 +20,12 @@ from dilochain.cli.config_file import (
     resolve,
     service_settings,
 )
-from dilochain.client import connect
+from dilochain.client import TxRefused, connect, submit
 from dilochain.logs import setup_logging
 from dilochain.metrics_http import serve_metrics
 from dilochain.node.config import BEHAVIOR_NAMES
 from dilochain.poc_client import PocClient
+from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgLeaveRun
 
 CONFIG_NAME = "node.toml"
 SETTINGS = [
@@ -69,7 +70,7 @@ def _add_settings(parser: argparse.ArgumentParser) -> None:
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``node`` command group."""
     node = sub.add_parser("node", help="run a host node").add_subparsers(
-        dest="node_cmd", required=True, metavar="{init,start}"
+        dest="node_cmd", required=True, metavar="{init,start,leave}"
     )
     start = add_init_and_start(node, "start", "train a run's rounds and commit them on chain",
                                _start, SETTINGS, _add_settings, _model)  # fmt: skip
@@ -83,6 +84,17 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="start before the run is created and wait for it",
     )
+    leave = node.add_parser(
+        "leave", help="leave the run: deregister now, unbond once the last round resolves"
+    )
+    _add_settings(leave)
+    leave.add_argument(
+        "--config",
+        type=Path,
+        default=None,
+        help=f"config file (default: HOME/{CONFIG_NAME} if there)",
+    )
+    leave.set_defaults(func=_leave)
     # The devnet's and the tests' dishonest hosts; not for operators.
     start.add_argument(
         "--behavior", default="honest", choices=BEHAVIOR_NAMES, help=argparse.SUPPRESS
@@ -159,4 +171,27 @@ def _start(args: argparse.Namespace) -> int:
         if metrics is not None:
             metrics.close()
     print(f"node stopped: {committed} rounds committed this session", flush=True)
+    return 0
+
+
+def _leave(args: argparse.Namespace) -> int:
+    from dilochain.node.config import NodeConfig
+
+    cfg = resolve(NodeConfig, config_path(args, CONFIG_NAME), SETTINGS, args, home=args.home)
+    ring = keyring(args.home)
+    ring.show(cfg.key)
+    wallet = ring.wallet(cfg.key, keyring_password())
+    client = connect(cfg.chain)
+    host = str(wallet.address())
+    try:
+        response = submit(client, wallet, MsgLeaveRun(host=host, run_id=cfg.run_id))
+    except TxRefused as err:
+        raise CliError(f"leaving run {cfg.run_id!r} refused: {err}") from None
+    release = response.events.get("leave_run", {}).get("release_height", "?")
+    with PocClient(cfg.chain) as poc:
+        unbonding = poc.params().unbonding_period_seconds
+    print(f"{host} left run {cfg.run_id} at block {response.height} (tx {response.hash}).\n"
+          f"Its collateral stays held until block {release}, when the round it left in is "
+          f"resolved (a slash for that round is taken first);\nthen all its free collateral "
+          f"unbonds and is paid back {unbonding} s later. Stop its `node start` now.")  # fmt: skip
     return 0

@@ -17,6 +17,7 @@ from dilochain.protocol.pb.poc.v1.tx_pb2 import (
     MsgCommitRound,
     MsgCreateRun,
     MsgDepositCollateral,
+    MsgLeaveRun,
     MsgOpenVerdict,
     MsgRegisterHost,
     MsgRevealBeacon,
@@ -42,6 +43,7 @@ def _seeds() -> dict[str, list[bytes]]:
         MsgWithdrawCollateral(depositor=alice, amount="10"),
         MsgCreateRun(creator=alice, run_id="fuzz", config=config),
         MsgRegisterHost(host=alice, run_id="fuzz", endpoint="127.0.0.1:1"),
+        MsgLeaveRun(host=alice, run_id="fuzz"),
         MsgCommitRound(host=alice, run_id="fuzz", round=0, ckpt_root=b"\1" * 32),
         MsgSubmitVerdict(verifier=alice, run_id="fuzz", host=bob, commitment=b"\4" * 32),
         MsgOpenVerdict(

@@ -60,6 +60,20 @@ class MsgRegisterHostResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
+class MsgLeaveRun(_message.Message):
+    __slots__ = ("host", "run_id")
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    host: str
+    run_id: str
+    def __init__(self, host: _Optional[str] = ..., run_id: _Optional[str] = ...) -> None: ...
+
+class MsgLeaveRunResponse(_message.Message):
+    __slots__ = ("release_height",)
+    RELEASE_HEIGHT_FIELD_NUMBER: _ClassVar[int]
+    release_height: int
+    def __init__(self, release_height: _Optional[int] = ...) -> None: ...
+
 class MsgCommitRound(_message.Message):
     __slots__ = ("host", "run_id", "round", "ckpt_root", "pseudo_grad_hash", "data_seed", "tokens", "loss", "base_hash", "eval_loss", "final_hash", "final_proof", "residual_hash")
     HOST_FIELD_NUMBER: _ClassVar[int]

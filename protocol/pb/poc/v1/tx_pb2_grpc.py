@@ -105,6 +105,11 @@ class MsgStub(object):
                 request_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgSubmitScreen.SerializeToString,
                 response_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgSubmitScreenResponse.FromString,
                 _registered_method=True)
+        self.LeaveRun = channel.unary_unary(
+                '/dilochain.poc.v1.Msg/LeaveRun',
+                request_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgLeaveRun.SerializeToString,
+                response_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgLeaveRunResponse.FromString,
+                _registered_method=True)
 
 
 class MsgServicer(object):
@@ -195,6 +200,12 @@ class MsgServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def LeaveRun(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MsgServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -267,6 +278,11 @@ def add_MsgServicer_to_server(servicer, server):
                     servicer.SubmitScreen,
                     request_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgSubmitScreen.FromString,
                     response_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgSubmitScreenResponse.SerializeToString,
+            ),
+            'LeaveRun': grpc.unary_unary_rpc_method_handler(
+                    servicer.LeaveRun,
+                    request_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgLeaveRun.FromString,
+                    response_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgLeaveRunResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -648,6 +664,33 @@ class Msg(object):
             '/dilochain.poc.v1.Msg/SubmitScreen',
             dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgSubmitScreen.SerializeToString,
             dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgSubmitScreenResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def LeaveRun(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/dilochain.poc.v1.Msg/LeaveRun',
+            dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgLeaveRun.SerializeToString,
+            dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgLeaveRunResponse.FromString,
             options,
             channel_credentials,
             insecure,
