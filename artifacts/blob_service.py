@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Callable, Iterator
 from concurrent import futures
 
@@ -13,6 +14,8 @@ from dilochain.artifacts.store import ArtifactError, ArtifactStore
 from dilochain.protocol.pb.node.v1 import blob_pb2, blob_pb2_grpc
 
 CHUNK = 1 << 20
+ATTEMPTS = 3  # passes over a hash's peers before a fetch gives up
+BACKOFF_SECONDS = 0.25  # before the second pass; doubled before each later one
 SERVED_BYTES = Counter("dilochain_artifact_served_bytes", "Artifact bytes sent to peers")
 FETCHED_BYTES = Counter("dilochain_artifact_fetched_bytes", "Artifact bytes fetched from peers")
 
@@ -53,6 +56,11 @@ def serve_blobs(store: ArtifactStore, address: str) -> tuple[grpc.Server, str]:
     return server, f"{address.rsplit(':', 1)[0]}:{port}"
 
 
+class PeerUnavailable(ArtifactError):
+    """A peer did not serve an artifact (down, unreachable, slow, or without it yet): worth
+    asking again. Any other :class:`ArtifactError` of a peer (corrupt bytes, too many) is not."""
+
+
 def fetch_blob(endpoint: str, digest: bytes, limit: int, timeout: float = 60.0) -> bytes:
     """Fetch an artifact from a host's blob service, hashing while it streams and stopping as
     soon as it passes ``limit`` bytes (no artifact of the run can be larger)."""
@@ -69,7 +77,7 @@ def fetch_blob(endpoint: str, digest: bytes, limit: int, timeout: float = 60.0) 
                 received += chunk.data
                 hasher.update(chunk.data)
         except grpc.RpcError as err:
-            raise ArtifactError(f"{endpoint}: {err.details() or err.code()}") from None
+            raise PeerUnavailable(f"{endpoint}: {err.details() or err.code()}") from None
     if hasher.digest() != digest:
         raise ArtifactError(f"artifact {digest.hex()[:16]}… from {endpoint} is corrupt")
     FETCHED_BYTES.inc(len(received))
@@ -92,24 +100,39 @@ class PeerFetchingStore:
         """Whether the local store has it."""
         return self.local.has(digest)
 
-    def get(self, digest: bytes) -> bytes:
-        """Local bytes, or the first peer's that hash right."""
+    def get(self, digest: bytes, attempts: int = ATTEMPTS) -> bytes:
+        """Local bytes, or the first peer's that hash right (see :func:`fetch_from_peers`)."""
         if self.local.has(digest):
             return self.local.get(digest)
-        data = fetch_from_peers(self.peers(), digest, self.limit)
+        data = fetch_from_peers(self.peers(), digest, self.limit, attempts)
         self.local.put(data, digest)  # hash-checked by the fetch
         return data
 
 
-def fetch_from_peers(endpoints: list[str], digest: bytes, limit: int) -> bytes:
+def fetch_from_peers(
+    endpoints: list[str], digest: bytes, limit: int, attempts: int = ATTEMPTS,
+    backoff: float = BACKOFF_SECONDS,
+) -> bytes:  # fmt: skip
     """The first of ``endpoints`` that serves ``digest`` (hash-checked, at most ``limit``
-    bytes); :class:`ArtifactError` lists why each failed."""
-    errors = []
-    for endpoint in endpoints:
-        try:
-            return fetch_blob(endpoint, digest, limit)
-        except ArtifactError as err:
-            errors.append(str(err))
+    bytes). Up to ``attempts`` passes over the peers, with exponential backoff between them; a
+    peer that sent bad bytes is not asked again. :class:`ArtifactError` says why each failed."""
+    errors: dict[str, str] = {}
+    left = list(dict.fromkeys(endpoints))
+    for attempt in range(attempts):
+        if attempt:
+            time.sleep(backoff * 2 ** (attempt - 1))
+        for endpoint in list(left):
+            try:
+                return fetch_blob(endpoint, digest, limit)
+            except PeerUnavailable as err:
+                errors[endpoint] = str(err)
+            except ArtifactError as err:
+                errors[endpoint] = str(err)
+                left.remove(endpoint)
+        if not left:
+            break
+    tries = f" after {attempt + 1} tries" if attempt else ""
     raise ArtifactError(
-        f"artifact {digest.hex()[:16]}… is on no peer ({'; '.join(errors) or 'no peers'})"
+        f"artifact {digest.hex()[:16]}… is on no peer{tries} "
+        f"({'; '.join(errors.values()) or 'no peers'})"
     )

@@ -97,3 +97,18 @@ class LocalArtifactStore:
     def has(self, digest: bytes) -> bool:
         """Whether the file exists."""
         return self._path(digest).exists()
+
+    def size(self, digest: bytes) -> int:
+        """Bytes the artifact takes on disk (0 if absent)."""
+        try:
+            return self._path(digest).stat().st_size
+        except FileNotFoundError:
+            return 0
+
+    def delete(self, digest: bytes) -> None:
+        """Remove the artifact (nothing if absent)."""
+        self._path(digest).unlink(missing_ok=True)
+
+    def total_bytes(self) -> int:
+        """Bytes of every artifact file (links to served files count as nothing)."""
+        return sum(p.stat().st_size for p in self.root.glob("??/*") if not p.is_symlink())

@@ -65,22 +65,25 @@ class Aggregator:
 
     def fetch(self, digest: bytes) -> bytes:
         """An artifact from the local store or a peer, waiting for a peer that is restarting."""
-        deadline = time.monotonic() + self.patience
+        deadline, logged = time.monotonic() + self.patience, False
         while True:
             try:
                 return self.store.get(digest)
             except ArtifactError as err:
                 if time.monotonic() > deadline:
                     raise
-                log.warning("waiting for artifact %s: %s", digest.hex()[:12], err)
+                if not logged:
+                    log.warning("waiting up to %.0f s for artifact %s: %s", self.patience,
+                                digest.hex()[:12], err)  # fmt: skip
+                    logged = True
                 time.sleep(1.0)
 
     def prefetch(self, round_: int) -> None:
         """Fetch the round's committed pseudo-gradients that are not here yet."""
         for c in self.poc.commits(self.run_id, round_):
             if not self.store.has(c.pseudo_grad_hash):
-                try:
-                    self.store.get(c.pseudo_grad_hash)
+                try:  # one pass over the peers: this runs in the node's polling loops
+                    self.store.get(c.pseudo_grad_hash, attempts=1)
                 except ArtifactError as err:
                     log.debug("prefetch of %s failed: %s", c.pseudo_grad_hash.hex()[:12], err)
 

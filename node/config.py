@@ -32,6 +32,9 @@ class NodeConfig(BaseModel):
     threads: int = Field(default=1, ge=1)
     nproc_per_node: int = Field(default=1, ge=1, le=64)  # local ranks training data-parallel
     compile: bool = False  # torch.compile the model (the chain must verify in tolerance mode)
+    keep_global_states: int = Field(default=4, ge=1)  # newest rounds' global states kept
+    archive_every: int = Field(default=10, ge=0)  # and every K-th round's (0: none)
+    keep_decided_rounds: int = Field(default=1, ge=1)  # rounds a decided round's artifacts stay
     metrics_address: MetricsAddress = ""  # Prometheus metrics (empty: none)
     auto_claim: bool = True  # claim every claimable epoch and what has vested
     log_format: LogFormat = "text"

@@ -28,6 +28,7 @@ from dilochain.node.aggregation import Aggregator, GlobalView
 from dilochain.node.behaviors import Behavior, RoundJob
 from dilochain.node.config import NodeConfig
 from dilochain.node.errors import NodeError
+from dilochain.node.pruning import Ledger, Retention
 from dilochain.node.ranks import HostRanks
 from dilochain.node.resume import ResumeState
 from dilochain.poc_client import InsufficientFunds, PocClient, ensure_bonded
@@ -106,6 +107,9 @@ class HostNode:
         self.eval_losses: dict[int, float] = {}
         self.checkpoint_hashes: list[bytes] = []  # of the last round this node committed
         self._send_lock = threading.Lock()  # one signer, one sequence: one tx at a time
+        self.ledger = Ledger(cfg.state_dir)
+        self.retention = Retention(cfg.keep_global_states, cfg.archive_every,
+                                   cfg.keep_decided_rounds)  # fmt: skip
 
     # ---- chain -------------------------------------------------------------------------------
     def _query_run(self) -> Run:
@@ -208,6 +212,7 @@ class HostNode:
 
     def _save(self, view: GlobalView, attempted: int) -> None:
         self.local.put(view.encoded)
+        self.ledger.record(view.round, "global", [view.hash])
         record = ResumeState(view.round, view.hash, attempted, self.checkpoint_hashes)
         record.save(self._state_file())
 
@@ -248,6 +253,41 @@ class HostNode:
         log.info("round %d: eval loss %.4f", nxt.round, self.evaluate(nxt))
         return nxt
 
+    def catch_up(self, view: GlobalView, round_: int, attempted: int) -> GlobalView:
+        """``view`` advanced to ``round_``, saved after each step. If a pseudo-gradient (or a
+        global state) it needs is on no peer, it logs one line and takes the chain's newest
+        recorded global state instead, when there is a newer one; it returns a view short of
+        ``round_`` when it could not get there (the node then sits the round out)."""
+        while view.round < round_:
+            try:
+                view = self.advance(view)
+            except ArtifactError as err:
+                log.warning("round %d: cannot aggregate round %d (%s); resyncing from the "
+                            "chain's global checkpoints", round_, view.round, err)  # fmt: skip
+                try:
+                    latest = self.aggregator.latest()
+                except ArtifactError as again:
+                    log.warning("round %d: sitting it out: %s", round_, again)
+                    return view
+                if latest is None or latest.round <= view.round:
+                    log.warning("round %d: sitting it out: no newer global state recorded",
+                                round_)  # fmt: skip
+                    return view
+                view = latest
+            self._save(view, attempted)
+        return view
+
+    def prune(self, aggregated: range, resolved: int) -> None:
+        """Note the peers' pseudo-gradients of the ``aggregated`` rounds, then delete what no
+        longer matters once round ``resolved`` is decided (:mod:`dilochain.node.pruning`)."""
+        for r in aggregated:
+            hashes = [c.pseudo_grad_hash for c in self.poc.commits(self.cfg.run_id, r)]
+            self.ledger.record(r, "pseudo_grad", hashes)
+        gone = self.ledger.prune(self.local, resolved, self.retention)
+        if gone:
+            log.info("pruned %d artifacts (%.1f MB) of rounds up to %d", len(gone),
+                     sum(size for _, size in gone) / 1e6, resolved)  # fmt: skip
+
     # ---- one round ---------------------------------------------------------------------------
     def publish_and_commit(self, view: GlobalView, result: RoundResult, window_end: int) -> bool:
         """Publish a round's artifacts and commit their hashes; False if the chain refused or
@@ -257,6 +297,9 @@ class HostNode:
             self.local.put(data, digest)
         pg_hash = self.local.put(result.pseudo_grad)
         residual_hash = self.local.put(result.residual)
+        self.ledger.record(view.round, "checkpoint", result.checkpoint_hashes)
+        self.ledger.record(view.round, "pseudo_grad", [pg_hash])
+        self.ledger.record(view.round, "residual", [residual_hash])
         metrics.PROOF_SECONDS.inc(result.proof_seconds + time.perf_counter() - started)
         metrics.BYTES_PUBLISHED.inc(sum(map(len, result.checkpoints)) + len(result.pseudo_grad)
                                     + len(result.residual))  # fmt: skip
@@ -358,9 +401,13 @@ class HostNode:
             if info.height + 1 < info.window_start:
                 self._wait_for_height(info.window_start - 1, stop)  # the round has not begun
                 continue
-            while view.round < info.round:
-                view = self.advance(view)
-                self._save(view, attempted)
+            before = view.round
+            view = self.catch_up(view, info.round, attempted)
+            if view.round > before:
+                self.prune(range(before, view.round), info.round - 1)
+            if view.round < info.round:  # an artifact it needs is on no peer: sit this out
+                self._wait_for_height(info.resolution_height, stop)
+                continue
             in_window = info.height + 1 <= info.window_end
             commits = self.poc.commits(self.cfg.run_id, view.round)
             mine = any(c.host == self.address for c in commits)

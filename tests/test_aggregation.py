@@ -6,8 +6,9 @@ from __future__ import annotations
 import torch
 
 from dilochain.artifacts.blob_service import PeerFetchingStore
-from dilochain.artifacts.store import LocalArtifactStore
+from dilochain.artifacts.store import ArtifactError, LocalArtifactStore
 from dilochain.node.aggregation import Aggregator, GlobalView
+from dilochain.node.host import HostNode
 from dilochain.protocol.pb.poc.v1.types_pb2 import RoundCommit
 from dilochain.testutil import shipped_data
 from dilochain.training.compress import compress, decompress
@@ -71,3 +72,34 @@ def test_a_round_below_min_hosts_carries_the_global_state_over(tmp_path):
     assert carried.round == 1 and carried.hash == view.hash  # θ and the momentum, unchanged
     enough = Aggregator(FakePoc(commits), "r", CFG, store, patience=0, min_hosts=2)
     assert enough.advance(view).hash != view.hash
+
+
+class _Host:
+    """What HostNode.catch_up uses: an aggregator that fails for some rounds, and saves."""
+
+    def __init__(self, unreachable: set[int], latest: GlobalView | None):
+        self.unreachable, self.recorded, self.saved = unreachable, latest, []
+        self.aggregator = self
+
+    def advance(self, view: GlobalView) -> GlobalView:
+        if view.round in self.unreachable:
+            raise ArtifactError(f"artifact of round {view.round} is on no peer after 3 tries")
+        return GlobalView(view.round + 1, view.state)
+
+    def latest(self) -> GlobalView | None:
+        return self.recorded
+
+    def _save(self, view: GlobalView, attempted: int) -> None:
+        self.saved.append(view.round)
+
+
+def test_a_host_that_cannot_aggregate_resyncs_from_the_chain_or_sits_out(caplog):
+    state = {"w": torch.zeros(2)}
+    host = _Host(unreachable={1}, latest=GlobalView(2, state))
+    view = HostNode.catch_up(host, GlobalView(0, state), 3, attempted=0)
+    assert view.round == 3 and host.saved == [1, 2, 3]  # 0 → 1, resync to 2, 2 → 3
+    assert "cannot aggregate round 1 (artifact of round 1 is on no peer" in caplog.text
+    # No newer recorded state: it stops short, and the node sits the round out.
+    host = _Host(unreachable={1}, latest=GlobalView(1, state))
+    assert HostNode.catch_up(host, GlobalView(0, state), 3, attempted=0).round == 1
+    assert "sitting it out: no newer global state recorded" in caplog.text

@@ -172,6 +172,10 @@ def test_devnet_up_catches_the_cheater_and_pays_everyone(tmp_path):
                 assert claim["amount"] // 2 <= claim["paid"]
                 paid += claim["paid"]
         assert not members["host-3"]["claims"]
+        # Hosts pruned round 0's checkpoints and pseudo-gradients once round 1 was decided.
+        for i in range(3):
+            log = (Path(members[f"host-{i}"]["home"]) / "node.log").read_text()
+            assert "pruned " in log and "artifacts (" in log, f"host-{i} pruned nothing"
         # Hosts and verifiers claimed the epochs that closed while they ran, themselves.
         auto = {(name, c["epoch"]) for name, m in members.items() for c in m["claims"]
                 if c["by"] == "auto-claim"}  # fmt: skip

@@ -88,7 +88,9 @@ def test_hosts_train_rounds_and_agree_on_global_checkpoints(tmp_path):
         poc = PocClient(chain.address)
 
         def spawn(home, *extra):
-            return spawn_node(home, "net", "host", chain.address, PASSWORD, *extra)
+            # Every artifact kept: the test recomputes each global state from them afterwards.
+            keep = ["--keep-decided-rounds", str(ROUNDS)]
+            return spawn_node(home, "net", "host", chain.address, PASSWORD, *keep, *extra)
 
         procs = [spawn(home, "--data", str(data)) for home in homes[:3]]
 

@@ -7,12 +7,15 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
 import pytest
 from cosmpy.crypto.address import Address
 
+from dilochain.artifacts.store import LocalArtifactStore
 from dilochain.client import broadcast
 from dilochain.keyring import Keyring
+from dilochain.node.pruning import Ledger
 from dilochain.poc_client import PocClient
 from dilochain.protocol import model_config
 from dilochain.protocol.params import DENOM
@@ -271,3 +274,29 @@ def test_leave(running_chain, run_id, operator):
         assert address not in {h.address for h in poc.hosts(run_id)}
     again = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=env)
     one_line_error(again, "is not a host of run")
+
+
+def test_prune_dry_run_then_prune(running_chain, operator):
+    creator = running_chain.wallets[1]
+    cfg = make_run_config(shipped_data()[1], "tiny", min_collateral="5000000", round_blocks=2)
+    msg = MsgCreateRun(creator=str(creator.address()), run_id="quick", config=cfg)
+    broadcast(running_chain.client, creator, msg).wait_to_complete(poll_period=0.1)
+    home, _ = operator
+    store, ledger = LocalArtifactStore(home / "artifacts"), Ledger(home / "node" / "quick")
+    (home / "node" / "quick").mkdir(parents=True)
+    ledger.record(0, "checkpoint", [store.put(b"step %d" % i) for i in range(3)])
+    ledger.record(0, "global", [store.put(b"theta 0")])
+    with PocClient(running_chain.address) as poc:
+        while poc.round_info("quick").round < 2:  # round 0 decided a round ago
+            time.sleep(0.2)
+    cmd = [sys.executable, "-m", "dilochain.cli.main", "node", "prune", "--home", str(home),
+           "--key", "op", "--run", "quick", "--chain", running_chain.address]  # fmt: skip
+    dry = subprocess.run([*cmd, "--dry-run"], capture_output=True, text=True, timeout=60)
+    assert dry.returncode == 0, dry.stderr
+    assert "would delete" in dry.stdout and "checkpoint" in dry.stdout
+    assert "global" not in dry.stdout  # the newest global state stays
+    assert len(list((home / "artifacts").glob("??/*"))) == 4
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and "deleted" in done.stdout, done.stderr
+    assert len(list((home / "artifacts").glob("??/*"))) == 1
+    assert [e.kind for e in ledger.entries()] == ["global"]

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+from rich.table import Table
 
 from dilochain.cli.common import CliError, keyring, keyring_password
 from dilochain.cli.config_file import (
@@ -41,6 +42,13 @@ SETTINGS = [
     Setting("artifacts", "--artifacts", None, "Artifact directory (default: HOME/artifacts)."),
     Setting("blob_address", "--blob-address", "127.0.0.1:0",
             "Where this host serves its artifacts to verifiers and peers (port 0: any)."),
+    Setting("keep_global_states", "--keep-global-states", 4,
+            "Global states kept: the newest N rounds'."),
+    Setting("archive_every", "--archive-every", 10,
+            "Also keep every K-th round's global state, as an archive (0: none)."),
+    Setting("keep_decided_rounds", "--keep-decided-rounds", 1,
+            "A round's checkpoints and pseudo-gradients (and, a round longer, its residual) are\n"
+            "deleted this many rounds after its challenges are decided (more: for audits)."),
 ]  # fmt: skip
 
 
@@ -61,6 +69,24 @@ def _add_settings(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--blob-address", default=none)
     parser.add_argument("--threads", type=int, default=none, help="torch CPU threads (per rank)")
     parser.add_argument(
+        "--keep-global-states",
+        type=int,
+        default=none,
+        help="global states kept: the newest N rounds' (default 4)",
+    )
+    parser.add_argument(
+        "--archive-every",
+        type=int,
+        default=none,
+        help="also keep every K-th round's global state (default 10; 0: none)",
+    )
+    parser.add_argument(
+        "--keep-decided-rounds",
+        type=int,
+        default=none,
+        help="rounds a decided round's artifacts stay (default 1)",
+    )
+    parser.add_argument(
         "--nproc-per-node", type=int, default=none,
         help="local processes training each step data-parallel (one GPU each with --device "
         "cuda); the run's batch size must divide by it",
@@ -70,7 +96,7 @@ def _add_settings(parser: argparse.ArgumentParser) -> None:
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``node`` command group."""
     node = sub.add_parser("node", help="run a host node").add_subparsers(
-        dest="node_cmd", required=True, metavar="{init,start,leave}"
+        dest="node_cmd", required=True, metavar="{init,start,leave,prune}"
     )
     start = add_init_and_start(node, "start", "train a run's rounds and commit them on chain",
                                _start, SETTINGS, _add_settings, _model)  # fmt: skip
@@ -95,6 +121,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         help=f"config file (default: HOME/{CONFIG_NAME} if there)",
     )
     leave.set_defaults(func=_leave)
+    prune = node.add_parser("prune", help="delete artifacts that no longer matter (see --dry-run)")
+    _add_settings(prune)
+    prune.add_argument(
+        "--config",
+        type=Path,
+        default=None,
+        help=f"config file (default: HOME/{CONFIG_NAME} if there)",
+    )
+    prune.add_argument("--dry-run", action="store_true", help="only show what would go")
+    prune.set_defaults(func=_prune)
     # The devnet's and the tests' dishonest hosts; not for operators.
     start.add_argument(
         "--behavior", default="honest", choices=BEHAVIOR_NAMES, help=argparse.SUPPRESS
@@ -194,4 +230,35 @@ def _leave(args: argparse.Namespace) -> int:
           f"Its collateral stays held until block {release}, when the round it left in is "
           f"resolved (a slash for that round is taken first);\nthen all its free collateral "
           f"unbonds and is paid back {unbonding} s later. Stop its `node start` now.")  # fmt: skip
+    return 0
+
+
+def _prune(args: argparse.Namespace) -> int:
+    from dilochain.artifacts.store import LocalArtifactStore
+    from dilochain.node.config import NodeConfig
+    from dilochain.node.pruning import Ledger, Retention
+
+    cfg = resolve(NodeConfig, config_path(args, CONFIG_NAME), SETTINGS, args, home=args.home)
+    connect(cfg.chain)  # a clear error if no chain answers
+    with PocClient(cfg.chain) as poc:
+        if poc.run(cfg.run_id) is None:
+            raise CliError(f"unknown run {cfg.run_id!r}")
+        info = poc.round_info(cfg.run_id)
+    store = LocalArtifactStore(cfg.artifact_dir)
+    retention = Retention(cfg.keep_global_states, cfg.archive_every, cfg.keep_decided_rounds)
+    resolved = info.round - 1  # rounds follow one another: the one before is decided
+    gone = Ledger(cfg.state_dir).prune(store, resolved, retention, dry_run=args.dry_run)
+    table = Table("kind", "rounds", "artifacts", "MB",
+                  title=("would delete" if args.dry_run else "deleted")
+                  + f" (rounds up to {resolved} are decided)")  # fmt: skip
+    for kind in ("checkpoint", "pseudo_grad", "residual", "global"):
+        mine = [(e, size) for e, size in gone if e.kind == kind]
+        if mine:
+            rounds = sorted({e.round for e, _ in mine})
+            table.add_row(kind, f"{rounds[0]}-{rounds[-1]}", str(len(mine)),
+                          f"{sum(size for _, size in mine) / 1e6:.1f}")  # fmt: skip
+    Console().print(table)
+    print(f"{'would free' if args.dry_run else 'freed'} "
+          f"{sum(size for _, size in gone) / 1e6:.1f} MB; {store.total_bytes() / 1e6:.1f} MB "
+          f"stored in {store.root}")  # fmt: skip
     return 0

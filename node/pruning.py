@@ -1,0 +1,106 @@
+"""Disk that does not grow without bound: a host's artifacts live as long as they can matter.
+
+The artifact store is content-addressed and knows nothing of rounds, so the host records in a
+ledger (``artifacts.jsonl`` in its state folder) what it stored for which round and why. Once a
+round's challenges are decided (plus a margin of rounds, for peers that restart and verifiers
+that are late), its segment checkpoints and pseudo-gradients can go; a round's error-feedback
+residual one round later (the next round's commit is checked against it); global states are
+kept for the newest ``keep`` rounds plus every ``archive_every``-th round. A hash that any kept
+entry still names is never deleted. The dataset files the host serves are not in the ledger.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Literal
+
+from dilochain.artifacts.store import LocalArtifactStore
+
+Kind = Literal["checkpoint", "pseudo_grad", "residual", "global"]
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One artifact the host stored for a round."""
+
+    round: int
+    kind: Kind
+    hash: str  # hex
+
+
+@dataclass(frozen=True)
+class Retention:
+    """How long artifacts are kept (node config: ``keep_global_states``, ``archive_every``)."""
+
+    keep_global_states: int = 4
+    archive_every: int = 10  # 0: no archive
+    margin_rounds: int = 1
+
+
+def prunable(entries: list[Entry], resolved: int, retention: Retention) -> list[Entry]:
+    """The entries that can go once round ``resolved`` is decided (-1: none is)."""
+    newest = max((e.round for e in entries if e.kind == "global"), default=-1)
+    margin = retention.margin_rounds
+    keep, drop = [], []
+    for e in entries:
+        if e.kind == "global":
+            archived = retention.archive_every and e.round % retention.archive_every == 0
+            recent = e.round > newest - retention.keep_global_states
+            gone = e.round + margin <= resolved and not archived and not recent
+        elif e.kind == "residual":
+            gone = e.round + 1 + margin <= resolved
+        else:
+            gone = e.round + margin <= resolved
+        (drop if gone else keep).append(e)
+    kept = {e.hash for e in keep}
+    return [e for e in drop if e.hash not in kept]
+
+
+class Ledger:
+    """The append-only record of what a host stored, rewritten without what was pruned."""
+
+    def __init__(self, state_dir: Path):
+        self.path = state_dir / "artifacts.jsonl"
+        self._lock = state_dir / "artifacts.lock"
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        with self._lock.open("a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            yield
+
+    def record(self, round_: int, kind: Kind, digests: list[bytes]) -> None:
+        """Note that ``digests`` were stored for ``round_`` as ``kind``."""
+        lines = "".join(json.dumps(asdict(Entry(round_, kind, d.hex()))) + "\n" for d in digests)
+        with self._locked(), self.path.open("a") as out:
+            out.write(lines)
+
+    def entries(self) -> list[Entry]:
+        """Every entry (duplicates merged), in order."""
+        if not self.path.exists():
+            return []
+        found = (Entry(**json.loads(line)) for line in self.path.read_text().splitlines())
+        return list(dict.fromkeys(found))
+
+    def prune(
+        self, store: LocalArtifactStore, resolved: int, retention: Retention, dry_run: bool = False
+    ) -> list[tuple[Entry, int]]:
+        """Delete what :func:`prunable` allows (unless ``dry_run``); (entry, bytes) of each."""
+        with self._locked():
+            entries = self.entries()
+            going = prunable(entries, resolved, retention)
+            sizes = [(e, store.size(bytes.fromhex(e.hash))) for e in going]
+            if dry_run or not going:
+                return sizes
+            for e in going:
+                store.delete(bytes.fromhex(e.hash))
+            left = set(going)
+            tmp = self.path.with_suffix(".tmp")
+            tmp.write_text("".join(json.dumps(asdict(e)) + "\n" for e in entries if e not in left))
+            tmp.replace(self.path)
+        return sizes

@@ -1,0 +1,50 @@
+"""Pruning: a host's artifact store levels off instead of growing with every round."""
+
+from __future__ import annotations
+
+import os
+
+from dilochain.artifacts.store import LocalArtifactStore
+from dilochain.node.pruning import Entry, Ledger, Retention, prunable
+
+
+def test_what_goes_and_when():
+    entries = [
+        Entry(3, "checkpoint", "c3"), Entry(3, "pseudo_grad", "p3"), Entry(3, "residual", "r3"),
+        Entry(4, "checkpoint", "c4"), *(Entry(r, "global", f"g{r}") for r in range(11)),
+        Entry(5, "pseudo_grad", "g5"),  # a hash another (kept) entry names is never deleted
+    ]  # fmt: skip
+    keep = Retention(keep_global_states=3, archive_every=5, margin_rounds=1)
+    names = lambda resolved: {e.hash for e in prunable(entries, resolved, keep)}  # noqa: E731
+    assert names(3) == {"g1", "g2"}  # round 3 is decided, the margin keeps it a round more
+    assert names(4) == {"c3", "p3", "g1", "g2", "g3"}  # the residual lives a round longer
+    assert names(5) == {"c3", "p3", "r3", "c4", "g1", "g2", "g3", "g4"}
+    # Global states: the newest 3 (8, 9, 10) and the archive (0, 5, 10) stay, whatever is decided.
+    assert names(100) - {"c3", "p3", "r3", "c4"} == {"g1", "g2", "g3", "g4", "g6", "g7"}
+
+
+def play(tmp_path, rounds: int, retention: Retention | None) -> list[int]:
+    """A host's store over ``rounds`` rounds (its checkpoints, its and two peers'
+    pseudo-gradients, its residual, the next global state), pruned as each round resolves;
+    the store's bytes after each round."""
+    store = LocalArtifactStore(tmp_path / "artifacts")
+    ledger = Ledger(tmp_path)
+    sizes = []
+    for r in range(rounds):
+        for kind, n in (("checkpoint", 3), ("pseudo_grad", 3), ("residual", 1), ("global", 1)):
+            ledger.record(r, kind, [store.put(os.urandom(1000)) for _ in range(n)])
+        if retention is not None:
+            ledger.prune(store, r - 1, retention)  # round r - 1 resolved as round r began
+        sizes.append(store.total_bytes())
+    return sizes
+
+
+def test_the_store_levels_off(tmp_path):
+    grows = play(tmp_path / "a", 30, None)
+    assert grows[29] == 30 * 8000  # everything, forever
+    flat = play(tmp_path / "b", 30, Retention(keep_global_states=4, archive_every=0))
+    assert flat[10] == flat[20] == flat[29] < 30_000  # levels off after a few rounds
+    archived = play(tmp_path / "c", 30, Retention(keep_global_states=4, archive_every=10))
+    assert archived[29] - archived[11] == 2000  # rounds 10 and 20 kept as an archive, and only them
+    # The ledger forgets what was deleted.
+    assert len(Ledger(tmp_path / "b").entries()) < 60
