@@ -8,7 +8,7 @@ node's own model, data shards and step code. Prints final held-out loss, bytes s
 and the ratio to DDP (a node's proof work is ``bench/proof_work.py``).
 
     .venv/bin/python -m bench.diloco_vs_ddp [--steps 1000] [--workers 4] [--h 50,200]
-        [--compressors fp32,int8,dct-top4] [--delayed] [--data DIR] [--jobs 2]
+        [--compressors fp32,int8,dct-top4] [--delayed] [--churn 0.25] [--data DIR] [--jobs 2]
     .venv/bin/python -m bench.diloco_vs_ddp --long   # 5,000 steps, H=50 (100 outer steps),
                                                      # every compressor
 """
@@ -66,11 +66,19 @@ def run_ddp(cfg, corpus, workers, steps, heldout) -> tuple[float, int]:
     return eval_loss(model, heldout), steps * 4 * parameter_count(model)
 
 
-def run_diloco(cfg, corpus, workers, steps, heldout, delayed=False) -> tuple[float, int]:
+def absent(workers: list[str], round_: int, churn: float) -> set[str]:
+    """The ``churn`` fraction of ``workers`` that sit round ``round_`` out (a fixed draw)."""
+    order = sorted(workers, key=lambda w: hashlib.sha256(f"churn/{round_}/{w}".encode()).digest())
+    return set(order[: round(churn * len(workers))])
+
+
+def run_diloco(cfg, corpus, workers, steps, heldout, delayed=False, churn=0.0) -> tuple[float, int]:
     """DiLoCo with H = cfg.inner_steps and cfg.compression ("fp32": none). ``delayed``: the
     one-round-delayed outer step of overlapped rounds (DiLoCoX, Streaming DiLoCo): round r
     trains from the state that lacks round r-1's aggregate, which is applied once round r has
-    trained. Returns (eval loss, bytes sent per worker)."""
+    trained. ``churn``: that fraction of the workers, drawn anew each round, is absent (trains
+    nothing; as on chain, its next round starts without an error-feedback residual). Returns
+    (eval loss, bytes sent per worker)."""
     model = build_model(cfg.model_config, cfg.seed)
     state = initial_global({n: p.detach().clone() for n, p in model.named_parameters()})
     residuals: dict[str, dict | None] = dict.fromkeys(workers)
@@ -78,7 +86,11 @@ def run_diloco(cfg, corpus, workers, steps, heldout, delayed=False) -> tuple[flo
     for round_ in range(steps // cfg.inner_steps):
         deltas = []
         start = params_of(state)
+        away = absent(workers, round_, churn)
         for worker in workers:
+            if worker in away:
+                residuals[worker] = None
+                continue
             inner = fresh_inner_state(model, cfg, start)
             shard = corpus.shard_of(cfg.seed, worker)
             seed = int.from_bytes(hashlib.sha256(f"{worker}/{round_}".encode()).digest()[:8], "big")
@@ -106,7 +118,7 @@ def run_diloco(cfg, corpus, workers, steps, heldout, delayed=False) -> tuple[flo
 
 def _method(job: tuple) -> tuple[str, float, int, float]:
     """One method in a worker process: (name, eval loss, bytes per worker, seconds)."""
-    name, h, compression, delayed, args = job
+    name, h, compression, delayed, churn, args = job
     set_deterministic(args.threads)
     corpus, pins = _data(args.data)
     cfg = make_run_config(pins, "small", model=BENCH_MODEL, total_rounds=max(1, args.steps // h),
@@ -116,7 +128,7 @@ def _method(job: tuple) -> tuple[str, float, int, float]:
     if compression is None:
         loss, sent = run_ddp(cfg, corpus, workers, args.steps, heldout)
     else:
-        loss, sent = run_diloco(cfg, corpus, workers, args.steps, heldout, delayed)
+        loss, sent = run_diloco(cfg, corpus, workers, args.steps, heldout, delayed, churn)
     return name, loss, sent, time.perf_counter() - t
 
 
@@ -139,6 +151,9 @@ def main() -> None:
                         help="fp32 (none) or run compressors, comma-separated")  # fmt: skip
     parser.add_argument("--delayed", action="store_true",
                         help="also each DiLoCo method, outer step a round late")  # fmt: skip
+    parser.add_argument("--churn", type=float, default=0.0,
+                        help="also each DiLoCo method with this fraction of workers absent in "
+                        "each round (a new draw every round)")  # fmt: skip
     parser.add_argument("--long", action="store_true",
                         help="5,000 steps at H=50 (100 outer steps), every compressor")  # fmt: skip
     args = parser.parse_args()
@@ -150,12 +165,16 @@ def main() -> None:
     console.print(f"model: {parameter_count(build_model(llama_config(corpus), 1)):,} parameters; "
                   f"{args.workers} workers x {args.steps} steps; data {corpus.root} "
                   f"({sum(s.tokens for s in corpus.manifest.shards):,} tokens)")  # fmt: skip
-    jobs = [("synchronous DP", args.steps, None, False, args)]
+    jobs = [("synchronous DP", args.steps, None, False, 0.0, args)]
     for h in map(int, args.h.split(",")):
         for c in args.compressors.split(","):
-            jobs.append((f"DiLoCo H={h} {c}", h, c, False, args))
+            jobs.append((f"DiLoCo H={h} {c}", h, c, False, 0.0, args))
             if args.delayed:
-                jobs.append((f"DiLoCo H={h} {c}, outer step 1 round late", h, c, True, args))
+                jobs.append((f"DiLoCo H={h} {c}, outer step 1 round late", h, c, True, 0.0,
+                             args))  # fmt: skip
+            if args.churn:
+                jobs.append((f"DiLoCo H={h} {c}, {args.churn:.0%} of workers absent each round",
+                             h, c, False, args.churn, args))  # fmt: skip
     with multiprocessing.get_context("spawn").Pool(args.jobs) as pool:
         results = {}
         for name, loss, sent, seconds in pool.imap_unordered(_method, jobs):
