@@ -28,7 +28,7 @@ from dilochain.training.train_step import set_deterministic
 
 HOST = "dilo1joiner"
 # (name, hidden, layers, heads): Llama shapes, growing (sequences of 64 tokens).
-SIZES = [("tiny", 64, 1, 2), ("small", 256, 4, 4), ("medium", 512, 6, 8), ("large", 768, 8, 12)]
+SIZES = [("tiny", 64, 1, 2), ("small", 256, 4, 4), ("medium", 512, 6, 8)]
 
 
 def join(name: str, shape: tuple, h: int, root: Path) -> tuple[int, int, float, float]:
@@ -36,7 +36,7 @@ def join(name: str, shape: tuple, h: int, root: Path) -> tuple[int, int, float, 
     data, pins = shipped_data()
     model_config = llama(*shape, seq_len=64, vocab=pins.vocab_size)
     cfg = make_run_config(pins, "small", model=model_config, inner_steps=h,
-                          checkpoint_interval=max(1, h // 4))  # fmt: skip
+                          checkpoint_interval=max(1, h // 2))  # fmt: skip
     model = build_model(cfg.model_config, cfg.seed)
     state = initial_global({n: p.detach().clone() for n, p in model.named_parameters()})
     peer = LocalArtifactStore(root / name / "peer")

@@ -11,7 +11,7 @@ from cosmpy.aerial.client import LedgerClient
 from dilochain.poc_client import PocClient
 from dilochain.protocol.pb.poc.v1.types_pb2 import ChallengeStatus, Run, Slash
 
-RECENT_EPOCHS = 4  # epochs whose rewards and claims a view lists
+RECENT_EPOCHS = 8  # epochs whose rewards and claims a view lists
 
 
 def eval_curve(poc: PocClient, run_id: str, rounds: int) -> list[tuple[int, float]]:

@@ -198,10 +198,12 @@ def test_devnet_up_catches_the_cheater_and_pays_everyone(tmp_path):
         assert int(supply) == summary["genesis_supply"] + paid - burned
 
         # The dashboard, on the restarted chain, in a real browser.
-        _dashboard_shows_the_run(chain.address, summary, cheater["address"])
+        _dashboard_shows_the_run(chain.address, summary, cheater["address"], honest)
 
 
-def _dashboard_shows_the_run(chain_address: str, summary: dict, cheater: str) -> None:
+def _dashboard_shows_the_run(
+    chain_address: str, summary: dict, cheater: str, honest: list[str]
+) -> None:
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.support.ui import WebDriverWait
@@ -232,8 +234,11 @@ def _dashboard_shows_the_run(chain_address: str, summary: dict, cheater: str) ->
         assert rounds == list(range(ROUNDS))
         row = page.find_element("css selector", f'{run} tr[data-address="{cheater}"]')
         assert "slashed" in row.get_attribute("class").split() and "slashed" in row.text
-        honest = page.find_elements("css selector", f"{run} table.hosts tr.slashed")
-        assert len(honest) == 1  # only the cheater is marked
+        marked = page.find_elements("css selector", f"{run} table.hosts tr.slashed")
+        assert len(marked) == 1  # only the cheater is marked
+        for member in honest:  # and honest hosts show the rewards they claimed
+            cells = page.find_elements("css selector", f'{run} tr[data-address="{member}"] td')
+            assert cells[-1].text.endswith("udlc"), [c.text for c in cells]
         # It refreshes in place: the height moves on without a reload.
         page.execute_script("window.notReloaded = true")
         wait.until(lambda p: int(p.find_element("id", "height").text) > first)

@@ -64,20 +64,33 @@ function lossChart(curve, totalRounds) {
   return chart;
 }
 
-function runSection(run) {
+// What each address was paid by its claims in the epochs the view lists.
+function claimedBy(epochs) {
+  const paid = {};
+  for (const ep of epochs) {
+    for (const c of ep.claims) {
+      if (c.claimed) paid[c.address] = (paid[c.address] || 0) + c.amount;
+    }
+  }
+  return paid;
+}
+
+function runSection(run, paid) {
   const section = el("section", { class: "run", "data-run": run.run_id });
   section.append(el("h2", {}, `run ${run.run_id}: round ${run.round}/${run.total_rounds}, ` +
     `${run.phase}`));
   section.append(lossChart(run.loss_curve, run.total_rounds));
 
   const hosts = el("table", { class: "hosts" });
-  hosts.append(row(["host", "endpoint", "collateral", "slashed"].map((h) => el("b", {}, h))));
+  hosts.append(row(["host", "endpoint", "collateral", "slashed", "rewards claimed"]
+    .map((h) => el("b", {}, h))));
   for (const h of run.hosts) {
     const name = el("span", { title: h.address }, short(h.address));
     if (h.slashed > 0) name.append(el("span", { class: "badge" }, "slashed"));
     if (!h.registered) name.append(el("span", { class: "muted" }, " (no longer registered)"));
     hosts.append(row([name, h.endpoint || "-", `${h.collateral} udlc`,
-      h.slashed > 0 ? `${h.slashed} udlc` : "-"],
+      h.slashed > 0 ? `${h.slashed} udlc` : "-",
+      paid[h.address] ? `${paid[h.address]} udlc` : "-"],
     { "data-address": h.address, class: h.slashed > 0 ? "slashed" : "" }));
   }
   section.append(el("h2", {}, "hosts"), hosts);
@@ -99,7 +112,8 @@ function render(view) {
   const e = view.epoch;
   document.getElementById("epoch").textContent =
     `${e.epoch} (blocks ${e.start_height}-${e.end_height})`;
-  document.getElementById("runs").replaceChildren(...view.runs.map(runSection));
+  const paid = claimedBy(view.epochs);
+  document.getElementById("runs").replaceChildren(...view.runs.map((r) => runSection(r, paid)));
 
   const slashes = document.querySelector("#slashes tbody");
   slashes.replaceChildren(...view.slashes.map((s) =>
