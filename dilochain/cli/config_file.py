@@ -63,14 +63,13 @@ def add_service_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def add_init_and_start(
-    group: argparse._SubParsersAction, start: str, start_help: str, run: Callable,
+    group: argparse._SubParsersAction, name: str, start: str, start_help: str, run: Callable,
     settings: list[Setting], add_flags: Callable, model: Callable[[], type[BaseModel]],
 ) -> argparse.ArgumentParser:  # fmt: skip
-    """``init`` (writes the config file of ``settings``, checked by ``model()``) and the command
-    ``start`` that reads it, both with ``add_flags``; returns the latter's parser, for its own
-    flags. The file is named after the group: ``node.toml``, ``verifier.toml``."""
-    kind = group.dest.removesuffix("_cmd")
-    name, command = f"{kind}.toml", f"dilochain {kind} {start}"
+    """``init`` (writes the config file ``name``, e.g. ``node.toml``, of ``settings``, checked
+    by ``model()``) and the command ``start`` that reads it, both with ``add_flags``; returns the
+    latter's parser, for its own flags."""
+    command = f"dilochain {name.removesuffix('.toml')} {start}"
 
     def init(args: argparse.Namespace) -> int:
         title = f"{name}: read by `{command} --home HOME`."

@@ -98,8 +98,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     node = sub.add_parser("node", help="run a host node").add_subparsers(
         dest="node_cmd", required=True, metavar="{init,start,leave,prune}"
     )
-    start = add_init_and_start(node, "start", "train a run's rounds and commit them on chain",
-                               _start, SETTINGS, _add_settings, _model)  # fmt: skip
+    start = add_init_and_start(node, CONFIG_NAME, "start",
+                               "train a run's rounds and commit them on chain", _start, SETTINGS,
+                               _add_settings, _model)  # fmt: skip
     start.add_argument(
         "--compile",
         action="store_true",

@@ -56,8 +56,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     verifier = sub.add_parser("verifier", help="run a verifier").add_subparsers(
         dest="verifier_cmd", required=True, metavar="{init,run}"
     )
-    run = add_init_and_start(verifier, "run", "re-execute challenged segments and vote", _run,
-                             SETTINGS, _add_settings, _model)  # fmt: skip
+    run = add_init_and_start(verifier, CONFIG_NAME, "run",
+                             "re-execute challenged segments and vote", _run, SETTINGS,
+                             _add_settings, _model)  # fmt: skip
     # Lazy verifiers, for the tests that show them caught (verifier/lazy.py).
     run.add_argument(
         "--behavior",
