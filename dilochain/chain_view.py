@@ -9,7 +9,7 @@ import statistics
 from cosmpy.aerial.client import LedgerClient
 
 from dilochain.poc_client import PocClient
-from dilochain.protocol.pb.poc.v1.types_pb2 import ChallengeStatus, Run, Slash
+from dilochain.protocol.pb.poc.v1.types_pb2 import ChallengeStatus, EpochInfo, Run, Slash
 
 RECENT_EPOCHS = 8  # epochs whose rewards and claims a view lists
 
@@ -64,10 +64,9 @@ def run_view(poc: PocClient, run: Run, height: int, slashes: list[Slash]) -> dic
     }  # fmt: skip
 
 
-def epochs_view(poc: PocClient, addresses: list[str]) -> list[dict]:
-    """The last :data:`RECENT_EPOCHS` epochs: bounds, pool, and what each address earned
-    and claimed."""
-    current = poc.epoch()
+def epochs_view(poc: PocClient, addresses: list[str], current: EpochInfo) -> list[dict]:
+    """The last :data:`RECENT_EPOCHS` epochs up to ``current``: bounds, pool, and what each
+    address earned and claimed."""
     out = []
     for epoch in range(max(0, current.epoch + 1 - RECENT_EPOCHS), current.epoch + 1):
         info = poc.epoch(epoch=epoch)
@@ -98,5 +97,5 @@ def chain_view(client: LedgerClient, poc: PocClient, only: str | None = None) ->
         "slashes": [{"address": s.address, "run_id": s.run_id, "round": s.round,
                      "amount": int(s.amount), "reason": s.reason, "height": s.height}
                     for s in slashes],
-        "epochs": epochs_view(poc, addresses),
+        "epochs": epochs_view(poc, addresses, epoch),
     }  # fmt: skip

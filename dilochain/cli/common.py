@@ -48,6 +48,14 @@ def keyring(home: Path) -> Keyring:
     return Keyring(home / "keyring")
 
 
+def signing_wallet(home: Path, key: str):
+    """The wallet of ``key`` in ``home``'s keyring; an unknown key fails before the password
+    is asked for."""
+    ring = keyring(home)
+    ring.show(key)
+    return ring.wallet(key, keyring_password())
+
+
 def read_secret(prompt: str, confirm: bool = False) -> str:
     """A secret from the terminal, or one line of piped standard input."""
     if not sys.stdin.isatty():

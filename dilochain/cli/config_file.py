@@ -81,13 +81,22 @@ def add_init_and_start(
     add_flags(writer)
     writer.add_argument("--overwrite", action="store_true")
     writer.set_defaults(func=init)
-    runner = group.add_parser(start, help=start_help)
-    add_flags(runner)
-    runner.add_argument(
+    return add_config_command(group, name, start, start_help, run, add_flags)
+
+
+def add_config_command(
+    group: argparse._SubParsersAction, name: str, command: str, help: str, run: Callable,
+    add_flags: Callable,
+) -> argparse.ArgumentParser:  # fmt: skip
+    """A command that reads the config file ``name`` (or ``--config FILE``) under its flags
+    (``add_flags``); returns its parser, for its own flags."""
+    parser = group.add_parser(command, help=help)
+    add_flags(parser)
+    parser.add_argument(
         "--config", type=Path, default=None, help=f"config file (default: HOME/{name} if there)"
     )
-    runner.set_defaults(func=run)
-    return runner
+    parser.set_defaults(func=run)
+    return parser
 
 
 def _toml(value: object) -> str:

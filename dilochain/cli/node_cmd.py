@@ -12,9 +12,10 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
-from dilochain.cli.common import CliError, keyring, keyring_password
+from dilochain.cli.common import CliError, signing_wallet
 from dilochain.cli.config_file import (
     Setting,
+    add_config_command,
     add_init_and_start,
     add_service_flags,
     config_path,
@@ -111,27 +112,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="start before the run is created and wait for it",
     )
-    leave = node.add_parser(
-        "leave", help="leave the run: deregister now, unbond once the last round resolves"
-    )
-    _add_settings(leave)
-    leave.add_argument(
-        "--config",
-        type=Path,
-        default=None,
-        help=f"config file (default: HOME/{CONFIG_NAME} if there)",
-    )
-    leave.set_defaults(func=_leave)
-    prune = node.add_parser("prune", help="delete artifacts that no longer matter (see --dry-run)")
-    _add_settings(prune)
-    prune.add_argument(
-        "--config",
-        type=Path,
-        default=None,
-        help=f"config file (default: HOME/{CONFIG_NAME} if there)",
-    )
+    add_config_command(node, CONFIG_NAME, "leave",
+                       "leave the run: deregister now, unbond once the last round resolves",
+                       _leave, _add_settings)  # fmt: skip
+    prune = add_config_command(node, CONFIG_NAME, "prune",
+                               "delete artifacts that no longer matter (see --dry-run)", _prune,
+                               _add_settings)  # fmt: skip
     prune.add_argument("--dry-run", action="store_true", help="only show what would go")
-    prune.set_defaults(func=_prune)
     # The devnet's and the tests' dishonest hosts; not for operators.
     start.add_argument(
         "--behavior", default="honest", choices=BEHAVIOR_NAMES, help=argparse.SUPPRESS
@@ -187,9 +174,7 @@ def _start(args: argparse.Namespace) -> int:
     cfg = resolve(NodeConfig, config_path(args, CONFIG_NAME), SETTINGS, args, home=args.home,
                   behavior=args.behavior, compile=args.compile)  # fmt: skip
     setup_logging(cfg.log_format)
-    ring = keyring(args.home)
-    ring.show(cfg.key)  # unknown key: fail before asking for a password
-    wallet = ring.wallet(cfg.key, keyring_password())
+    wallet = signing_wallet(args.home, cfg.key)
     client = connect(cfg.chain)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -215,9 +200,7 @@ def _leave(args: argparse.Namespace) -> int:
     from dilochain.node.config import NodeConfig
 
     cfg = resolve(NodeConfig, config_path(args, CONFIG_NAME), SETTINGS, args, home=args.home)
-    ring = keyring(args.home)
-    ring.show(cfg.key)
-    wallet = ring.wallet(cfg.key, keyring_password())
+    wallet = signing_wallet(args.home, cfg.key)
     client = connect(cfg.chain)
     host = str(wallet.address())
     try:

@@ -9,7 +9,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from dilochain.cli.common import CliError, default_home, keyring, keyring_password
+from dilochain.cli.common import CliError, default_home, keyring, signing_wallet
 from dilochain.client import TxRefused, connect, submit
 from dilochain.poc_client import PocClient
 from dilochain.protocol.address import decode_address
@@ -89,9 +89,7 @@ def _rewards_table(poc: PocClient, address: str, only: int | None) -> Table:
 
 
 def _claim(args: argparse.Namespace) -> int:
-    ring = keyring(args.home)
-    ring.show(args.key)
-    wallet = ring.wallet(args.key, keyring_password())
+    wallet = signing_wallet(args.home, args.key)
     client = connect(args.chain)
     claimer = str(wallet.address())
     if args.epoch is None:

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 from dilochain.artifacts.store import LocalArtifactStore
-from dilochain.cli.common import CliError, default_home, keyring, keyring_password
+from dilochain.cli.common import CliError, default_home, signing_wallet
 from dilochain.client import TxRefused, connect, submit
 from dilochain.protocol import model_config
 from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgCreateRun
@@ -100,9 +100,8 @@ def _create(args: argparse.Namespace) -> int:
     store = LocalArtifactStore(args.home / "artifacts")  # a node on this home serves them
     store.put(tokenizer.read_bytes())
     store.put(manifest.read_bytes())
-    ring = keyring(args.home)
-    creator = ring.show(args.key).address
-    wallet = ring.wallet(args.key, keyring_password())
+    wallet = signing_wallet(args.home, args.key)
+    creator = str(wallet.address())
     client = connect(args.chain)
     try:
         submit(client, wallet, MsgCreateRun(creator=creator, run_id=args.run_id, config=cfg))

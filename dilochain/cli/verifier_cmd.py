@@ -7,7 +7,7 @@ import signal
 import threading
 from pathlib import Path
 
-from dilochain.cli.common import keyring, keyring_password
+from dilochain.cli.common import signing_wallet
 from dilochain.cli.config_file import (
     Setting,
     add_init_and_start,
@@ -86,9 +86,7 @@ def _run(args: argparse.Namespace) -> int:
         behavior=args.behavior,
     )
     setup_logging(cfg.log_format)
-    ring = keyring(args.home)
-    ring.show(cfg.key)
-    wallet = ring.wallet(cfg.key, keyring_password())
+    wallet = signing_wallet(args.home, cfg.key)
     client = connect(cfg.chain)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
