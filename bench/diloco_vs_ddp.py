@@ -52,14 +52,14 @@ def run_ddp(cfg, corpus, workers, steps, heldout) -> tuple[float, int]:
     model = build_model(cfg.model_config, cfg.seed)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.inner_lr, betas=(0.9, 0.95),
                             weight_decay=cfg.weight_decay, foreach=False)  # fmt: skip
-    shards = [corpus.shard_of(cfg.seed, w) for w in workers]
+    shards = [corpus.shards_of(cfg.seed, w, workers) for w in workers]
     for step in range(steps):
         for group in opt.param_groups:
             group["lr"] = lr_at(cfg, step)
         opt.zero_grad(set_to_none=True)
-        for worker, shard in zip(workers, shards, strict=True):
+        for worker, mine in zip(workers, shards, strict=True):
             seed = int.from_bytes(hashlib.sha256(worker.encode()).digest()[:8], "big")
-            batch = corpus.batch(shard, seed, step, cfg.batch_size, cfg.seq_len)
+            batch = corpus.batch(mine, seed, step, cfg.batch_size, cfg.seq_len)
             (lm_loss(model, batch) / len(workers)).backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip, foreach=False)
         opt.step()
@@ -92,10 +92,10 @@ def run_diloco(cfg, corpus, workers, steps, heldout, delayed=False, churn=0.0) -
                 residuals[worker] = None
                 continue
             inner = fresh_inner_state(model, cfg, start)
-            shard = corpus.shard_of(cfg.seed, worker)
+            shards = corpus.shards_of(cfg.seed, worker, workers)
             seed = int.from_bytes(hashlib.sha256(f"{worker}/{round_}".encode()).digest()[:8], "big")
             while inner.step < cfg.inner_steps:
-                train_step(inner, cfg, corpus, shard, seed, round_)
+                train_step(inner, cfg, corpus, shards, seed, round_)
             delta = pseudo_gradient(start, inner.params())
             if cfg.compression != "fp32":
                 data, residuals[worker] = compress_with_feedback(

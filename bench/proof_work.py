@@ -38,9 +38,9 @@ def training_alone(model, cfg, data, state) -> float:
     """Seconds for the round's H inner steps with no checkpoint, hash or commit."""
     started = time.perf_counter()
     inner = fresh_inner_state(model, cfg, params_of(state))
-    shard, seed = data.shard_of(cfg.seed, HOST), derive_data_seed(cfg.seed, HOST, 0)
+    shards, seed = data.shards_of(cfg.seed, HOST), derive_data_seed(cfg.seed, HOST, 0)
     while inner.step < cfg.inner_steps:
-        train_step(inner, cfg, data, shard, seed, 0)
+        train_step(inner, cfg, data, shards, seed, 0)
     return time.perf_counter() - started
 
 

@@ -55,11 +55,11 @@ def _one_step_short(cfg, data, result) -> list[float]:
     end (what a host that trains k-1 of every k steps would have to hide)."""
     set_deterministic(1)
     states = [decode_state(c) for c in result.checkpoints]
-    shard, k = data.shard_of(cfg.seed, HOST), cfg.checkpoint_interval
+    shards, k = data.shards_of(cfg.seed, HOST), cfg.checkpoint_interval
     distances = []
     for start, end in itertools.pairwise(states):
         state = load_inner_state(build_model(cfg.model_config, 0), cfg, start)
-        run_segment(state, cfg, data, shard, result.data_seed, 1, k - 1)
+        run_segment(state, cfg, data, shards, result.data_seed, 1, k - 1)
         distances.append(relative_l2(state.params(), params_of(end)))
     return distances
 

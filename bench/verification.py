@@ -124,8 +124,8 @@ def honest_noise() -> float:
     torch.set_num_threads(1)
     start = decode_state(result.checkpoints[0])
     state = load_inner_state(build_model(cfg.model_config, 0), cfg, start)
-    shard = corpus.shard_of(cfg.seed, HOST)
-    run_segment(state, cfg, corpus, shard, result.data_seed, 0, cfg.checkpoint_interval)
+    shards = corpus.shards_of(cfg.seed, HOST)
+    run_segment(state, cfg, corpus, shards, result.data_seed, 0, cfg.checkpoint_interval)
     end = decode_state(result.checkpoints[1])
     return relative_l2(params_of(state.checkpoint()), params_of(end))
 

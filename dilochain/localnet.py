@@ -10,6 +10,8 @@ import sys
 import threading
 import time
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from dilochain.chain.home import genesis_path, init_home
@@ -70,12 +72,15 @@ def spawn_cli(
 
 
 def spawn_node(
-    home: Path, run_id: str, key: str, chain_address: str, password: str, *extra: str
-) -> subprocess.Popen:
-    """``dilochain node start`` for a host whose keyring is in ``home``."""
+    home: Path, run_id: str, key: str, chain_address: str, password: str, *extra: str,
+    env: dict[str, str] | None = None,
+) -> subprocess.Popen:  # fmt: skip
+    """``dilochain node start`` for a host whose keyring is in ``home`` (``env``: more of the
+    environment, e.g. :mod:`dilochain.failpoints`)."""
     args = ["node", "start", "--home", str(home), "--run", run_id, "--key", key,
             "--chain", chain_address, *extra]  # fmt: skip
-    return spawn_cli(args, home / "node.log", {"DILOCHAIN_KEYRING_PASSWORD": password})
+    return spawn_cli(args, home / "node.log",
+                     {"DILOCHAIN_KEYRING_PASSWORD": password, **(env or {})})  # fmt: skip
 
 
 NODE_WAITING = "waiting for run "  # a node started with --wait-for-run, ready to register
@@ -169,6 +174,25 @@ class ChainProcess:
         if first_block:
             self.wait_for_height(1, timeout)
         return self.address
+
+    def cometbft_pid(self) -> int:
+        """The pid of the CometBFT process the app started (its child)."""
+        assert self.proc is not None
+        pid = self.proc.pid
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        (child,) = [c for c in children if "cometbft" in Path(f"/proc/{c}/cmdline").read_text()]
+        return int(child)
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        """No block is made inside (CometBFT is SIGSTOPped; the app still answers queries):
+        a test restarts a host without the chain moving on meanwhile."""
+        pid = self.cometbft_pid()
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            os.kill(pid, signal.SIGCONT)
 
     def height(self) -> int:
         """CometBFT's latest committed height."""

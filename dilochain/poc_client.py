@@ -76,6 +76,12 @@ class PocClient:
         """The hosts registered in a run."""
         return list(self._stub.Hosts(q.QueryHostsRequest(run_id=run_id)).hosts)
 
+    def roster(self, run_id: str, round: int) -> list[str] | None:
+        """The hosts of one round, sorted (None until the chain draws it as the round's commit
+        window opens)."""
+        found = self._stub.Roster(q.QueryRosterRequest(run_id=run_id, round=round))
+        return list(found.roster.hosts) if found.drawn else None
+
     def round_info(self, run_id: str) -> q.QueryRoundInfoResponse:
         """The chain's height and the run's current round with its windows."""
         return self._stub.RoundInfo(q.QueryRoundInfoRequest(run_id=run_id))

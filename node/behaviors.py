@@ -6,7 +6,7 @@ behaviour lives in :mod:`dilochain.node.cheats`, for the tests, benchmarks and t
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -37,12 +37,13 @@ class RoundJob:
     peer_pseudo_grad: Callable[[], bytes | None] = lambda: None
     sink: Sink | None = None  # where checkpoints go as they are ready (the artifact store)
     parallel: DataParallel | None = None  # the host's other ranks, when it has several
+    roster: Sequence[str] = ()  # the round's hosts, as the chain drew them (shard assignment)
 
     def train(self, cfg: RunConfig | None = None, host: str | None = None) -> RoundResult:
         """The honest round (optionally under another config or host identity)."""
         return train_round(self.model, cfg or self.cfg, self.data, host or self.host,
                            self.round, self.global_state, self.residual, self.progress,
-                           self.sink, self.parallel)  # fmt: skip
+                           self.sink, self.parallel, self.roster)  # fmt: skip
 
 
 class Behavior(Protocol):

@@ -23,6 +23,7 @@ from dilochain.artifacts.blob_service import PeerFetchingStore, fetch_from_peers
 from dilochain.artifacts.store import ArtifactError, LocalArtifactStore
 from dilochain.auto_claim import AutoClaimer
 from dilochain.client import TxRefused, submit
+from dilochain.failpoints import failpoint
 from dilochain.node import metrics
 from dilochain.node.aggregation import Aggregator, GlobalView
 from dilochain.node.behaviors import Behavior, RoundJob
@@ -87,8 +88,6 @@ class HostNode:
         self.data.check_vocab(self.model.config.vocab_size)
         if cfg.compile:
             self._compile(params.verification_mode)
-        shard = self.data.shard_of(self.rc.seed, self.address)
-        self.data.prefetch(shard)
         self.heldout = self.data.heldout_batches(4, self.rc.batch_size, self.rc.seq_len)
         self.ranks = self._ranks(params.verification_mode)
         self.local = LocalArtifactStore(cfg.artifact_dir)
@@ -98,8 +97,8 @@ class HostNode:
         log.info("run %s: %s model, %d parameters, config sha256 %s…", cfg.run_id,
                  self.model.config.model_type, parameter_count(self.model),
                  config_hash(self.rc.model_config)[:12])  # fmt: skip
-        log.info("data: %s (%d shards, vocabulary %d); this host trains shard %d", self.data.root,
-                 self.data.num_shards, self.data.manifest.vocab_size, shard)  # fmt: skip
+        log.info("data: %s (%d shards, vocabulary %d)", self.data.root, self.data.num_shards,
+                 self.data.manifest.vocab_size)  # fmt: skip
         self.store = PeerFetchingStore(self.local, self._peer_endpoints, limit)
         self.aggregator = Aggregator(self.poc, cfg.run_id, self.rc, self.store,
                                      min_hosts=params.min_hosts_per_round)  # fmt: skip
@@ -172,6 +171,9 @@ class HostNode:
     def _peer_endpoints(self) -> list[str]:
         hosts = self.poc.hosts(self.cfg.run_id)
         return [h.endpoint for h in hosts if h.address != self.address and h.endpoint]
+
+    def _registered(self) -> bool:
+        return any(h.address == self.address for h in self.poc.hosts(self.cfg.run_id))
 
     def _round_info(self) -> q.QueryRoundInfoResponse:
         return self.poc.round_info(self.cfg.run_id)
@@ -289,20 +291,29 @@ class HostNode:
                      sum(size for _, size in gone) / 1e6, resolved)  # fmt: skip
 
     # ---- one round ---------------------------------------------------------------------------
-    def publish_and_commit(self, view: GlobalView, result: RoundResult, window_end: int) -> bool:
-        """Publish a round's artifacts and commit their hashes; False if the chain refused or
-        the commit window (ending at ``window_end``) closed before the commit was included."""
+    def publish(self, view: GlobalView, result: RoundResult) -> tuple[bytes, bytes]:
+        """Store a round's checkpoints, pseudo-gradient and residual (served to peers from
+        then on); their (pseudo-gradient, residual) hashes."""
         started = time.perf_counter()
         for data, digest in zip(result.checkpoints, result.checkpoint_hashes, strict=True):
             self.local.put(data, digest)
+        self.ledger.record(view.round, "checkpoint", result.checkpoint_hashes)
+        failpoint("node.publish", view.round)
         pg_hash = self.local.put(result.pseudo_grad)
         residual_hash = self.local.put(result.residual)
-        self.ledger.record(view.round, "checkpoint", result.checkpoint_hashes)
         self.ledger.record(view.round, "pseudo_grad", [pg_hash])
         self.ledger.record(view.round, "residual", [residual_hash])
         metrics.PROOF_SECONDS.inc(result.proof_seconds + time.perf_counter() - started)
         metrics.BYTES_PUBLISHED.inc(sum(map(len, result.checkpoints)) + len(result.pseudo_grad)
                                     + len(result.residual))  # fmt: skip
+        return pg_hash, residual_hash
+
+    def commit(
+        self, view: GlobalView, result: RoundResult, hashes: tuple[bytes, bytes], window_end: int
+    ) -> bool:
+        """Commit a published round's hashes; False if the chain refused or the commit window
+        (ending at ``window_end``) closed before the commit was included."""
+        pg_hash, residual_hash = hashes
         msg = MsgCommitRound(
             host=self.address, run_id=self.cfg.run_id, round=view.round,
             ckpt_root=result.ckpt_root, pseudo_grad_hash=pg_hash, data_seed=result.data_seed,
@@ -320,6 +331,7 @@ class HostNode:
         metrics.ROUNDS_COMMITTED.inc()
         log.info("round %d committed: loss %.4f, pseudo-gradient %s (%d bytes)",
                  view.round, result.loss, pg_hash.hex()[:12], len(result.pseudo_grad))  # fmt: skip
+        failpoint("node.committed", view.round)
         return True
 
     def _wait_for_height(
@@ -371,18 +383,41 @@ class HostNode:
             info = self._round_info()
         return None
 
-    def _train(self, view: GlobalView, progress) -> RoundResult | None:
-        """Train round ``view.round`` (None if the residual it must start from is lost)."""
+    def _roster(self, round_: int) -> list[str] | None:
+        """Round ``round_``'s roster if this host is in it; else None, with one log line (it
+        registered after the round's commit window opened: it joins from the next round)."""
+        roster = self.poc.roster(self.cfg.run_id, round_)
+        if roster is None or self.address not in roster:
+            log.info("round %d: not in its roster (registered after its commit window opened); "
+                     "training from round %d", round_, round_ + 1)  # fmt: skip
+            return None
+        return roster
+
+    def _train(self, view: GlobalView, roster: list[str], progress) -> RoundResult | None:
+        """Train round ``view.round`` on the shards its ``roster`` gives this host (None if the
+        residual it must start from is lost)."""
+        shards = self.data.shards_of(self.rc.seed, self.address, roster)
+        self.data.prefetch(shards)
+        log.info("round %d: training on shards %s of %d (%d hosts in the round)", view.round,
+                 list(shards), self.data.num_shards, len(roster))  # fmt: skip
         try:
             residual = self._residual_in(view.round)
         except ArtifactError as err:
             log.warning("round %d: sitting it out, the residual of this host's round %d is "
                         "lost (%s)", view.round, view.round - 1, err)  # fmt: skip
             return None
+        halfway = self.rc.inner_steps // 2
+
+        def stepped(step: int, loss: float, rate: float) -> None:
+            if step == halfway:
+                failpoint("node.mid_training", view.round)
+            if progress is not None:
+                progress(step, loss, rate)
+
         job = RoundJob(
             self.model, self.rc, self.data, self.address, view.round, view.state, residual,
-            progress, lambda: self._peer_pseudo_grad(view.round), self.local.put,
-            self.ranks.parallel if self.ranks else None,
+            stepped, lambda: self._peer_pseudo_grad(view.round), self.local.put,
+            self.ranks.parallel if self.ranks else None, roster,
         )  # fmt: skip
         return self.behavior.train(job)
 
@@ -398,6 +433,11 @@ class HostNode:
             if info.finished:
                 log.info("run %s finished at round %d", self.cfg.run_id, info.round)
                 break
+            if not self._registered():
+                log.warning("no longer a host of run %s (it left, or failed a challenge and "
+                            "was jailed): stopping at round %d",
+                            self.cfg.run_id, info.round)  # fmt: skip
+                break
             if info.height + 1 < info.window_start:
                 self._wait_for_height(info.window_start - 1, stop)  # the round has not begun
                 continue
@@ -411,20 +451,27 @@ class HostNode:
             in_window = info.height + 1 <= info.window_end
             commits = self.poc.commits(self.cfg.run_id, view.round)
             mine = any(c.host == self.address for c in commits)
+            roster = None
             if in_window and not mine and attempted < view.round:
-                result = self._train(view, meter)
+                roster = self._roster(view.round)
+            if roster is not None:
+                result = self._train(view, roster, meter)
                 if stop.is_set():
                     break
                 attempted = view.round
-                if result is not None and self.publish_and_commit(view, result, info.window_end):
+                hashes = None
+                if result is not None:
+                    hashes = self.publish(view, result)
                     self.checkpoint_hashes = result.checkpoint_hashes
-                    mine = True
-                    committed += 1
+                # Saved before the commit is sent: a host killed after it still reveals.
                 self._save(view, attempted)
-            if mine:
-                self._wait_for_height(info.selection_height, stop, view.round)
-                if not stop.is_set():
-                    self.reveal(view.round, info.resolution_height)
+                if hashes is not None and self.commit(view, result, hashes, info.window_end):
+                    committed += 1
+            # Whether this host committed is the chain's to say (a commit sent before a crash
+            # may be included after the restart): reveal() asks for its challenges.
+            self._wait_for_height(info.selection_height, stop, view.round)
+            if not stop.is_set():
+                self.reveal(view.round, info.resolution_height)
             self._wait_for_height(info.resolution_height, stop, view.round)
         return committed
 

@@ -10,7 +10,9 @@ enforces it, and hosts and verifiers follow it.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from dilochain.protocol.params import PocParams
 from dilochain.protocol.pb.poc.v1.types_pb2 import Run
@@ -33,6 +35,34 @@ def derive_data_seed(seed: int, host: str, round_: int) -> int:
     """The data seed of (run seed, host, round): drives the host's shard and batch order."""
     digest = hashlib.sha256(f"dilochain-data/{seed}/{host}/{round_}".encode()).digest()
     return int.from_bytes(digest[:8], "big")
+
+
+def shard_assignment(
+    seed: int, num_shards: int, roster: Sequence[str], host: str
+) -> tuple[int, ...]:
+    """The training shards ``host`` trains on in a round whose roster (the run's hosts when the
+    round's commit window opened, as the chain records it) is ``roster``, by rendezvous hashing:
+    each shard goes to the member with the highest sha256(seed, shard, member), so a join or a
+    leave moves only the shards the joiner wins or the leaver held (about 1/n of them). A member
+    that wins none (more members than shards) shares its own highest-scoring shard. ``host``
+    outside ``roster`` is scored as if it were in it (a copying cheat uses a victim's shards)."""
+    members = tuple(sorted(set(roster) | {host}))
+    owners = shard_owners(seed, num_shards, members)
+    owned = tuple(s for s, owner in enumerate(owners) if owner == host)
+    if owned:
+        return owned
+    return (max(range(num_shards), key=lambda s: _score(seed, s, host)),)
+
+
+def _score(seed: int, shard: int, member: str) -> bytes:
+    return hashlib.sha256(f"dilochain-shard/{seed}/{shard}/{member}".encode()).digest()
+
+
+@lru_cache(maxsize=16)
+def shard_owners(seed: int, num_shards: int, members: tuple[str, ...]) -> tuple[str, ...]:
+    """Each shard's owner among ``members``: the highest-scoring one (cached: every round of
+    every host asks with the same roster)."""
+    return tuple(max(members, key=lambda m: _score(seed, s, m)) for s in range(num_shards))
 
 
 def round_period(round_blocks: int, params: PocParams) -> int:

@@ -26,14 +26,6 @@ from dilochain.testutil import CHAIN_ID, signed_tx, wallet
 pytestmark = pytest.mark.integration
 
 
-def _cometbft_child(process: ChainProcess) -> int:
-    assert process.proc is not None
-    pid = process.proc.pid
-    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-    (child,) = [c for c in children if "cometbft" in Path(f"/proc/{c}/cmdline").read_text()]
-    return int(child)
-
-
 def _wait_gone(pid: int, patience: float = 60.0) -> None:
     deadline = time.monotonic() + patience
     while Path(f"/proc/{pid}").exists() and "Z" not in _state(pid):
@@ -95,11 +87,11 @@ def test_kill_9_loses_no_committed_tx(tmp_path, victim):
         header = tm_stub.GetLatestBlock(tm_q.GetLatestBlockRequest(), timeout=5).block.header
         app_hashes[header.height] = header.app_hash
     if victim == "app":
-        comet = _cometbft_child(first)
+        comet = first.cometbft_pid()
         first.kill()  # SIGKILL mid-stream; CometBFT follows its parent (PDEATHSIG)
         _wait_gone(comet)  # a loaded machine may take a while to stop it: its ports are held
     else:
-        os.kill(_cometbft_child(first), signal.SIGKILL)
+        os.kill(first.cometbft_pid(), signal.SIGKILL)
         assert first.proc is not None
         assert first.proc.wait(timeout=30) == 1  # the node stops, with an error, without it
     stop.set()

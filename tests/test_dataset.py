@@ -155,9 +155,9 @@ def test_damaged_shards_are_refused_on_first_use(dataset, damage):
     else:
         shard.unlink()
         needle = "shard missing"
-    data.batch(0, 1, 0, 2, 8)  # an intact shard still reads
+    data.batch((0,), 1, 0, 2, 8)  # an intact shard still reads
     with pytest.raises(DataError, match=rf"{shard.name}: .*{needle}|{needle}"):
-        data.batch(1, 1, 0, 2, 8)
+        data.batch((1,), 1, 0, 2, 8)
 
 
 def test_token_ids_beyond_the_vocabulary_are_refused(dataset):
@@ -172,7 +172,7 @@ def test_token_ids_beyond_the_vocabulary_are_refused(dataset):
     (folder / MANIFEST).write_bytes(manifest.model_copy(update={"shards": shards}).to_bytes())
     data = Dataset(folder, file_sha256(folder / MANIFEST), manifest.tokenizer_sha256)
     with pytest.raises(DataError, match=rf"{entry.file}: token id {manifest.vocab_size} is not"):
-        data.batch(0, 1, 0, 2, 8)
+        data.batch((0,), 1, 0, 2, 8)
 
 
 def test_find_dataset_picks_the_run_s_by_hash(dataset, tmp_path):
@@ -231,7 +231,7 @@ def test_a_dataset_fetched_by_hash_arrives_lazily_and_checked(dataset, tmp_path)
     data = Dataset(tmp_path / "fetched", pins.manifest_hash, pins.tokenizer_hash, fetch)
     assert asked == [pins.manifest_hash, pins.tokenizer_hash]  # the shards come when used
     local = Dataset(source, pins.manifest_hash, pins.tokenizer_hash)
-    assert torch.equal(data.batch(1, 7, 3, 4, 16), local.batch(1, 7, 3, 4, 16))
+    assert torch.equal(data.batch((1,), 7, 3, 4, 16), local.batch((1,), 7, 3, 4, 16))
     assert asked[2:] == [data.manifest.shards[1].sha256]
     assert {p.name for p, _ in data.files()} == {MANIFEST, TOKENIZER, data.manifest.shards[1].file}
     # A shard no peer serves is tried again later; one that arrives corrupt stays refused.
@@ -239,11 +239,11 @@ def test_a_dataset_fetched_by_hash_arrives_lazily_and_checked(dataset, tmp_path)
     served = by_hash.pop(missing.sha256)
     for _ in range(2):
         with pytest.raises(DataUnavailable):
-            data.prefetch(0)
+            data.prefetch((0,))
     by_hash[missing.sha256] = served[:-2] + b"\x00\x00"
     with pytest.raises(DataError, match="is not the run's shard"):
-        data.prefetch(0)
+        data.prefetch((0,))
     by_hash[missing.sha256] = served
     with pytest.raises(DataError, match="is not the run's shard"):  # no re-hash, no re-fetch
-        data.prefetch(0)
+        data.prefetch((0,))
     assert asked.count(missing.sha256) == 3

@@ -16,11 +16,14 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from dilochain.artifacts.store import LocalArtifactStore
 from dilochain.client import broadcast, network_config
+from dilochain.failpoints import VARIABLE as FAILPOINTS
 from dilochain.keyring import Keyring
 from dilochain.localnet import ChainProcess, init_localnet, spawn_node
+from dilochain.node.pruning import Ledger
 from dilochain.poc_client import PocClient
 from dilochain.protocol.params import DENOM
 from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgCreateRun
+from dilochain.protocol.schedule import shard_assignment
 from dilochain.testutil import CHAIN_ID, wallet
 from dilochain.training.compress import decompress
 from dilochain.training.dataset import file_sha256, read_manifest
@@ -45,6 +48,12 @@ def _wait(predicate, timeout: float, what: str, procs=()):
             return value
         time.sleep(0.3)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+def _checkpoints_stored(home, round_: int) -> int:
+    """How many of its round's checkpoints a host's ledger says it stored."""
+    entries = Ledger(home / "node" / "net").entries()
+    return sum(e.kind == "checkpoint" and e.round == round_ for e in entries)
 
 
 def _check_export(folder, cfg, data, state, digest):
@@ -74,7 +83,8 @@ def test_hosts_train_rounds_and_agree_on_global_checkpoints(tmp_path):
     hosts = [Keyring(h / "keyring").add("host", PASSWORD)[0].address for h in homes]
     funded = {a: {DENOM: 10**12} for a in [str(creator.address()), *hosts]}
     init_localnet(tmp_path / "chain", CHAIN_ID, funded,
-                  poc={"reveal_window_blocks": 3, "verdict_window_blocks": 3})  # fmt: skip
+                  poc={"reveal_window_blocks": 3, "verdict_window_blocks": 3,
+                       "sampling_rate": "1"})  # fmt: skip
     # The run's own dataset (a 1,024-token BPE): hosts 0-2 have it (--data); host 3 has not
     # and fetches it by hash from their blob services.
     data = tmp_path / "dataset"
@@ -87,21 +97,38 @@ def test_hosts_train_rounds_and_agree_on_global_checkpoints(tmp_path):
         broadcast(client, creator, create).wait_to_complete(poll_period=0.2)
         poc = PocClient(chain.address)
 
-        def spawn(home, *extra):
+        def spawn(home, *extra, env=None):
             # Every artifact kept: the test recomputes each global state from them afterwards.
             keep = ["--keep-decided-rounds", str(ROUNDS)]
-            return spawn_node(home, "net", "host", chain.address, PASSWORD, *keep, *extra)
+            return spawn_node(home, "net", "host", chain.address, PASSWORD, *keep, *extra,
+                              env=env)  # fmt: skip
 
-        procs = [spawn(home, "--data", str(data)) for home in homes[:3]]
+        # Each of hosts 0-2 is killed (SIGKILL, by a failpoint) at one moment of one round:
+        # mid inner loop, mid publish, between commit and reveal; then started again as it was.
+        crashes = {0: ("node.mid_training", 1), 1: ("node.publish", 2), 2: ("node.committed", 3)}
+        procs = [spawn(home, "--data", str(data),
+                       env={FAILPOINTS: "{}@{}".format(*crashes[i])})
+                 for i, home in enumerate(homes[:3])]  # fmt: skip
 
         def recorded():
             return {g.round: g for g in poc.global_checkpoints("net")}
 
-        # Restart host 2 once round 1 is on chain: it must resume and commit again.
-        _wait(lambda: 1 in recorded(), 90, "round 1's global checkpoint", procs)
-        procs[2].send_signal(signal.SIGINT)
-        assert procs[2].wait(30) == 0
-        procs[2] = spawn(homes[2], "--data", str(data))
+        def mine(i, round_):
+            return [c for c in poc.commits("net", round_) if c.host == hosts[i]]
+
+        at_crash = {}
+        for i in sorted(crashes, key=lambda i: crashes[i][1]):
+            point, round_ = crashes[i]
+            _wait(lambda i=i: procs[i].poll() is not None, 120, f"host {i} to reach {point}",
+                  [p for j, p in enumerate(procs) if j != i])  # fmt: skip
+            assert procs[i].returncode == -signal.SIGKILL, (homes[i] / "node.log").read_text()
+            with chain.paused():  # no block while it restarts: its windows are still open
+                at_crash[i] = (mine(i, round_), _checkpoints_stored(homes[i], round_))
+                log_size = (homes[i] / "node.log").stat().st_size
+                procs[i] = spawn(homes[i], "--data", str(data))
+                _wait(lambda i=i, n=log_size: "parameters, config sha256" in
+                      (homes[i] / "node.log").read_text()[n:], 120, f"host {i} to restart",
+                      [procs[i]])  # fmt: skip
         # A host that joins late syncs to the chain's latest global checkpoint via its peers.
         _wait(lambda: 2 in recorded(), 90, "round 2's global checkpoint", procs)
         procs.append(spawn(homes[3]))
@@ -110,6 +137,9 @@ def test_hosts_train_rounds_and_agree_on_global_checkpoints(tmp_path):
 
         records = recorded()
         commits = {r: list(poc.commits(run_id="net", round=r)) for r in range(ROUNDS)}
+        challenges = {r: list(poc.challenges("net", r)) for r in range(ROUNDS)}
+        rosters = {r: poc.roster("net", r) for r in range(ROUNDS)}
+        slashes = list(poc.slashes())
         hosts_held = poc.hosts(run_id="net")
         # The last recorded global state, as a Hugging Face model folder.
         exported = subprocess.run(
@@ -123,15 +153,35 @@ def test_hosts_train_rounds_and_agree_on_global_checkpoints(tmp_path):
     assert sorted(records) == list(range(ROUNDS))
     for r, record in records.items():
         assert record.agreeing == record.commits == len(commits[r]), r
-    assert all(len(commits[r]) == 3 for r in (0, 1))
+    assert len(commits[0]) == 3
     assert len(commits[ROUNDS - 1]) == 4
-    assert hosts[2] in {c.host for c in commits[ROUNDS - 1]}  # resumed after its restart
     assert hosts[3] in {c.host for c in commits[ROUNDS - 1]}  # joined late
+    # What each crash left: killed mid inner loop or mid publish, no commit yet (the checkpoints
+    # of a publish cut short are stored); killed after its commit, the commit is on chain.
+    assert at_crash[0] == ([], 0)
+    assert at_crash[1][0] == [] and at_crash[1][1] == cfg.inner_steps // cfg.checkpoint_interval + 1
+    assert len(at_crash[2][0]) == 1
+    for i, (_, round_) in crashes.items():
+        assert sum(c.host == hosts[i] for c in commits[round_]) <= 1  # never twice
+        assert hosts[i] in {c.host for c in commits[ROUNDS - 1]}  # rejoined
+    # Every segment was challenged (sampling rate 1): each committed one was revealed, even
+    # host 2's round 3, committed just before it was killed; nobody was slashed.
+    owed = [c for r in range(ROUNDS) for c in challenges[r]]
+    assert {(c.host, c.round) for c in owed} == {(c.host, r) for r in range(ROUNDS)
+                                                 for c in commits[r]}  # fmt: skip
+    assert all(c.revealed for c in owed), [(c.host, c.round) for c in owed if not c.revealed]
+    assert slashes == []
     fetched = homes[3] / "datasets" / pins.manifest_hash[:16]  # ... with the data it fetched
     manifest = read_manifest(data / "manifest.json")
     expected = {e.file: e.sha256 for e in [manifest.heldout, *manifest.shards]}
-    got = {p.name: file_sha256(p) for p in fetched.glob("*.bin")}  # held-out + its own shard
-    assert "heldout.bin" in got and len(got) == 2, got
+    got = {p.name: file_sha256(p) for p in fetched.glob("*.bin")}  # held-out + its shards
+    trained = {
+        manifest.shards[s].file
+        for r in range(ROUNDS)
+        if hosts[3] in rosters[r]
+        for s in shard_assignment(cfg.seed, len(manifest.shards), rosters[r], hosts[3])
+    }
+    assert set(got) == {"heldout.bin", *trained}, got
     assert all(expected[name] == digest for name, digest in got.items())
     assert file_sha256(fetched / "tokenizer.json") == pins.tokenizer_hash
 
@@ -143,7 +193,7 @@ def test_hosts_train_rounds_and_agree_on_global_checkpoints(tmp_path):
         assert state_hash(state) == records[r].hash, f"round {r}"
         deltas = []
         for c in commits[r]:
-            if c.excluded:  # e.g. host 2 was down when its round-1 challenge had to be revealed
+            if c.excluded:
                 continue
             store = next(s for s in stores if s.has(c.pseudo_grad_hash))
             deltas.append(decompress(store.get(c.pseudo_grad_hash)))

@@ -44,8 +44,8 @@ def test_exact_fingerprint_is_the_hash_of_the_middle_state(published):
     c = challenges[1]
     start = decode_state(store.get(c.start_hash))
     state = load_inner_state(build_model(CFG.model_config, CFG.seed), CFG, start)
-    shard = DATA.shard_of(CFG.seed, commit.host)
-    run_segment(state, CFG, DATA, shard, commit.data_seed, commit.round,
+    shards = DATA.shards_of(CFG.seed, commit.host)
+    run_segment(state, CFG, DATA, shards, commit.data_seed, commit.round,
                 fingerprint_step(CFG.checkpoint_interval))  # fmt: skip
     expected = state_hash(state.checkpoint())
     assert verify_challenge(CFG, DATA, commit, c, store, EXACT).fingerprint == expected

@@ -86,8 +86,8 @@ def test_a_segment_replays_bit_exactly_from_its_start_checkpoint():
     result = train_round(model, CFG, DATA, "dilo1host", 2, g, None)
     start = decode_state(result.checkpoints[1])
     state = load_inner_state(build_model(CFG.model_config, 0), CFG, start)
-    shard = DATA.shard_of(CFG.seed, "dilo1host")
-    run_segment(state, CFG, DATA, shard, result.data_seed, 2, CFG.checkpoint_interval)
+    shards = DATA.shards_of(CFG.seed, "dilo1host")
+    run_segment(state, CFG, DATA, shards, result.data_seed, 2, CFG.checkpoint_interval)
     assert hashlib.sha256(encode_state(state.checkpoint())).digest() == result.checkpoint_hashes[2]
 
 
@@ -108,10 +108,10 @@ def test_outer_step_is_nesterov_sgd_on_the_mean():
 
 
 def test_batches_stay_in_their_shard_and_heldout_is_separate():
-    batch = DATA.batch(3, data_seed=42, step=5, batch=4, context=16)
+    batch = DATA.batch((3,), data_seed=42, step=5, batch=4, context=16)
     assert batch.shape == (4, 17) and batch.dtype == torch.int64
-    assert torch.equal(batch, DATA.batch(3, data_seed=42, step=5, batch=4, context=16))
-    assert not torch.equal(batch, DATA.batch(3, data_seed=42, step=6, batch=4, context=16))
+    assert torch.equal(batch, DATA.batch((3,), data_seed=42, step=5, batch=4, context=16))
+    assert not torch.equal(batch, DATA.batch((3,), data_seed=42, step=6, batch=4, context=16))
     tokens = torch.from_numpy(DATA._open(DATA.manifest.shards[3]).astype("int64"))
     for row in batch:  # each window is a slice of shard 3
         assert any(torch.equal(tokens[s : s + 17], row) for s in range(len(tokens) - 16))

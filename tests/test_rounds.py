@@ -162,3 +162,29 @@ def test_a_finished_run_leaves_the_blocks_work_but_stays_queryable(setup):
     chain.block()  # the last round resolves: the run is retired
     assert registry.active_runs(view()) == []
     assert [r.run_id for r in registry.runs(view())] == ["r"]
+
+
+def test_each_round_s_roster_is_drawn_as_its_window_opens(setup):
+    """Hosts registered by the block before a commit window opens are the round's roster; a
+    later joiner is refused for that round and commits from the next one."""
+    chain, acct = setup
+    view = chain.app.committed_view
+    assert registry.roster(view(), "r", 0).hosts == sorted(str(h.address()) for h in HOSTS)
+    assert registry.roster(view(), "r", 1) is None  # not drawn yet
+    late = str(OUTSIDER.address())
+    msgs = [MsgDepositCollateral(depositor=late, amount="100"),
+            MsgRegisterHost(host=late, run_id="r", endpoint="x")]  # fmt: skip
+    assert chain.broadcast(acct.tx(OUTSIDER, msgs, 4)).code == 0
+    chain.block()  # height 2: round 0's window is open, the outsider just registered
+    refused = chain.broadcast(acct.tx(OUTSIDER, [commit(OUTSIDER, 0)], 4))
+    assert refused.code == codes.INVALID_REQUEST and "not in round 0's roster" in refused.raw_log
+    acct.seq[4] -= 1  # a refused tx uses no sequence
+    second = schedule.round_window(registry.get_run(view(), "r"), chain.app.params.poc, 1)
+    while chain.app.height < second.start - 2:
+        chain.block()
+    assert registry.roster(view(), "r", 1) is None
+    chain.block()  # the block before round 1's window: its roster is drawn
+    assert late in registry.roster(view(), "r", 1).hosts
+    assert len(registry.roster(view(), "r", 1).hosts) == 4
+    chain.block()
+    assert chain.broadcast(acct.tx(OUTSIDER, [commit(OUTSIDER, 1)], 4)).code == 0

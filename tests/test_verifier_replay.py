@@ -144,7 +144,7 @@ def test_bf16_runs_train_under_autocast_and_replay_with_the_run_s_precision(tmp_
 def test_the_verifier_s_own_broken_data_is_never_the_host_s_fault(tmp_path, base):
     store, commit, challenges = publish_round(tmp_path / "store", CFG, base, honest(base), HOST)
     copy = shutil.copytree(DATA.root, tmp_path / "data")
-    shard = DATA.manifest.shards[DATA.shard_of(CFG.seed, HOST)]
+    shard = DATA.manifest.shards[DATA.shards_of(CFG.seed, HOST)[0]]
     (copy / shard.file).write_bytes((copy / shard.file).read_bytes()[:-2])  # truncated
     broken = Dataset(copy, PINS.manifest_hash, PINS.tokenizer_hash)
     with pytest.raises(DataError, match=f"{shard.file}: .* bytes; the manifest says"):

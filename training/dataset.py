@@ -10,16 +10,19 @@ corpus never has to fit in memory.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Literal
 
 import numpy as np
 import torch
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from dilochain.protocol.schedule import shard_assignment
 
 MANIFEST = "manifest.json"
 TOKENIZER = "tokenizer.json"
@@ -186,15 +189,16 @@ class Dataset:
                                 f"{self.manifest.vocab_size}")  # fmt: skip
         return tokens
 
-    def prefetch(self, shard: int) -> None:
-        """Make sure a training shard and the held-out shard are here and checked."""
-        self._open(self.manifest.shards[shard])
+    def prefetch(self, shards: Sequence[int]) -> None:
+        """Make sure training shards and the held-out shard are here and checked."""
+        for shard in shards:
+            self._open(self.manifest.shards[shard])
         self._open(self.manifest.heldout)
 
-    def shard_of(self, seed: int, host: str) -> int:
-        """The training shard a host trains on: fixed by the run seed and the host address."""
-        digest = hashlib.sha256(f"dilochain-shard/{seed}/{host}".encode()).digest()
-        return int.from_bytes(digest[:8], "big") % self.num_shards
+    def shards_of(self, seed: int, host: str, roster: Sequence[str] = ()) -> tuple[int, ...]:
+        """The training shards ``host`` trains on in a round with ``roster`` (empty: the host
+        alone), as :func:`~dilochain.protocol.schedule.shard_assignment` assigns them."""
+        return shard_assignment(seed, self.num_shards, roster or (host,), host)
 
     @staticmethod
     def _windows(tokens: np.ndarray, starts: torch.Tensor, context: int) -> torch.Tensor:
@@ -209,12 +213,20 @@ class Dataset:
         return tokens, len(tokens) - context - 1
 
     def batch(
-        self, shard: int, data_seed: int, step: int, batch: int, context: int
+        self, shards: Sequence[int], data_seed: int, step: int, batch: int, context: int
     ) -> torch.Tensor:
-        """The (batch, context + 1) windows of inner step ``step``, a function of its inputs."""
-        tokens, top = self._span(self.manifest.shards[shard], context)
-        starts = torch.randint(0, top, (batch,), generator=_seeded(data_seed, step))
-        return self._windows(tokens, starts, context)
+        """The (batch, context + 1) windows of inner step ``step``, a function of its inputs:
+        each window starts at a position drawn uniformly over all of ``shards``' windows."""
+        spans = [self._span(self.manifest.shards[s], context) for s in shards]
+        ends = np.cumsum([top for _, top in spans]).tolist()
+        flat = torch.randint(0, ends[-1], (batch,), generator=_seeded(data_seed, step)).tolist()
+        rows = []
+        for position in flat:
+            i = bisect.bisect_right(ends, position)
+            tokens, top = spans[i]
+            start = position - (ends[i] - top)
+            rows.append(tokens[start : start + context + 1])
+        return torch.from_numpy(np.stack(rows).astype(np.int64))
 
     def heldout_sample(self, seed: int, batch: int, context: int) -> torch.Tensor:
         """(batch, context + 1) held-out windows drawn by ``seed`` (a screen's loss test)."""

@@ -57,22 +57,23 @@ class DataParallel:
 
     def start_round(
         self, cfg: RunConfig | None, host: str = "", round_: int = 0,
-        params: dict[str, torch.Tensor] | None = None,
-    ) -> tuple[RunConfig, str, int, dict[str, torch.Tensor]] | None:  # fmt: skip
-        """Rank 0 sends a round (its config, host identity, round and start parameters; a None
-        config ends the workers); the other ranks receive it. Returns the round (None: end)."""
+        params: dict[str, torch.Tensor] | None = None, shards: tuple[int, ...] = (),
+    ) -> tuple[RunConfig, str, int, dict[str, torch.Tensor], tuple[int, ...]] | None:  # fmt: skip
+        """Rank 0 sends a round (its config, host identity, round, start parameters and data
+        shards; a None config ends the workers); the other ranks receive it. Returns the round
+        (None: end)."""
         header: list[object] = [None]
         if cfg is not None and params is not None:
             layout = [(n, tuple(params[n].shape)) for n in sorted(params)]
-            header = [(cfg.SerializeToString(), host, round_, layout)]
+            header = [(cfg.SerializeToString(), host, round_, layout, shards)]
         dist.broadcast_object_list(header, src=0)
         if header[0] is None:
             return None
-        raw, host, round_, layout = header[0]
+        raw, host, round_, layout, shards = header[0]
         if params is not None:  # rank 0: send, and keep its own tensors
             dist.broadcast(torch.cat([params[n].detach().reshape(-1).float().cpu()
                                       for n, _ in layout]), src=0)  # fmt: skip
-            return cfg, host, round_, params
+            return cfg, host, round_, params, shards
         flat = torch.empty(sum(math.prod(shape) for _, shape in layout))
         dist.broadcast(flat, src=0)
         tensors, offset = {}, 0
@@ -80,7 +81,7 @@ class DataParallel:
             size = math.prod(shape)
             tensors[name] = flat[offset : offset + size].view(shape).clone()
             offset += size
-        return RunConfig.FromString(raw), host, round_, tensors
+        return RunConfig.FromString(raw), host, round_, tensors, shards
 
     def close(self) -> None:
         """Leave the process group."""

@@ -4,7 +4,7 @@ the compressed pseudo-gradient, the residual it leaves and the Merkle root the h
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -55,16 +55,18 @@ def train_round(
     progress: Progress | None = None,
     sink: Sink | None = None,
     parallel: DataParallel | None = None,
+    roster: Sequence[str] = (),
 ) -> RoundResult:
     """Train round ``round_`` from ``global_state``, compressing with the ``residual`` the
-    host's last round left (None: none). Checkpoints are encoded and hashed in the background
-    and, with ``sink``, handed to it (the host's artifact store) as they are ready. With
-    ``parallel`` (rank 0 of the host's ranks), the other ranks train each step with it."""
+    host's last round left (None: none), on the shards the round's ``roster`` gives the host
+    (empty: the host alone). Checkpoints are encoded and hashed in the background and, with
+    ``sink``, handed to it (the host's artifact store) as they are ready. With ``parallel``
+    (rank 0 of the host's ranks), the other ranks train each step with it."""
     data_seed = derive_data_seed(cfg.seed, host, round_)
-    shard = data.shard_of(cfg.seed, host)
+    shards = data.shards_of(cfg.seed, host, roster)
     start = params_of(global_state)
     if parallel is not None:
-        parallel.start_round(cfg, host, round_, start)
+        parallel.start_round(cfg, host, round_, start, shards)
     state = fresh_inner_state(model, cfg, start)
     writer = CheckpointWriter(sink)
     losses: list[float] = []
@@ -73,7 +75,7 @@ def train_round(
     try:
         writer.submit(state.checkpoint())
         while state.step < cfg.inner_steps:
-            losses.append(train_step(state, cfg, data, shard, data_seed, round_, parallel))
+            losses.append(train_step(state, cfg, data, shards, data_seed, round_, parallel))
             if state.step % cfg.checkpoint_interval == 0:
                 writer.submit(state.checkpoint())
             if progress:
@@ -103,10 +105,10 @@ def serve_rounds(model: CausalLM, data: Dataset, parallel: DataParallel) -> int:
     device = next(model.parameters()).device
     rounds = 0
     while (job := parallel.start_round(None)) is not None:
-        cfg, host, round_, params = job
+        cfg, host, round_, params, shards = job
         state = fresh_inner_state(model, cfg, {k: v.to(device) for k, v in params.items()})
-        shard, data_seed = data.shard_of(cfg.seed, host), derive_data_seed(cfg.seed, host, round_)
+        data_seed = derive_data_seed(cfg.seed, host, round_)
         while state.step < cfg.inner_steps:
-            train_step(state, cfg, data, shard, data_seed, round_, parallel)
+            train_step(state, cfg, data, shards, data_seed, round_, parallel)
         rounds += 1
     return rounds

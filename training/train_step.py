@@ -10,6 +10,7 @@ hardware; tolerance mode compares replays by relative L2 distance.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -97,13 +98,13 @@ def fresh_inner_state(
 
 
 def train_step(
-    state: InnerState, cfg: RunConfig, data: Dataset, shard: int, data_seed: int, round_: int,
-    parallel: DataParallel | None = None,
+    state: InnerState, cfg: RunConfig, data: Dataset, shards: Sequence[int], data_seed: int,
+    round_: int, parallel: DataParallel | None = None,
 ) -> float:  # fmt: skip
     """One inner AdamW step (clipped, scheduled) on the batch the data seed assigns; its loss.
     With ``parallel``, this rank's slice of the batch, gradients averaged over the ranks."""
     device = next(state.model.parameters()).device
-    batch = data.batch(shard, data_seed, state.step, cfg.batch_size, cfg.seq_len)
+    batch = data.batch(shards, data_seed, state.step, cfg.batch_size, cfg.seq_len)
     if parallel is not None:
         batch = parallel.rows(batch)
     for group in state.optimizer.param_groups:
@@ -124,11 +125,11 @@ def train_step(
 
 
 def run_segment(
-    state: InnerState, cfg: RunConfig, data: Dataset, shard: int, data_seed: int, round_: int,
-    steps: int,
+    state: InnerState, cfg: RunConfig, data: Dataset, shards: Sequence[int], data_seed: int,
+    round_: int, steps: int,
 ) -> list[float]:  # fmt: skip
     """``steps`` inner steps from ``state``; the verifier replays a segment with this."""
-    return [train_step(state, cfg, data, shard, data_seed, round_) for _ in range(steps)]
+    return [train_step(state, cfg, data, shards, data_seed, round_) for _ in range(steps)]
 
 
 @torch.no_grad()

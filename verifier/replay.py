@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -123,8 +123,10 @@ def verify_challenge(
     store: ArtifactStore,
     policy: Policy,
     device: str = "cpu",
+    roster: Sequence[str] = (),
 ) -> Verdict:
-    """Re-execute a challenged segment on ``device``; never raises for a host's fault, it fails
+    """Re-execute a challenged segment on ``device``, on the data shards the round's
+    ``roster`` (empty: the host alone) gave the host; never raises for a host's fault, it fails
     the host."""
     k = cfg.checkpoint_interval
     try:
@@ -148,11 +150,11 @@ def verify_challenge(
         start_gap = relative_l2(params_of(start), params_of(artifacts.base))
         if start_gap > (0.0 if policy.mode == "exact" else policy.tolerance):
             return Verdict(False, "round did not start from the global state", start_gap)
-    shard = data.shard_of(cfg.seed, commit.host)
+    shards = data.shards_of(cfg.seed, commit.host, roster)
     middle = fingerprint_step(k)
-    run_segment(state, cfg, data, shard, commit.data_seed, commit.round, middle)
+    run_segment(state, cfg, data, shards, commit.data_seed, commit.round, middle)
     mark = fingerprint(_on_cpu(state), start, challenge, policy.mode, policy.tolerance)
-    run_segment(state, cfg, data, shard, commit.data_seed, commit.round, k - middle)
+    run_segment(state, cfg, data, shards, commit.data_seed, commit.round, k - middle)
     verdict = _compare(_on_cpu(state), end_bytes, challenge, policy)
     if verdict.passed:
         mismatch = pseudo_grad_mismatch(artifacts, commit, cfg.compression, policy)

@@ -201,8 +201,9 @@ class VerifierService:
             return lazy_verdict(self.cfg.behavior, challenge, store, policy)
         commits = self.poc.commits(run.run_id, challenge.round)
         commit = next(c for c in commits if c.host == challenge.host)
+        roster = self.poc.roster(run.run_id, challenge.round) or ()
         return verify_challenge(run.config, data, commit, challenge, store, policy,
-                                self.cfg.device)  # fmt: skip
+                                self.cfg.device, roster)  # fmt: skip
 
     def _timed_check(self, run: Run, data: Dataset, challenge: Challenge) -> Verdict:
         started = time.perf_counter()

@@ -20,9 +20,9 @@ from dilochain.protocol.pb.poc.v1.tx_pb2 import (
     MsgRegisterHost,
     MsgRegisterHostResponse,
 )
-from dilochain.protocol.pb.poc.v1.types_pb2 import Host, Run, RunConfig
+from dilochain.protocol.pb.poc.v1.types_pb2 import Host, Roster, Run, RunConfig
 from dilochain.protocol.pb.poc.v1.types_pb2 import Params as ParamsProto
-from dilochain.protocol.schedule import window_at
+from dilochain.protocol.schedule import round_window, window_at
 
 _RUN_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 
@@ -74,6 +74,31 @@ def retire(ctx: Context, run: Run) -> None:
 def hosts(store: CacheStore, run_id: str) -> list[Host]:
     """Hosts registered in ``run_id``, by address."""
     return [Host.FromString(v) for _, v in store.iterate(b"host/" + run_id.encode() + b"/")]
+
+
+def _roster_key(run_id: str, round_: int) -> bytes:
+    return b"roster/" + run_id.encode() + b"/%010d" % round_
+
+
+def roster(store: CacheStore, run_id: str, round_: int) -> Roster | None:
+    """The hosts of round ``round_`` (None before it is drawn)."""
+    raw = store.get(_roster_key(run_id, round_))
+    return Roster.FromString(raw) if raw is not None else None
+
+
+def _draw_rosters(ctx: Context) -> None:
+    """At the block before a round's commit window opens, record the run's hosts as the
+    round's roster: who may commit it, and what assigns each host its data shards (so a
+    verifier derives a host's shards from chain state alone)."""
+    for run in active_runs(ctx.store):
+        window = window_at(run, ctx.params.poc, ctx.height + 1) or round_window(
+            run, ctx.params.poc, 0
+        )
+        if window.start != ctx.height + 1 or window.round >= run.config.total_rounds:
+            continue
+        members = Roster(hosts=[h.address for h in hosts(ctx.store, run.run_id)])
+        ctx.store.set(_roster_key(run.run_id, window.round), members.SerializeToString())
+        ctx.emit("roster", run_id=run.run_id, round=window.round, hosts=len(members.hosts))
 
 
 def _validate_config(cfg: RunConfig, params: PocParams) -> None:
@@ -157,7 +182,13 @@ def _handle_leave_run(ctx: Context, msg: MsgLeaveRun) -> MsgLeaveRunResponse:
 def end_block(ctx: Context) -> None:
     """For each host that left a run and whose hold ends at this block (after the round's
     challenges were resolved and its slash taken): release the run's hold and start unbonding
-    all its free collateral."""
+    all its free collateral. Then draw the rosters of rounds whose commit window opens next
+    (after this block's jails and leaves)."""
+    _release_leavers(ctx)
+    _draw_rosters(ctx)
+
+
+def _release_leavers(ctx: Context) -> None:
     due = []
     for key, value in ctx.store.iterate(b"leave/"):
         _, release, run_id, address = key.decode().split("/", 3)
@@ -242,6 +273,13 @@ def _query_hosts(ctx: QueryContext, request: q.QueryHostsRequest) -> q.QueryHost
     return q.QueryHostsResponse(hosts=hosts(ctx.store, request.run_id))
 
 
+def _query_roster(ctx: QueryContext, request: q.QueryRosterRequest) -> q.QueryRosterResponse:
+    require_run(ctx.store, request.run_id)
+    found = roster(ctx.store, request.run_id, request.round)
+    return q.QueryRosterResponse(roster=found, drawn=found is not None)
+
+
 QUERIES: dict[str, QueryHandler] = {
     "Params": _query_params, "Run": _query_run, "Runs": _query_runs, "Hosts": _query_hosts,
+    "Roster": _query_roster,
 }  # fmt: skip

@@ -92,6 +92,10 @@ def _handle_commit(ctx: Context, msg: MsgCommitRound) -> MsgCommitRoundResponse:
             f"round {msg.round} is not open for commits at block {ctx.height}; open round: "
             f"{current}",
         )
+    members = registry.roster(ctx.store, msg.run_id, msg.round)
+    if members is None or msg.host not in members.hosts:
+        raise TxError(codes.INVALID_REQUEST, f"{msg.host} is not in round {msg.round}'s roster "
+                      "(it registered after the round's commit window opened)")  # fmt: skip
     key = _commit_key(msg.run_id, msg.round, msg.host)
     if ctx.store.get(key) is not None:
         raise TxError(codes.INVALID_REQUEST, f"{msg.host} already committed round {msg.round}")

@@ -213,7 +213,8 @@ def _leave(args: argparse.Namespace) -> int:
     print(f"{host} left run {cfg.run_id} at block {response.height} (tx {response.hash}).\n"
           f"Its collateral stays held until block {release}, when the round it left in is "
           f"resolved (a slash for that round is taken first);\nthen all its free collateral "
-          f"unbonds and is paid back {unbonding} s later. Stop its `node start` now.")  # fmt: skip
+          f"unbonds and is paid back {unbonding} s later. A running `node start` reveals "
+          "what it owes for that round, then stops.")  # fmt: skip
     return 0
 
 

@@ -62,6 +62,22 @@ class QueryHostsResponse(_message.Message):
     hosts: _containers.RepeatedCompositeFieldContainer[_types_pb2.Host]
     def __init__(self, hosts: _Optional[_Iterable[_Union[_types_pb2.Host, _Mapping]]] = ...) -> None: ...
 
+class QueryRosterRequest(_message.Message):
+    __slots__ = ("run_id", "round")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    ROUND_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    round: int
+    def __init__(self, run_id: _Optional[str] = ..., round: _Optional[int] = ...) -> None: ...
+
+class QueryRosterResponse(_message.Message):
+    __slots__ = ("roster", "drawn")
+    ROSTER_FIELD_NUMBER: _ClassVar[int]
+    DRAWN_FIELD_NUMBER: _ClassVar[int]
+    roster: _types_pb2.Roster
+    drawn: bool
+    def __init__(self, roster: _Optional[_Union[_types_pb2.Roster, _Mapping]] = ..., drawn: bool = ...) -> None: ...
+
 class QueryRoundInfoRequest(_message.Message):
     __slots__ = ("run_id",)
     RUN_ID_FIELD_NUMBER: _ClassVar[int]

@@ -60,6 +60,11 @@ class QueryStub(object):
                 request_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryHostsRequest.SerializeToString,
                 response_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryHostsResponse.FromString,
                 _registered_method=True)
+        self.Roster = channel.unary_unary(
+                '/dilochain.poc.v1.Query/Roster',
+                request_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryRosterRequest.SerializeToString,
+                response_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryRosterResponse.FromString,
+                _registered_method=True)
         self.RoundInfo = channel.unary_unary(
                 '/dilochain.poc.v1.Query/RoundInfo',
                 request_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryRoundInfoRequest.SerializeToString,
@@ -146,6 +151,12 @@ class QueryServicer(object):
         raise NotImplementedError('Method not implemented!')
 
     def Hosts(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Roster(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -244,6 +255,11 @@ def add_QueryServicer_to_server(servicer, server):
                     servicer.Hosts,
                     request_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryHostsRequest.FromString,
                     response_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryHostsResponse.SerializeToString,
+            ),
+            'Roster': grpc.unary_unary_rpc_method_handler(
+                    servicer.Roster,
+                    request_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryRosterRequest.FromString,
+                    response_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryRosterResponse.SerializeToString,
             ),
             'RoundInfo': grpc.unary_unary_rpc_method_handler(
                     servicer.RoundInfo,
@@ -437,6 +453,33 @@ class Query(object):
             '/dilochain.poc.v1.Query/Hosts',
             dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryHostsRequest.SerializeToString,
             dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryHostsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Roster(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/dilochain.poc.v1.Query/Roster',
+            dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryRosterRequest.SerializeToString,
+            dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryRosterResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -253,6 +253,12 @@ class Host(_message.Message):
     registered_height: int
     def __init__(self, run_id: _Optional[str] = ..., address: _Optional[str] = ..., endpoint: _Optional[str] = ..., registered_height: _Optional[int] = ...) -> None: ...
 
+class Roster(_message.Message):
+    __slots__ = ("hosts",)
+    HOSTS_FIELD_NUMBER: _ClassVar[int]
+    hosts: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, hosts: _Optional[_Iterable[str]] = ...) -> None: ...
+
 class UnbondingEntry(_message.Message):
     __slots__ = ("amount", "completion_time_unix")
     AMOUNT_FIELD_NUMBER: _ClassVar[int]
