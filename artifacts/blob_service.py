@@ -85,12 +85,14 @@ def fetch_blob(endpoint: str, digest: bytes, limit: int, timeout: float = 60.0) 
 
 
 class PeerFetchingStore:
-    """A local store that fetches what it lacks from peers' blob services, then keeps it."""
+    """A local store that fetches what it lacks from peers' blob services, then keeps it;
+    ``touched`` holds every hash read through it (what a job used, for pruning)."""
 
     def __init__(self, local: ArtifactStore, peers: Callable[[], list[str]], limit: int):
         self.local = local
         self.peers = peers
         self.limit = limit
+        self.touched: set[bytes] = set()
 
     def put(self, data: bytes, digest: bytes | None = None) -> bytes:
         """Store locally."""
@@ -102,6 +104,7 @@ class PeerFetchingStore:
 
     def get(self, digest: bytes, attempts: int = ATTEMPTS) -> bytes:
         """Local bytes, or the first peer's that hash right (see :func:`fetch_from_peers`)."""
+        self.touched.add(digest)
         if self.local.has(digest):
             return self.local.get(digest)
         data = fetch_from_peers(self.peers(), digest, self.limit, attempts)

@@ -130,7 +130,7 @@ def submit(
     e.g. its window has closed and the mempool dropped it: no use waiting out ``timeout``."""
     deadline = time.monotonic() + timeout
     try:
-        submitted = broadcast(client, wallet, *msgs)
+        submitted = _broadcast_in_sequence(client, wallet, msgs, deadline)
         while True:
             try:
                 wait = max(0.0, min(1.0, deadline - time.monotonic()))
@@ -155,6 +155,26 @@ def submit(
         if err.code() == grpc.StatusCode.NOT_FOUND:  # the signer's account does not exist yet
             raise TxRefused(f"{err.details()} (an account exists once it holds funds)") from None
         raise
+
+
+SEQUENCE_TAKEN = "incorrect account sequence"
+
+
+def _broadcast_in_sequence(
+    client: LedgerClient, wallet: Wallet, msgs: tuple[Message, ...], deadline: float
+) -> SubmittedTx:
+    """Broadcast, signing again while another process's tx of the same key holds the account
+    sequence (``node leave`` beside a running node, say) until it is in a block."""
+    while True:
+        try:
+            return broadcast(client, wallet, *msgs)
+        except (BroadcastError, grpc.RpcError) as err:
+            text = str(err) if isinstance(err, BroadcastError) else (err.details() or "")
+            if SEQUENCE_TAKEN not in text or time.monotonic() + 0.5 > deadline:
+                raise
+            log.info("tx %s: another tx of this key holds its sequence; signing again",
+                     _kinds(msgs))  # fmt: skip
+            time.sleep(0.5)
 
 
 def _included(

@@ -20,6 +20,7 @@ from cosmpy.aerial.tx_helpers import TxResponse
 from cosmpy.aerial.wallet import Wallet
 
 from dilochain.artifacts.blob_service import PeerFetchingStore, fetch_from_peers, serve_blobs
+from dilochain.artifacts.pruning import Ledger, Retention
 from dilochain.artifacts.store import ArtifactError, LocalArtifactStore
 from dilochain.auto_claim import AutoClaimer
 from dilochain.client import TxRefused, submit
@@ -29,7 +30,6 @@ from dilochain.node.aggregation import Aggregator, GlobalView
 from dilochain.node.behaviors import Behavior, RoundJob
 from dilochain.node.config import NodeConfig
 from dilochain.node.errors import NodeError
-from dilochain.node.pruning import Ledger, Retention
 from dilochain.node.ranks import HostRanks
 from dilochain.node.resume import ResumeState
 from dilochain.poc_client import InsufficientFunds, PocClient, ensure_bonded
@@ -281,7 +281,7 @@ class HostNode:
 
     def prune(self, aggregated: range, resolved: int) -> None:
         """Note the peers' pseudo-gradients of the ``aggregated`` rounds, then delete what no
-        longer matters once round ``resolved`` is decided (:mod:`dilochain.node.pruning`)."""
+        longer matters once round ``resolved`` is decided (:mod:`dilochain.artifacts.pruning`)."""
         for r in aggregated:
             hashes = [c.pseudo_grad_hash for c in self.poc.commits(self.cfg.run_id, r)]
             self.ledger.record(r, "pseudo_grad", hashes)

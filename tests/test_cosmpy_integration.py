@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 import pytest
@@ -168,3 +170,25 @@ def test_every_tx_sent_is_logged_with_its_hash_and_codes(running_chain, caplog):
         f"tx {response.hash} MsgDepositCollateral broadcast: code 0",
         f"tx {response.hash} MsgDepositCollateral in block {response.height}: code 0",
     ]
+
+
+def test_two_signers_of_one_key_both_land(running_chain, caplog):
+    """Two senders with one key at once (``node leave`` beside a running node): both read the
+    same account sequence; the one CheckTx refuses signs again once the other is in a block."""
+    caplog.set_level(logging.INFO, logger="dilochain.client")
+    client, (_, bob, carol, *_) = running_chain.client, running_chain.wallets
+    before = client.query_account(carol.address()).sequence
+    send = MsgSend(from_address=str(carol.address()), to_address=str(bob.address()),
+                   amount=[Coin(denom=DENOM, amount="5")])  # fmt: skip
+    barrier = threading.Barrier(2)
+
+    def one(_):
+        barrier.wait()
+        return submit(client, carol, send)
+
+    with ThreadPoolExecutor(2) as pool:
+        responses = list(pool.map(one, range(2)))
+    assert all(r.code == 0 for r in responses)
+    assert len({r.hash for r in responses}) == 2
+    assert client.query_account(carol.address()).sequence == before + 2
+    assert any("signing again" in r.getMessage() for r in caplog.records)

@@ -1,5 +1,6 @@
-"""``dilochain devnet up`` end to end (its processes' Prometheus metrics scraped while it
-runs), then the chain it left behind, restarted, queried and shown by ``dilochain dashboard`` in
+"""``dilochain devnet up --churn`` end to end (its processes' Prometheus metrics scraped while
+it runs): a cheater caught, a host that joins mid-run, one killed and restarted, one that leaves;
+then the chain it left behind, restarted, queried and shown by ``dilochain dashboard`` in
 headless Chromium."""
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from dilochain.protocol.pb.poc.v1.types_pb2 import ChallengeStatus
 FAILED = ChallengeStatus.CHALLENGE_STATUS_FAILED
 
 pytestmark = pytest.mark.integration
-ROUNDS = 3
+ROUNDS = 6  # --churn: join in round 1, crash in round 2, leave after round 3
 
 
 # What must move in each process's metrics while the devnet runs (sum over a family's samples).
@@ -100,7 +101,7 @@ def _metrics_move(out: DevnetOutput) -> dict[str, dict[str, tuple[float, float]]
 def test_devnet_up_catches_the_cheater_and_pays_everyone(tmp_path):
     summary_path = tmp_path / "summary.json"
     cmd = [sys.executable, "-m", "dilochain.cli.main", "devnet", "up", "--dir", str(tmp_path / "d"),
-           "--rounds", str(ROUNDS), "--json", str(summary_path)]  # fmt: skip
+           "--rounds", str(ROUNDS), "--json", str(summary_path), "--churn"]  # fmt: skip
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env={**os.environ, "PYTHONUNBUFFERED": "1"})  # fmt: skip
     out = DevnetOutput(proc)
@@ -127,7 +128,7 @@ def test_devnet_up_catches_the_cheater_and_pays_everyone(tmp_path):
         client = LedgerClient(network_config(summary["chain_id"], chain.address))
         checkpoints = poc.global_checkpoints(run_id=summary["run_id"])
         assert [g.round for g in checkpoints] == list(range(ROUNDS))
-        assert all(g.agreeing == g.commits >= 3 for g in checkpoints)
+        assert all(g.agreeing == g.commits >= 2 for g in checkpoints)
         for r in range(ROUNDS):  # both verifiers took part in every round's beacon
             found = poc.beacon(summary["run_id"], r)
             assert len(found.entries) == 2 and all(e.secret for e in found.entries)
@@ -138,6 +139,7 @@ def test_devnet_up_catches_the_cheater_and_pays_everyone(tmp_path):
         assert screens[cheater_address].failed and len(screens[cheater_address].votes) == 2
         honest = [members[f"host-{i}"]["address"] for i in range(3)]
         assert all(not screens[a].failed and len(screens[a].votes) == 2 for a in honest)
+        staying = [members[name]["address"] for name in ("host-0", "host-1", "host-4")]
         cfg = poc.run(summary["run_id"]).config
         caught = [c for c in poc.challenges(summary["run_id"], 0) if c.host == cheater_address]
         segments = cfg.inner_steps // cfg.checkpoint_interval
@@ -153,8 +155,36 @@ def test_devnet_up_catches_the_cheater_and_pays_everyone(tmp_path):
         bonded = poc.collateral(address=cheater["address"])
         assert int(bonded.bonded) == expected
 
+        # Hosts came and went; each honest one is paid for exactly the rounds it did.
+        assert {(e["member"], e["event"]) for e in summary["churn"]} == {
+            ("host-4", "joined"),
+            ("host-1", "crashed"),
+            ("host-1", "resumed"),
+            ("host-2", "left"),
+        }
+        events = {(e["member"], e["event"]): e["round"] for e in summary["churn"]}
+        assert events[("host-1", "crashed")] == 2 <= events[("host-1", "resumed")]
+        assert events[("host-2", "left")] == 3 and events[("host-4", "joined")] >= 2
+        commits = {r: poc.commits(summary["run_id"], r) for r in range(ROUNDS)}
+        left = members["host-2"]["address"]
+        assert not any(c.host == left for r in range(4, ROUNDS) for c in commits[r])
+        assert poc.collateral(address=left).unbonding  # its collateral is on its way back
+        curve = [loss for _, loss in summary["loss_curve"]]
+        assert curve[-1] < curve[0]
+        tokens = cfg.inner_steps * cfg.batch_size * cfg.seq_len
+        undecided = {(c.host, r) for r in range(ROUNDS)
+                     for c in poc.challenges(summary["run_id"], r)
+                     if c.status == ChallengeStatus.CHALLENGE_STATUS_UNDECIDED}  # fmt: skip
+        for name in ("host-0", "host-1", "host-2", "host-4"):
+            member = members[name]
+            did = [r for r in range(ROUNDS) if any(c.host == member["address"] for c in commits[r])
+                   and (member["address"], r) not in undecided]  # fmt: skip
+            work = sum(int(poc.claimable(member["address"], c["epoch"]).host_work)
+                       for c in member["claims"])  # fmt: skip
+            assert work == tokens * len(did), (name, did, work)
+
         paid = 0
-        for name in ("host-0", "host-1", "host-2", "verifier-0", "verifier-1"):
+        for name in ("host-0", "host-1", "host-2", "host-4", "verifier-0", "verifier-1"):
             member = members[name]
             assert member["claims"], f"{name} was paid nothing"
             assert not poc.slashes(address=member["address"])
@@ -172,10 +202,11 @@ def test_devnet_up_catches_the_cheater_and_pays_everyone(tmp_path):
                 assert claim["amount"] // 2 <= claim["paid"]
                 paid += claim["paid"]
         assert not members["host-3"]["claims"]
-        # Hosts pruned round 0's checkpoints and pseudo-gradients once round 1 was decided.
-        for i in range(3):
-            log = (Path(members[f"host-{i}"]["home"]) / "node.log").read_text()
-            assert "pruned " in log and "artifacts (" in log, f"host-{i} pruned nothing"
+        # Hosts and verifiers pruned round 0's artifacts once round 1 was decided.
+        for name in ("host-0", "host-1", "host-2", "verifier-0", "verifier-1"):
+            log = Path(members[name]["home"]) / ("node.log" if name.startswith("host")
+                                                 else "verifier.log")  # fmt: skip
+            assert "pruned " in log.read_text(), f"{name} pruned nothing"
         # Hosts and verifiers claimed the epochs that closed while they ran, themselves.
         auto = {(name, c["epoch"]) for name, m in members.items() for c in m["claims"]
                 if c["by"] == "auto-claim"}  # fmt: skip
@@ -198,7 +229,7 @@ def test_devnet_up_catches_the_cheater_and_pays_everyone(tmp_path):
         assert int(supply) == summary["genesis_supply"] + paid - burned
 
         # The dashboard, on the restarted chain, in a real browser.
-        _dashboard_shows_the_run(chain.address, summary, cheater["address"], honest)
+        _dashboard_shows_the_run(chain.address, summary, cheater["address"], staying)
 
 
 def _dashboard_shows_the_run(

@@ -14,12 +14,12 @@ from cosmpy.aerial.client import LedgerClient
 from tokenizers import Tokenizer
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from dilochain.artifacts.pruning import Ledger
 from dilochain.artifacts.store import LocalArtifactStore
 from dilochain.client import broadcast, network_config
 from dilochain.failpoints import VARIABLE as FAILPOINTS
 from dilochain.keyring import Keyring
 from dilochain.localnet import ChainProcess, init_localnet, spawn_node
-from dilochain.node.pruning import Ledger
 from dilochain.poc_client import PocClient
 from dilochain.protocol.params import DENOM
 from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgCreateRun

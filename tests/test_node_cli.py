@@ -12,10 +12,10 @@ import time
 import pytest
 from cosmpy.crypto.address import Address
 
+from dilochain.artifacts.pruning import Ledger
 from dilochain.artifacts.store import LocalArtifactStore
 from dilochain.client import broadcast
 from dilochain.keyring import Keyring
-from dilochain.node.pruning import Ledger
 from dilochain.poc_client import PocClient
 from dilochain.protocol import model_config
 from dilochain.protocol.params import DENOM

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 
+from dilochain.artifacts.pruning import Entry, Ledger, Retention, prunable
 from dilochain.artifacts.store import LocalArtifactStore
-from dilochain.node.pruning import Entry, Ledger, Retention, prunable
 
 
 def test_what_goes_and_when():

@@ -21,6 +21,7 @@ from cosmpy.aerial.wallet import Wallet
 from pydantic import BaseModel, ConfigDict, Field
 
 from dilochain.artifacts.blob_service import PeerFetchingStore, fetch_from_peers
+from dilochain.artifacts.pruning import Ledger, Retention
 from dilochain.artifacts.store import ArtifactError, LocalArtifactStore
 from dilochain.auto_claim import AutoClaimer
 from dilochain.client import TxRefused, submit
@@ -91,6 +92,7 @@ class VerifierService:
         self.skipped: set[tuple] = set()  # jobs my data could not replay (logged once)
         self.fetch_limits: dict[str, int] = {}  # per run: its largest possible artifact
         self.local = LocalArtifactStore(cfg.home / "verifier-artifacts")
+        self.pruned: dict[str, int] = {}  # per run: the last decided round pruned for
         self.verdicts = 0
         self._send_lock = threading.Lock()  # one signer, one sequence: one tx at a time
         box = CopyingBallots if cfg.behavior == "copy" else BallotBox
@@ -197,13 +199,33 @@ class VerifierService:
     def _check(self, run: Run, data: Dataset, challenge: Challenge) -> Verdict:
         store = self._store(run, challenge.host, self.poc.hosts(run_id=run.run_id))
         policy = Policy.for_run(self.params, run.config.precision)
-        if self.cfg.behavior != "honest":
-            return lazy_verdict(self.cfg.behavior, challenge, store, policy)
-        commits = self.poc.commits(run.run_id, challenge.round)
-        commit = next(c for c in commits if c.host == challenge.host)
-        roster = self.poc.roster(run.run_id, challenge.round) or ()
-        return verify_challenge(run.config, data, commit, challenge, store, policy,
-                                self.cfg.device, roster)  # fmt: skip
+        try:
+            if self.cfg.behavior != "honest":
+                return lazy_verdict(self.cfg.behavior, challenge, store, policy)
+            commits = self.poc.commits(run.run_id, challenge.round)
+            commit = next(c for c in commits if c.host == challenge.host)
+            roster = self.poc.roster(run.run_id, challenge.round) or ()
+            return verify_challenge(run.config, data, commit, challenge, store, policy,
+                                    self.cfg.device, roster)  # fmt: skip
+        finally:
+            self._ledger(run).record(challenge.round, "checkpoint", sorted(store.touched))
+
+    def _ledger(self, run: Run) -> Ledger:
+        """What this verifier fetched for which round of ``run`` (for pruning)."""
+        folder = self.cfg.home / "ledgers" / run.run_id
+        folder.mkdir(parents=True, exist_ok=True)
+        return Ledger(folder)
+
+    def prune(self, run: Run, resolved: int) -> None:
+        """Delete what this verifier fetched for ``run``'s rounds that were decided more than
+        a round before round ``resolved`` (nothing it can still vote on)."""
+        if self.pruned.get(run.run_id, -1) >= resolved:
+            return
+        self.pruned[run.run_id] = resolved
+        gone = self._ledger(run).prune(self.local, resolved, Retention())
+        if gone:
+            log.info("pruned %d artifacts (%.1f MB) of %s's rounds up to %d", len(gone),
+                     sum(size for _, size in gone) / 1e6, run.run_id, resolved)  # fmt: skip
 
     def _timed_check(self, run: Run, data: Dataset, challenge: Challenge) -> Verdict:
         started = time.perf_counter()
@@ -233,6 +255,8 @@ class VerifierService:
                 except DataError as err:  # my data, not the host's fault: no vote
                     log.warning("screen %s round %d: %s; not voting", run.run_id, round_, err)
                     return []
+                finally:
+                    self._ledger(run).record(round_, "checkpoint", sorted(store.touched))
             metrics.SCREENS.labels("pass" if verdict.passed else "fail").inc()
             log.info("screen %s round %d %s…: %s (%s, %.2e)", run.run_id, round_,
                      commit.host[:14], "PASS" if verdict.passed else "FAIL", verdict.reason,
@@ -252,6 +276,7 @@ class VerifierService:
             if data is None:
                 continue
             jobs = self.pending(run)
+            self.prune(run, self.poc.round_info(run.run_id).round - 1)
             futures = [pool.submit(self._timed_check, run, data, c) for c in jobs]
             msgs = []
             for c, future in zip(jobs, futures, strict=True):

@@ -5,7 +5,9 @@ funds keys, creates a run, starts three honest hosts, one dishonest host and two
 separate processes (each talking to a validator in turn), serves the dashboard and shows live
 progress. Hosts and verifiers claim their rewards themselves as epochs close (auto-claim); once
 the run is over the devnet claims what is left, and prints a summary: the loss curve (also a
-PNG), the cheater caught and slashed, every claim paid and by whom.
+PNG), the cheater caught and slashed, every claim paid and by whom. With ``--churn`` a fifth
+host joins mid-run, one host is killed and restarted and one leaves
+(:mod:`dilochain.cli.devnet_churn`); the summary lists them by round.
 """
 
 from __future__ import annotations
@@ -26,6 +28,17 @@ from dilochain.chain.testnet import init_testnet
 from dilochain.chain_view import eval_curve
 from dilochain.cli.chain_cmd import block_time_flag
 from dilochain.cli.common import CliError, add_log_format, parse_duration
+from dilochain.cli.devnet_churn import (
+    CRASH_IN,
+    CRASHER,
+    JOIN_AT,
+    JOINER,
+    LEAVE_AFTER,
+    LEAVER,
+    MIN_ROUNDS,
+    Churn,
+    ChurnEvent,
+)
 from dilochain.cli.status_cmd import tables
 from dilochain.client import TxRefused, connect, submit
 from dilochain.dashboard.server import Dashboard
@@ -83,6 +96,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     up.add_argument("--block-time", default="200ms", help="CometBFT's timeout_commit")
     up.add_argument("--validators", type=int, default=1, help="CometBFT validators (1-7)")
     up.add_argument("--json", type=Path, default=None, help="also write the summary here")
+    up.add_argument("--churn", action="store_true",
+                    help=f"hosts come and go: {JOINER} joins in round {JOIN_AT}, {CRASHER} is "
+                         f"killed (SIGKILL) in round {CRASH_IN} and restarted, {LEAVER} leaves "
+                         f"after round {LEAVE_AFTER}")  # fmt: skip
     up.add_argument(
         "--dashboard",
         default="127.0.0.1:0",
@@ -116,6 +133,8 @@ def _up(args: argparse.Namespace) -> int:
         raise CliError("--rounds must be between 1 and 100")
     if not 1 <= args.validators <= 7:
         raise CliError("--validators must be between 1 and 7")
+    if args.churn and args.rounds < MIN_ROUNDS:
+        raise CliError(f"--churn needs --rounds {MIN_ROUNDS} or more")
     block_time = parse_duration(block_time_flag(args.block_time))
     console = Console()
     with tempfile.TemporaryDirectory(prefix="dilochain-devnet-") as tmp:
@@ -124,7 +143,7 @@ def _up(args: argparse.Namespace) -> int:
         png = (args.dir.resolve() if args.dir else Path.cwd()) / "devnet_loss_curve.png"
         try:
             summary = _run(console, root, args.rounds, args.validators, args.block_time,
-                           block_time, png, args.dashboard)  # fmt: skip
+                           block_time, png, args.dashboard, args.churn)  # fmt: skip
         except CliError as err:
             hint = "" if args.dir else " (rerun with --dir DIR to keep the logs)"
             raise CliError(f"{err}{hint}") from None
@@ -142,12 +161,14 @@ def _run(
     block_time: float,
     png: Path,
     dashboard_address: str,
+    churn: bool = False,
 ) -> dict:
     from dilochain.training.prepare import default_dataset, pins_of
     from dilochain.training.run_config import make_run_config
 
     members = []
-    for name, behavior in [("creator", "creator"), *ROLES]:
+    roles = [*ROLES, (JOINER, "honest")] if churn else ROLES
+    for name, behavior in [("creator", "creator"), *roles]:
         home = root / name
         info, _ = Keyring(home / "keyring").add("k", PASSWORD)
         members.append(Member(name, behavior, info.address, str(home)))
@@ -176,16 +197,30 @@ def _run(
         hosts = [m for m in members if m.name.startswith("host")]
         verifiers = [m for m in members if m.name.startswith("verifier")]
         metrics = ["--metrics-address", "127.0.0.1:0"]
-        node_procs = [spawn_node(Path(m.home), RUN_ID, "k", addresses[i % validators],
-                                 PASSWORD, "--behavior", m.behavior, "--wait-for-run",
-                                 "--data", str(data), *metrics)
-                      for i, m in enumerate(hosts)]  # fmt: skip
+        validator_of = {m.name: addresses[i % validators] for i, m in enumerate(hosts)}
+
+        def spawn_host(name: str, env: dict[str, str]):
+            m = next(m for m in hosts if m.name == name)
+            return spawn_node(Path(m.home), RUN_ID, "k", validator_of[name], PASSWORD,
+                              "--behavior", m.behavior, "--wait-for-run", "--data", str(data),
+                              *metrics, env=env)  # fmt: skip
+
+        def leave_args(name: str):
+            home = Path(next(m.home for m in hosts if m.name == name))
+            args = ["node", "leave", "--home", str(home), "--run", RUN_ID, "--key", "k",
+                    "--chain", validator_of[name]]  # fmt: skip
+            return args, home / "node.log", {"DILOCHAIN_KEYRING_PASSWORD": PASSWORD}
+
+        scenario = (Churn(PocClient(chain.address), RUN_ID, {m.name: m.address for m in hosts},
+                          spawn_host, leave_args) if churn else None)  # fmt: skip
+        node_procs = {m.name: spawn_host(m.name, Churn.env(m.name) if churn else {})
+                      for m in hosts if not (churn and m.name == JOINER)}  # fmt: skip
         verifier_procs = [spawn_verifier(Path(m.home), "k", addresses[-1 - i % validators],
                                          PASSWORD, "--data", str(data), *metrics)
                           for i, m in enumerate(verifiers)]  # fmt: skip
         try:
-            ready = [(p, Path(m.home) / "node.log", NODE_WAITING)
-                     for p, m in zip(node_procs, hosts, strict=True)]  # fmt: skip
+            ready = [(node_procs[m.name], Path(m.home) / "node.log", NODE_WAITING)
+                     for m in hosts if m.name in node_procs]  # fmt: skip
             ready += [(p, Path(m.home) / "verifier.log", VERIFIER_READY)
                       for p, m in zip(verifier_procs, verifiers, strict=True)]  # fmt: skip
             with console.status("starting hosts and verifiers"):
@@ -193,12 +228,16 @@ def _run(
                     wait_for_logs(ready)
                 except (RuntimeError, TimeoutError) as err:
                     raise CliError(str(err).splitlines()[0]) from None
-            _print_metrics(console, network, members)
+            _print_metrics(console, network, [m for m in members[1:] if m.name in node_procs
+                                              or m in verifiers])  # fmt: skip
             submit(client, wallets["creator"], MsgCreateRun(creator=members[0].address,
                                                             run_id=RUN_ID, config=cfg))  # fmt: skip
             with Live(console=console, refresh_per_second=1) as live:
-                while any(p.poll() is None for p in node_procs):
+                while (any(p.poll() is None for p in node_procs.values())
+                       or (scenario is not None and scenario.pending())):  # fmt: skip
                     live.update(Group(*tables(chain.address, RUN_ID)))
+                    if scenario is not None:
+                        scenario.step(node_procs)
                     time.sleep(1)
                 live.update(Group(*tables(chain.address, RUN_ID)))
             _await_auto_claims(console, PocClient(chain.address), verifiers)
@@ -206,23 +245,25 @@ def _run(
             dashboard.stop()
             for proc in verifier_procs:
                 proc.terminate()
-            for proc in verifier_procs + node_procs:
+            for proc in [*verifier_procs, *node_procs.values()]:
                 proc.wait(30)
-        failed = [m.name for m, p in zip(hosts, node_procs, strict=True) if p.returncode]
+        failed = [name for name, p in node_procs.items() if p.returncode]
         if failed:
             raise CliError(f"hosts {failed} stopped with an error; see their node.log in {root}")
         poc = PocClient(chain.address)
         claimed_here = _claim_all(console, client, poc, members[1:], wallets)
         for member in members[1:]:
             member.claims = _claims_of(poc, member.address, claimed_here)
-        return _summary(console, homes[0], poc, members, genesis, rounds, png)
+        events = scenario.summary(rounds) if scenario is not None else []
+        return _summary(console, homes[0], poc, members, genesis, rounds, png, events)
 
 
-def _print_metrics(console: Console, network: LocalNetwork, members: list[Member]) -> None:
-    """One line per process: where its Prometheus metrics are."""
+def _print_metrics(console: Console, network: LocalNetwork, started: list[Member]) -> None:
+    """One line per process (validators, then the ``started`` members): where its Prometheus
+    metrics are."""
     for i, node in enumerate(network.nodes):
         console.print(f"metrics of validator-{i} at {node.metrics_url}", soft_wrap=True)
-    for m in members[1:]:
+    for m in started:
         log = Path(m.home) / ("node.log" if m.name.startswith("host") else "verifier.log")
         console.print(f"metrics of {m.name} at {metrics_url_in(log)}", soft_wrap=True)
 
@@ -285,7 +326,14 @@ def _claims_of(poc, address: str, claimed_here: set[tuple[str, int]]) -> list[di
 
 
 def _summary(
-    console, chain_home: Path, poc, members: list[Member], genesis, rounds: int, png: Path
+    console,
+    chain_home: Path,
+    poc,
+    members: list[Member],
+    genesis,
+    rounds: int,
+    png: Path,
+    events: list[ChurnEvent],
 ) -> dict:
     slashes = list(poc.slashes())
     for m in members:
@@ -317,6 +365,11 @@ def _summary(
                        f"{sum(c['by'] == 'auto-claim' for c in m.claims)} of {len(m.claims)}",
                        )  # fmt: skip
     console.print(loss, people)
+    if events:
+        changes = Table("round", "member", "event", "detail", title="hosts that came and went")
+        for e in events:
+            changes.add_row(str(e.round), e.member, e.event, e.detail)
+        console.print(changes)
     agreeing = all(g.agreeing == g.commits for g in checkpoints)
     agreement = "all hosts agreeing" if agreeing else "DISAGREEMENT"
     console.print(f"global checkpoints: {len(checkpoints)} rounds recorded, {agreement}; "
@@ -331,7 +384,7 @@ def _summary(
         "genesis_supply": sum(
             c.amount for a in genesis.accounts for c in a.coins if c.denom == DENOM
         ),
-        "members": [asdict(m) for m in members],
+        "members": [asdict(m) for m in members], "churn": [asdict(e) for e in events],
     }  # fmt: skip
 
 

@@ -219,9 +219,9 @@ def _leave(args: argparse.Namespace) -> int:
 
 
 def _prune(args: argparse.Namespace) -> int:
+    from dilochain.artifacts.pruning import Ledger, Retention
     from dilochain.artifacts.store import LocalArtifactStore
     from dilochain.node.config import NodeConfig
-    from dilochain.node.pruning import Ledger, Retention
 
     cfg = resolve(NodeConfig, config_path(args, CONFIG_NAME), SETTINGS, args, home=args.home)
     connect(cfg.chain)  # a clear error if no chain answers
