@@ -168,7 +168,11 @@ def test_devnet_up_catches_the_cheater_and_pays_everyone(tmp_path):
         commits = {r: poc.commits(summary["run_id"], r) for r in range(ROUNDS)}
         left = members["host-2"]["address"]
         assert not any(c.host == left for r in range(4, ROUNDS) for c in commits[r])
-        assert poc.collateral(address=left).unbonding  # its collateral is on its way back
+        deadline = time.monotonic() + 60  # the devnet's unbonding period is 10 s
+        while poc.collateral(address=left).unbonding and time.monotonic() < deadline:
+            time.sleep(0.5)
+        back = poc.collateral(address=left)  # its collateral unbonded and was paid back
+        assert back.bonded == back.locked == "0" and not back.unbonding
         curve = [loss for _, loss in summary["loss_curve"]]
         assert curve[-1] < curve[0]
         tokens = cfg.inner_steps * cfg.batch_size * cfg.seq_len

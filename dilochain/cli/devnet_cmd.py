@@ -119,6 +119,7 @@ def _genesis_params() -> dict:
         "verifiers_per_challenge": 2,
         "quorum": 2,
         "min_verifier_collateral": 5_000_000,
+        "unbonding_period_seconds": 10,  # a leaving host's collateral is back within the demo
     }
     period = round_period(ROUND_BLOCKS, PocParams(**poc))
     return {
