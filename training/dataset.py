@@ -12,90 +12,29 @@ from __future__ import annotations
 
 import bisect
 import hashlib
-import json
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 import torch
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from dilochain.protocol.schedule import shard_assignment
+from dilochain.training.errors import DataError, DataUnavailable
+from dilochain.training.manifest import (
+    DTYPES,
+    MANIFEST,
+    TOKENIZER,
+    ShardEntry,
+    file_sha256,
+    read_manifest,
+)
 
-MANIFEST = "manifest.json"
-TOKENIZER = "tokenizer.json"
-FORMAT = "dilochain-dataset/1"
-HEX64 = r"^[0-9a-f]{64}$"
-DTYPES = {"uint16": np.dtype("<u2"), "uint32": np.dtype("<u4")}
 _CHUNK = 1 << 22  # tokens per chunk while checking a shard
 MAX_MANIFEST_BYTES = MAX_TOKENIZER_BYTES = 64 << 20  # what a fetch of either may return
 
 # Fetches a file by its sha256 (hex), at most the given bytes; raises DataUnavailable.
 Fetch = Callable[[str, int], bytes]
-
-
-class DataError(ValueError):
-    """Data that cannot be used for training: says which file and why."""
-
-
-class DataUnavailable(DataError):
-    """Data that no peer could serve (yet)."""
-
-
-class ShardEntry(BaseModel):
-    """One token file of a dataset."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    file: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=128)
-    sha256: str = Field(pattern=HEX64)
-    tokens: int = Field(ge=1)
-
-
-class Manifest(BaseModel):
-    """What a dataset holds: its tokenizer's hash, token dtype and shards."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    format: Literal["dilochain-dataset/1"] = FORMAT
-    tokenizer_sha256: str = Field(pattern=HEX64)
-    vocab_size: int = Field(ge=2, le=1 << 32)
-    dtype: Literal["uint16", "uint32"]
-    eos_id: int | None = Field(default=None, ge=0)
-    heldout: ShardEntry
-    shards: list[ShardEntry] = Field(min_length=1, max_length=1 << 20)
-
-    def to_bytes(self) -> bytes:
-        """The manifest file's bytes: sorted keys, one entry per line, so equal manifests are
-        equal bytes (the run pins their sha256)."""
-        return (json.dumps(self.model_dump(), sort_keys=True, indent=1) + "\n").encode()
-
-
-def file_sha256(path: Path) -> str:
-    """Hex sha256 of a file, read in chunks."""
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        while chunk := f.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def read_manifest(path: Path) -> Manifest:
-    """Parse a manifest file; :class:`DataError` names the file and the first problem."""
-    try:
-        manifest = Manifest.model_validate_json(path.read_bytes())
-    except FileNotFoundError:
-        raise DataError(f"{path}: no such file (is it a prepared dataset folder?)") from None
-    except ValidationError as err:
-        first = err.errors()[0]
-        where = ".".join(map(str, first["loc"])) or "manifest"
-        raise DataError(f"{path}: {where}: {first['msg']}") from None
-    names = [s.file for s in [manifest.heldout, *manifest.shards]]
-    if len(set(names)) != len(names):
-        raise DataError(f"{path}: a shard file is listed twice")
-    if manifest.dtype == "uint16" and manifest.vocab_size > 1 << 16:
-        raise DataError(f"{path}: vocab_size {manifest.vocab_size} does not fit uint16")
-    return manifest
 
 
 def _seeded(*parts: object) -> torch.Generator:

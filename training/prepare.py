@@ -20,11 +20,11 @@ from pathlib import Path
 import numpy as np
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-from dilochain.training.dataset import (
+from dilochain.training.errors import DataError
+from dilochain.training.manifest import (
     DTYPES,
     MANIFEST,
     TOKENIZER,
-    DataError,
     Manifest,
     ShardEntry,
     file_sha256,

@@ -43,16 +43,13 @@ from dilochain.training.prepare import default_dataset
 from dilochain.training.train_step import set_deterministic
 from dilochain.verifier import metrics
 from dilochain.verifier.ballots import BallotBox
+from dilochain.verifier.errors import VerifierError
 from dilochain.verifier.lazy import CopyingBallots, lazy_verdict
 from dilochain.verifier.replay import Policy, Verdict, verify_challenge
 from dilochain.verifier.round_duties import RoundDuties, send_batched
 from dilochain.verifier.screening import screen_commit
 
 log = logging.getLogger(__name__)
-
-
-class VerifierError(Exception):
-    """Something the verifier's operator must fix: no collateral, no chain…"""
 
 
 class VerifierConfig(BaseModel):
@@ -179,11 +176,10 @@ class VerifierService:
         except ArtifactError as err:
             raise DataUnavailable(f"the run's dataset: {err}") from None
 
-    def pending(self, run: Run) -> list[Challenge]:
-        """Revealed, undecided challenges of the current round assigned to me and not voted."""
-        info = self.poc.round_info(run.run_id)
+    def pending(self, run: Run, round_: int) -> list[Challenge]:
+        """Revealed, undecided challenges of round ``round_`` assigned to me and not voted."""
         return [
-            c for c in self.poc.challenges(run.run_id, info.round)
+            c for c in self.poc.challenges(run.run_id, round_)
             if self.address in c.verifiers and c.revealed
             and c.status == ChallengeStatus.CHALLENGE_STATUS_PENDING
             and all(v.verifier != self.address for v in c.votes)
@@ -275,8 +271,9 @@ class VerifierService:
             data = self._dataset(run)
             if data is None:
                 continue
-            jobs = self.pending(run)
-            self.prune(run, self.poc.round_info(run.run_id).round - 1)
+            current = self.poc.round_info(run.run_id).round
+            jobs = self.pending(run, current)
+            self.prune(run, current - 1)
             futures = [pool.submit(self._timed_check, run, data, c) for c in jobs]
             msgs = []
             for c, future in zip(jobs, futures, strict=True):

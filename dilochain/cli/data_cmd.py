@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
 
 from dilochain.cli.common import CliError
-from dilochain.training.dataset import MANIFEST, read_manifest
+from dilochain.training.manifest import MANIFEST, read_manifest
 from dilochain.training.prepare import (
     DEFAULT_VOCAB,
     PrepareOptions,

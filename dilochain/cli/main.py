@@ -34,8 +34,8 @@ from dilochain.logs import setup_logging
 from dilochain.metrics_http import MetricsError
 from dilochain.node.errors import NodeError
 from dilochain.protocol.model_config import ModelConfigError
-from dilochain.training.dataset import DataError
-from dilochain.verifier.service import VerifierError
+from dilochain.training.errors import DataError
+from dilochain.verifier.errors import VerifierError
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -14,7 +14,7 @@ from dilochain.cli.common import CliError, default_home, signing_wallet
 from dilochain.client import TxRefused, connect, submit
 from dilochain.protocol import model_config
 from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgCreateRun
-from dilochain.training.dataset import MANIFEST, TOKENIZER
+from dilochain.training.manifest import MANIFEST, TOKENIZER
 from dilochain.training.prepare import default_dataset, read_pins
 from dilochain.training.run_config import PRESETS, make_run_config
 
