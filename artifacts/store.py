@@ -56,9 +56,11 @@ class LocalArtifactStore:
         name = digest.hex()
         return self.root / name[:2] / name
 
-    def put(self, data: bytes, digest: bytes | None = None) -> bytes:
-        """Write atomically (temp file + rename, synced); idempotent. ``digest`` saves hashing
-        ``data`` again where the caller just did (reads check it anyway)."""
+    def put(self, data: bytes, digest: bytes | None = None, sync: bool = True) -> bytes:
+        """Write atomically (temp file + rename); idempotent. ``digest`` saves hashing ``data``
+        again where the caller just did (reads check it anyway). ``sync``: fsync before the
+        rename; without it the file survives the process (``kill -9``) at once and a power
+        loss only after :meth:`sync`."""
         digest = digest or content_hash(data)
         path = self._path(digest)
         if path.exists():
@@ -67,10 +69,31 @@ class LocalArtifactStore:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
         with os.fdopen(fd, "wb") as f:
             f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+            if sync:
+                f.flush()
+                os.fsync(f.fileno())
         os.replace(tmp, path)
         return digest
+
+    def sync(self, digests: list[bytes]) -> None:
+        """fsync artifacts written with ``sync=False`` (and their folders): durable from here."""
+        folders = set()
+        for digest in digests:
+            path = self._path(digest)
+            if path.is_symlink() or not path.exists():
+                continue
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            folders.add(path.parent)
+        for folder in folders:
+            fd = os.open(folder, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
 
     def link_file(self, path: Path, digest: bytes) -> None:
         """Serve an existing file as artifact ``digest`` without copying it (a symbolic link).

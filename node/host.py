@@ -291,16 +291,19 @@ class HostNode:
                      sum(size for _, size in gone) / 1e6, resolved)  # fmt: skip
 
     # ---- one round ---------------------------------------------------------------------------
+    def _put_unsynced(self, data: bytes, digest: bytes | None = None) -> bytes:
+        return self.local.put(data, digest, sync=False)
+
     def publish(self, view: GlobalView, result: RoundResult) -> tuple[bytes, bytes]:
         """Store a round's checkpoints, pseudo-gradient and residual (served to peers from
-        then on); their (pseudo-gradient, residual) hashes."""
+        then on; not yet fsynced, see :meth:`run`); their (pseudo-gradient, residual) hashes."""
         started = time.perf_counter()
         for data, digest in zip(result.checkpoints, result.checkpoint_hashes, strict=True):
-            self.local.put(data, digest)
+            self._put_unsynced(data, digest)
         self.ledger.record(view.round, "checkpoint", result.checkpoint_hashes)
         failpoint("node.publish", view.round)
-        pg_hash = self.local.put(result.pseudo_grad)
-        residual_hash = self.local.put(result.residual)
+        pg_hash = self._put_unsynced(result.pseudo_grad)
+        residual_hash = self._put_unsynced(result.residual)
         self.ledger.record(view.round, "pseudo_grad", [pg_hash])
         self.ledger.record(view.round, "residual", [residual_hash])
         metrics.PROOF_SECONDS.inc(result.proof_seconds + time.perf_counter() - started)
@@ -416,7 +419,7 @@ class HostNode:
 
         job = RoundJob(
             self.model, self.rc, self.data, self.address, view.round, view.state, residual,
-            stepped, lambda: self._peer_pseudo_grad(view.round), self.local.put,
+            stepped, lambda: self._peer_pseudo_grad(view.round), self._put_unsynced,
             self.ranks.parallel if self.ranks else None, roster,
         )  # fmt: skip
         return self.behavior.train(job)
@@ -467,6 +470,8 @@ class HostNode:
                 self._save(view, attempted)
                 if hashes is not None and self.commit(view, result, hashes, info.window_end):
                     committed += 1
+                if hashes is not None:  # durable before the reveal, off the commit's path
+                    self.local.sync([*result.checkpoint_hashes, *hashes])
             # Whether this host committed is the chain's to say (a commit sent before a crash
             # may be included after the restart): reveal() asks for its challenges.
             self._wait_for_height(info.selection_height, stop, view.round)

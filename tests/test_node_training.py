@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 import threading
 
 import pytest
@@ -130,6 +131,20 @@ def test_local_store_checks_hashes(tmp_path):
         store.get(digest)
     with pytest.raises(ArtifactError, match="not found"):
         store.get(b"\x00" * 32)
+
+
+def test_unsynced_puts_are_readable_at_once_and_synced_later(tmp_path, monkeypatch):
+    store = LocalArtifactStore(tmp_path / "store")
+    synced = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: synced.append(fd) or real_fsync(fd))
+    digest = store.put(b"checkpoint bytes", sync=False)
+    assert synced == [] and store.get(digest) == b"checkpoint bytes"
+    (tmp_path / "data.bin").write_bytes(b"a dataset shard")
+    linked = bytes(32)
+    store.link_file(tmp_path / "data.bin", linked)
+    store.sync([digest, linked, b"\x01" * 32])  # links and missing artifacts are skipped
+    assert len(synced) == 2  # the file, then its folder
 
 
 def test_blob_service_and_peer_fetch(tmp_path):
