@@ -173,7 +173,8 @@ class HostNode:
         return [h.endpoint for h in hosts if h.address != self.address and h.endpoint]
 
     def _registered(self) -> bool:
-        return any(h.address == self.address for h in self.poc.hosts(self.cfg.run_id))
+        return any(h.address == self.address and not h.left_height
+                   for h in self.poc.hosts(self.cfg.run_id))  # fmt: skip
 
     def _round_info(self) -> q.QueryRoundInfoResponse:
         return self.poc.round_info(self.cfg.run_id)
@@ -192,10 +193,11 @@ class HostNode:
         """Bond the run's minimum collateral and register (or move) this host's endpoint."""
         hosts = {h.address: h for h in self.poc.hosts(self.cfg.run_id)}
         mine = hosts.get(self.address)
-        if mine is not None and mine.endpoint == endpoint:
+        member = mine is not None and not mine.left_height
+        if member and mine.endpoint == endpoint:
             return
         msgs = []
-        if mine is None:
+        if not member:  # new, or back after leaving: the run's collateral is held anew
             required = int(self.rc.min_collateral)
             try:
                 msgs = ensure_bonded(self.client, self.poc, self.wallet, required)

@@ -9,7 +9,7 @@ from dilochain.chain.errors import codes
 from dilochain.chain.modules import bank, collateral, registry, slashing
 from dilochain.protocol import schedule
 from dilochain.protocol.params import DENOM
-from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgLeaveRun
+from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgLeaveRun, MsgRegisterHost
 from tests.test_challenges import (
     CHEAT,
     HONEST,
@@ -50,6 +50,10 @@ def test_a_leaving_host_is_held_until_its_round_resolves_then_unbonds(net):
     net.c.block()
     view = net.view
     assert not registry.is_host(view, "r", addr(HONEST))
+    assert addr(HONEST) not in {h.address for h in registry.members(view, "r")}
+    # Still listed, endpoint and all, so verifiers can fetch the round it owes.
+    (listed,) = [h for h in registry.hosts(view, "r") if h.address == addr(HONEST)]
+    assert listed.left_height > 0 and listed.endpoint == "e"
     assert collateral.locked(view, addr(HONEST)) == 1_000  # held while round 0 can slash it
     again = leave(net, HONEST)
     assert again.code == codes.INVALID_REQUEST and "is not a host of run" in again.raw_log
@@ -65,6 +69,7 @@ def test_a_leaving_host_is_held_until_its_round_resolves_then_unbonds(net):
     net.blocks_until(window.resolution)
     held = collateral.info(net.view, addr(HONEST))
     assert held.bonded == "0" and held.locked == "0"
+    assert addr(HONEST) not in {h.address for h in registry.hosts(net.view, "r")}
     (entry,) = held.unbonding
     assert entry.amount == str(BOND)
     assert not slashing.slashes(net.view, addr(HONEST))
@@ -102,3 +107,26 @@ def test_leaving_a_finished_run_releases_at_once(net):
     held = collateral.info(net.view, addr(LAZY))
     assert held.locked == "0" and held.bonded == "0"
     assert [e.amount for e in held.unbonding] == [str(BOND)]
+
+
+def test_a_host_that_leaves_and_comes_back_is_held_once_per_membership(net):
+    window = window_of(net, 0)
+    back = MsgRegisterHost(host=addr(HONEST), run_id="r", endpoint="e2")
+    for _ in range(2):  # leaves and is back before its round resolves, twice
+        assert leave(net, HONEST).code == 0
+        net.c.block()
+        assert net.send(HONEST, back).code == 0
+        net.c.block()
+    assert registry.is_host(net.view, "r", addr(HONEST))
+    assert collateral.locked(net.view, addr(HONEST)) == 3_000  # the membership + two holds
+    net.blocks_until(window.selection)
+    for segment in (0, 1):
+        assert net.send(HONEST, reveal(HONEST, segment)).code == 0
+        for v in VERIFIERS:
+            assert vote(net, v, HONEST, segment, True).code == 0
+    open_votes(net, window)
+    net.blocks_until(window.resolution)  # both leave holds end; the membership's stays
+    assert collateral.locked(net.view, addr(HONEST)) == 1_000
+    (listed,) = [h for h in registry.hosts(net.view, "r") if h.address == addr(HONEST)]
+    assert listed.left_height == 0 and listed.endpoint == "e2"
+    assert collateral.info(net.view, addr(HONEST)).unbonding == []  # a member unbonds nothing

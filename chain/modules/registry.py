@@ -72,8 +72,19 @@ def retire(ctx: Context, run: Run) -> None:
 
 
 def hosts(store: CacheStore, run_id: str) -> list[Host]:
-    """Hosts registered in ``run_id``, by address."""
+    """Hosts of ``run_id`` by address: its members and those that left and whose last round
+    is not decided yet (``left_height`` set)."""
     return [Host.FromString(v) for _, v in store.iterate(b"host/" + run_id.encode() + b"/")]
+
+
+def members(store: CacheStore, run_id: str) -> list[Host]:
+    """Hosts registered in ``run_id`` (not leaving), by address."""
+    return [h for h in hosts(store, run_id) if not h.left_height]
+
+
+def _host(store: CacheStore, run_id: str, address: str) -> Host | None:
+    raw = store.get(_host_key(run_id, address))
+    return Host.FromString(raw) if raw is not None else None
 
 
 def _roster_key(run_id: str, round_: int) -> bytes:
@@ -96,9 +107,9 @@ def _draw_rosters(ctx: Context) -> None:
         )
         if window.start != ctx.height + 1 or window.round >= run.config.total_rounds:
             continue
-        members = Roster(hosts=[h.address for h in hosts(ctx.store, run.run_id)])
-        ctx.store.set(_roster_key(run.run_id, window.round), members.SerializeToString())
-        ctx.emit("roster", run_id=run.run_id, round=window.round, hosts=len(members.hosts))
+        drawn = Roster(hosts=[h.address for h in members(ctx.store, run.run_id)])
+        ctx.store.set(_roster_key(run.run_id, window.round), drawn.SerializeToString())
+        ctx.emit("roster", run_id=run.run_id, round=window.round, hosts=len(drawn.hosts))
 
 
 def _validate_config(cfg: RunConfig, params: PocParams) -> None:
@@ -143,20 +154,23 @@ def _is_sha256_hex(text: str) -> bool:
 
 
 def is_host(store: CacheStore, run_id: str, address: str) -> bool:
-    """Whether ``address`` is registered in ``run_id``."""
-    return store.get(_host_key(run_id, address)) is not None
+    """Whether ``address`` is registered in ``run_id`` (and has not left it)."""
+    host = _host(store, run_id, address)
+    return host is not None and not host.left_height
 
 
 def jail(ctx: Context, run_id: str, address: str) -> None:
     """Remove a host that failed a challenge from the run, releasing the run's reservation of
     its collateral: its later commits are refused until it registers again (reserving the run's
     minimum collateral anew)."""
-    if ctx.store.get(_host_key(run_id, address)) is not None:
-        ctx.store.delete(_host_key(run_id, address))
-        run = get_run(ctx.store, run_id)
-        if run is not None:
-            collateral.release(ctx.store, address, int(run.config.min_collateral))
-        ctx.emit("jail_host", run_id=run_id, host=address)
+    host = _host(ctx.store, run_id, address)
+    if host is None:
+        return
+    ctx.store.delete(_host_key(run_id, address))
+    run = get_run(ctx.store, run_id)
+    if run is not None and not host.left_height:  # a leaver's hold ends with its leave record
+        collateral.release(ctx.store, address, int(run.config.min_collateral))
+    ctx.emit("jail_host", run_id=run_id, host=address)
 
 
 def _leave_key(release_height: int, run_id: str, address: str) -> bytes:
@@ -167,23 +181,27 @@ def _handle_leave_run(ctx: Context, msg: MsgLeaveRun) -> MsgLeaveRunResponse:
     run = require_run(ctx.store, msg.run_id)
     if not is_host(ctx.store, msg.run_id, msg.host):
         raise TxError(codes.INVALID_REQUEST, f"{msg.host} is not a host of run {msg.run_id!r}")
-    ctx.store.delete(_host_key(msg.run_id, msg.host))
+    host = _host(ctx.store, msg.run_id, msg.host)
+    host.left_height = ctx.height  # listed (its endpoint serves verifiers) until released
+    ctx.store.set(_host_key(msg.run_id, msg.host), host.SerializeToString())
     # Rounds follow one another, so only the round whose period holds this block can still
     # hold an undecided commit of the host: the hold ends when that round resolves.
     window = window_at(run, ctx.params.poc, ctx.height)
     running = window is not None and window.round < run.config.total_rounds
     release = window.resolution if running else ctx.height
-    held = int(run.config.min_collateral)
-    ctx.store.set(_leave_key(release, msg.run_id, msg.host), b"%d" % held)
+    key = _leave_key(release, msg.run_id, msg.host)
+    held = int(run.config.min_collateral) + int(ctx.store.get(key) or b"0")  # left, back, left
+    ctx.store.set(key, b"%d" % held)
     ctx.emit("leave_run", run_id=msg.run_id, host=msg.host, release_height=release)
     return MsgLeaveRunResponse(release_height=release)
 
 
 def end_block(ctx: Context) -> None:
     """For each host that left a run and whose hold ends at this block (after the round's
-    challenges were resolved and its slash taken): release the run's hold and start unbonding
-    all its free collateral. Then draw the rosters of rounds whose commit window opens next
-    (after this block's jails and leaves)."""
+    challenges were resolved and its slash taken): release the run's hold, unlist it and start
+    unbonding all its free collateral (unless it came back as a member meanwhile: then only the
+    hold goes). Then draw the rosters of rounds whose commit window opens next (after this
+    block's jails and leaves)."""
     _release_leavers(ctx)
     _draw_rosters(ctx)
 
@@ -197,7 +215,13 @@ def _release_leavers(ctx: Context) -> None:
         due.append((key, run_id, address, int(value)))
     for key, run_id, address, held in due:
         ctx.store.delete(key)
+        host = _host(ctx.store, run_id, address)
         collateral.release(ctx.store, address, held)
+        if host is not None and not host.left_height:  # back as a member: it keeps its bond
+            ctx.emit("leave_hold_released", run_id=run_id, host=address)
+            continue
+        if host is not None:
+            ctx.store.delete(_host_key(run_id, address))
         free = collateral.bonded(ctx.store, address) - collateral.locked(ctx.store, address)
         if free > 0:
             collateral.start_unbonding(ctx, address, free)
@@ -229,14 +253,13 @@ def _handle_create_run(ctx: Context, msg: MsgCreateRun) -> MsgCreateRunResponse:
 def _handle_register_host(ctx: Context, msg: MsgRegisterHost) -> MsgRegisterHostResponse:
     run = require_run(ctx.store, msg.run_id)
     key = _host_key(msg.run_id, msg.host)
-    existing = ctx.store.get(key)
-    if existing is not None:  # a registered host re-registers to move its endpoint
-        host = Host.FromString(existing)
-        host.endpoint = msg.endpoint
-        ctx.store.set(key, host.SerializeToString())
+    existing = _host(ctx.store, msg.run_id, msg.host)
+    if existing is not None and not existing.left_height:  # a member moves its endpoint
+        existing.endpoint = msg.endpoint
+        ctx.store.set(key, existing.SerializeToString())
         ctx.emit("update_host", run_id=msg.run_id, host=msg.host, endpoint=msg.endpoint)
         return MsgRegisterHostResponse()
-    if run.config.max_hosts and len(hosts(ctx.store, msg.run_id)) >= run.config.max_hosts:
+    if run.config.max_hosts and len(members(ctx.store, msg.run_id)) >= run.config.max_hosts:
         raise TxError(codes.INVALID_REQUEST, f"run {msg.run_id!r} is full")
     need = int(run.config.min_collateral)
     collateral.reserve(ctx.store, msg.host, need, f"run {msg.run_id!r}")

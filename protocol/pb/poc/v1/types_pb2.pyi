@@ -242,16 +242,18 @@ class GlobalCheckpoint(_message.Message):
     def __init__(self, run_id: _Optional[str] = ..., round: _Optional[int] = ..., hash: _Optional[bytes] = ..., commits: _Optional[int] = ..., agreeing: _Optional[int] = ...) -> None: ...
 
 class Host(_message.Message):
-    __slots__ = ("run_id", "address", "endpoint", "registered_height")
+    __slots__ = ("run_id", "address", "endpoint", "registered_height", "left_height")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     ENDPOINT_FIELD_NUMBER: _ClassVar[int]
     REGISTERED_HEIGHT_FIELD_NUMBER: _ClassVar[int]
+    LEFT_HEIGHT_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     address: str
     endpoint: str
     registered_height: int
-    def __init__(self, run_id: _Optional[str] = ..., address: _Optional[str] = ..., endpoint: _Optional[str] = ..., registered_height: _Optional[int] = ...) -> None: ...
+    left_height: int
+    def __init__(self, run_id: _Optional[str] = ..., address: _Optional[str] = ..., endpoint: _Optional[str] = ..., registered_height: _Optional[int] = ..., left_height: _Optional[int] = ...) -> None: ...
 
 class Roster(_message.Message):
     __slots__ = ("hosts",)
