@@ -164,10 +164,11 @@ def test_devnet_up_catches_the_cheater_and_pays_everyone(tmp_path):
         }
         events = {(e["member"], e["event"]): e["round"] for e in summary["churn"]}
         assert events[("host-1", "crashed")] == 2 <= events[("host-1", "resumed")]
-        assert events[("host-2", "left")] == 3 and events[("host-4", "joined")] >= 2
+        assert events[("host-2", "left")] >= 3 and events[("host-4", "joined")] >= 2
         commits = {r: poc.commits(summary["run_id"], r) for r in range(ROUNDS)}
         left = members["host-2"]["address"]
-        assert not any(c.host == left for r in range(4, ROUNDS) for c in commits[r])
+        after = range(events[("host-2", "left")] + 1, ROUNDS)
+        assert not any(c.host == left for r in after for c in commits[r])
         deadline = time.monotonic() + 60  # the devnet's unbonding period is 10 s
         while poc.collateral(address=left).unbonding and time.monotonic() < deadline:
             time.sleep(0.5)

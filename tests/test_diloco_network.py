@@ -21,7 +21,7 @@ from dilochain.artifacts.store import LocalArtifactStore
 from dilochain.client import broadcast, network_config
 from dilochain.failpoints import VARIABLE as FAILPOINTS
 from dilochain.keyring import Keyring
-from dilochain.localnet import ChainProcess, init_localnet, spawn_node
+from dilochain.localnet import NODE_WAITING, ChainProcess, init_localnet, spawn_node, wait_for_logs
 from dilochain.poc_client import PocClient
 from dilochain.protocol.params import DENOM
 from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgCreateRun
@@ -92,12 +92,12 @@ def test_hosts_train_rounds_and_agree_on_global_checkpoints(tmp_path):
     # and fetches it by hash from their blob services.
     data = tmp_path / "dataset"
     pins = prepare(default_documents, data, PrepareOptions(1024, "text", 16_384, 12_288))
+    # Hosts 0-2 are up before the run exists, so each registers within round 0's start delay
+    # (hosts registered by then are round 0's roster) however slowly 2 cores start them.
     cfg = make_run_config(pins, "tiny", round_blocks=20,
-                          total_rounds=ROUNDS, start_delay_blocks=50)  # fmt: skip
+                          total_rounds=ROUNDS, start_delay_blocks=60)  # fmt: skip
     with ChainProcess(tmp_path / "chain", "200ms") as chain:
         client = LedgerClient(network_config(CHAIN_ID, chain.address))
-        create = MsgCreateRun(creator=str(creator.address()), run_id="net", config=cfg)
-        broadcast(client, creator, create).wait_to_complete(poll_period=0.2)
         poc = PocClient(chain.address)
 
         def spawn(home, *extra, env=None):
@@ -109,9 +109,14 @@ def test_hosts_train_rounds_and_agree_on_global_checkpoints(tmp_path):
         # Each of hosts 0-2 is killed (SIGKILL, by a failpoint) at one moment of one round:
         # mid inner loop, mid publish, between commit and reveal; then started again as it was.
         crashes = {0: ("node.mid_training", 1), 1: ("node.publish", 2), 2: ("node.committed", 3)}
-        procs = [spawn(home, "--data", str(data),
+        procs = [spawn(home, "--data", str(data), "--wait-for-run",
                        env={FAILPOINTS: "{}@{}".format(*crashes[i])})
                  for i, home in enumerate(homes[:3])]  # fmt: skip
+        wait_for_logs(
+            [(p, h / "node.log", NODE_WAITING) for p, h in zip(procs, homes, strict=False)]
+        )
+        create = MsgCreateRun(creator=str(creator.address()), run_id="net", config=cfg)
+        broadcast(client, creator, create).wait_to_complete(poll_period=0.2)
 
         def recorded():
             return {g.round: g for g in poc.global_checkpoints("net")}

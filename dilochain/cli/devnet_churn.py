@@ -3,8 +3,9 @@
 One host joins once the run is in round 1 (it trains from the first round whose roster it is
 in), one is killed with SIGKILL in the middle of its inner loop in round 2 (a failpoint) and
 started again with the same home, and one leaves with ``dilochain node leave`` once it has
-committed round 3 (its node reveals what it owes, then stops). What happened is read back from
-the chain for the summary: the round each joined, crashed, came back and left.
+committed round 3 (or the first round after it that it made; its node reveals what it owes,
+then stops). What happened is read back from the chain for the summary: the round each
+joined, crashed, came back and left.
 """
 
 from __future__ import annotations
@@ -76,7 +77,9 @@ class Churn:
                                           "SIGKILL mid inner loop; started again"))  # fmt: skip
             procs[CRASHER] = self.spawn(CRASHER, {})
             self.restarted = True
-        if self.leaving is None and self._committed(LEAVER, LEAVE_AFTER):
+        if self.leaving is None and any(
+            self._committed(LEAVER, r) for r in range(LEAVE_AFTER, info.round + 1)
+        ):
             args, log, env = self.leave_args(LEAVER)
             self.leaving = spawn_cli(args, log, env)
         if self.leaving is not None and self.leaving.poll() is not None:
