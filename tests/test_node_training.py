@@ -121,6 +121,21 @@ def test_batches_stay_in_their_shard_and_heldout_is_separate():
     assert (batch < PINS.vocab_size).all() and all((b < PINS.vocab_size).all() for b in heldout)
 
 
+def test_a_host_with_several_shards_draws_windows_from_all_of_them_only():
+    shards = {i: torch.from_numpy(DATA._open(DATA.manifest.shards[i]).astype("int64").copy())
+              for i in (1, 4)}  # fmt: skip
+
+    def source(row: torch.Tensor) -> int:
+        found = [i for i, tokens in shards.items()
+                 if (tokens.unfold(0, 17, 1) == row).all(dim=1).any()]  # fmt: skip
+        assert found, "a window from a shard the host does not own"
+        return found[0]
+
+    rows = torch.cat([DATA.batch((1, 4), 7, step, 8, 16) for step in range(8)])
+    drawn = [source(row) for row in rows]
+    assert set(drawn) == {1, 4}  # both shards are used
+
+
 def test_local_store_checks_hashes(tmp_path):
     store = LocalArtifactStore(tmp_path)
     digest = store.put(b"checkpoint bytes")
