@@ -85,8 +85,10 @@ def test_hosts_train_rounds_and_agree_on_global_checkpoints(tmp_path):
     homes = [tmp_path / f"host{i}" for i in range(4)]  # host 3 joins late
     hosts = [Keyring(h / "keyring").add("host", PASSWORD)[0].address for h in homes]
     funded = {a: {DENOM: 10**12} for a in [str(creator.address()), *hosts]}
+    # Every segment is challenged (sampling rate 1), so every host reveals every round: a
+    # reveal window of 8 blocks leaves a loaded machine's node time to do it.
     init_localnet(tmp_path / "chain", CHAIN_ID, funded,
-                  poc={"reveal_window_blocks": 3, "verdict_window_blocks": 3,
+                  poc={"reveal_window_blocks": 8, "verdict_window_blocks": 3,
                        "sampling_rate": "1", "min_hosts_per_round": MIN_HOSTS})  # fmt: skip
     # The run's own dataset (a 1,024-token BPE): hosts 0-2 have it (--data); host 3 has not
     # and fetches it by hash from their blob services.
