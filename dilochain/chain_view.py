@@ -46,11 +46,12 @@ def run_view(poc: PocClient, run: Run, height: int, slashes: list[Slash]) -> dic
     for s in slashes:
         if s.run_id == run.run_id:
             slashed[s.address] = slashed.get(s.address, 0) + int(s.amount)
-    endpoints = {h.address: h.endpoint for h in poc.hosts(run_id=run.run_id)}
+    listed = {h.address: h for h in poc.hosts(run_id=run.run_id)}  # members, and leavers
     hosts = [
-        {"address": a, "endpoint": endpoints.get(a, ""), "registered": a in endpoints,
+        {"address": a, "endpoint": listed[a].endpoint if a in listed else "",
+         "registered": a in listed and not listed[a].left_height,
          "collateral": int(poc.collateral(address=a).bonded), "slashed": slashed.get(a, 0)}
-        for a in [*endpoints, *(a for a in slashed if a not in endpoints)]
+        for a in [*listed, *(a for a in slashed if a not in listed)]
     ]  # fmt: skip
     challenges = [
         {"round": c.round, "host": c.host, "segment": c.segment, "revealed": c.revealed,

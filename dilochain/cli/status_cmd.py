@@ -44,7 +44,8 @@ def render(view: dict) -> list[Table]:
             "host", "endpoint", "collateral", "slashed", title=f"hosts of {run['run_id']}"
         )
         for h in run["hosts"]:
-            hosts.add_row(h["address"], h["endpoint"], f"{h['collateral']}udlc",
+            name = h["address"] + ("" if h["registered"] else " (no longer registered)")
+            hosts.add_row(name, h["endpoint"], f"{h['collateral']}udlc",
                           f"{h['slashed']}udlc" if h["slashed"] else "-")  # fmt: skip
         out += [rounds, hosts]
     claims = Table("epoch", "status", "pool", "earned by", "claimed", title="recent epochs")
