@@ -470,9 +470,9 @@ class HostNode:
                     self.checkpoint_hashes = result.checkpoint_hashes
                 # Saved before the commit is sent: a host killed after it still reveals.
                 self._save(view, attempted)
-                if hashes is not None and self.commit(view, result, hashes, info.window_end):
-                    committed += 1
-                if hashes is not None:  # durable before the reveal, off the commit's path
+                if hashes is not None:
+                    committed += self.commit(view, result, hashes, info.window_end)
+                    # Durable before the reveal, off the commit's path.
                     self.local.sync([*result.checkpoint_hashes, *hashes])
             # Whether this host committed is the chain's to say (a commit sent before a crash
             # may be included after the restart): reveal() asks for its challenges.

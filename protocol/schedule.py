@@ -97,3 +97,8 @@ def window_at(run: Run, params: PocParams, height: int) -> Window | None:
     return round_window(
         run, params, (height - run.start_height) // (first.resolution + 1 - first.start)
     )
+
+
+def next_window(run: Run, params: PocParams, height: int) -> Window:
+    """The round of the block after ``height`` (round 0, still ahead, before the run starts)."""
+    return window_at(run, params, height + 1) or round_window(run, params, 0)

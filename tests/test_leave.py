@@ -110,7 +110,6 @@ def test_leaving_a_finished_run_releases_at_once(net):
 
 
 def test_a_host_that_leaves_and_comes_back_is_held_once_per_membership(net):
-    window = window_of(net, 0)
     back = MsgRegisterHost(host=addr(HONEST), run_id="r", endpoint="e2")
     for _ in range(2):  # leaves and is back before its round resolves, twice
         assert leave(net, HONEST).code == 0
@@ -119,13 +118,7 @@ def test_a_host_that_leaves_and_comes_back_is_held_once_per_membership(net):
         net.c.block()
     assert registry.is_host(net.view, "r", addr(HONEST))
     assert collateral.locked(net.view, addr(HONEST)) == 3_000  # the membership + two holds
-    net.blocks_until(window.selection)
-    for segment in (0, 1):
-        assert net.send(HONEST, reveal(HONEST, segment)).code == 0
-        for v in VERIFIERS:
-            assert vote(net, v, HONEST, segment, True).code == 0
-    open_votes(net, window)
-    net.blocks_until(window.resolution)  # both leave holds end; the membership's stays
+    play_round(net, 0, [HONEST])  # revealed and passed: both leave holds end at resolution
     assert collateral.locked(net.view, addr(HONEST)) == 1_000
     (listed,) = [h for h in registry.hosts(net.view, "r") if h.address == addr(HONEST)]
     assert listed.left_height == 0 and listed.endpoint == "e2"

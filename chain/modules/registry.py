@@ -22,7 +22,7 @@ from dilochain.protocol.pb.poc.v1.tx_pb2 import (
 )
 from dilochain.protocol.pb.poc.v1.types_pb2 import Host, Roster, Run, RunConfig
 from dilochain.protocol.pb.poc.v1.types_pb2 import Params as ParamsProto
-from dilochain.protocol.schedule import round_window, window_at
+from dilochain.protocol.schedule import next_window, window_at
 
 _RUN_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 
@@ -102,9 +102,7 @@ def _draw_rosters(ctx: Context) -> None:
     round's roster: who may commit it, and what assigns each host its data shards (so a
     verifier derives a host's shards from chain state alone)."""
     for run in active_runs(ctx.store):
-        window = window_at(run, ctx.params.poc, ctx.height + 1) or round_window(
-            run, ctx.params.poc, 0
-        )
+        window = next_window(run, ctx.params.poc, ctx.height)
         if window.start != ctx.height + 1 or window.round >= run.config.total_rounds:
             continue
         drawn = Roster(hosts=[h.address for h in members(ctx.store, run.run_id)])

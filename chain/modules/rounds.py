@@ -22,7 +22,7 @@ from dilochain.protocol.merkle import verify_merkle_proof
 from dilochain.protocol.pb.poc.v1 import query_pb2 as q
 from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgCommitRound, MsgCommitRoundResponse
 from dilochain.protocol.pb.poc.v1.types_pb2 import GlobalCheckpoint, RoundCommit, Run
-from dilochain.protocol.schedule import derive_data_seed, round_window, window_at
+from dilochain.protocol.schedule import derive_data_seed, next_window, window_at
 
 
 def segments(run: Run) -> int:
@@ -151,8 +151,7 @@ def _query_round_info(
 ) -> q.QueryRoundInfoResponse:
     run = registry.require_run(ctx.store, request.run_id)
     params = ctx.params.poc
-    # Before the run starts: round 0, still ahead.
-    window = window_at(run, params, ctx.height + 1) or round_window(run, params, 0)
+    window = next_window(run, params, ctx.height)
     return q.QueryRoundInfoResponse(
         height=ctx.height,
         round=window.round,
