@@ -28,7 +28,13 @@ from rich.table import Table
 from dilochain.testutil import shipped_data
 from dilochain.training.compress import compress_with_feedback, decompress
 from dilochain.training.dataset import Dataset
-from dilochain.training.diloco import initial_global, outer_step, params_of, pseudo_gradient
+from dilochain.training.diloco import (
+    initial_global,
+    outer_step,
+    params_of,
+    pseudo_gradient,
+    round_start,
+)
 from dilochain.training.model import build_model, lm_loss, load_params, parameter_count
 from dilochain.training.prepare import pins_of
 from dilochain.training.run_config import Pins, llama, make_run_config
@@ -74,23 +80,25 @@ def absent(workers: list[str], round_: int, churn: float) -> set[str]:
 
 def run_diloco(cfg, corpus, workers, steps, heldout, delayed=False, churn=0.0) -> tuple[float, int]:
     """DiLoCo with H = cfg.inner_steps and cfg.compression ("fp32": none). ``delayed``: the
-    one-round-delayed outer step of overlapped rounds (DiLoCoX, Streaming DiLoCo): round r
-    trains from the state that lacks round r-1's aggregate, which is applied once round r has
-    trained. ``churn``: that fraction of the workers, drawn anew each round, is absent (trains
-    nothing; as on chain, its next round starts without an error-feedback residual). Returns
-    (eval loss, bytes sent per worker)."""
+    overlapped rounds of a run with ``overlap`` (one-step delay): round r trains before round
+    r-1's aggregate is known, each worker from ``diloco.round_start`` (θ_{r-1} stepped by its own
+    round r-1 pseudo-gradient), as hosts and verifiers do. ``churn``: that fraction of the
+    workers, drawn anew each round, is absent (trains nothing; as on chain, its next round
+    starts without an error-feedback residual). Returns (eval loss, bytes sent per worker)."""
     model = build_model(cfg.model_config, cfg.seed)
     state = initial_global({n: p.detach().clone() for n, p in model.named_parameters()})
     residuals: dict[str, dict | None] = dict.fromkeys(workers)
-    sent, pending = 0, None
+    sent, previous, own = 0, state, dict.fromkeys(workers)
     for round_ in range(steps // cfg.inner_steps):
         deltas = []
-        start = params_of(state)
         away = absent(workers, round_, churn)
         for worker in workers:
             if worker in away:
-                residuals[worker] = None
+                residuals[worker] = own[worker] = None
                 continue
+            start = params_of(state)
+            if delayed:
+                start = round_start(previous, own[worker], cfg.outer_lr, cfg.outer_momentum)
             inner = fresh_inner_state(model, cfg, start)
             shards = corpus.shards_of(cfg.seed, worker, workers)
             seed = int.from_bytes(hashlib.sha256(f"{worker}/{round_}".encode()).digest()[:8], "big")
@@ -101,17 +109,13 @@ def run_diloco(cfg, corpus, workers, steps, heldout, delayed=False, churn=0.0) -
                 data, residuals[worker] = compress_with_feedback(
                     delta, residuals[worker], cfg.compression
                 )
-                deltas.append(decompress(data))
+                delta = decompress(data)
                 sent += len(data)
             else:
-                deltas.append(delta)
                 sent += 4 * sum(v.numel() for v in delta.values())
-        if delayed:
-            deltas, pending = pending, deltas
-        if deltas is not None:
-            state = outer_step(state, deltas, cfg.outer_lr, cfg.outer_momentum)
-    if pending is not None:
-        state = outer_step(state, pending, cfg.outer_lr, cfg.outer_momentum)
+            deltas.append(delta)
+            own[worker] = delta
+        previous, state = state, outer_step(state, deltas, cfg.outer_lr, cfg.outer_momentum)
     load_params(model, params_of(state))
     return eval_loss(model, heldout), sent // len(workers)
 
@@ -150,7 +154,7 @@ def main() -> None:
     parser.add_argument("--compressors", default="fp32,int8,dct-top4",
                         help="fp32 (none) or run compressors, comma-separated")  # fmt: skip
     parser.add_argument("--delayed", action="store_true",
-                        help="also each DiLoCo method, outer step a round late")  # fmt: skip
+                        help="also each DiLoCo method in overlapped rounds")  # fmt: skip
     parser.add_argument("--churn", type=float, default=0.0,
                         help="also each DiLoCo method with this fraction of workers absent in "
                         "each round (a new draw every round)")  # fmt: skip
@@ -170,7 +174,7 @@ def main() -> None:
         for c in args.compressors.split(","):
             jobs.append((f"DiLoCo H={h} {c}", h, c, False, 0.0, args))
             if args.delayed:
-                jobs.append((f"DiLoCo H={h} {c}, outer step 1 round late", h, c, True, 0.0,
+                jobs.append((f"DiLoCo H={h} {c}, overlapped (one-step delay)", h, c, True, 0.0,
                              args))  # fmt: skip
             if args.churn:
                 jobs.append((f"DiLoCo H={h} {c}, {args.churn:.0%} of workers absent each round",

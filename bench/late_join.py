@@ -19,7 +19,7 @@ from rich.table import Table
 from dilochain.artifacts.blob_service import PeerFetchingStore, serve_blobs
 from dilochain.artifacts.store import LocalArtifactStore
 from dilochain.testutil import shipped_data
-from dilochain.training.diloco import initial_global
+from dilochain.training.diloco import initial_global, params_of
 from dilochain.training.model import build_model, max_artifact_bytes, parameter_count
 from dilochain.training.round_work import train_round
 from dilochain.training.run_config import llama, make_run_config
@@ -51,7 +51,7 @@ def join(name: str, shape: tuple, h: int, root: Path) -> tuple[int, int, float, 
     finally:
         server.stop(grace=0)
     started = time.perf_counter()
-    train_round(model, cfg, data, HOST, 0, fetched, None, sink=mine.put)
+    train_round(model, cfg, data, HOST, 0, params_of(fetched), None, sink=mine.put)
     first = time.perf_counter() - started
     return parameter_count(model), peer.size(digest), fetch, first
 

@@ -51,7 +51,7 @@ def node_round(model, cfg, data, state, store_dir: Path) -> float:
     store = LocalArtifactStore(store_dir)
     put = functools.partial(store.put, sync=False)  # as the node: fsync after the commit
     started = time.perf_counter()
-    result = train_round(model, cfg, data, HOST, 0, state, None, sink=put)
+    result = train_round(model, cfg, data, HOST, 0, params_of(state), None, sink=put)
     msg = MsgCommitRound(host=str(wallet(1).address()), run_id="r", round=0,
                          ckpt_root=result.ckpt_root, pseudo_grad_hash=put(result.pseudo_grad),
                          residual_hash=put(result.residual))  # fmt: skip

@@ -40,7 +40,7 @@ def _round(cfg, data, base, how: str, device: str, compiled: bool):
     model = build_model(cfg.model_config, 0).to(device)
     if compiled:
         model.compile()  # as `node start --compile` does
-    return behavior(how).train(RoundJob(model, cfg, data, HOST, 1, base, None))
+    return behavior(how).train(RoundJob(model, cfg, data, HOST, 1, params_of(base), None))
 
 
 def _replays(cfg, data, base, result, threads: int) -> list:

@@ -54,7 +54,7 @@ def measure_cost() -> tuple[float, float, float, int, int]:
     model = build_model(cfg.model_config, cfg.seed)
     base = initial_global({n: p.detach().clone() for n, p in model.named_parameters()})
     t = time.perf_counter()
-    result = train_round(model, cfg, corpus, HOST, 1, base, None)
+    result = train_round(model, cfg, corpus, HOST, 1, params_of(base), None)
     round_seconds = time.perf_counter() - t
     with tempfile.TemporaryDirectory() as tmp:
         store, commit, challenges = publish_round(Path(tmp), cfg, base, result, HOST)
@@ -77,14 +77,16 @@ def cheat_detection(rate: float, anchors: int) -> list[tuple[str, float, float, 
     cfg = make_run_config(pins, "tiny")
     model = build_model(cfg.model_config, cfg.seed)
     base = initial_global({n: p.detach().clone() for n, p in model.named_parameters()})
-    peer = train_round(build_model(cfg.model_config, 0), cfg, corpus, "dilo1peer", 1, base, None)
+    peer = train_round(
+        build_model(cfg.model_config, 0), cfg, corpus, "dilo1peer", 1, params_of(base), None
+    )
     rows = []
     for name, kind in BEHAVIORS.items():
         if name in ("honest", "noisy"):
             continue
         cheat = kind()
-        job = RoundJob(build_model(cfg.model_config, 0), cfg, corpus, HOST, 1, base, None,
-                       peer_pseudo_grad=lambda: peer.pseudo_grad)  # fmt: skip
+        job = RoundJob(build_model(cfg.model_config, 0), cfg, corpus, HOST, 1, params_of(base),
+                       None, peer_pseudo_grad=lambda: peer.pseudo_grad)  # fmt: skip
         result = cheat.train(job)
         with tempfile.TemporaryDirectory() as tmp:
             store, commit, challenges = publish_round(Path(tmp), cfg, base, result, HOST)
@@ -120,7 +122,7 @@ def honest_noise() -> float:
     model = build_model(cfg.model_config, cfg.seed)
     base = initial_global({n: p.detach().clone() for n, p in model.named_parameters()})
     torch.set_num_threads(2)
-    result = train_round(model, cfg, corpus, HOST, 0, base, None)
+    result = train_round(model, cfg, corpus, HOST, 0, params_of(base), None)
     torch.set_num_threads(1)
     start = decode_state(result.checkpoints[0])
     state = load_inner_state(build_model(cfg.model_config, 0), cfg, start)

@@ -50,15 +50,20 @@ class CometRpc:
         self._session: aiohttp.ClientSession | None = None
 
     async def call(self, method: str, **params: object) -> dict:
-        """The ``result`` of one JSON-RPC call; raises :class:`CometRpcError` on an error."""
+        """The ``result`` of one JSON-RPC call; raises :class:`CometRpcError` on an error. A
+        call whose kept-alive connection CometBFT has dropped (it closes idle ones) is made
+        once more on a new connection."""
         if self._session is None:
             self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30))
         body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
-        try:
-            async with self._session.post(self.url, json=body) as response:
-                reply = await response.json(content_type=None)
-        except (aiohttp.ClientError, TimeoutError, ValueError) as err:
-            raise CometRpcError(f"CometBFT RPC at {self.url} unreachable: {err}") from None
+        for attempt in (1, 2):
+            try:
+                async with self._session.post(self.url, json=body) as response:
+                    reply = await response.json(content_type=None)
+                break
+            except (aiohttp.ClientError, TimeoutError, ValueError) as err:
+                if attempt == 2 or not isinstance(err, aiohttp.ClientConnectionError):
+                    raise CometRpcError(f"CometBFT RPC at {self.url} unreachable: {err}") from None
         if "error" in reply:
             error = reply["error"]
             raise CometRpcError(str(error.get("data") or error.get("message")))

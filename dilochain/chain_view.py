@@ -39,7 +39,8 @@ def _status_name(status: int) -> str:
 
 def run_view(poc: PocClient, run: Run, height: int, slashes: list[Slash]) -> dict:
     """One run: round and phase, loss curve, hosts (with those slashed out of it), and the
-    current round's challenges."""
+    challenges of the round being verified (the current one; in an overlapped run the one
+    before, verified while the current one trains)."""
     info = poc.round_info(run_id=run.run_id)
     curve = eval_curve(poc, run.run_id, min(info.round + 1, run.config.total_rounds))
     slashed: dict[str, int] = {}
@@ -47,6 +48,7 @@ def run_view(poc: PocClient, run: Run, height: int, slashes: list[Slash]) -> dic
         if s.run_id == run.run_id:
             slashed[s.address] = slashed.get(s.address, 0) + int(s.amount)
     listed = {h.address: h for h in poc.hosts(run_id=run.run_id)}  # members, and leavers
+    verified = info.round - 1 if run.config.overlap and info.round else info.round
     hosts = [
         {"address": a, "endpoint": listed[a].endpoint if a in listed else "",
          "registered": a in listed and not listed[a].left_height,
@@ -56,7 +58,7 @@ def run_view(poc: PocClient, run: Run, height: int, slashes: list[Slash]) -> dic
     challenges = [
         {"round": c.round, "host": c.host, "segment": c.segment, "revealed": c.revealed,
          "status": _status_name(c.status), "votes": len(c.votes), "verifiers": len(c.verifiers)}
-        for c in poc.challenges(run.run_id, min(info.round, run.config.total_rounds - 1))
+        for c in poc.challenges(run.run_id, min(verified, run.config.total_rounds - 1))
     ]  # fmt: skip
     return {
         "run_id": run.run_id, "round": info.round, "total_rounds": run.config.total_rounds,

@@ -15,6 +15,7 @@ from dilochain.artifacts.store import ArtifactError
 from dilochain.poc_client import PocClient
 from dilochain.protocol.hashing import content_hash
 from dilochain.protocol.pb.poc.v1.types_pb2 import RunConfig
+from dilochain.protocol.schedule import base_round
 from dilochain.training.compress import CompressionError, decompress
 from dilochain.training.diloco import outer_step, params_of, pseudo_gradient_problem
 from dilochain.training.tensor_codec import decode_state, encode_state
@@ -28,6 +29,7 @@ class GlobalView:
 
     round: int
     state: dict[str, torch.Tensor]
+    parent: bytes = b""  # hash of θ_{round-1}, when this node computed θ_round from it
 
     @cached_property
     def encoded(self) -> bytes:
@@ -78,9 +80,9 @@ class Aggregator:
                     logged = True
                 time.sleep(1.0)
 
-    def prefetch(self, round_: int) -> None:
-        """Fetch the round's committed pseudo-gradients that are not here yet."""
-        for c in self.poc.commits(self.run_id, round_):
+    def prefetch(self, rounds: range) -> None:
+        """Fetch the committed pseudo-gradients of ``rounds`` that are not here yet."""
+        for c in (c for r in rounds for c in self.poc.commits(self.run_id, r)):
             if not self.store.has(c.pseudo_grad_hash):
                 try:  # one pass over the peers: this runs in the node's polling loops
                     self.store.get(c.pseudo_grad_hash, attempts=1)
@@ -96,15 +98,18 @@ class Aggregator:
         return GlobalView(latest, decode_state(self.fetch(recorded[latest])))
 
     def advance(self, view: GlobalView) -> GlobalView:
-        """θ_{r+1} from θ_r and round r's accepted commits (those that started from θ_r); θ_r
-        itself (momentum too) when fewer than ``min_hosts`` were accepted."""
-        recorded = self.recorded().get(view.round)
-        if recorded is not None and recorded != view.hash:
+        """θ_{r+1} from θ_r and round r's accepted commits (those built on the global state
+        round r builds on: θ_r, or θ_{r-1} in an overlapped run); θ_r itself (momentum too)
+        when fewer than ``min_hosts`` were accepted."""
+        recorded = self.recorded()
+        if recorded.get(view.round, view.hash) != view.hash:
             log.warning(
                 "round %d: local global state differs from the chain's; resyncing", view.round
             )
-            view = GlobalView(view.round, decode_state(self.fetch(recorded)))
-        base, params = view.hash, params_of(view.state)
+            view = GlobalView(view.round, decode_state(self.fetch(recorded[view.round])))
+        based_on = base_round(self.rc, view.round)
+        known = view.hash if based_on == view.round else view.parent
+        base, params = recorded.get(based_on, known), params_of(view.state)
         deltas = []
         for c in self.poc.commits(self.run_id, view.round):
             if c.base_hash != base or c.excluded:
@@ -126,7 +131,7 @@ class Aggregator:
                         self.min_hosts)  # fmt: skip
             deltas = []
         state = outer_step(view.state, deltas, self.rc.outer_lr, self.rc.outer_momentum)
-        nxt = GlobalView(view.round + 1, state)
+        nxt = GlobalView(view.round + 1, state, view.hash)
         self.store.put(nxt.encoded)
         log.info("round %d aggregated %d pseudo-gradients", view.round, len(deltas))
         return nxt

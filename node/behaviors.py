@@ -29,7 +29,7 @@ class RoundJob:
     data: Dataset
     host: str
     round: int
-    global_state: dict[str, torch.Tensor]
+    start: dict[str, torch.Tensor]  # the parameters the round starts from
     residual: dict[str, torch.Tensor] | None  # the one the host's last committed round left
     progress: Progress | None = None
     # Another host's pseudo-gradient of this round once one is committed (None if none comes
@@ -42,7 +42,7 @@ class RoundJob:
     def train(self, cfg: RunConfig | None = None, host: str | None = None) -> RoundResult:
         """The honest round (optionally under another config or host identity)."""
         return train_round(self.model, cfg or self.cfg, self.data, host or self.host,
-                           self.round, self.global_state, self.residual, self.progress,
+                           self.round, self.start, self.residual, self.progress,
                            self.sink, self.parallel, self.roster)  # fmt: skip
 
 

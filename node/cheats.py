@@ -83,7 +83,7 @@ class Noisy(Honest):
         result = job.train()
         generator = torch.Generator().manual_seed(job.round)
         noisy = [result.checkpoints[0]] + [_perturb(c, generator) for c in result.checkpoints[1:]]
-        delta = pseudo_gradient(params_of(job.global_state), params_of(decode_state(noisy[-1])))
+        delta = pseudo_gradient(job.start, params_of(decode_state(noisy[-1])))
         result.pseudo_grad, left = compress_with_feedback(delta, job.residual, job.cfg.compression)
         result.residual = encode_state(left)
         return _with_checkpoints(result, noisy)

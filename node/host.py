@@ -1,10 +1,14 @@
 """The host node's loop: register, then round after round train, publish, commit, reveal.
 
-Each round r: bring the global state up to θ_r (:mod:`dilochain.node.aggregation`), train H
-inner steps as the host's :class:`~dilochain.node.behaviors.Behavior` does, publish the
-checkpoints and the compressed pseudo-gradient, commit their hashes in a ``MsgCommitRound``,
-reveal whichever segments the chain challenges, and wait for the round to resolve. What it needs
-to resume after a restart is saved after every step (:mod:`dilochain.node.resume`).
+Each round r: bring the global state up to the one round r builds on (θ_r; θ_{r-1} in an
+overlapped run, :mod:`dilochain.node.aggregation`), train H inner steps from it (from
+``diloco.round_start`` in an overlapped run) as the host's
+:class:`~dilochain.node.behaviors.Behavior` does, publish the checkpoints and the compressed
+pseudo-gradient, commit their hashes in a ``MsgCommitRound``, and wait for the next round to
+begin: once round r resolves, or in an overlapped run as soon as round r's commit window closes.
+A thread beside the loop reveals whichever segments the chain challenges, in every round in
+flight. What it needs to resume after a restart is saved after every step
+(:mod:`dilochain.node.resume`).
 """
 
 from __future__ import annotations
@@ -41,7 +45,9 @@ from dilochain.protocol.pb.poc.v1.tx_pb2 import (
     MsgRegisterHost,
     MsgRevealCheckpoints,
 )
-from dilochain.protocol.pb.poc.v1.types_pb2 import Run
+from dilochain.protocol.pb.poc.v1.types_pb2 import RoundCommit, Run
+from dilochain.protocol.schedule import base_round, in_flight, round_window
+from dilochain.training.compress import decompress
 from dilochain.training.dataset import (
     MANIFEST,
     Dataset,
@@ -49,7 +55,7 @@ from dilochain.training.dataset import (
     file_sha256,
     find_dataset,
 )
-from dilochain.training.diloco import initial_global, params_of
+from dilochain.training.diloco import initial_global, params_of, round_start
 from dilochain.training.model import (
     build_model,
     load_params,
@@ -74,8 +80,9 @@ class HostNode:
         self.behavior = behavior
         self.address = str(wallet.address())
         self.poc = PocClient(cfg.chain)
-        self.rc = self._query_run().config
-        params = self.poc.params()
+        self.run_ = self._query_run()
+        self.rc = self.run_.config
+        params = self.chain_params = self.poc.params()
         self.data = self._dataset()
         self.device = torch.device(cfg.device)
         if cfg.device == "cuda" and not torch.cuda.is_available():
@@ -104,7 +111,8 @@ class HostNode:
                                      min_hosts=params.min_hosts_per_round)  # fmt: skip
         cfg.state_dir.mkdir(parents=True, exist_ok=True)
         self.eval_losses: dict[int, float] = {}
-        self.checkpoint_hashes: list[bytes] = []  # of the last round this node committed
+        # Per round this node trained lately: its checkpoint hashes (for its reveals).
+        self.checkpoint_hashes: dict[int, list[bytes]] = {}
         self._send_lock = threading.Lock()  # one signer, one sequence: one tx at a time
         self.ledger = Ledger(cfg.state_dir)
         self.retention = Retention(cfg.keep_global_states, cfg.archive_every,
@@ -215,8 +223,10 @@ class HostNode:
         return self.cfg.state_dir / "state.json"
 
     def _save(self, view: GlobalView, attempted: int) -> None:
-        self.local.put(view.encoded)
+        self.local.put(view.encoded, view.hash)
         self.ledger.record(view.round, "global", [view.hash])
+        for old in [r for r in self.checkpoint_hashes if r < attempted - 2]:  # all revealed
+            del self.checkpoint_hashes[old]
         record = ResumeState(view.round, view.hash, attempted, self.checkpoint_hashes)
         record.save(self._state_file())
 
@@ -233,14 +243,28 @@ class HostNode:
         params = {n: p.detach().cpu().clone() for n, p in self.model.named_parameters()}
         return GlobalView(0, initial_global(params)), -1
 
-    def _residual_in(self, round_: int) -> dict[str, torch.Tensor] | None:
-        """The error-feedback residual round ``round_`` starts from, as the chain defines it: the
-        one this host's commit of the round before left (None if it did not commit that round)."""
+    def _previous_commit(self, round_: int) -> RoundCommit | None:
+        """This host's commit of the round before ``round_`` (None if it made none)."""
         if round_ == 0:
             return None
-        mine = [c for c in self.poc.commits(self.cfg.run_id, round_ - 1)
-                if c.host == self.address and c.residual_hash]  # fmt: skip
-        return decode_state(self.store.get(mine[0].residual_hash)) if mine else None
+        mine = [c for c in self.poc.commits(self.cfg.run_id, round_ - 1) if c.host == self.address]
+        return mine[0] if mine else None
+
+    def _start(
+        self, view: GlobalView, previous: RoundCommit | None
+    ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor] | None]:
+        """The parameters a round built on ``view`` starts from and the error-feedback residual
+        it compresses with, as the chain defines them from this host's ``previous`` commit: the
+        residual that commit left (None without one), and in an overlapped run the outer step of
+        ``view`` over that commit's pseudo-gradient (``diloco.round_start``). Raises
+        ArtifactError if either is lost."""
+        residual = own = None
+        if previous is not None:
+            residual = decode_state(self.store.get(previous.residual_hash))
+            if self.rc.overlap:
+                own = decompress(self.store.get(previous.pseudo_grad_hash))
+        start = round_start(view.state, own, self.rc.outer_lr, self.rc.outer_momentum)
+        return start, residual
 
     def evaluate(self, view: GlobalView) -> float:
         """Held-out loss of a global state (cached per round)."""
@@ -296,31 +320,32 @@ class HostNode:
     def _put_unsynced(self, data: bytes, digest: bytes | None = None) -> bytes:
         return self.local.put(data, digest, sync=False)
 
-    def publish(self, view: GlobalView, result: RoundResult) -> tuple[bytes, bytes]:
+    def publish(self, round_: int, result: RoundResult) -> tuple[bytes, bytes]:
         """Store a round's checkpoints, pseudo-gradient and residual (served to peers from
         then on; not yet fsynced, see :meth:`run`); their (pseudo-gradient, residual) hashes."""
         started = time.perf_counter()
         for data, digest in zip(result.checkpoints, result.checkpoint_hashes, strict=True):
             self._put_unsynced(data, digest)
-        self.ledger.record(view.round, "checkpoint", result.checkpoint_hashes)
-        failpoint("node.publish", view.round)
+        self.ledger.record(round_, "checkpoint", result.checkpoint_hashes)
+        failpoint("node.publish", round_)
         pg_hash = self._put_unsynced(result.pseudo_grad)
         residual_hash = self._put_unsynced(result.residual)
-        self.ledger.record(view.round, "pseudo_grad", [pg_hash])
-        self.ledger.record(view.round, "residual", [residual_hash])
+        self.ledger.record(round_, "pseudo_grad", [pg_hash])
+        self.ledger.record(round_, "residual", [residual_hash])
         metrics.PROOF_SECONDS.inc(result.proof_seconds + time.perf_counter() - started)
         metrics.BYTES_PUBLISHED.inc(sum(map(len, result.checkpoints)) + len(result.pseudo_grad)
                                     + len(result.residual))  # fmt: skip
         return pg_hash, residual_hash
 
     def commit(
-        self, view: GlobalView, result: RoundResult, hashes: tuple[bytes, bytes], window_end: int
-    ) -> bool:
-        """Commit a published round's hashes; False if the chain refused or the commit window
-        (ending at ``window_end``) closed before the commit was included."""
+        self, view: GlobalView, round_: int, result: RoundResult, hashes: tuple[bytes, bytes],
+        window_end: int,
+    ) -> bool:  # fmt: skip
+        """Commit a published round built on ``view``; False if the chain refused or the commit
+        window (ending at ``window_end``) closed before the commit was included."""
         pg_hash, residual_hash = hashes
         msg = MsgCommitRound(
-            host=self.address, run_id=self.cfg.run_id, round=view.round,
+            host=self.address, run_id=self.cfg.run_id, round=round_,
             ckpt_root=result.ckpt_root, pseudo_grad_hash=pg_hash, data_seed=result.data_seed,
             tokens=result.tokens, loss=result.loss, base_hash=view.hash,
             eval_loss=self.evaluate(view), final_hash=result.checkpoint_hashes[-1],
@@ -331,32 +356,33 @@ class HostNode:
             with metrics.COMMIT_LATENCY.time():
                 self._send(msg, until_height=window_end)
         except TxRefused as err:
-            log.warning("round %d commit refused: %s", view.round, err)
+            log.warning("round %d commit refused: %s", round_, err)
             return False
         metrics.ROUNDS_COMMITTED.inc()
         log.info("round %d committed: loss %.4f, pseudo-gradient %s (%d bytes)",
-                 view.round, result.loss, pg_hash.hex()[:12], len(result.pseudo_grad))  # fmt: skip
-        failpoint("node.committed", view.round)
+                 round_, result.loss, pg_hash.hex()[:12], len(result.pseudo_grad))  # fmt: skip
+        failpoint("node.committed", round_)
         return True
 
     def _wait_for_height(
-        self, height: int, stop: threading.Event, prefetch_round: int | None = None
+        self, height: int, stop: threading.Event, prefetch: range = range(0)
     ) -> None:
-        """Poll until ``height`` is committed, meanwhile fetching the round's new pseudo-gradients
-        (while their hosts are surely up) so aggregation does not depend on them later."""
+        """Poll until ``height`` is committed, meanwhile fetching the ``prefetch`` rounds' new
+        pseudo-gradients (while their hosts are surely up) so aggregation does not depend on
+        them later."""
         while not stop.is_set() and self._round_info().height < height:
-            if prefetch_round is not None:
-                self.aggregator.prefetch(prefetch_round)
+            self.aggregator.prefetch(prefetch)
             stop.wait(self.cfg.poll_seconds)
 
     def reveal(self, round_: int, last_height: int) -> None:
         """Reveal every challenged segment of this host's round ``round_`` (with Merkle proofs),
         waiting for the tx no longer than ``last_height``."""
+        leaves = self.checkpoint_hashes.get(round_)
         mine = [c for c in self.poc.challenges(self.cfg.run_id, round_)
                 if c.host == self.address and not c.revealed]  # fmt: skip
-        if not mine or not self.checkpoint_hashes:
+        if not mine or not leaves:
             return
-        leaves, msgs = self.checkpoint_hashes, []
+        msgs = []
         for c in mine:
             end = self.behavior.reveal(leaves[c.segment + 1])
             if end is None:
@@ -375,6 +401,28 @@ class HostNode:
             log.info("round %d: revealed segments %s", round_, [c.segment for c in mine])
         except TxRefused as err:
             log.warning("round %d reveal refused: %s", round_, err)
+
+    def _reveal_window(self, round_: int) -> range:
+        """The blocks in which round ``round_``'s challenged segments are revealed."""
+        selection = round_window(self.run_, self.chain_params, round_).selection
+        return range(selection + 1, selection + 1 + self.chain_params.reveal_window_blocks)
+
+    def _reveal_loop(self, done: threading.Event) -> None:
+        """Reveal this host's challenged segments of every round in flight once its reveal
+        window opens (whether it committed is the chain's to say: a commit sent before a crash
+        may be included after the restart), until ``done``."""
+        revealed: set[int] = set()
+        while not done.is_set():
+            try:
+                next_block = self._round_info().height + 1
+                for window in in_flight(self.run_, self.chain_params, next_block):
+                    last = self._reveal_window(window.round)
+                    if next_block in last and window.round not in revealed:
+                        revealed.add(window.round)
+                        self.reveal(window.round, last[-1])
+            except grpc.RpcError as err:
+                log.warning("reveals: chain error %s; retrying", err.code())
+            done.wait(self.cfg.poll_seconds)
 
     def _peer_pseudo_grad(self, round_: int) -> bytes | None:
         """Another host's pseudo-gradient of this round once one is committed in the window."""
@@ -398,38 +446,78 @@ class HostNode:
             return None
         return roster
 
-    def _train(self, view: GlobalView, roster: list[str], progress) -> RoundResult | None:
-        """Train round ``view.round`` on the shards its ``roster`` gives this host (None if the
-        residual it must start from is lost)."""
+    def _train(
+        self, view: GlobalView, round_: int, roster: list[str], progress
+    ) -> RoundResult | None:
+        """Train round ``round_``, built on ``view``, on the shards its ``roster`` gives this
+        host (None if the residual or pseudo-gradient it must start from is lost)."""
         shards = self.data.shards_of(self.rc.seed, self.address, roster)
         self.data.prefetch(shards)
-        log.info("round %d: training on shards %s of %d (%d hosts in the round)", view.round,
+        log.info("round %d: training on shards %s of %d (%d hosts in the round)", round_,
                  list(shards), self.data.num_shards, len(roster))  # fmt: skip
         try:
-            residual = self._residual_in(view.round)
+            start, residual = self._start(view, self._previous_commit(round_))
         except ArtifactError as err:
-            log.warning("round %d: sitting it out, the residual of this host's round %d is "
-                        "lost (%s)", view.round, view.round - 1, err)  # fmt: skip
+            log.warning("round %d: sitting it out, what this host's round %d left is lost (%s)",
+                        round_, round_ - 1, err)  # fmt: skip
             return None
         halfway = self.rc.inner_steps // 2
 
         def stepped(step: int, loss: float, rate: float) -> None:
             if step == halfway:
-                failpoint("node.mid_training", view.round)
+                failpoint("node.mid_training", round_)
             if progress is not None:
                 progress(step, loss, rate)
 
         job = RoundJob(
-            self.model, self.rc, self.data, self.address, view.round, view.state, residual,
-            stepped, lambda: self._peer_pseudo_grad(view.round), self._put_unsynced,
+            self.model, self.rc, self.data, self.address, round_, start, residual, stepped,
+            lambda: self._peer_pseudo_grad(round_), self._put_unsynced,
             self.ranks.parallel if self.ranks else None, roster,
         )  # fmt: skip
         return self.behavior.train(job)
 
+    def _play(
+        self, view: GlobalView, round_: int, roster: list[str], window_end: int,
+        stop: threading.Event, meter,
+    ) -> bool:  # fmt: skip
+        """Train, publish and commit round ``round_`` built on ``view``; whether it committed.
+        The resume record is saved before the commit is sent (a host killed after it still
+        reveals) and the artifacts made durable after it (before any reveal, off the commit's
+        path)."""
+        result = self._train(view, round_, roster, meter)
+        if stop.is_set():
+            return False
+        hashes = None
+        if result is not None:
+            hashes = self.publish(round_, result)
+            self.checkpoint_hashes[round_] = result.checkpoint_hashes
+        self._save(view, round_)
+        if hashes is None:
+            return False
+        done = self.commit(view, round_, result, hashes, window_end)
+        self.local.sync([*result.checkpoint_hashes, *hashes])
+        return done
+
     # ---- the loop ----------------------------------------------------------------------------
     def run(self, stop: threading.Event, progress=None) -> int:
-        """Train until the run's last round or ``stop``; returns rounds committed."""
+        """Train until the run's last round or ``stop``; returns rounds committed. Reveals
+        run in a thread beside it, which outlives the loop until the last reveal window of a
+        round it trained has passed."""
         view, attempted = self._load()
+        revealing = threading.Event()
+        revealer = threading.Thread(target=self._reveal_loop, args=(revealing,),
+                                    name="reveals", daemon=True)  # fmt: skip
+        revealer.start()
+        try:
+            committed = self._rounds(view, attempted, stop, progress)
+            if self.checkpoint_hashes:  # its last reveals, unless it is told to stop
+                self._wait_for_height(self._reveal_window(max(self.checkpoint_hashes))[-1], stop)
+            return committed
+        finally:
+            revealing.set()
+            revealer.join()
+
+    def _rounds(self, view: GlobalView, attempted: int, stop: threading.Event, progress) -> int:
         meter = metrics.StepMeter(self.rc.batch_size * self.rc.seq_len, progress)
         committed = 0
         while not stop.is_set():
@@ -446,41 +534,45 @@ class HostNode:
             if info.height + 1 < info.window_start:
                 self._wait_for_height(info.window_start - 1, stop)  # the round has not begun
                 continue
-            before = view.round
-            view = self.catch_up(view, info.round, attempted)
-            if view.round > before:
-                self.prune(range(before, view.round), info.round - 1)
-            if view.round < info.round:  # an artifact it needs is on no peer: sit this out
-                self._wait_for_height(info.resolution_height, stop)
+            round_, based_on = info.round, base_round(self.rc, info.round)
+            # The next round begins after this one resolves, or as its commit window closes.
+            begun = round_window(self.run_, self.chain_params, round_ + 1).start - 1
+            view = self._sync(view, based_on, attempted)
+            if view.round < based_on:  # an artifact it needs is on no peer: sit this out
+                self._wait_for_height(begun, stop)
                 continue
             in_window = info.height + 1 <= info.window_end
-            commits = self.poc.commits(self.cfg.run_id, view.round)
-            mine = any(c.host == self.address for c in commits)
+            mine = any(c.host == self.address for c in self.poc.commits(self.cfg.run_id, round_))
             roster = None
-            if in_window and not mine and attempted < view.round:
-                roster = self._roster(view.round)
+            if in_window and not mine and attempted < round_:
+                roster = self._roster(round_)
             if roster is not None:
-                result = self._train(view, roster, meter)
+                committed += self._play(view, round_, roster, info.window_end, stop, meter)
+                attempted = round_
                 if stop.is_set():
                     break
-                attempted = view.round
-                hashes = None
-                if result is not None:
-                    hashes = self.publish(view, result)
-                    self.checkpoint_hashes = result.checkpoint_hashes
-                # Saved before the commit is sent: a host killed after it still reveals.
-                self._save(view, attempted)
-                if hashes is not None:
-                    committed += self.commit(view, result, hashes, info.window_end)
-                    # Durable before the reveal, off the commit's path.
-                    self.local.sync([*result.checkpoint_hashes, *hashes])
-            # Whether this host committed is the chain's to say (a commit sent before a crash
-            # may be included after the restart): reveal() asks for its challenges.
-            self._wait_for_height(info.selection_height, stop, view.round)
-            if not stop.is_set():
-                self.reveal(view.round, info.resolution_height)
-            self._wait_for_height(info.resolution_height, stop, view.round)
+            prefetch = range(view.round, round_ + 1)
+            if round_ + 1 < self.rc.total_rounds:  # what the next round builds on, once decided
+                nxt = base_round(self.rc, round_ + 1)
+                self._wait_for_height(self._decided(nxt - 1), stop, prefetch)
+                if not stop.is_set():
+                    view = self._sync(view, nxt, attempted)
+            self._wait_for_height(begun, stop, prefetch)
         return committed
+
+    def _decided(self, round_: int) -> int:
+        """The block at which round ``round_`` is decided (its resolution; 0 for none)."""
+        return round_window(self.run_, self.chain_params, round_).resolution if round_ >= 0 else 0
+
+    def _sync(self, view: GlobalView, based_on: int, attempted: int) -> GlobalView:
+        """``view`` brought up to round ``based_on`` (:meth:`catch_up`), pruning what the
+        rounds it aggregated leave behind. In an overlapped run this runs while the host waits
+        for its next round's window, so aggregation takes no time off training."""
+        before = view.round
+        view = self.catch_up(view, based_on, attempted)
+        if view.round > before:
+            self.prune(range(before, view.round), based_on - 1)
+        return view
 
     def serve_and_run(self, stop: threading.Event, progress=None) -> int:
         """Serve the blob service, register, run (claiming rewards beside it with

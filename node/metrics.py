@@ -25,6 +25,7 @@ COMMIT_LATENCY = Histogram(
 BYTES_PUBLISHED = Counter(
     "dilochain_node_published_bytes", "Bytes of checkpoints, pseudo-gradients and residuals"
 )
+TRAINING_SECONDS = Counter("dilochain_node_training_seconds", "Seconds in inner steps")
 UTILISATION = Gauge(
     "dilochain_node_utilisation", "Seconds in inner steps / wall-clock seconds since start"
 )
@@ -54,6 +55,7 @@ class StepMeter:
         # ``rate`` is tokens since the round's first step over the seconds since then.
         elapsed = step * self.tokens_per_step / rate if rate > 0 else self._round_seconds
         self.training_seconds += elapsed - self._round_seconds
+        TRAINING_SECONDS.inc(max(0.0, elapsed - self._round_seconds))
         self._round_seconds = elapsed
         INNER_STEPS.inc()
         LOSS.set(loss)

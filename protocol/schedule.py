@@ -3,7 +3,10 @@
 A round takes ``round_period`` blocks: a commit window of ``round_blocks`` blocks (hosts
 commit their round, verifiers their beacon secrets); the beacon window, whose last block is the
 selection block (verifiers open their secrets); a reveal window; a verdict window (verifiers seal
-their votes); a verdict-opening window, whose last block is the resolution block. The chain
+their votes); a verdict-opening window, whose last block is the resolution block. Rounds start
+one period apart; in a run with ``overlap`` they start one commit window apart, so round r+1's
+commit window opens as round r's closes and round r is verified while round r+1 trains (its
+verification must end before round r+1's commit window does: ``overlap_problem``). The chain
 enforces it, and hosts and verifiers follow it.
 """
 
@@ -15,7 +18,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from dilochain.protocol.params import PocParams
-from dilochain.protocol.pb.poc.v1.types_pb2 import Run
+from dilochain.protocol.pb.poc.v1.types_pb2 import Run, RunConfig
 
 
 @dataclass(frozen=True)
@@ -78,25 +81,61 @@ def round_period(round_blocks: int, params: PocParams) -> int:
     )
 
 
+def round_stride(run: Run, params: PocParams) -> int:
+    """Blocks from one round's start to the next: its period, or in an overlapped run its
+    commit window."""
+    if run.config.overlap:
+        return run.config.round_blocks
+    return round_period(run.config.round_blocks, params)
+
+
+def overlap_problem(round_blocks: int, params: PocParams) -> str | None:
+    """Why an overlapped run cannot have commit windows of ``round_blocks`` blocks (None if it
+    can): a round's verification must end inside the next round's commit window, so that a
+    host has round r-1's aggregate when round r+1 begins."""
+    verification = round_period(round_blocks, params) - round_blocks
+    if verification < round_blocks:
+        return None
+    return (f"an overlapped run needs round_blocks above the {verification} blocks a round's "
+            "verification takes (beacon, reveal, verdict and opening windows)")  # fmt: skip
+
+
+def base_round(cfg: RunConfig, round_: int) -> int:
+    """The round of the global state that round ``round_`` builds on (its commits' base): the
+    round itself, or in an overlapped run the one before (round 0 builds on θ_0)."""
+    return max(0, round_ - 1) if cfg.overlap else round_
+
+
 def round_window(run: Run, params: PocParams, round_: int) -> Window:
     """The blocks of round ``round_``."""
     blocks = run.config.round_blocks
-    period = round_period(blocks, params)
-    start = run.start_height + round_ * period
+    start = run.start_height + round_ * round_stride(run, params)
     selection = start + blocks - 1 + params.beacon_reveal_blocks
-    resolution = start + period - 1
+    resolution = start + round_period(blocks, params) - 1
     opening = resolution - params.verdict_open_blocks + 1
     return Window(round_, start, start + blocks - 1, selection, opening, resolution)
 
 
 def window_at(run: Run, params: PocParams, height: int) -> Window | None:
-    """The round whose period holds ``height`` (None before the run starts)."""
+    """The newest round that has begun by ``height`` (None before the run starts): the round
+    whose period holds it, or in an overlapped run the one whose commit window holds it."""
     if height < run.start_height:
         return None
-    first = round_window(run, params, 0)
-    return round_window(
-        run, params, (height - run.start_height) // (first.resolution + 1 - first.start)
-    )
+    return round_window(run, params, (height - run.start_height) // round_stride(run, params))
+
+
+def in_flight(run: Run, params: PocParams, height: int) -> list[Window]:
+    """Every round whose period holds ``height``, oldest first (one, unless rounds overlap)."""
+    newest = window_at(run, params, height)
+    if newest is None:
+        return []
+    found = [newest]
+    while found[0].round > 0:
+        older = round_window(run, params, found[0].round - 1)
+        if older.resolution < height:
+            break
+        found.insert(0, older)
+    return found
 
 
 def next_window(run: Run, params: PocParams, height: int) -> Window:

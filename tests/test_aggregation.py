@@ -103,3 +103,26 @@ def test_a_host_that_cannot_aggregate_resyncs_from_the_chain_or_sits_out(caplog)
     host = _Host(unreachable={1}, latest=GlobalView(1, state))
     assert HostNode.catch_up(host, GlobalView(0, state), 3, attempted=0).round == 1
     assert "sitting it out: no newer global state recorded" in caplog.text
+
+
+def test_overlapped_rounds_aggregate_the_commits_built_on_the_state_before(tmp_path):
+    """In an overlapped run round 1's commits build on θ_0, so θ_2 is the outer step of θ_1 over
+    the round 1 pseudo-gradients whose base is θ_0; one claiming θ_1 as its base is left out."""
+    cfg = make_run_config(shipped_data()[1], "tiny", overlap=True)
+    params = {n: p.detach().clone() for n, p in build_model(CFG.model_config, 1).named_parameters()}
+    first = GlobalView(0, initial_global(params))
+    local = LocalArtifactStore(tmp_path)
+    step = {k: torch.full_like(v, 0.01) for k, v in params_of(first.state).items()}
+    digest = local.put(compress(step, "int8"))
+    store = PeerFetchingStore(local, lambda: [], limit=1 << 30)
+    round0 = [RoundCommit(host="a", base_hash=first.hash, pseudo_grad_hash=digest)]
+    second = Aggregator(FakePoc(round0), "r", cfg, store, patience=0).advance(first)
+    assert second.parent == first.hash
+    wrong = {k: torch.full_like(v, 0.5) for k, v in step.items()}
+    round1 = [RoundCommit(host="a", base_hash=first.hash, pseudo_grad_hash=digest),
+              RoundCommit(host="b", base_hash=second.hash,
+                          pseudo_grad_hash=local.put(compress(wrong, "int8")))]  # fmt: skip
+    third = Aggregator(FakePoc(round1), "r", cfg, store, patience=0).advance(second)
+    expected = outer_step(second.state, [decompress(local.get(digest))], cfg.outer_lr,
+                          cfg.outer_momentum)  # fmt: skip
+    assert third.round == 2 and all(torch.equal(third.state[k], expected[k]) for k in expected)

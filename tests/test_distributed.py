@@ -11,6 +11,7 @@ import torch.multiprocessing as mp
 
 from dilochain.node.behaviors import RoundJob
 from dilochain.node.cheats import behavior
+from dilochain.training.diloco import params_of
 from dilochain.training.distributed import DataParallel
 from dilochain.training.model import build_model
 from dilochain.training.round_work import serve_rounds
@@ -39,7 +40,9 @@ def _rank(rank: int, address: str, out: Path, base_state: dict) -> None:
             return
         results = {}
         for name in ("honest", "wrong-data", "fewer-steps"):
-            job = RoundJob(model, CFG, DATA, HOST, 1, base_state, None, parallel=parallel)
+            job = RoundJob(
+                model, CFG, DATA, HOST, 1, params_of(base_state), None, parallel=parallel
+            )
             results[name] = behavior(name).train(job)
         parallel.start_round(None)  # the end
         (out / "results.pkl").write_bytes(pickle.dumps(results))

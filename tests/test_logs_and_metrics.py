@@ -83,11 +83,13 @@ def test_step_meter_counts_steps_and_utilisation():
     calls = []
     meter = node_metrics.StepMeter(tokens_per_step=100, inner=lambda *a: calls.append(a))
     steps = node_metrics.INNER_STEPS._value.get()
+    trained = node_metrics.TRAINING_SECONDS._value.get()
     meter.started = time.monotonic() - 10.0  # the node has been up 10 s
     meter(1, 5.0, 100.0)  # 1 step of 100 tokens at 100 tok/s: 1 s in this round
     meter(2, 4.0, 100.0)  # 2 s in this round
     meter(1, 3.0, 50.0)  # a new round: 2 s
     assert meter.training_seconds == pytest.approx(4.0)
+    assert node_metrics.TRAINING_SECONDS._value.get() - trained == pytest.approx(4.0)
     assert 0.35 < meter.utilisation() < 0.41
     assert node_metrics.INNER_STEPS._value.get() == steps + 3
     assert node_metrics.LOSS._value.get() == 3.0 and len(calls) == 3

@@ -238,11 +238,13 @@ def test_run_create_pins_model_tokenizer_and_data_and_checks_them_first(
           "--data-manifest", str(data.root / "manifest.json")], "made with another tokenizer"),
         (["--data", str(tmp_path / "nowhere")], "nowhere/manifest.json: no such file"),
         (["--model-config", str(tmp_path / "missing.json")], "missing.json"),
+        (["--overlap", "--round-blocks", "5"], "an overlapped run needs round_blocks above"),
     ]  # fmt: skip
     for i, (args, needle) in enumerate(mistakes):
         one_line_error(run_create(home, "--run-id", f"bad{i}", *args, chain=chain), needle)
     created = run_create(home, "--run-id", "qwen-run", "--data", str(data.root), "--model-config",
-                         str(tmp_path / "qwen.json"), "--rounds", "3", chain=chain)  # fmt: skip
+                         str(tmp_path / "qwen.json"), "--rounds", "3", "--overlap",
+                         "--round-blocks", "30", chain=chain)  # fmt: skip
     assert created.returncode == 0, created.stderr[-2000:]
     assert "qwen2 model" in created.stdout
     with PocClient(chain) as poc:
@@ -251,7 +253,7 @@ def test_run_create_pins_model_tokenizer_and_data_and_checks_them_first(
     assert run.config.data_manifest_hash == pins.manifest_hash
     assert run.config.tokenizer_hash == pins.tokenizer_hash
     assert run.config.model_config == model_config.canonical(qwen)
-    assert run.config.total_rounds == 3
+    assert run.config.total_rounds == 3 and run.config.overlap and run.config.round_blocks == 30
 
 
 def test_leave(running_chain, run_id, operator):

@@ -24,7 +24,13 @@ from dilochain.artifacts.blob_service import (
 from dilochain.artifacts.store import ArtifactError, LocalArtifactStore
 from dilochain.chain.testnet import free_port
 from dilochain.testutil import shipped_data
-from dilochain.training.diloco import initial_global, outer_step, pseudo_gradient
+from dilochain.training.diloco import (
+    initial_global,
+    outer_step,
+    params_of,
+    pseudo_gradient,
+    round_start,
+)
 from dilochain.training.model import build_model
 from dilochain.training.round_work import checkpoint_steps, train_round
 from dilochain.training.run_config import make_run_config
@@ -72,11 +78,13 @@ def _global():
 
 def test_rounds_are_deterministic_and_host_specific():
     model, g = _global()
-    a = train_round(model, CFG, DATA, "dilo1host", 0, g, None)
-    b = train_round(build_model(CFG.model_config, CFG.seed), CFG, DATA, "dilo1host", 0, g, None)
+    a = train_round(model, CFG, DATA, "dilo1host", 0, params_of(g), None)
+    b = train_round(
+        build_model(CFG.model_config, CFG.seed), CFG, DATA, "dilo1host", 0, params_of(g), None
+    )
     assert a.ckpt_root == b.ckpt_root and a.pseudo_grad == b.pseudo_grad
     assert len(a.checkpoints) == len(checkpoint_steps(CFG)) == 3
-    other = train_round(model, CFG, DATA, "dilo1other", 0, g, None)
+    other = train_round(model, CFG, DATA, "dilo1other", 0, params_of(g), None)
     assert other.ckpt_root != a.ckpt_root and other.data_seed != a.data_seed
     assert a.tokens == CFG.inner_steps * CFG.batch_size * CFG.seq_len
     assert abs(a.loss - math.log(PINS.vocab_size)) < 0.5  # a fresh model: about uniform
@@ -84,7 +92,7 @@ def test_rounds_are_deterministic_and_host_specific():
 
 def test_a_segment_replays_bit_exactly_from_its_start_checkpoint():
     model, g = _global()
-    result = train_round(model, CFG, DATA, "dilo1host", 2, g, None)
+    result = train_round(model, CFG, DATA, "dilo1host", 2, params_of(g), None)
     start = decode_state(result.checkpoints[1])
     state = load_inner_state(build_model(CFG.model_config, 0), CFG, start)
     shards = DATA.shards_of(CFG.seed, "dilo1host")
@@ -106,6 +114,17 @@ def test_outer_step_is_nesterov_sgd_on_the_mean():
     assert torch.allclose(ours["param/w"], p.detach(), atol=1e-6)
     assert outer_step(state, [], 0.7, 0.9)["param/w"].equal(theta["w"])
     assert pseudo_gradient({"w": torch.ones(2)}, {"w": torch.zeros(2)})["w"].equal(torch.ones(2))
+
+
+def test_an_overlapped_round_starts_one_eager_outer_step_ahead():
+    """round_start: θ_{r-1} stepped by the host's own pseudo-gradient with the consensus
+    momentum, p ← θ - lr·(Δ + β·(β·m + Δ)); θ_{r-1} itself without one."""
+    torch.manual_seed(2)
+    theta, momentum, own = torch.randn(5), torch.randn(5), torch.randn(5)
+    base = {"param/w": theta, "momentum/w": momentum}
+    start = round_start(base, {"w": own}, 0.7, 0.9)
+    assert torch.allclose(start["w"], theta - 0.7 * (own + 0.9 * (0.9 * momentum + own)))
+    assert round_start(base, None, 0.7, 0.9)["w"].equal(theta)
 
 
 def test_batches_stay_in_their_shard_and_heldout_is_separate():

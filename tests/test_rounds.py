@@ -7,7 +7,7 @@ import hashlib
 import pytest
 
 from dilochain.chain.errors import codes
-from dilochain.chain.modules import registry, rounds
+from dilochain.chain.modules import beacon, registry, rounds
 from dilochain.protocol import schedule
 from dilochain.protocol.merkle import merkle_proof, merkle_root
 from dilochain.protocol.pb.poc.v1.tx_pb2 import (
@@ -35,18 +35,23 @@ class Accounts:
         return signed_tx(who, msgs, sequence=seq, account_number=number)
 
 
+def _create_and_join(chain, acct, run_id, config):
+    """Create a run and register every host in it (bonding its collateral)."""
+    create = MsgCreateRun(creator=str(CREATOR.address()), run_id=run_id, config=config)
+    assert chain.broadcast(acct.tx(CREATOR, [create], 0)).code == 0
+    for n, host in enumerate(HOSTS, start=1):
+        addr = str(host.address())
+        msgs = [MsgDepositCollateral(depositor=addr, amount="100"),
+                MsgRegisterHost(host=addr, run_id=run_id, endpoint="x")]  # fmt: skip
+        assert chain.broadcast(acct.tx(host, msgs, n)).code == 0
+
+
 @pytest.fixture
 def setup(tmp_path):
     funded = {str(w.address()): 10**9 for w in [CREATOR, *HOSTS, OUTSIDER]}
     chain = local_chain(tmp_path, funded)
     acct = Accounts()
-    create = MsgCreateRun(creator=str(CREATOR.address()), run_id="r", config=CONFIG)
-    assert chain.broadcast(acct.tx(CREATOR, [create], 0)).code == 0
-    for n, host in enumerate(HOSTS, start=1):
-        addr = str(host.address())
-        msgs = [MsgDepositCollateral(depositor=addr, amount="100"),
-                MsgRegisterHost(host=addr, run_id="r", endpoint="x")]  # fmt: skip
-        assert chain.broadcast(acct.tx(host, msgs, n)).code == 0
+    _create_and_join(chain, acct, "r", CONFIG)
     chain.block()  # height 1: run created, start_height 2
     yield chain, acct
     chain.app.store.close()
@@ -188,3 +193,82 @@ def test_each_round_s_roster_is_drawn_as_its_window_opens(setup):
     assert len(registry.roster(view(), "r", 1).hosts) == 4
     chain.block()
     assert chain.broadcast(acct.tx(OUTSIDER, [commit(OUTSIDER, 1)], 4)).code == 0
+
+
+OVERLAPPED = make_run_config(FAKE_DATA, "tiny", min_collateral="100", round_blocks=25,
+                             total_rounds=3, overlap=True)  # fmt: skip
+
+
+def _overlapped_run(chain, acct):
+    _create_and_join(chain, acct, "o", OVERLAPPED)
+    chain.block()  # height 2: run "o" starts at 3
+    return registry.get_run(chain.app.committed_view(), "o")
+
+
+def test_overlapped_rounds_follow_each_other_while_earlier_ones_are_verified(setup):
+    chain, acct = setup
+    run = _overlapped_run(chain, acct)
+    params = chain.app.params.poc
+    assert run.start_height == 3
+    # a commit window of 25 blocks; 24 of verification (beacon 4, reveal 5, verdict 10, open 5)
+    first, second = (schedule.round_window(run, params, r) for r in (0, 1))
+    assert first == schedule.Window(0, 3, 27, 31, 47, 51)
+    assert second == schedule.Window(1, 28, 52, 56, 72, 76)
+    assert schedule.window_at(run, params, 28) == second
+    assert schedule.in_flight(run, params, 27) == [first]
+    assert schedule.in_flight(run, params, 51) == [first, second]
+    assert schedule.in_flight(run, params, 52) == [second]
+    assert schedule.base_round(run.config, 0) == schedule.base_round(run.config, 1) == 0
+    assert schedule.base_round(run.config, 2) == 1
+
+
+def test_an_overlapped_run_needs_windows_longer_than_verification(setup):
+    chain, acct = setup
+    cfg = make_run_config(FAKE_DATA, "tiny", round_blocks=24, total_rounds=3, overlap=True)
+    create = MsgCreateRun(creator=str(CREATOR.address()), run_id="short", config=cfg)
+    result = chain.broadcast(acct.tx(CREATOR, [create], 0))
+    assert result.code == codes.INVALID_REQUEST
+    assert "needs round_blocks above the 24 blocks" in result.raw_log
+
+
+def test_overlapped_commits_start_from_the_hosts_last_pseudo_gradient(setup):
+    """Round 1's commits carry the pseudo-gradient of their host's round 0 commit (their start
+    is the base stepped by it); the global checkpoint of θ_0 is recorded from round 0's bases
+    and kept, θ_1 from round 2's; both rounds are verified (beacon anchors, seeds) while the
+    next trains; the run retires when its last round resolves."""
+    chain, acct = setup
+    run = _overlapped_run(chain, acct)
+    params, view = chain.app.params.poc, chain.app.committed_view
+    theta0, theta1, other = b"\x01" * 32, b"\x05" * 32, b"\x06" * 32
+
+    def play(round_, hosts, base, **kw):
+        window = schedule.round_window(run, params, round_)
+        while chain.app.height < window.start - 1:
+            chain.block()
+        for n, host in hosts:
+            msg = commit(host, round_, base, run_id="o", **kw)
+            assert chain.broadcast(acct.tx(host, [msg], n)).code == 0, round_
+        chain.block()
+
+    play(0, [(1, H1), (2, H2)], theta0, pseudo_grad_hash=b"\x0a" * 32)
+    play(1, [(1, H1), (3, H3)], theta0, pseudo_grad_hash=b"\x0b" * 32)
+    one = {c.host: c.start_delta_hash for c in rounds.commits(view(), "o", 1)}
+    assert one == {str(H1.address()): b"\x0a" * 32, str(H3.address()): b""}
+    zero = rounds.commits(view(), "o", 0)
+    assert all(c.start_delta_hash == b"" for c in zero)
+    play(2, [(1, H1), (2, H2)], theta1)
+    play(2, [(3, H3)], other)
+    records = {g.round: g.hash for g in rounds.global_checkpoints(view(), "o")}
+    assert records == {0: theta0}  # θ_1 is recorded when round 2's window closes
+    last = schedule.round_window(run, params, 2)
+    while chain.app.height < last.end:
+        chain.block()
+    records = {g.round: g.hash for g in rounds.global_checkpoints(view(), "o")}
+    assert records == {0: theta0, 1: theta1}
+    while chain.app.height < last.resolution - 1:
+        chain.block()
+    for r in range(3):
+        assert beacon.get(view(), "o", r).anchor and beacon.get(view(), "o", r).seed, r
+    assert "o" in [r.run_id for r in registry.active_runs(view())]
+    chain.block()
+    assert "o" not in [r.run_id for r in registry.active_runs(view())]

@@ -11,11 +11,11 @@ from dilochain.node.behaviors import RoundJob
 from dilochain.node.cheats import BEHAVIORS, CopyPseudoGrad, behavior
 from dilochain.node.config import BEHAVIOR_NAMES, NodeConfig
 from dilochain.protocol.params import PocParams
-from dilochain.protocol.pb.poc.v1.types_pb2 import Challenge, Params
+from dilochain.protocol.pb.poc.v1.types_pb2 import Challenge, Params, RunConfig
 from dilochain.testutil import safetensors_declaring, shipped_data
 from dilochain.training.compress import compress, decompress
 from dilochain.training.dataset import DataError, Dataset
-from dilochain.training.diloco import initial_global
+from dilochain.training.diloco import initial_global, params_of, round_start
 from dilochain.training.model import build_model
 from dilochain.training.round_work import train_round
 from dilochain.training.run_config import make_run_config
@@ -44,11 +44,13 @@ def verdicts(tmp_path, base, result, policy, host=HOST):
 
 
 def honest(base, host=HOST):
-    return train_round(build_model(CFG.model_config, 0), CFG, DATA, host, 1, base, None)
+    return train_round(build_model(CFG.model_config, 0), CFG, DATA, host, 1, params_of(base), None)
 
 
 def job(base, **kw) -> RoundJob:
-    return RoundJob(build_model(CFG.model_config, 0), CFG, DATA, HOST, 1, base, None, **kw)
+    return RoundJob(
+        build_model(CFG.model_config, 0), CFG, DATA, HOST, 1, params_of(base), None, **kw
+    )
 
 
 def cheated(name: str, base):
@@ -130,7 +132,9 @@ def test_crafted_checkpoints_fail_the_host_not_the_verifier(tmp_path, base):
 
 def test_bf16_runs_train_under_autocast_and_replay_with_the_run_s_precision(tmp_path, base):
     bf16 = make_run_config(PINS, "tiny", precision="bf16")
-    result = train_round(build_model(bf16.model_config, 0), bf16, DATA, HOST, 1, base, None)
+    result = train_round(
+        build_model(bf16.model_config, 0), bf16, DATA, HOST, 1, params_of(base), None
+    )
     assert result.ckpt_root != honest(base).ckpt_root  # the precision changes the numbers
     store, commit, challenges = publish_round(tmp_path, bf16, base, result, HOST)
     for policy in (EXACT, TOLERANT):  # same machine, same precision: bit-exact
@@ -157,3 +161,26 @@ def test_bf16_runs_are_judged_with_their_own_tolerance():
     for params in (genesis, queried):
         assert Policy.for_run(params, "fp32").tolerance == 1e-4
         assert Policy.for_run(params, "bf16").tolerance == 2e-3
+
+
+def test_an_overlapped_round_is_replayed_from_the_base_stepped_by_the_hosts_own_step(
+    tmp_path, base
+):
+    """In an overlapped run a round starts from ``round_start``: the base global state stepped
+    by the host's own last pseudo-gradient. The verifier derives that start from the commit; a
+    host that trains from the base itself (the stale start) fails every segment."""
+    cfg = RunConfig()
+    cfg.CopyFrom(CFG)
+    cfg.overlap = True
+    own = honest(base).pseudo_grad  # the host's round 0 pseudo-gradient, as published
+    start = round_start(base, decompress(own), cfg.outer_lr, cfg.outer_momentum)
+    assert relative_l2(start, params_of(base)) > 1e-3
+    model = build_model(cfg.model_config, 0)
+    for name, origin, passed in (("eager", start, True), ("stale", params_of(base), False)):
+        result = train_round(model, cfg, DATA, HOST, 1, origin, None)
+        store, commit, challenges = publish_round(tmp_path / name, cfg, base, result, HOST,
+                                                  start_delta=own)  # fmt: skip
+        found = [verify_challenge(cfg, DATA, commit, c, store, EXACT) for c in challenges]
+        assert [v.passed for v in found] == [passed] * len(found), [v.reason for v in found]
+    assert "did not start from the global state" in found[0].reason
+    assert "not the compression of start minus final" in found[-1].reason

@@ -37,11 +37,11 @@ def test_an_honest_round_passes_and_lowers_the_loss(tmp_path, base):
 
 def test_a_random_or_copied_pseudo_gradient_fails_the_consistency_check(tmp_path, base):
     random_pg = screened(tmp_path / "a", base, cheated("random-pg", base))
-    assert not random_pg.passed and "base minus final" in random_pg.reason
+    assert not random_pg.passed and "start minus final" in random_pg.reason
     theirs = honest(base, OTHER)
     mine = CopyPseudoGrad().train(job(base, peer_pseudo_grad=lambda: theirs.pseudo_grad))
     copied = screened(tmp_path / "b", base, mine)
-    assert not copied.passed and "base minus final" in copied.reason
+    assert not copied.passed and "start minus final" in copied.reason
 
 
 def test_a_consistent_but_poisoning_pseudo_gradient_fails_the_loss_test(tmp_path, base):
@@ -74,7 +74,9 @@ def test_missing_artifacts_fail_the_screen(tmp_path, base):
 
 def _second_round(base, residual, cfg=CFG):
     """Round 2 of the host, trained from ``residual`` (its round 1's, or None)."""
-    return train_round(build_model(cfg.model_config, 0), cfg, DATA, "dilo1host", 2, base, residual)
+    return train_round(
+        build_model(cfg.model_config, 0), cfg, DATA, "dilo1host", 2, params_of(base), residual
+    )
 
 
 def test_a_round_is_checked_against_the_residual_its_last_round_left(tmp_path, base):
@@ -103,12 +105,16 @@ def test_dct_top_k_rounds_pass_and_a_random_one_fails(tmp_path, base):
     cfg = CFG.__class__()
     cfg.CopyFrom(CFG)
     cfg.compression = "dct-top4"
-    result = train_round(build_model(cfg.model_config, 0), cfg, DATA, "dilo1host", 1, base, None)
+    result = train_round(
+        build_model(cfg.model_config, 0), cfg, DATA, "dilo1host", 1, params_of(base), None
+    )
     assert len(result.pseudo_grad) < len(honest(base).pseudo_grad) / 3
     store, commit, challenges = publish_round(tmp_path, cfg, base, result, "dilo1host")
     assert screen_commit(cfg, DATA, commit, ANCHOR, store, TOLERANT, MARGIN).passed
     assert all(verify_challenge(cfg, DATA, commit, c, store, TOLERANT).passed for c in challenges)
-    job_ = RoundJob(build_model(cfg.model_config, 0), cfg, DATA, "dilo1host", 1, base, None)
+    job_ = RoundJob(
+        build_model(cfg.model_config, 0), cfg, DATA, "dilo1host", 1, params_of(base), None
+    )
     store, commit, _ = publish_round(tmp_path / "r", cfg, base, behavior("random-pg").train(job_),
                                      "dilo1host")  # fmt: skip
     verdict = screen_commit(cfg, DATA, commit, ANCHOR, store, TOLERANT, MARGIN)

@@ -73,3 +73,21 @@ def outer_step(
         out[PARAM + name] = theta - lr * (mean + momentum * buf)
         out[MOMENTUM + name] = buf
     return out
+
+
+def round_start(
+    base: dict[str, torch.Tensor],
+    own_delta: dict[str, torch.Tensor] | None,
+    lr: float,
+    momentum: float,
+) -> dict[str, torch.Tensor]:
+    """The parameters a host's round starts from in an overlapped run (one-step delay with an
+    eager estimate): round r trains while round r-1 is still being verified, so the newest
+    global state it can have is ``base`` = θ_{r-1}; it starts from the outer step of θ_{r-1}
+    over its *own* round r-1 pseudo-gradient ``own_delta``, the stand-in for the aggregate it
+    cannot know yet (θ_{r-1} itself when it committed no round r-1). Round 0 starts from θ_0.
+    The consensus state is unchanged: θ_{r+1} is still the outer step of θ_r over the mean of
+    round r's accepted pseudo-gradients, each measured from its host's own start."""
+    if own_delta is None:
+        return params_of(base)
+    return params_of(outer_step(base, [own_delta], lr, momentum))

@@ -15,7 +15,7 @@ from dilochain.protocol.schedule import derive_data_seed
 from dilochain.training.checkpoint_writer import CheckpointWriter, Sink
 from dilochain.training.compress import compress_with_feedback
 from dilochain.training.dataset import Dataset
-from dilochain.training.diloco import params_of, pseudo_gradient
+from dilochain.training.diloco import pseudo_gradient
 from dilochain.training.distributed import DataParallel
 from dilochain.training.model import CausalLM
 from dilochain.training.tensor_codec import encode_state
@@ -50,21 +50,21 @@ def train_round(
     data: Dataset,
     host: str,
     round_: int,
-    global_state: dict[str, torch.Tensor],
+    start: dict[str, torch.Tensor],
     residual: dict[str, torch.Tensor] | None,
     progress: Progress | None = None,
     sink: Sink | None = None,
     parallel: DataParallel | None = None,
     roster: Sequence[str] = (),
 ) -> RoundResult:
-    """Train round ``round_`` from ``global_state``, compressing with the ``residual`` the
+    """Train round ``round_`` from the parameters ``start`` (the global state's, or
+    ``diloco.round_start``'s in an overlapped run), compressing with the ``residual`` the
     host's last round left (None: none), on the shards the round's ``roster`` gives the host
     (empty: the host alone). Checkpoints are encoded and hashed in the background and, with
     ``sink``, handed to it (the host's artifact store) as they are ready. With ``parallel``
     (rank 0 of the host's ranks), the other ranks train each step with it."""
     data_seed = derive_data_seed(cfg.seed, host, round_)
     shards = data.shards_of(cfg.seed, host, roster)
-    start = params_of(global_state)
     if parallel is not None:
         parallel.start_round(cfg, host, round_, start, shards)
     state = fresh_inner_state(model, cfg, start)

@@ -24,7 +24,12 @@ from dilochain.training.compress import (
     residual_after,
 )
 from dilochain.training.dataset import DataError, Dataset
-from dilochain.training.diloco import params_of, pseudo_gradient, pseudo_gradient_problem
+from dilochain.training.diloco import (
+    params_of,
+    pseudo_gradient,
+    pseudo_gradient_problem,
+    round_start,
+)
 from dilochain.training.model import build_model
 from dilochain.training.tensor_codec import CodecError, decode_state, state_hash
 from dilochain.training.train_step import STEP, InnerState, load_inner_state, run_segment
@@ -88,20 +93,24 @@ def host_fault_fails(check: Callable[..., Verdict]) -> Callable[..., Verdict]:
 
 @dataclass(frozen=True)
 class CommitArtifacts:
-    """What a commit's consistency is checked on: the round's base global state, the host's
-    final checkpoint, its pseudo-gradient (decoded) and the residual it started from."""
+    """What a commit's consistency is checked on: the parameters the host's round started from
+    (``diloco.round_start`` of its base global state), its final checkpoint, its
+    pseudo-gradient (decoded) and the residual it started from."""
 
-    base: dict[str, torch.Tensor]
+    start: dict[str, torch.Tensor]
     final: dict[str, torch.Tensor]
     pseudo_grad: dict[str, torch.Tensor]
     residual_in: dict[str, torch.Tensor] | None
 
     @classmethod
-    def fetch(cls, store: ArtifactStore, commit: RoundCommit) -> CommitArtifacts:
-        """Fetch and decode them; raises ArtifactError, CodecError or CompressionError."""
-        residual_hash = commit.residual_in_hash
+    def fetch(cls, store: ArtifactStore, commit: RoundCommit, cfg: RunConfig) -> CommitArtifacts:
+        """Fetch and decode them; raises ArtifactError, CodecError or CompressionError (and, for
+        a start pseudo-gradient that does not fit the base, what the outer step raises)."""
+        residual_hash, delta_hash = commit.residual_in_hash, commit.start_delta_hash
+        own = decompress(store.get(delta_hash)) if delta_hash else None
+        base = decode_state(store.get(commit.base_hash))
         return cls(
-            base=decode_state(store.get(commit.base_hash)),
+            start=round_start(base, own, cfg.outer_lr, cfg.outer_momentum),
             final=decode_state(store.get(commit.final_hash)),
             pseudo_grad=decompress(store.get(commit.pseudo_grad_hash)),
             residual_in=decode_state(store.get(residual_hash)) if residual_hash else None,
@@ -134,7 +143,7 @@ def verify_challenge(
         end_bytes = store.get(challenge.end_hash)
         if challenge.final_hash != commit.final_hash:
             return Verdict(False, "revealed final checkpoint is not the committed one")
-        artifacts = CommitArtifacts.fetch(store, commit)
+        artifacts = CommitArtifacts.fetch(store, commit, cfg)
     except (ArtifactError, CodecError, CompressionError) as err:
         return Verdict(False, f"artifact unavailable or malformed: {err}")
     if int(start.get(STEP, torch.tensor(-1))) != challenge.segment * k:
@@ -147,7 +156,7 @@ def verify_challenge(
     except ValueError as err:
         return Verdict(False, str(err))
     if challenge.segment == 0:
-        start_gap = relative_l2(params_of(start), params_of(artifacts.base))
+        start_gap = relative_l2(params_of(start), artifacts.start)
         if start_gap > (0.0 if policy.mode == "exact" else policy.tolerance):
             return Verdict(False, "round did not start from the global state", start_gap)
     shards = data.shards_of(cfg.seed, commit.host, roster)
@@ -184,20 +193,19 @@ def pseudo_grad_mismatch(
     artifacts: CommitArtifacts, commit: RoundCommit, compression: str, policy: Policy
 ) -> Verdict | None:
     """A failed verdict unless the committed pseudo-gradient is the run's compression of
-    Δ = base - final checkpoint plus the residual the host's last round left (within the
+    Δ = start - final checkpoint plus the residual the host's last round left (within the
     tolerance, for floating-point differences in choosing coefficients) and the committed
     residual is, bit for bit, what that pseudo-gradient left of it; else None."""
-    base_params = params_of(artifacts.base)
-    delta = pseudo_gradient(base_params, params_of(artifacts.final))
+    delta = pseudo_gradient(artifacts.start, params_of(artifacts.final))
     for what, tensors in (("pseudo-gradient", artifacts.pseudo_grad),
                           ("residual", artifacts.residual_in)):  # fmt: skip
-        problem = tensors is not None and pseudo_gradient_problem(tensors, base_params)
+        problem = tensors is not None and pseudo_gradient_problem(tensors, artifacts.start)
         if problem:
             return Verdict(False, f"{what} does not fit the model: {problem}")
     target = feedback_target(delta, artifacts.residual_in)
     gap = relative_l2(artifacts.pseudo_grad, decompress(compress(target, compression)))
     if gap > policy.pseudo_grad_tolerance:
-        return Verdict(False, "pseudo-gradient is not the compression of base minus final "
+        return Verdict(False, "pseudo-gradient is not the compression of start minus final "
                               "checkpoint plus residual", gap)  # fmt: skip
     if state_hash(residual_after(target, artifacts.pseudo_grad)) != commit.residual_hash:
         return Verdict(False, "committed residual is not what the pseudo-gradient left")

@@ -15,6 +15,7 @@ from google.protobuf.message import Message
 from dilochain.client import TxRefused
 from dilochain.poc_client import PocClient
 from dilochain.protocol import beacon as encoding
+from dilochain.protocol import schedule
 from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgCommitBeacon, MsgRevealBeacon, MsgSubmitScreen
 from dilochain.protocol.pb.poc.v1.types_pb2 import Beacon, BeaconEntry, RoundCommit, Run
 from dilochain.verifier.ballots import BallotBox
@@ -64,6 +65,7 @@ class RoundDuties:
         self.send = send
         self.screener = screener
         self.ballots = ballots
+        self.params = poc.params()  # the schedule's windows
         # (run, round, "commit"|"reveal"|"screen"|"open")
         self._done: set[tuple[str, int, str]] = set()
 
@@ -74,28 +76,36 @@ class RoundDuties:
             self._done.add((run_id, round_, action))
 
     def step(self) -> None:
-        """Do whatever the next block's place in each run's schedule calls for."""
+        """Do whatever the next block's place in each run's schedule calls for, in every round
+        in flight (several when rounds overlap)."""
         for run in self.poc.runs():
-            info = self.poc.round_info(run.run_id)
-            next_block, round_ = info.height + 1, info.round
-            if info.finished or next_block < info.window_start:
+            next_block = self.poc.round_info(run.run_id).height + 1
+            windows = [w for w in schedule.in_flight(run, self.params, next_block)
+                       if w.round < run.config.total_rounds]  # fmt: skip
+            if not windows:
                 continue
-            self._done = {d for d in self._done if d[0] != run.run_id or d[1] >= round_}
-            if info.verdict_open_height <= next_block:
-                if (run.run_id, round_, "open") not in self._done:
-                    self._open(run, round_)
-                continue
-            if next_block > info.selection_height:
-                continue
-            actions = ["commit"] if next_block <= info.window_end else ["reveal", "screen"]
-            todo = [a for a in actions if (run.run_id, round_, a) not in self._done]
-            if not todo:
-                continue
-            beacon = self.poc.beacon(run.run_id, round_)
-            mine = next((e for e in beacon.entries if e.verifier == self.address), None)
-            duties = {"commit": self._commit, "reveal": self._reveal, "screen": self._screen}
-            for action in todo:
-                duties[action](run, round_, beacon, mine)
+            oldest = windows[0].round
+            self._done = {d for d in self._done if d[0] != run.run_id or d[1] >= oldest}
+            for window in windows:
+                self._round(run, window, next_block)
+
+    def _round(self, run: Run, window: schedule.Window, next_block: int) -> None:
+        round_ = window.round
+        if window.opening <= next_block:
+            if (run.run_id, round_, "open") not in self._done:
+                self._open(run, round_)
+            return
+        if next_block > window.selection:
+            return
+        actions = ["commit"] if next_block <= window.end else ["reveal", "screen"]
+        todo = [a for a in actions if (run.run_id, round_, a) not in self._done]
+        if not todo:
+            return
+        beacon = self.poc.beacon(run.run_id, round_)
+        mine = next((e for e in beacon.entries if e.verifier == self.address), None)
+        duties = {"commit": self._commit, "reveal": self._reveal, "screen": self._screen}
+        for action in todo:
+            duties[action](run, round_, beacon, mine)
 
     def _commit(self, run: Run, round_: int, beacon: Beacon, mine: BeaconEntry | None) -> None:
         if mine is not None:

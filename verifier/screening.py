@@ -12,7 +12,6 @@ from dilochain.artifacts.store import ArtifactError, ArtifactStore
 from dilochain.protocol.pb.poc.v1.types_pb2 import RoundCommit, RunConfig
 from dilochain.training.compress import CompressionError
 from dilochain.training.dataset import Dataset
-from dilochain.training.diloco import params_of
 from dilochain.training.model import build_model, lm_loss, load_params
 from dilochain.training.tensor_codec import CodecError
 from dilochain.verifier.replay import (
@@ -48,14 +47,14 @@ def screen_commit(
     """Screen a commit; never raises for a host's fault (unavailable or malformed artifacts,
     tensors that do not fit the model), it fails the screen."""
     try:
-        artifacts = CommitArtifacts.fetch(store, commit)
+        artifacts = CommitArtifacts.fetch(store, commit, cfg)
     except (ArtifactError, CodecError, CompressionError) as err:
         return Verdict(False, f"artifact unavailable or malformed: {err}")
     mismatch = artifacts.final_mismatch(cfg)
     mismatch = mismatch or pseudo_grad_mismatch(artifacts, commit, cfg.compression, policy)
     if mismatch is not None:
         return mismatch
-    base_params, pseudo_grad = params_of(artifacts.base), artifacts.pseudo_grad
+    base_params, pseudo_grad = artifacts.start, artifacts.pseudo_grad
     applied = {n: base_params[n] - pseudo_grad[n].to(base_params[n].dtype) for n in base_params}
     tokens = data.heldout_sample(int.from_bytes(anchor[:8], "big"),
                                    SCREEN_BATCHES * cfg.batch_size, cfg.seq_len)  # fmt: skip

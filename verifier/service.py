@@ -28,6 +28,7 @@ from dilochain.client import TxRefused, submit
 from dilochain.logs import LogFormat
 from dilochain.metrics_http import MetricsAddress
 from dilochain.poc_client import InsufficientFunds, PocClient, ensure_bonded
+from dilochain.protocol import schedule
 from dilochain.protocol.model_config import ModelConfigError
 from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgRegisterVerifier, MsgSubmitScreen
 from dilochain.protocol.pb.poc.v1.types_pb2 import (
@@ -271,9 +272,12 @@ class VerifierService:
             data = self._dataset(run)
             if data is None:
                 continue
-            current = self.poc.round_info(run.run_id).round
-            jobs = self.pending(run, current)
-            self.prune(run, current - 1)
+            next_block = self.poc.round_info(run.run_id).height + 1
+            rounds = [w.round for w in schedule.in_flight(run, self.params, next_block)]
+            if not rounds:
+                continue
+            jobs = [c for r in rounds for c in self.pending(run, r)]
+            self.prune(run, rounds[0] - 1)
             futures = [pool.submit(self._timed_check, run, data, c) for c in jobs]
             msgs = []
             for c, future in zip(jobs, futures, strict=True):

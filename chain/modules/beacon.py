@@ -76,13 +76,13 @@ def _close(ctx: Context, run: Run, round_: int) -> None:
 def end_block(ctx: Context) -> None:
     """One block after a commit window: record its anchor; at the selection block: the seed."""
     for run in registry.active_runs(ctx.store):
-        window = schedule.window_at(run, ctx.params.poc, ctx.height)
-        if window is None or window.round >= run.config.total_rounds:
-            continue
-        if ctx.height == window.end + 1:
-            _record_anchor(ctx, run, window.round)
-        if ctx.height == window.selection:
-            _close(ctx, run, window.round)
+        for window in schedule.in_flight(run, ctx.params.poc, ctx.height):
+            if window.round >= run.config.total_rounds:
+                continue
+            if ctx.height == window.end + 1:
+                _record_anchor(ctx, run, window.round)
+            if ctx.height == window.selection:
+                _close(ctx, run, window.round)
 
 
 # ---- messages -------------------------------------------------------------------------------

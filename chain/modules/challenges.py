@@ -207,17 +207,19 @@ def resolve(ctx: Context, run: Run, round_: int) -> None:
 def end_block(ctx: Context) -> None:
     """Select challenges or resolve them for every run whose schedule says so at this block."""
     for run in registry.active_runs(ctx.store):
-        window = schedule.window_at(run, ctx.params.poc, ctx.height)
-        if window is None:
-            continue
-        if window.round >= run.config.total_rounds:
+        windows = schedule.in_flight(run, ctx.params.poc, ctx.height)
+        if windows and windows[0].round >= run.config.total_rounds:
             registry.retire(ctx, run)
-        elif ctx.height == window.selection:
-            select(ctx, run, window.round)
-        elif ctx.height == window.resolution:
-            resolve(ctx, run, window.round)
-            if window.round + 1 == run.config.total_rounds:
-                registry.retire(ctx, run)
+            continue
+        for window in windows:
+            if window.round >= run.config.total_rounds:
+                continue
+            if ctx.height == window.selection:
+                select(ctx, run, window.round)
+            elif ctx.height == window.resolution:
+                resolve(ctx, run, window.round)
+                if window.round + 1 == run.config.total_rounds:
+                    registry.retire(ctx, run)
 
 
 # ---- messages -------------------------------------------------------------------------------

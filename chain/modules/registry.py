@@ -22,7 +22,7 @@ from dilochain.protocol.pb.poc.v1.tx_pb2 import (
 )
 from dilochain.protocol.pb.poc.v1.types_pb2 import Host, Roster, Run, RunConfig
 from dilochain.protocol.pb.poc.v1.types_pb2 import Params as ParamsProto
-from dilochain.protocol.schedule import next_window, window_at
+from dilochain.protocol.schedule import next_window, overlap_problem, window_at
 
 _RUN_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 
@@ -145,6 +145,9 @@ def _validate_config(cfg: RunConfig, params: PocParams) -> None:
     need(cfg.precision in ("fp32", "bf16"), "precision must be fp32 or bf16")
     for name in ("tokenizer_hash", "data_manifest_hash"):
         need(_is_sha256_hex(getattr(cfg, name)), f"{name} must be a lowercase hex sha256")
+    if cfg.overlap:
+        problem = overlap_problem(cfg.round_blocks, params)
+        need(problem is None, problem or "")
 
 
 def _is_sha256_hex(text: str) -> bool:
@@ -182,8 +185,8 @@ def _handle_leave_run(ctx: Context, msg: MsgLeaveRun) -> MsgLeaveRunResponse:
     host = _host(ctx.store, msg.run_id, msg.host)
     host.left_height = ctx.height  # listed (its endpoint serves verifiers) until released
     ctx.store.set(_host_key(msg.run_id, msg.host), host.SerializeToString())
-    # Rounds follow one another, so only the round whose period holds this block can still
-    # hold an undecided commit of the host: the hold ends when that round resolves.
+    # Only rounds that have begun can hold a commit of the host, and the newest of them
+    # resolves last: the hold ends when it does.
     window = window_at(run, ctx.params.poc, ctx.height)
     running = window is not None and window.round < run.config.total_rounds
     release = window.resolution if running else ctx.height

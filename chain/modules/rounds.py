@@ -22,7 +22,7 @@ from dilochain.protocol.merkle import verify_merkle_proof
 from dilochain.protocol.pb.poc.v1 import query_pb2 as q
 from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgCommitRound, MsgCommitRoundResponse
 from dilochain.protocol.pb.poc.v1.types_pb2 import GlobalCheckpoint, RoundCommit, Run
-from dilochain.protocol.schedule import derive_data_seed, next_window, window_at
+from dilochain.protocol.schedule import base_round, derive_data_seed, next_window, window_at
 
 
 def segments(run: Run) -> int:
@@ -70,13 +70,12 @@ def global_checkpoints(store: CacheStore, run_id: str) -> list[GlobalCheckpoint]
     return [GlobalCheckpoint.FromString(v) for _, v in store.iterate(prefix)]
 
 
-def _residual_in(store: CacheStore, run_id: str, round_: int, host: str) -> bytes:
-    """The residual a host's round starts from: the one its commit of the round before left;
-    none (empty) if it did not commit that round."""
-    if round_ == 0:
-        return b""
-    previous = store.get(_commit_key(run_id, round_ - 1, host))
-    return RoundCommit.FromString(previous).residual_hash if previous is not None else b""
+def _previous_commit(store: CacheStore, run_id: str, round_: int, host: str) -> RoundCommit:
+    """A host's commit of the round before ``round_`` (an empty one if it made none): its
+    residual is the one the round starts from, and in an overlapped run its pseudo-gradient is
+    the one the round's start steps the base by."""
+    previous = store.get(_commit_key(run_id, round_ - 1, host)) if round_ else None
+    return RoundCommit.FromString(previous) if previous is not None else RoundCommit()
 
 
 def _handle_commit(ctx: Context, msg: MsgCommitRound) -> MsgCommitRoundResponse:
@@ -110,12 +109,14 @@ def _handle_commit(ctx: Context, msg: MsgCommitRound) -> MsgCommitRoundResponse:
         raise TxError(codes.INVALID_REQUEST, f"data_seed must be {expected_seed}")
     if msg.tokens != tokens_per_round(run):
         raise TxError(codes.INVALID_REQUEST, f"tokens must be {tokens_per_round(run)}")
+    previous = _previous_commit(ctx.store, msg.run_id, msg.round, msg.host)
     commit = RoundCommit(
         run_id=msg.run_id, round=msg.round, host=msg.host, ckpt_root=msg.ckpt_root,
         pseudo_grad_hash=msg.pseudo_grad_hash, data_seed=msg.data_seed, tokens=msg.tokens,
         loss=msg.loss, base_hash=msg.base_hash, height=ctx.height, eval_loss=msg.eval_loss,
         final_hash=msg.final_hash, residual_hash=msg.residual_hash,
-        residual_in_hash=_residual_in(ctx.store, msg.run_id, msg.round, msg.host),
+        residual_in_hash=previous.residual_hash,
+        start_delta_hash=previous.pseudo_grad_hash if run.config.overlap else b"",
     )  # fmt: skip
     set_commit(ctx.store, commit)
     ctx.emit("commit_round", run_id=msg.run_id, round=msg.round, host=msg.host,
@@ -124,23 +125,27 @@ def _handle_commit(ctx: Context, msg: MsgCommitRound) -> MsgCommitRoundResponse:
 
 
 def end_block(ctx: Context) -> None:
-    """Record the global checkpoint of every round whose commit window ends at this block."""
+    """At the end of every round's commit window, record the global state its commits built
+    on (by majority of their base hashes) as the checkpoint of that state's round: the round
+    itself, or the one before in an overlapped run (recorded once)."""
     for run in registry.active_runs(ctx.store):
         window = window_at(run, ctx.params.poc, ctx.height)
         if window is None or window.end != ctx.height or window.round >= run.config.total_rounds:
             continue
+        based_on = base_round(run.config, window.round)
+        key = _global_key(run.run_id, based_on)
         found = commits(ctx.store, run.run_id, window.round)
-        if not found:
+        if not found or ctx.store.get(key) is not None:
             continue
         tally = Counter(c.base_hash for c in found)
         (best, votes), *rest = tally.most_common()
         if rest and rest[0][1] == votes:
-            ctx.emit("global_checkpoint_disputed", run_id=run.run_id, round=window.round)
+            ctx.emit("global_checkpoint_disputed", run_id=run.run_id, round=based_on)
             continue
-        record = GlobalCheckpoint(run_id=run.run_id, round=window.round, hash=best,
+        record = GlobalCheckpoint(run_id=run.run_id, round=based_on, hash=best,
                                   commits=len(found), agreeing=votes)  # fmt: skip
-        ctx.store.set(_global_key(run.run_id, window.round), record.SerializeToString())
-        ctx.emit("global_checkpoint", run_id=run.run_id, round=window.round, hash=best.hex())
+        ctx.store.set(key, record.SerializeToString())
+        ctx.emit("global_checkpoint", run_id=run.run_id, round=based_on, hash=best.hex())
 
 
 MSGS = [MsgSpec(MsgCommitRound, "host", _handle_commit)]

@@ -57,6 +57,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--data-manifest", type=Path, default=None, help="manifest.json")
     for flag, kind, _ in _OVERRIDES:
         p.add_argument(f"--{flag}", type=kind, default=None)
+    p.add_argument("--overlap", action="store_true",
+                   help="overlapped rounds: the next round trains while the last is verified "
+                   "(--round-blocks must exceed the blocks verification takes)")  # fmt: skip
     p.set_defaults(func=_create)  # fmt: skip
 
 
@@ -92,6 +95,8 @@ def _create(args: argparse.Namespace) -> int:
     fields = {field: value for field, value in given.items() if value is not None}
     if args.model_config:
         fields["model_config"] = _model_config(args.model_config)
+    if args.overlap:
+        fields["overlap"] = True
     cfg = make_run_config(pins, args.preset, **fields)
     model = check_model_config(cfg.model_config)  # ModelConfigError: one line, nothing sent
     if model.config.vocab_size < pins.vocab_size:

@@ -1,0 +1,123 @@
+"""Overlapped rounds with real node, verifier and chain processes: each round trains while the
+one before is verified, from the base stepped by the host's own last pseudo-gradient; the
+verifier replays those starts and passes every honest segment, the cheater is caught, and the
+chain's global states are what an independent recomputation gives."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from cosmpy.aerial.client import LedgerClient
+
+from dilochain.artifacts.store import LocalArtifactStore
+from dilochain.chain.modules.challenges import FAILED, PASSED
+from dilochain.client import network_config, submit
+from dilochain.keyring import Keyring
+from dilochain.localnet import (
+    NODE_WAITING,
+    VERIFIER_READY,
+    ChainProcess,
+    init_localnet,
+    spawn_node,
+    spawn_verifier,
+    wait_for_logs,
+)
+from dilochain.poc_client import PocClient
+from dilochain.protocol.params import DENOM
+from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgCreateRun
+from dilochain.protocol.schedule import round_window
+from dilochain.testutil import CHAIN_ID, shipped_data, wallet
+from dilochain.training.compress import decompress
+from dilochain.training.diloco import initial_global, outer_step
+from dilochain.training.model import build_model
+from dilochain.training.run_config import make_run_config
+from dilochain.training.tensor_codec import state_hash
+
+pytestmark = pytest.mark.integration
+PASSWORD = "pw"
+BEHAVIORS = ["honest", "honest", "fewer-steps"]
+ROUNDS = 4
+COLLATERAL = 10_000_000
+# 48 blocks of verification inside a 50-block commit window.
+POC = {"sampling_rate": "1", "beacon_reveal_blocks": 4, "reveal_window_blocks": 8,
+       "verdict_window_blocks": 28, "verdict_open_blocks": 8, "verifiers_per_challenge": 2,
+       "quorum": 2, "min_verifier_collateral": COLLATERAL}  # fmt: skip
+
+
+def test_overlapped_rounds_train_while_the_last_is_verified(tmp_path):
+    creator = wallet(500)
+    homes = [tmp_path / f"host-{i}-{b}" for i, b in enumerate(BEHAVIORS)]
+    checkers = [tmp_path / f"verifier-{i}" for i in range(2)]
+    address = {h: Keyring(h / "keyring").add("k", PASSWORD)[0].address for h in homes + checkers}
+    funded = {a: {DENOM: 10**12} for a in [str(creator.address()), *address.values()]}
+    init_localnet(tmp_path / "chain", CHAIN_ID, funded, poc=POC)
+    cfg = make_run_config(shipped_data()[1], "tiny", round_blocks=50, total_rounds=ROUNDS,
+                          start_delay_blocks=50, min_collateral=str(COLLATERAL),
+                          overlap=True)  # fmt: skip
+    with ChainProcess(tmp_path / "chain", "200ms") as chain:
+        client = LedgerClient(network_config(CHAIN_ID, chain.address))
+        nodes = [spawn_node(home, "ov", "k", chain.address, PASSWORD, "--behavior", how,
+                            "--wait-for-run", "--keep-decided-rounds", str(ROUNDS))
+                 for home, how in zip(homes, BEHAVIORS, strict=True)]  # fmt: skip
+        verifiers = [spawn_verifier(h, "k", chain.address, PASSWORD) for h in checkers]
+        poc = PocClient(chain.address)
+        try:
+            ready = [(p, h / "node.log", NODE_WAITING) for p, h in zip(nodes, homes, strict=True)]
+            ready += [(p, h / "verifier.log", VERIFIER_READY)
+                      for p, h in zip(verifiers, checkers, strict=True)]  # fmt: skip
+            wait_for_logs(ready)
+            submit(client, creator, MsgCreateRun(creator=str(creator.address()), run_id="ov",
+                                                 config=cfg))  # fmt: skip
+            for home, proc in zip(homes, nodes, strict=True):
+                assert proc.wait(240) == 0, (home / "node.log").read_text()[-3000:]
+            # Hosts stop after their last reveal; the verifiers decide the last round after.
+            last = round_window(poc.run("ov"), poc.params(), ROUNDS - 1).resolution
+            deadline = time.monotonic() + 120
+            while poc.round_info("ov").height <= last:
+                assert time.monotonic() < deadline, "the last round did not resolve"
+                time.sleep(0.2)
+        finally:
+            for proc in verifiers:
+                proc.terminate()
+            for proc in verifiers:
+                proc.wait(30)
+        run = poc.run("ov")
+        params = poc.params()
+        commits = {r: list(poc.commits("ov", r)) for r in range(ROUNDS)}
+        challenges = [c for r in range(ROUNDS) for c in poc.challenges("ov", r)]
+        records = {g.round: g.hash for g in poc.global_checkpoints("ov")}
+        slashed = {s.address for s in poc.slashes()}
+
+    honest = [address[h] for h, b in zip(homes, BEHAVIORS, strict=True) if b == "honest"]
+    cheater = address[homes[BEHAVIORS.index("fewer-steps")]]
+    for r in range(ROUNDS):
+        by_host = {c.host: c for c in commits[r]}
+        assert set(honest) <= set(by_host), r
+        if r == 0:
+            continue
+        # Round r trained and committed while round r-1 was still being verified ...
+        assert min(c.height for c in commits[r]) < round_window(run, params, r - 1).resolution
+        for host in honest:  # ... from the base stepped by its own round r-1 pseudo-gradient
+            own = next(c for c in commits[r - 1] if c.host == host)
+            assert by_host[host].start_delta_hash == own.pseudo_grad_hash
+    assert cheater in slashed and not slashed - {cheater}  # no host, no verifier
+    assert all(c.excluded for r in commits for c in commits[r] if c.host == cheater)
+    status = {(c.host, c.round, c.segment): c.status for c in challenges}
+    assert {s for (h, _, _), s in status.items() if h in honest} == {PASSED}
+    assert FAILED in {s for (h, _, _), s in status.items() if h == cheater}
+    assert all((h, r, 0) in status for r in range(ROUNDS) for h in honest)
+
+    # θ_{r+1} is the outer step of θ_r over round r's accepted pseudo-gradients; θ_r is recorded
+    # from round r+1's commits (their base), so θ_0 … θ_{ROUNDS-2} are on chain.
+    stores = [LocalArtifactStore(h / "artifacts") for h in homes]
+    model = build_model(cfg.model_config, cfg.seed)
+    state = initial_global({n: p.detach().clone() for n, p in model.named_parameters()})
+    assert sorted(records) == list(range(ROUNDS - 1))
+    for r in range(ROUNDS - 1):
+        assert state_hash(state) == records[r], f"round {r}"
+        deltas = [decompress(next(s for s in stores if s.has(c.pseudo_grad_hash))
+                             .get(c.pseudo_grad_hash))
+                  for c in commits[r] if not c.excluded]  # fmt: skip
+        assert len(deltas) == len(honest)
+        state = outer_step(state, deltas, cfg.outer_lr, cfg.outer_momentum)
