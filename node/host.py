@@ -410,7 +410,8 @@ class HostNode:
     def _reveal_loop(self, done: threading.Event) -> None:
         """Reveal this host's challenged segments of every round in flight once its reveal
         window opens (whether it committed is the chain's to say: a commit sent before a crash
-        may be included after the restart), until ``done``."""
+        may be included after the restart), until ``done``. It never dies of an error: a
+        reveal it misses is a slash, so it logs the error and tries again."""
         revealed: set[int] = set()
         while not done.is_set():
             try:
@@ -418,10 +419,12 @@ class HostNode:
                 for window in in_flight(self.run_, self.chain_params, next_block):
                     last = self._reveal_window(window.round)
                     if next_block in last and window.round not in revealed:
-                        revealed.add(window.round)
                         self.reveal(window.round, last[-1])
+                        revealed.add(window.round)
             except grpc.RpcError as err:
                 log.warning("reveals: chain error %s; retrying", err.code())
+            except Exception:  # logged; the next poll tries again
+                log.exception("reveals: unexpected error; retrying")
             done.wait(self.cfg.poll_seconds)
 
     def _peer_pseudo_grad(self, round_: int) -> bytes | None:

@@ -43,7 +43,7 @@ class ResumeState:
             record = json.loads(path.read_text())
             attempted, hashes = int(record["attempted"]), record["checkpoint_hashes"]
             if isinstance(hashes, list):
-                hashes = {str(attempted): hashes}
+                hashes = {str(attempted): hashes} if hashes else {}
             return cls(
                 round=int(record["round"]),
                 global_hash=bytes.fromhex(record["global_hash"]),

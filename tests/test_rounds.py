@@ -7,13 +7,14 @@ import hashlib
 import pytest
 
 from dilochain.chain.errors import codes
-from dilochain.chain.modules import beacon, registry, rounds
+from dilochain.chain.modules import beacon, collateral, registry, rounds
 from dilochain.protocol import schedule
 from dilochain.protocol.merkle import merkle_proof, merkle_root
 from dilochain.protocol.pb.poc.v1.tx_pb2 import (
     MsgCommitRound,
     MsgCreateRun,
     MsgDepositCollateral,
+    MsgLeaveRun,
     MsgRegisterHost,
 )
 from dilochain.testutil import FAKE_DATA, local_chain, signed_tx, wallet
@@ -272,3 +273,22 @@ def test_overlapped_commits_start_from_the_hosts_last_pseudo_gradient(setup):
     assert "o" in [r.run_id for r in registry.active_runs(view())]
     chain.block()
     assert "o" not in [r.run_id for r in registry.active_runs(view())]
+
+
+def test_leaving_an_overlapped_run_holds_until_the_newest_round_begun_resolves(setup):
+    """A host that leaves in round 1's window, while round 0 is still being verified, is held
+    until round 1 (the newest round begun, decided last) resolves, not round 0."""
+    chain, acct = setup
+    run = _overlapped_run(chain, acct)
+    params, view, who = chain.app.params.poc, chain.app.committed_view, str(H2.address())
+    second = schedule.round_window(run, params, 1)
+    while chain.app.height < second.start:
+        chain.block()
+    assert chain.broadcast(acct.tx(H2, [MsgLeaveRun(host=who, run_id="o")], 2)).code == 0
+    first = schedule.round_window(run, params, 0)
+    while chain.app.height < second.resolution - 1:
+        chain.block()
+    assert chain.app.height > first.resolution
+    assert collateral.locked(view(), who) == 200  # runs "r" and "o" hold 100 each
+    chain.block()
+    assert collateral.locked(view(), who) == 100  # only run "r" holds it now
