@@ -244,7 +244,7 @@ def test_run_create_pins_model_tokenizer_and_data_and_checks_them_first(
         one_line_error(run_create(home, "--run-id", f"bad{i}", *args, chain=chain), needle)
     created = run_create(home, "--run-id", "qwen-run", "--data", str(data.root), "--model-config",
                          str(tmp_path / "qwen.json"), "--rounds", "3", "--overlap",
-                         "--round-blocks", "30", chain=chain)  # fmt: skip
+                         "--round-blocks", "30", "--outer-lr", "0.5", chain=chain)  # fmt: skip
     assert created.returncode == 0, created.stderr[-2000:]
     assert "qwen2 model" in created.stdout
     with PocClient(chain) as poc:
@@ -254,6 +254,7 @@ def test_run_create_pins_model_tokenizer_and_data_and_checks_them_first(
     assert run.config.tokenizer_hash == pins.tokenizer_hash
     assert run.config.model_config == model_config.canonical(qwen)
     assert run.config.total_rounds == 3 and run.config.overlap and run.config.round_blocks == 30
+    assert run.config.outer_lr == 0.5
 
 
 def test_leave(running_chain, run_id, operator):

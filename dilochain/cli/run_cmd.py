@@ -25,6 +25,7 @@ _OVERRIDES = [
     ("inner-steps", int, "inner_steps"), ("checkpoint-interval", int, "checkpoint_interval"),
     ("start-delay-blocks", int, "start_delay_blocks"), ("min-collateral", str, "min_collateral"),
     ("compression", str, "compression"), ("precision", str, "precision"),
+    ("outer-lr", float, "outer_lr"),
 ]  # fmt: skip
 
 
@@ -59,7 +60,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         p.add_argument(f"--{flag}", type=kind, default=None)
     p.add_argument("--overlap", action="store_true",
                    help="overlapped rounds: the next round trains while the last is verified "
-                   "(--round-blocks must exceed the blocks verification takes)")  # fmt: skip
+                   "(--round-blocks must exceed the blocks verification takes; measured best "
+                   "with --outer-lr 0.5 or 0.6)")  # fmt: skip
     p.set_defaults(func=_create)  # fmt: skip
 
 
