@@ -504,8 +504,9 @@ class HostNode:
     # ---- the loop ----------------------------------------------------------------------------
     def run(self, stop: threading.Event, progress=None) -> int:
         """Train until the run's last round or ``stop``; returns rounds committed. Reveals
-        run in a thread beside it, which outlives the loop until the last reveal window of a
-        round it trained has passed."""
+        run in a thread beside it. Unless stopped, the node ends once the last round it trained
+        is decided: until then verifiers fetch that round's checkpoints from its blob service
+        (in an overlapped run that is well after the run's last commit window)."""
         view, attempted = self._load()
         revealing = threading.Event()
         revealer = threading.Thread(target=self._reveal_loop, args=(revealing,),
@@ -513,8 +514,8 @@ class HostNode:
         revealer.start()
         try:
             committed = self._rounds(view, attempted, stop, progress)
-            if self.checkpoint_hashes:  # its last reveals, unless it is told to stop
-                self._wait_for_height(self._reveal_window(max(self.checkpoint_hashes))[-1], stop)
+            if self.checkpoint_hashes:  # its last reveals and replays, unless it is told to stop
+                self._wait_for_height(self._decided(max(self.checkpoint_hashes)), stop)
             return committed
         finally:
             revealing.set()
