@@ -33,14 +33,12 @@ from rich.table import Table
 from dilochain.client import network_config, submit
 from dilochain.keyring import Keyring
 from dilochain.localnet import (
-    NODE_WAITING,
-    VERIFIER_READY,
     ChainProcess,
     init_localnet,
     metrics_url_in,
     spawn_node,
     spawn_verifier,
-    wait_for_logs,
+    wait_until_ready,
 )
 from dilochain.poc_client import PocClient
 from dilochain.protocol.params import DENOM
@@ -104,10 +102,7 @@ def measure(root: Path, overlap: bool, args, window: int, rounds: int) -> Measur
         for proc in verifiers:  # before it starts any thread, which inherits it
             os.setpriority(os.PRIO_PROCESS, proc.pid, 19)
         try:
-            ready = [(p, h / "node.log", NODE_WAITING) for p, h in zip(procs, homes, strict=True)]
-            ready += [(p, h / "verifier.log", VERIFIER_READY)
-                      for p, h in zip(verifiers, checkers, strict=True)]  # fmt: skip
-            wait_for_logs(ready)
+            wait_until_ready(procs, homes, verifiers, checkers)
             urls = [metrics_url_in(h / "node.log") for h in homes]
             submit(client, creator, MsgCreateRun(creator=str(creator.address()), run_id="u",
                                                  config=cfg))  # fmt: skip

@@ -103,6 +103,18 @@ def wait_for_logs(ready: list[tuple[subprocess.Popen, Path, str]], timeout: floa
         time.sleep(0.2)
 
 
+def wait_until_ready(
+    nodes: list[subprocess.Popen], node_homes: list[Path],
+    verifiers: list[subprocess.Popen] = (), verifier_homes: list[Path] = (),
+) -> None:  # fmt: skip
+    """Wait until every node (started with ``--wait-for-run``) waits for its run and every
+    verifier is registered and ready (:func:`wait_for_logs`)."""
+    ready = [(p, h / "node.log", NODE_WAITING) for p, h in zip(nodes, node_homes, strict=True)]
+    ready += [(p, h / "verifier.log", VERIFIER_READY)
+              for p, h in zip(verifiers, verifier_homes, strict=True)]  # fmt: skip
+    wait_for_logs(ready)
+
+
 def spawn_verifier(
     home: Path, key: str, chain_address: str, password: str, *extra: str
 ) -> subprocess.Popen:

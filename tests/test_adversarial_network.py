@@ -15,13 +15,11 @@ from dilochain.chain.modules.challenges import FAILED, NOT_REVEALED, PASSED
 from dilochain.client import network_config, submit
 from dilochain.keyring import Keyring
 from dilochain.localnet import (
-    NODE_WAITING,
-    VERIFIER_READY,
     ChainProcess,
     init_localnet,
     spawn_node,
     spawn_verifier,
-    wait_for_logs,
+    wait_until_ready,
 )
 from dilochain.poc_client import PocClient
 from dilochain.protocol.params import DENOM
@@ -80,11 +78,7 @@ def test_cheaters_are_slashed_and_honest_hosts_are_not(tmp_path):
         nodes, verifiers = procs[: len(host_homes)], procs[len(host_homes) :]
         poc = PocClient(chain.address)
         try:
-            ready = [(p, h / "node.log", NODE_WAITING)
-                     for p, h in zip(nodes, host_homes, strict=True)]  # fmt: skip
-            ready += [(p, h / "verifier.log", VERIFIER_READY)
-                      for p, h in zip(verifiers, verifier_homes, strict=True)]  # fmt: skip
-            wait_for_logs(ready)
+            wait_until_ready(nodes, host_homes, verifiers, verifier_homes)
             submit(client, creator, MsgCreateRun(creator=str(creator.address()), run_id="adv",
                                                  config=cfg))  # fmt: skip
             # Restart an honest verifier between sealing its round-0 votes and opening them:

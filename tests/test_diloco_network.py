@@ -21,7 +21,7 @@ from dilochain.artifacts.store import LocalArtifactStore
 from dilochain.client import broadcast, network_config
 from dilochain.failpoints import VARIABLE as FAILPOINTS
 from dilochain.keyring import Keyring
-from dilochain.localnet import NODE_WAITING, ChainProcess, init_localnet, spawn_node, wait_for_logs
+from dilochain.localnet import ChainProcess, init_localnet, spawn_node, wait_until_ready
 from dilochain.poc_client import PocClient
 from dilochain.protocol.params import DENOM
 from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgCreateRun
@@ -114,9 +114,7 @@ def test_hosts_train_rounds_and_agree_on_global_checkpoints(tmp_path):
         procs = [spawn(home, "--data", str(data), "--wait-for-run",
                        env={FAILPOINTS: "{}@{}".format(*crashes[i])})
                  for i, home in enumerate(homes[:3])]  # fmt: skip
-        wait_for_logs(
-            [(p, h / "node.log", NODE_WAITING) for p, h in zip(procs, homes, strict=False)]
-        )
+        wait_until_ready(procs, homes[:3])
         create = MsgCreateRun(creator=str(creator.address()), run_id="net", config=cfg)
         broadcast(client, creator, create).wait_to_complete(poll_period=0.2)
 

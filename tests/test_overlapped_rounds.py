@@ -13,13 +13,11 @@ from dilochain.chain.modules.challenges import FAILED, PASSED
 from dilochain.client import network_config, submit
 from dilochain.keyring import Keyring
 from dilochain.localnet import (
-    NODE_WAITING,
-    VERIFIER_READY,
     ChainProcess,
     init_localnet,
     spawn_node,
     spawn_verifier,
-    wait_for_logs,
+    wait_until_ready,
 )
 from dilochain.poc_client import PocClient
 from dilochain.protocol.params import DENOM
@@ -62,10 +60,7 @@ def test_overlapped_rounds_train_while_the_last_is_verified(tmp_path):
         verifiers = [spawn_verifier(h, "k", chain.address, PASSWORD) for h in checkers]
         poc = PocClient(chain.address)
         try:
-            ready = [(p, h / "node.log", NODE_WAITING) for p, h in zip(nodes, homes, strict=True)]
-            ready += [(p, h / "verifier.log", VERIFIER_READY)
-                      for p, h in zip(verifiers, checkers, strict=True)]  # fmt: skip
-            wait_for_logs(ready)
+            wait_until_ready(nodes, homes, verifiers, checkers)
             submit(client, creator, MsgCreateRun(creator=str(creator.address()), run_id="ov",
                                                  config=cfg))  # fmt: skip
             for home, proc in zip(homes, nodes, strict=True):
