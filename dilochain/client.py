@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable
 from decimal import Decimal
 
 import grpc
@@ -123,11 +122,12 @@ class TxRefused(Exception):
 
 def submit(
     client: LedgerClient, wallet: Wallet, *msgs: Message, timeout: float = 30, poll: float = 0.2,
-    hopeless: Callable[[], bool] | None = None,
+    until_height: int | None = None,
 ) -> TxResponse:  # fmt: skip
     """Broadcast ``msgs`` in one tx and wait until it is in a block; raises :class:`TxRefused`.
-    ``hopeless`` (checked every second of waiting) says when the tx can no longer be included,
-    e.g. its window has closed and the mempool dropped it: no use waiting out ``timeout``."""
+    With ``until_height`` (the last block of the window the tx is for), it stops waiting once
+    the chain is past that block (checked every second of waiting): the tx can no longer be
+    included, e.g. its window closed and the mempool dropped it on recheck."""
     deadline = time.monotonic() + timeout
     try:
         submitted = _broadcast_in_sequence(client, wallet, msgs, deadline)
@@ -140,7 +140,7 @@ def submit(
                     log.warning("tx %s %s: not included within %ss", submitted.tx_hash,
                                 _kinds(msgs), timeout)  # fmt: skip
                     raise TxRefused(f"not included in a block within {timeout}s") from None
-                if hopeless is not None and hopeless():
+                if until_height is not None and client.query_height() > until_height:
                     try:  # one last look: it may have landed while we asked
                         return _included(submitted, msgs, 0, poll)
                     except QueryTimeoutError:

@@ -4,8 +4,10 @@ Each round r: bring the global state up to the one round r builds on (θ_r; θ_{
 overlapped run, :mod:`dilochain.node.aggregation`), train H inner steps from it (from
 ``diloco.round_start`` in an overlapped run) as the host's
 :class:`~dilochain.node.behaviors.Behavior` does, publish the checkpoints and the compressed
-pseudo-gradient, commit their hashes in a ``MsgCommitRound``, and wait for the next round to
-begin: once round r resolves, or in an overlapped run as soon as round r's commit window closes.
+pseudo-gradient, commit their hashes in a ``MsgCommitRound`` once round r's window is open, and
+go on to round r+1 as soon as its roster is drawn: once round r resolves, or in an overlapped run
+once round r-1 does (during round r's window), so a host that trains faster than the window
+starts the next round early instead of waiting.
 A thread beside the loop reveals whichever segments the chain challenges, in every round in
 flight. What it needs to resume after a restart is saved after every step
 (:mod:`dilochain.node.resume`).
@@ -16,6 +18,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 
 import grpc
 import torch
@@ -34,6 +38,7 @@ from dilochain.node.aggregation import Aggregator, GlobalView
 from dilochain.node.behaviors import Behavior, RoundJob
 from dilochain.node.config import NodeConfig
 from dilochain.node.errors import NodeError
+from dilochain.node.pace import Pace
 from dilochain.node.ranks import HostRanks
 from dilochain.node.resume import ResumeState
 from dilochain.poc_client import InsufficientFunds, PocClient, ensure_bonded
@@ -45,8 +50,15 @@ from dilochain.protocol.pb.poc.v1.tx_pb2 import (
     MsgRegisterHost,
     MsgRevealCheckpoints,
 )
-from dilochain.protocol.pb.poc.v1.types_pb2 import RoundCommit, Run
-from dilochain.protocol.schedule import base_round, in_flight, round_window
+from dilochain.protocol.pb.poc.v1.types_pb2 import Run
+from dilochain.protocol.schedule import (
+    Window,
+    base_round,
+    in_flight,
+    roster_height,
+    round_window,
+    window_at,
+)
 from dilochain.training.compress import decompress
 from dilochain.training.dataset import (
     MANIFEST,
@@ -68,6 +80,17 @@ from dilochain.training.tensor_codec import decode_state
 from dilochain.training.train_step import eval_loss, set_deterministic
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Sent:
+    """A round handed to the committer thread: the last block its commit can land in, the
+    commit's outcome, and the (pseudo-gradient, residual) hashes it commits to."""
+
+    round: int
+    window_end: int
+    outcome: Future[bool]
+    hashes: tuple[bytes, bytes]
 
 
 class HostNode:
@@ -111,6 +134,10 @@ class HostNode:
                                      min_hosts=params.min_hosts_per_round)  # fmt: skip
         cfg.state_dir.mkdir(parents=True, exist_ok=True)
         self.eval_losses: dict[int, float] = {}
+        # Commits and evaluations run beside training: they get a model of their own.
+        self.eval_model = build_model(self.rc.model_config, self.rc.seed).to(self.device)
+        self._eval_lock = threading.Lock()
+        self.pace = Pace()
         # Per round this node trained lately: its checkpoint hashes (for its reveals).
         self.checkpoint_hashes: dict[int, list[bytes]] = {}
         self._send_lock = threading.Lock()  # one signer, one sequence: one tx at a time
@@ -185,17 +212,16 @@ class HostNode:
                    for h in self.poc.hosts(self.cfg.run_id))  # fmt: skip
 
     def _round_info(self) -> q.QueryRoundInfoResponse:
-        return self.poc.round_info(self.cfg.run_id)
+        info = self.poc.round_info(self.cfg.run_id)
+        self.pace.observe(info.height)
+        return info
 
     def _send(self, *msgs, until_height: int | None = None) -> TxResponse:
         """Send one tx; with ``until_height``, stop waiting for it once the chain is past that
         height (a window that closed: the tx can no longer be included)."""
-        hopeless = None
-        if until_height is not None:
-            hopeless = lambda: self._round_info().height > until_height  # noqa: E731
         with self._send_lock:  # the auto-claimer signs with the same key
             return submit(self.client, self.wallet, *msgs, poll=self.cfg.poll_seconds,
-                          hopeless=hopeless)  # fmt: skip
+                          until_height=until_height)  # fmt: skip
 
     def ensure_registered(self, endpoint: str) -> None:
         """Bond the run's minimum collateral and register (or move) this host's endpoint."""
@@ -243,43 +269,42 @@ class HostNode:
         params = {n: p.detach().cpu().clone() for n, p in self.model.named_parameters()}
         return GlobalView(0, initial_global(params)), -1
 
-    def _previous_commit(self, round_: int) -> RoundCommit | None:
-        """This host's commit of the round before ``round_`` (None if it made none)."""
+    def _previous_commit(self, round_: int) -> tuple[bytes, bytes] | None:
+        """The (pseudo-gradient, residual) hashes of this host's commit of the round before
+        ``round_`` (None if it made none)."""
         if round_ == 0:
             return None
         mine = [c for c in self.poc.commits(self.cfg.run_id, round_ - 1) if c.host == self.address]
-        return mine[0] if mine else None
+        return (mine[0].pseudo_grad_hash, mine[0].residual_hash) if mine else None
 
     def _start(
-        self, view: GlobalView, previous: RoundCommit | None
+        self, view: GlobalView, previous: tuple[bytes, bytes] | None
     ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor] | None]:
         """The parameters a round built on ``view`` starts from and the error-feedback residual
-        it compresses with, as the chain defines them from this host's ``previous`` commit: the
-        residual that commit left (None without one), and in an overlapped run the outer step of
-        ``view`` over that commit's pseudo-gradient (``diloco.round_start``). Raises
-        ArtifactError if either is lost."""
+        it compresses with, as the chain defines them from this host's ``previous`` commit
+        (its pseudo-gradient and residual hashes): the residual that commit left (None without
+        one), and in an overlapped run the outer step of ``view`` over that commit's
+        pseudo-gradient (``diloco.round_start``). Raises ArtifactError if either is lost."""
         residual = own = None
         if previous is not None:
-            residual = decode_state(self.store.get(previous.residual_hash))
+            pseudo_grad_hash, residual_hash = previous
+            residual = decode_state(self.store.get(residual_hash))
             if self.rc.overlap:
-                own = decompress(self.store.get(previous.pseudo_grad_hash))
+                own = decompress(self.store.get(pseudo_grad_hash))
         start = round_start(view.state, own, self.rc.outer_lr, self.rc.outer_momentum)
         return start, residual
 
     def evaluate(self, view: GlobalView) -> float:
-        """Held-out loss of a global state (cached per round)."""
-        if view.round not in self.eval_losses:
-            params = {k: v.to(self.device) for k, v in params_of(view.state).items()}
-            load_params(self.model, params)
-            self.eval_losses[view.round] = eval_loss(self.model, self.heldout)
-            metrics.EVAL_LOSS.set(self.eval_losses[view.round])
-        return self.eval_losses[view.round]
-
-    def advance(self, view: GlobalView) -> GlobalView:
-        """θ_{r+1}, aggregated from round r's accepted commits."""
-        nxt = self.aggregator.advance(view)
-        log.info("round %d: eval loss %.4f", nxt.round, self.evaluate(nxt))
-        return nxt
+        """Held-out loss of a global state (cached per round), on the evaluation model: the
+        committer thread evaluates while the loop trains."""
+        with self._eval_lock:
+            if view.round not in self.eval_losses:
+                params = {k: v.to(self.device) for k, v in params_of(view.state).items()}
+                load_params(self.eval_model, params)
+                self.eval_losses[view.round] = eval_loss(self.eval_model, self.heldout)
+                metrics.EVAL_LOSS.set(self.eval_losses[view.round])
+                log.info("round %d: eval loss %.4f", view.round, self.eval_losses[view.round])
+            return self.eval_losses[view.round]
 
     def catch_up(self, view: GlobalView, round_: int, attempted: int) -> GlobalView:
         """``view`` advanced to ``round_``, saved after each step. If a pseudo-gradient (or a
@@ -288,7 +313,7 @@ class HostNode:
         ``round_`` when it could not get there (the node then sits the round out)."""
         while view.round < round_:
             try:
-                view = self.advance(view)
+                view = self.aggregator.advance(view)  # evaluated by the committer
             except ArtifactError as err:
                 log.warning("round %d: cannot aggregate round %d (%s); resyncing from the "
                             "chain's global checkpoints", round_, view.round, err)  # fmt: skip
@@ -429,14 +454,13 @@ class HostNode:
 
     def _peer_pseudo_grad(self, round_: int) -> bytes | None:
         """Another host's pseudo-gradient of this round once one is committed in the window."""
-        info = self._round_info()
-        while info.round == round_ and info.height + 2 < info.window_end:
+        window_end = round_window(self.run_, self.chain_params, round_).end
+        while self._round_info().height + 2 < window_end:
             others = [c for c in self.poc.commits(self.cfg.run_id, round_)
                       if c.host != self.address]  # fmt: skip
             if others:
                 return self.store.get(others[0].pseudo_grad_hash)
             time.sleep(self.cfg.poll_seconds)
-            info = self._round_info()
         return None
 
     def _roster(self, round_: int) -> list[str] | None:
@@ -444,22 +468,26 @@ class HostNode:
         registered after the round's commit window opened: it joins from the next round)."""
         roster = self.poc.roster(self.cfg.run_id, round_)
         if roster is None or self.address not in roster:
-            log.info("round %d: not in its roster (registered after its commit window opened); "
-                     "training from round %d", round_, round_ + 1)  # fmt: skip
+            log.info("round %d: not in its roster (registered after it was drawn); training "
+                     "from a later round", round_)  # fmt: skip
             return None
         return roster
 
     def _train(
-        self, view: GlobalView, round_: int, roster: list[str], progress
-    ) -> RoundResult | None:
+        self, view: GlobalView, round_: int, roster: list[str],
+        previous: tuple[bytes, bytes] | None, progress,
+    ) -> RoundResult | None:  # fmt: skip
         """Train round ``round_``, built on ``view``, on the shards its ``roster`` gives this
-        host (None if the residual or pseudo-gradient it must start from is lost)."""
+        host, from what its ``previous`` commit left (:meth:`_start`; None if that residual or
+        pseudo-gradient is lost)."""
         shards = self.data.shards_of(self.rc.seed, self.address, roster)
         self.data.prefetch(shards)
-        log.info("round %d: training on shards %s of %d (%d hosts in the round)", round_,
-                 list(shards), self.data.num_shards, len(roster))  # fmt: skip
+        log.info("round %d: training on shards %s of %d (%d hosts in the round) from block %d; "
+                 "its window opens at block %d", round_, list(shards), self.data.num_shards,
+                 len(roster), self._round_info().height,
+                 round_window(self.run_, self.chain_params, round_).start)  # fmt: skip
         try:
-            start, residual = self._start(view, self._previous_commit(round_))
+            start, residual = self._start(view, previous)
         except ArtifactError as err:
             log.warning("round %d: sitting it out, what this host's round %d left is lost (%s)",
                         round_, round_ - 1, err)  # fmt: skip
@@ -480,24 +508,51 @@ class HostNode:
         return self.behavior.train(job)
 
     def _play(
-        self, view: GlobalView, round_: int, roster: list[str], window_end: int,
+        self, view: GlobalView, round_: int, roster: list[str], sent: Sent | None,
         stop: threading.Event, meter,
-    ) -> bool:  # fmt: skip
-        """Train, publish and commit round ``round_`` built on ``view``; whether it committed.
-        The resume record is saved before the commit is sent (a host killed after it still
-        reveals) and the artifacts made durable after it (before any reveal, off the commit's
-        path)."""
-        result = self._train(view, round_, roster, meter)
+    ) -> Sent | None:  # fmt: skip
+        """Train and publish round ``round_`` built on ``view``, then hand its commit to the
+        committer thread, which sends it once the round's window opens; the round handed
+        over (None if none). The round starts from what this host's round r-1 left: its commit
+        on chain or, while that commit is still in flight (``sent``), from what it committed
+        to; if that commit then fails, this round started from a state the chain does not
+        know, and is dropped. The resume record is saved before the commit is sent (a host
+        killed after it still reveals)."""
+        if sent is not None and self._round_info().height > sent.window_end:
+            sent.outcome.result()  # its window closed: the outcome is a moment away
+        pending = sent is not None and sent.round == round_ - 1 and not sent.outcome.done()
+        previous = sent.hashes if pending else self._previous_commit(round_)
+        started = time.monotonic()
+        result = self._train(view, round_, roster, previous, meter)
         if stop.is_set():
-            return False
+            return None
+        if pending and not sent.outcome.result():
+            log.warning("round %d: dropped: it started from round %d's pseudo-gradient, whose "
+                        "commit failed", round_, round_ - 1)  # fmt: skip
+            return None
         hashes = None
         if result is not None:
             hashes = self.publish(round_, result)
             self.checkpoint_hashes[round_] = result.checkpoint_hashes
         self._save(view, round_)
         if hashes is None:
+            return None
+        self.pace.round_seconds = time.monotonic() - started
+        window = round_window(self.run_, self.chain_params, round_)
+        outcome = self._committer.submit(self._commit_when_open, view, round_, result, hashes,
+                                         window, stop)  # fmt: skip
+        return Sent(round_, window.end, outcome, hashes)
+
+    def _commit_when_open(
+        self, view: GlobalView, round_: int, result: RoundResult, hashes: tuple[bytes, bytes],
+        window: Window, stop: threading.Event,
+    ) -> bool:  # fmt: skip
+        """The committer thread's work for one round: wait for its window to open, commit,
+        then make its artifacts durable (before any reveal); whether it committed."""
+        self._wait_for_height(window.start - 1, stop)
+        if stop.is_set():
             return False
-        done = self.commit(view, round_, result, hashes, window_end)
+        done = self.commit(view, round_, result, hashes, window.end)
         self.local.sync([*result.checkpoint_hashes, *hashes])
         return done
 
@@ -508,6 +563,7 @@ class HostNode:
         is decided: until then verifiers fetch that round's checkpoints from its blob service
         (in an overlapped run that is well after the run's last commit window)."""
         view, attempted = self._load()
+        self._committer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="commits")
         revealing = threading.Event()
         revealer = threading.Thread(target=self._reveal_loop, args=(revealing,),
                                     name="reveals", daemon=True)  # fmt: skip
@@ -518,12 +574,19 @@ class HostNode:
                 self._wait_for_height(self._decided(max(self.checkpoint_hashes)), stop)
             return committed
         finally:
+            self._committer.shutdown(wait=True)
             revealing.set()
             revealer.join()
 
     def _rounds(self, view: GlobalView, attempted: int, stop: threading.Event, progress) -> int:
+        """Round after round, from the first whose commit window is still ahead or open: wait
+        for its roster (drawn once the state it builds on is decided), bring the view up to
+        that state, then train, publish and commit it. So in an overlapped run a host that
+        finished round r-1 early starts round r at once, not when round r's window opens."""
         meter = metrics.StepMeter(self.rc.batch_size * self.rc.seq_len, progress)
-        committed = 0
+        done = attempted  # the last round trained, skipped or sat out
+        sent: Sent | None = None  # the last round handed to the committer
+        outcomes: list[Future[bool]] = []
         while not stop.is_set():
             info = self._round_info()
             metrics.ROUND.set(info.round)
@@ -535,34 +598,51 @@ class HostNode:
                             "was jailed): stopping at round %d",
                             self.cfg.run_id, info.round)  # fmt: skip
                 break
-            if info.height + 1 < info.window_start:
-                self._wait_for_height(info.window_start - 1, stop)  # the round has not begun
+            round_ = self._next_round(info.height, done)
+            if round_ >= self.rc.total_rounds:
+                break
+            drawn = roster_height(self.run_, self.chain_params, round_)
+            if info.height < drawn:
+                self._wait_for_height(drawn, stop, range(view.round, round_))
                 continue
-            round_, based_on = info.round, base_round(self.rc, info.round)
-            # The next round begins after this one resolves, or as its commit window closes.
-            begun = round_window(self.run_, self.chain_params, round_ + 1).start - 1
+            done = round_
+            mine = any(c.host == self.address for c in self.poc.commits(self.cfg.run_id, round_))
+            roster = None if mine else self._roster(round_)
+            if roster is None:
+                continue
+            based_on = base_round(self.rc, round_)
             view = self._sync(view, based_on, attempted)
             if view.round < based_on:  # an artifact it needs is on no peer: sit this out
-                self._wait_for_height(begun, stop)
                 continue
-            in_window = info.height + 1 <= info.window_end
-            mine = any(c.host == self.address for c in self.poc.commits(self.cfg.run_id, round_))
-            roster = None
-            if in_window and not mine and attempted < round_:
-                roster = self._roster(round_)
-            if roster is not None:
-                committed += self._play(view, round_, roster, info.window_end, stop, meter)
-                attempted = round_
-                if stop.is_set():
-                    break
-            prefetch = range(view.round, round_ + 1)
-            if round_ + 1 < self.rc.total_rounds:  # what the next round builds on, once decided
-                nxt = base_round(self.rc, round_ + 1)
-                self._wait_for_height(self._decided(nxt - 1), stop, prefetch)
-                if not stop.is_set():
-                    view = self._sync(view, nxt, attempted)
-            self._wait_for_height(begun, stop, prefetch)
-        return committed
+            if self._too_late(round_):
+                continue
+            sent = self._play(view, round_, roster, sent, stop, meter) or sent
+            if sent is not None and sent.round == round_:
+                outcomes.append(sent.outcome)
+            attempted = round_
+        return sum(outcome.result() for outcome in outcomes)
+
+    def _too_late(self, round_: int) -> bool:
+        """Whether round ``round_`` would miss its window at the pace of this host's last
+        round: then it is skipped (one log line), and the next round, whose window is a whole
+        window later, started as early as its roster allows."""
+        height = self._round_info().height
+        end = round_window(self.run_, self.chain_params, round_).end
+        if self.pace.fits(height, end):
+            return False
+        log.warning("round %d: skipped: its window closes at block %d (now %d), and a round "
+                    "takes this host %.1f s (%.2f s a block)", round_, end, height,
+                    self.pace.round_seconds, self.pace.block_seconds())  # fmt: skip
+        return True
+
+    def _next_round(self, height: int, done: int) -> int:
+        """The first round after ``done`` whose commit window is open or ahead at the block
+        after ``height``."""
+        newest = window_at(self.run_, self.chain_params, height)
+        round_ = max(done + 1, newest.round if newest is not None else 0)
+        while round_window(self.run_, self.chain_params, round_).end < height + 1:
+            round_ += 1
+        return round_
 
     def _decided(self, round_: int) -> int:
         """The block at which round ``round_`` is decided (its resolution; 0 for none)."""
@@ -570,8 +650,8 @@ class HostNode:
 
     def _sync(self, view: GlobalView, based_on: int, attempted: int) -> GlobalView:
         """``view`` brought up to round ``based_on`` (:meth:`catch_up`), pruning what the
-        rounds it aggregated leave behind. In an overlapped run this runs while the host waits
-        for its next round's window, so aggregation takes no time off training."""
+        rounds it aggregated leave behind. It runs between two rounds (the one thing there
+        besides the rounds' setup: commits, evaluations and reveals run in threads beside)."""
         before = view.round
         view = self.catch_up(view, based_on, attempted)
         if view.round > before:

@@ -116,6 +116,34 @@ def round_window(run: Run, params: PocParams, round_: int) -> Window:
     return Window(round_, start, start + blocks - 1, selection, opening, resolution)
 
 
+def roster_height(run: Run, params: PocParams, round_: int) -> int:
+    """The block at whose end round ``round_``'s roster is drawn: the block before its commit
+    window opens, or in an overlapped run the block that decides the global state it builds
+    on (round r-2's resolution; rounds 0 and 1 both before round 0's window). From then on a
+    host has everything round r needs, so one that finished round r-1 early starts it at once
+    and commits it when its window opens."""
+    if not run.config.overlap:
+        return round_window(run, params, round_).start - 1
+    if round_ < 2:
+        return run.start_height - 1
+    return round_window(run, params, round_ - 2).resolution
+
+
+def rosters_drawn_at(run: Run, params: PocParams, height: int) -> list[int]:
+    """The rounds whose roster is drawn at the end of block ``height``
+    (:func:`roster_height`), of the run's ``total_rounds``."""
+    if height + 1 == run.start_height:
+        found = [0, 1] if run.config.overlap else [0]
+    elif not run.config.overlap:
+        window = window_at(run, params, height + 1)
+        found = [window.round] if window is not None and window.start == height + 1 else []
+    else:
+        blocks = run.config.round_blocks
+        offset = height + 1 - run.start_height - round_period(blocks, params)
+        found = [offset // blocks + 2] if offset >= 0 and offset % blocks == 0 else []
+    return [r for r in found if r < run.config.total_rounds]
+
+
 def window_at(run: Run, params: PocParams, height: int) -> Window | None:
     """The newest round that has begun by ``height`` (None before the run starts): the round
     whose period holds it, or in an overlapped run the one whose commit window holds it."""

@@ -5,6 +5,8 @@ chain's global states are what an independent recomputation gives."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from cosmpy.aerial.client import LedgerClient
 
@@ -93,6 +95,12 @@ def test_overlapped_rounds_train_while_the_last_is_verified(tmp_path):
         for host in honest:  # ... from the base stepped by its own round r-1 pseudo-gradient
             own = next(c for c in commits[r - 1] if c.host == host)
             assert by_host[host].start_delta_hash == own.pseudo_grad_hash
+    # A host does not wait for a window to open: round 1's roster is drawn before the run
+    # starts and it builds on θ_0, so every host trained it as soon as round 0 was done.
+    second = round_window(run, params, 1).start
+    for home in homes:
+        found = re.search(r"round 1: training .* from block (\d+)", (home / "node.log").read_text())
+        assert found and int(found[1]) < second - 1, home
     assert cheater in slashed and not slashed - {cheater}  # no host, no verifier
     assert all(c.excluded for r in commits for c in commits[r] if c.host == cheater)
     status = {(c.host, c.round, c.segment): c.status for c in challenges}

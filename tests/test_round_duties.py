@@ -39,7 +39,10 @@ def test_duties_commit_and_open_the_beacon_every_round(running_chain, caplog, tm
     submit(client, verifier, MsgDepositCollateral(depositor=address, amount="1000000"),
            MsgRegisterVerifier(verifier=address))  # fmt: skip
     poc = PocClient(running_chain.address)
-    send = lambda *msgs: submit(client, verifier, *msgs)  # noqa: E731
+
+    def send(*msgs, until_height=None):
+        return submit(client, verifier, *msgs, until_height=until_height)
+
     screened = []  # no host commits in this run: nothing to screen
     screener = lambda *args: screened.append(args) or []  # noqa: E731
     ballots = BallotBox(tmp_path / "ballots.sqlite", address)  # no hosts: nothing to vote on

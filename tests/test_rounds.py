@@ -5,11 +5,14 @@ from __future__ import annotations
 import hashlib
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dilochain.chain.errors import codes
 from dilochain.chain.modules import beacon, collateral, registry, rounds
 from dilochain.protocol import schedule
 from dilochain.protocol.merkle import merkle_proof, merkle_root
+from dilochain.protocol.params import PocParams
 from dilochain.protocol.pb.poc.v1.tx_pb2 import (
     MsgCommitRound,
     MsgCreateRun,
@@ -17,6 +20,7 @@ from dilochain.protocol.pb.poc.v1.tx_pb2 import (
     MsgLeaveRun,
     MsgRegisterHost,
 )
+from dilochain.protocol.pb.poc.v1.types_pb2 import Run, RunConfig
 from dilochain.testutil import FAKE_DATA, local_chain, signed_tx, wallet
 from dilochain.training.run_config import make_run_config
 
@@ -221,6 +225,56 @@ def test_overlapped_rounds_follow_each_other_while_earlier_ones_are_verified(set
     assert schedule.in_flight(run, params, 52) == [second]
     assert schedule.base_round(run.config, 0) == schedule.base_round(run.config, 1) == 0
     assert schedule.base_round(run.config, 2) == 1
+
+
+def test_an_overlapped_round_s_roster_is_drawn_once_the_state_it_builds_on_is_decided(setup):
+    """Rounds 0 and 1 are drawn before the run starts, round 2 at round 0's resolution (θ_1 is
+    decided there): a host that finished round 1 early trains round 2 before its window opens.
+    One that registers after the draw is refused for that round."""
+    chain, acct = setup
+    run = _overlapped_run(chain, acct)
+    params, view = chain.app.params.poc, chain.app.committed_view
+    members = sorted(str(h.address()) for h in HOSTS)
+    assert registry.roster(view(), "o", 0).hosts == registry.roster(view(), "o", 1).hosts == members
+    decided = schedule.round_window(run, params, 0).resolution
+    third = schedule.round_window(run, params, 2)
+    assert schedule.roster_height(run, params, 2) == decided == 51 < third.start - 1 == 52
+    while chain.app.height < decided - 1:
+        chain.block()
+    assert registry.roster(view(), "o", 2) is None
+    chain.block()
+    assert registry.roster(view(), "o", 2).hosts == members
+    late = str(OUTSIDER.address())
+    msgs = [MsgDepositCollateral(depositor=late, amount="100"),
+            MsgRegisterHost(host=late, run_id="o", endpoint="x")]  # fmt: skip
+    assert chain.broadcast(acct.tx(OUTSIDER, msgs, 4)).code == 0
+    while chain.app.height < third.start:
+        chain.block()
+    refused = chain.broadcast(acct.tx(OUTSIDER, [commit(OUTSIDER, 2, run_id="o")], 4))
+    assert refused.code == codes.INVALID_REQUEST and "not in round 2's roster" in refused.raw_log
+
+
+@settings(max_examples=80, deadline=None)
+@given(overlap=st.booleans(), blocks=st.integers(1, 60), start=st.integers(1, 40),
+       total=st.integers(1, 8))  # fmt: skip
+def test_every_roster_is_drawn_once_after_its_base_is_decided(overlap, blocks, start, total):
+    """Each round's roster is drawn at exactly one block, no later than the block before its
+    window opens and no earlier than the resolution that decides the state it builds on."""
+    params = PocParams()
+    if overlap and schedule.overlap_problem(blocks, params) is not None:
+        blocks += schedule.round_period(blocks, params)
+    cfg = RunConfig(round_blocks=blocks, total_rounds=total, overlap=overlap)
+    run = Run(config=cfg, start_height=start)
+    last = schedule.round_window(run, params, total - 1).resolution
+    drawn = {h: schedule.rosters_drawn_at(run, params, h) for h in range(last + 1)}
+    for r in range(total):
+        height = schedule.roster_height(run, params, r)
+        assert [h for h, rounds in drawn.items() if r in rounds] == [height]
+        assert height <= schedule.round_window(run, params, r).start - 1
+        base = schedule.base_round(cfg, r)
+        if base > 0:
+            assert height >= schedule.round_window(run, params, base - 1).resolution
+    assert sorted(r for rounds in drawn.values() for r in rounds) == list(range(total))
 
 
 def test_an_overlapped_run_needs_windows_longer_than_verification(setup):

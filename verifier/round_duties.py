@@ -34,20 +34,23 @@ def beacon_secret(wallet: Wallet, run_id: str, round_: int) -> bytes:
     return hmac.digest(key, f"dilochain-beacon/{run_id}/{round_}".encode(), "sha256")
 
 
-def send_batched(send: Callable[..., object], msgs: list[Message], what: str) -> int:
-    """Send ``msgs`` ``MSGS_PER_TX`` to a tx; the messages of a refused tx one by one, so one
-    refusal does not sink the others. Returns how many were refused."""
+def send_batched(
+    send: Callable[..., object], msgs: list[Message], what: str, until_height: int | None = None
+) -> int:
+    """Send ``msgs`` ``MSGS_PER_TX`` to a tx, each waited for until ``until_height`` at most
+    (the last block of their window); the messages of a refused tx one by one, so one refusal
+    does not sink the others. Returns how many were refused."""
     refused = 0
     for first in range(0, len(msgs), MSGS_PER_TX):
         batch = msgs[first : first + MSGS_PER_TX]
         try:
-            send(*batch)
+            send(*batch, until_height=until_height)
         except TxRefused as err:
             if len(batch) == 1:
                 log.warning("%s refused: %s", what, err)
                 refused += 1
             else:
-                refused += sum(send_batched(send, [m], what) for m in batch)
+                refused += sum(send_batched(send, [m], what, until_height) for m in batch)
     return refused
 
 
@@ -69,11 +72,14 @@ class RoundDuties:
         # (run, round, "commit"|"reveal"|"screen"|"open")
         self._done: set[tuple[str, int, str]] = set()
 
-    def _act(self, run_id: str, round_: int, action: str, *msgs: Message) -> None:
-        """Send an action's messages; it is done once none was refused (else it is tried again
-        at the next poll while its window is open)."""
-        if not send_batched(self.send, list(msgs), f"{action} of {run_id} round {round_}"):
-            self._done.add((run_id, round_, action))
+    def _act(self, run_id: str, window: schedule.Window, action: str, *msgs: Message) -> None:
+        """Send an action's messages, waiting for them no later than the action's window ends;
+        it is done once none was refused (else it is tried again at the next poll while its
+        window is open)."""
+        what = f"{action} of {run_id} round {window.round}"
+        last = {"commit": window.end, "open": window.resolution}.get(action, window.selection)
+        if not send_batched(self.send, list(msgs), what, last):
+            self._done.add((run_id, window.round, action))
 
     def step(self) -> None:
         """Do whatever the next block's place in each run's schedule calls for, in every round
@@ -93,7 +99,7 @@ class RoundDuties:
         round_ = window.round
         if window.opening <= next_block:
             if (run.run_id, round_, "open") not in self._done:
-                self._open(run, round_)
+                self._open(run, window)
             return
         if next_block > window.selection:
             return
@@ -103,47 +109,40 @@ class RoundDuties:
             return
         beacon = self.poc.beacon(run.run_id, round_)
         mine = next((e for e in beacon.entries if e.verifier == self.address), None)
-        duties = {"commit": self._commit, "reveal": self._reveal, "screen": self._screen}
         for action in todo:
-            duties[action](run, round_, beacon, mine)
+            if action == "screen":
+                self._screen(run, window, beacon)
+            else:
+                self._beacon(run, window, action, mine)
 
-    def _commit(self, run: Run, round_: int, beacon: Beacon, mine: BeaconEntry | None) -> None:
-        if mine is not None:
-            self._done.add((run.run_id, round_, "commit"))
+    def _beacon(
+        self, run: Run, window: schedule.Window, action: str, mine: BeaconEntry | None
+    ) -> None:
+        """Commit to this round's beacon secret (``action`` "commit") or open it ("reveal"),
+        unless that is done (before a restart) or there is nothing to open."""
+        if (mine is not None) if action == "commit" else (mine is None or bool(mine.secret)):
+            self._done.add((run.run_id, window.round, action))
             return
-        sealed = encoding.commitment(beacon_secret(self.wallet, run.run_id, round_), self.address)
-        self._act(
-            run.run_id,
-            round_,
-            "commit",
-            MsgCommitBeacon(
-                verifier=self.address, run_id=run.run_id, round=round_, commitment=sealed
-            ),
-        )
+        secret = beacon_secret(self.wallet, run.run_id, window.round)
+        fields = {"verifier": self.address, "run_id": run.run_id, "round": window.round}
+        if action == "commit":
+            msg = MsgCommitBeacon(**fields, commitment=encoding.commitment(secret, self.address))
+        else:
+            msg = MsgRevealBeacon(**fields, secret=secret)
+        self._act(run.run_id, window, action, msg)
 
-    def _reveal(self, run: Run, round_: int, beacon: Beacon, mine: BeaconEntry | None) -> None:
-        if mine is None or mine.secret:  # nothing to open (or opened before a restart)
-            self._done.add((run.run_id, round_, "reveal"))
-            return
-        secret = beacon_secret(self.wallet, run.run_id, round_)
-        self._act(
-            run.run_id,
-            round_,
-            "reveal",
-            MsgRevealBeacon(verifier=self.address, run_id=run.run_id, round=round_, secret=secret),
-        )
-
-    def _screen(self, run: Run, round_: int, beacon: Beacon, mine: BeaconEntry | None) -> None:
+    def _screen(self, run: Run, window: schedule.Window, beacon: Beacon) -> None:
         if not beacon.anchor:  # recorded one block after the commit window
             return
-        voted = {s.host for s in self.poc.screens(run.run_id, round_)
+        voted = {s.host for s in self.poc.screens(run.run_id, window.round)
                  if any(v.verifier == self.address for v in s.votes)}  # fmt: skip
-        todo = [c for c in self.poc.commits(run.run_id, round_) if c.host not in voted]
-        votes = self.screener(run, round_, beacon.anchor, todo) if todo else []
-        self._act(run.run_id, round_, "screen", *votes)
+        todo = [c for c in self.poc.commits(run.run_id, window.round) if c.host not in voted]
+        votes = self.screener(run, window.round, beacon.anchor, todo) if todo else []
+        self._act(run.run_id, window, "screen", *votes)
 
-    def _open(self, run: Run, round_: int) -> None:
+    def _open(self, run: Run, window: schedule.Window) -> None:
         """Open every vote of mine still sealed (done once none is left)."""
+        round_ = window.round
         sealed = [c for c in self.poc.challenges(run.run_id, round_)
                   if any(v.verifier == self.address and not v.opened for v in c.votes)]  # fmt: skip
         if not sealed:
@@ -151,4 +150,5 @@ class RoundDuties:
             self._done.add((run.run_id, round_, "open"))
             return
         openings = [m for m in map(self.ballots.opening, sealed) if m is not None]
-        send_batched(self.send, openings, f"vote openings of {run.run_id} round {round_}")
+        send_batched(self.send, openings, f"vote openings of {run.run_id} round {round_}",
+                     window.resolution)  # fmt: skip

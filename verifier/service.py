@@ -98,9 +98,12 @@ class VerifierService:
         self.duties = RoundDuties(self.poc, wallet, self._send, self.screen, self.ballots)
         set_deterministic(1)
 
-    def _send(self, *msgs) -> TxResponse:
+    def _send(self, *msgs, until_height: int | None = None) -> TxResponse:
+        """Send one tx; with ``until_height``, wait for it only until the chain is past that
+        block (the last of the window it is for), so a duty tx whose window closed does not
+        hold the send lock that every other duty waits on."""
         with self._send_lock:
-            return submit(self.client, self.wallet, *msgs)
+            return submit(self.client, self.wallet, *msgs, until_height=until_height)
 
     def _duties_loop(self, stop: threading.Event) -> None:
         try:
@@ -273,13 +276,13 @@ class VerifierService:
             if data is None:
                 continue
             next_block = self.poc.round_info(run.run_id).height + 1
-            rounds = [w.round for w in schedule.in_flight(run, self.params, next_block)]
-            if not rounds:
+            windows = {w.round: w for w in schedule.in_flight(run, self.params, next_block)}
+            if not windows:
                 continue
-            jobs = [c for r in rounds for c in self.pending(run, r)]
-            self.prune(run, rounds[0] - 1)
+            jobs = [c for r in windows for c in self.pending(run, r)]
+            self.prune(run, min(windows) - 1)
             futures = [pool.submit(self._timed_check, run, data, c) for c in jobs]
-            msgs = []
+            msgs: dict[int, list] = {r: [] for r in windows}  # per round: sealed votes
             for c, future in zip(jobs, futures, strict=True):
                 try:
                     verdict = future.result()
@@ -298,8 +301,10 @@ class VerifierService:
                          verdict.distance)  # fmt: skip
                 sealed = self.ballots.seal(c, verdict)
                 if sealed is not None:
-                    msgs.append(sealed)
-            voted += len(msgs) - send_batched(self._send, msgs, "sealed verdict")
+                    msgs[c.round].append(sealed)
+            for r, sealed in msgs.items():  # each waited for until its verdict window closes
+                last = windows[r].opening - 1
+                voted += len(sealed) - send_batched(self._send, sealed, "sealed verdict", last)
         return voted
 
     def run(self, stop: threading.Event) -> int:

@@ -22,7 +22,7 @@ from dilochain.protocol.pb.poc.v1.tx_pb2 import (
 )
 from dilochain.protocol.pb.poc.v1.types_pb2 import Host, Roster, Run, RunConfig
 from dilochain.protocol.pb.poc.v1.types_pb2 import Params as ParamsProto
-from dilochain.protocol.schedule import next_window, overlap_problem, window_at
+from dilochain.protocol.schedule import overlap_problem, rosters_drawn_at, window_at
 
 _RUN_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 
@@ -98,16 +98,15 @@ def roster(store: CacheStore, run_id: str, round_: int) -> Roster | None:
 
 
 def _draw_rosters(ctx: Context) -> None:
-    """At the block before a round's commit window opens, record the run's hosts as the
-    round's roster: who may commit it, and what assigns each host its data shards (so a
-    verifier derives a host's shards from chain state alone)."""
+    """Record the run's hosts as the roster of each round whose roster is drawn at this block
+    (``schedule.roster_height``: the block before its commit window opens, or in an overlapped
+    run the block that decides the state it builds on): who may commit it, and what assigns
+    each host its data shards (so a verifier derives a host's shards from chain state alone)."""
     for run in active_runs(ctx.store):
-        window = next_window(run, ctx.params.poc, ctx.height)
-        if window.start != ctx.height + 1 or window.round >= run.config.total_rounds:
-            continue
-        drawn = Roster(hosts=[h.address for h in members(ctx.store, run.run_id)])
-        ctx.store.set(_roster_key(run.run_id, window.round), drawn.SerializeToString())
-        ctx.emit("roster", run_id=run.run_id, round=window.round, hosts=len(drawn.hosts))
+        for round_ in rosters_drawn_at(run, ctx.params.poc, ctx.height):
+            drawn = Roster(hosts=[h.address for h in members(ctx.store, run.run_id)])
+            ctx.store.set(_roster_key(run.run_id, round_), drawn.SerializeToString())
+            ctx.emit("roster", run_id=run.run_id, round=round_, hosts=len(drawn.hosts))
 
 
 def _validate_config(cfg: RunConfig, params: PocParams) -> None:
@@ -201,8 +200,8 @@ def end_block(ctx: Context) -> None:
     """For each host that left a run and whose hold ends at this block (after the round's
     challenges were resolved and its slash taken): release the run's hold, unlist it and start
     unbonding all its free collateral (unless it came back as a member meanwhile: then only the
-    hold goes). Then draw the rosters of rounds whose commit window opens next (after this
-    block's jails and leaves)."""
+    hold goes). Then draw the rosters due at this block (after this block's jails and
+    leaves)."""
     _release_leavers(ctx)
     _draw_rosters(ctx)
 
