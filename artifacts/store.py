@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
-from dilochain.protocol.hashing import content_hash
+from dilochain.protocol.hashing import Buffer, content_hash
 
 
 class ArtifactError(Exception):
@@ -61,14 +62,19 @@ class LocalArtifactStore:
         again where the caller just did (reads check it anyway). ``sync``: fsync before the
         rename; without it the file survives the process (``kill -9``) at once and a power
         loss only after :meth:`sync`."""
-        digest = digest or content_hash(data)
+        return self.put_parts([data], digest or content_hash(data), sync)
+
+    def put_parts(self, parts: Sequence[Buffer], digest: bytes, sync: bool = True) -> bytes:
+        """:meth:`put` of the concatenation of ``parts`` (whose sha256 is ``digest``), written
+        part by part: the bytes of a state's encoding are never joined in memory."""
         path = self._path(digest)
         if path.exists():
             return digest
         path.parent.mkdir(exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            for part in parts:
+                f.write(part)
             if sync:
                 f.flush()
                 os.fsync(f.fileno())

@@ -11,7 +11,7 @@ happen while the host trains, would otherwise slow its steps as verifiers on the
 do not.
 
     .venv/bin/python -m bench.host_utilisation [--h 60] [--rounds 6] [--hosts 1]
-        [--fill 0.9] [--threads 1]
+        [--fill 0.9 | --window BLOCKS] [--overlapped-only] [--threads 1]
 """
 
 from __future__ import annotations
@@ -139,20 +139,26 @@ def main() -> None:
     parser.add_argument("--fill", type=float, default=0.9,
                         help="share of the commit window a round's training takes")  # fmt: skip
     parser.add_argument("--threads", type=int, default=1, help="torch threads per host")
+    parser.add_argument("--window", type=int, default=0,
+                        help="commit window in blocks (default: sized by --fill from a "
+                             "calibrating run)")  # fmt: skip
+    parser.add_argument("--overlapped-only", action="store_true")
     args = parser.parse_args()
     console = Console()
-    with tempfile.TemporaryDirectory(prefix="dilochain-util-") as tmp:
-        calibration = measure(Path(tmp), True, args, 2 * args.h, 4)
-    step, block = max(calibration.step_seconds), calibration.block_seconds
-    window = math.ceil(args.h * step / args.fill / block)
-    console.print(f"small preset: {step:.3f} s per inner step in a node here, {block:.3f} s per "
-                  f"block; H = {args.h} (~{args.h * step:.1f} s) in a {window}-block commit "
-                  f"window; {args.hosts} host(s), {VERIFIERS} verifiers")  # fmt: skip
+    window = args.window
+    if not window:
+        with tempfile.TemporaryDirectory(prefix="dilochain-util-") as tmp:
+            calibration = measure(Path(tmp), True, args, 2 * args.h, 4)
+        step, block = max(calibration.step_seconds), calibration.block_seconds
+        window = math.ceil(args.h * step / args.fill / block)
+        console.print(f"small preset: {step:.3f} s per inner step in a node here, {block:.3f} s "
+                      f"per block; H = {args.h} (~{args.h * step:.1f} s)")  # fmt: skip
+    console.print(f"a {window}-block commit window; {args.hosts} host(s), {VERIFIERS} verifiers")
     # "training / window": a round's seconds in inner steps over its commit window's seconds,
     # the most an overlapped host can reach (it idles the rest of the window).
     table = Table("schedule", "rounds measured", "utilisation per host", "s / inner step",
                   "training / window", "commits")  # fmt: skip
-    for overlap in (False, True):
+    for overlap in (True,) if args.overlapped_only else (False, True):
         with tempfile.TemporaryDirectory(prefix="dilochain-util-") as tmp:
             found = measure(Path(tmp), overlap, args, window, args.rounds)
         name = "overlapped" if overlap else "one after another"

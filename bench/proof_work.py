@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import hashlib
 import statistics
 import tempfile
 import time
@@ -30,7 +29,7 @@ from dilochain.training.diloco import initial_global, params_of, pseudo_gradient
 from dilochain.training.model import build_model, parameter_count
 from dilochain.training.round_work import checkpoint_steps, train_round
 from dilochain.training.run_config import make_run_config
-from dilochain.training.tensor_codec import encode_state
+from dilochain.training.tensor_codec import Encoding
 from dilochain.training.train_step import fresh_inner_state, set_deterministic, train_step
 
 HOST = "dilo1bench"
@@ -50,8 +49,12 @@ def node_round(model, cfg, data, state, store_dir: Path) -> float:
     """Seconds for the round as the node runs it, up to a signed commit tx."""
     store = LocalArtifactStore(store_dir)
     put = functools.partial(store.put, sync=False)  # as the node: fsync after the commit
+
+    def sink(checkpoint: Encoding, digest: bytes) -> None:
+        store.put_parts(checkpoint.parts, digest, sync=False)
+
     started = time.perf_counter()
-    result = train_round(model, cfg, data, HOST, 0, params_of(state), None, sink=put)
+    result = train_round(model, cfg, data, HOST, 0, params_of(state), None, sink=sink)
     msg = MsgCommitRound(host=str(wallet(1).address()), run_id="r", round=0,
                          ckpt_root=result.ckpt_root, pseudo_grad_hash=put(result.pseudo_grad),
                          residual_hash=put(result.residual))  # fmt: skip
@@ -67,13 +70,13 @@ def inline_costs(model, cfg, state, store_dir: Path) -> dict[str, float]:
     count = len(checkpoint_steps(cfg))
     store = LocalArtifactStore(store_dir)
     started = time.perf_counter()
-    data = encode_state(checkpoint)
+    encoding = Encoding.of(checkpoint)  # a header and views of the tensors
     encode = time.perf_counter() - started
     started = time.perf_counter()
-    digest = hashlib.sha256(data).digest()
+    digest = encoding.digest()
     sha = time.perf_counter() - started
     started = time.perf_counter()
-    store.put(data, digest)
+    store.put_parts(encoding.parts, digest)
     write = time.perf_counter() - started
     started = time.perf_counter()
     compress(pseudo_gradient(params_of(state), params_of(state)), cfg.compression)

@@ -1,8 +1,10 @@
 """What a background checkpoint writer costs the training loop beside it: the same inner steps
 alone and with a thread that, every 50 ms, does one piece of a checkpoint's proof work on a
 full checkpoint of the preset (encode it, hash it, or copy its tensors), alternated in one run.
-A piece that holds the GIL (the safetensors encoding) stalls the loop; one that releases it
-(SHA-256, torch copies) does not.
+A piece that holds the GIL (safetensors' own encoder, or joining the encoding into one bytes
+object) stalls the loop; one that releases it (SHA-256, file writes, torch copies) does not,
+which is why the node's writer hashes and writes the encoding's parts (a header and views of
+the tensors) without joining them.
 
     .venv/bin/python -m bench.writer_contention [--preset small] [--steps 20] [--repeats 2]
 """
@@ -16,13 +18,13 @@ import time
 
 from rich.console import Console
 from rich.table import Table
+from safetensors.torch import save
 
-from dilochain.protocol.hashing import content_hash
 from dilochain.testutil import shipped_data
 from dilochain.training.diloco import initial_global, params_of
 from dilochain.training.model import build_model, parameter_count
 from dilochain.training.run_config import make_run_config
-from dilochain.training.tensor_codec import encode_state
+from dilochain.training.tensor_codec import METADATA, Encoding, encode_state
 from dilochain.training.train_step import fresh_inner_state, set_deterministic, train_step
 
 
@@ -39,11 +41,12 @@ def main() -> None:
     state = initial_global({n: p.detach().clone() for n, p in model.named_parameters()})
     checkpoint = {k: v.clone() for k, v in fresh_inner_state(model, cfg, params_of(state))
                   .checkpoint().items()}  # fmt: skip
-    encoded = encode_state(checkpoint)
+    encoded = Encoding.of(checkpoint)
     pieces = {
         "nothing beside it": None,
-        "encode (safetensors)": lambda: encode_state(checkpoint),
-        "SHA-256 of the encoding": lambda: content_hash(encoded),
+        "safetensors.torch.save (one bytes object)": lambda: save(checkpoint, METADATA),
+        "encode_state (the parts joined)": lambda: encode_state(checkpoint),
+        "encode as parts + SHA-256 (the writer)": lambda: Encoding.of(checkpoint).digest(),
         "torch copies of the tensors": lambda: [v.clone() for v in checkpoint.values()],
     }
 

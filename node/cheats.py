@@ -17,13 +17,13 @@ from dilochain.protocol.schedule import derive_data_seed
 from dilochain.training.compress import compress, compress_with_feedback, decompress
 from dilochain.training.diloco import PARAM, params_of, pseudo_gradient
 from dilochain.training.round_work import RoundResult
-from dilochain.training.tensor_codec import decode_state, encode_state
+from dilochain.training.tensor_codec import Encoding, decode_state, encode_state
 
 NOISE = 1e-6
 
 
-def _with_checkpoints(result: RoundResult, checkpoints: list[bytes]) -> RoundResult:
-    hashes = [content_hash(c) for c in checkpoints]
+def _with_checkpoints(result: RoundResult, checkpoints: list[Encoding]) -> RoundResult:
+    hashes = [c.digest() for c in checkpoints]
     result.checkpoints, result.checkpoint_hashes = checkpoints, hashes
     result.ckpt_root = merkle_root(hashes)
     return result
@@ -83,7 +83,7 @@ class Noisy(Honest):
         result = job.train()
         generator = torch.Generator().manual_seed(job.round)
         noisy = [result.checkpoints[0]] + [_perturb(c, generator) for c in result.checkpoints[1:]]
-        delta = pseudo_gradient(job.start, params_of(decode_state(noisy[-1])))
+        delta = pseudo_gradient(job.start, params_of(decode_state(bytes(noisy[-1]))))
         result.pseudo_grad, left = compress_with_feedback(delta, job.residual, job.cfg.compression)
         result.residual = encode_state(left)
         return _with_checkpoints(result, noisy)
@@ -118,13 +118,13 @@ class CopyPseudoGrad(Honest):
         return result
 
 
-def _perturb(data: bytes, generator: torch.Generator) -> bytes:
-    state = decode_state(data)
+def _perturb(checkpoint: Encoding, generator: torch.Generator) -> Encoding:
+    state = decode_state(bytes(checkpoint))
     for key, value in state.items():
         if key.startswith(PARAM):
             noise = torch.randn(value.shape, generator=generator) * NOISE
             state[key] = value * (1 + noise)
-    return encode_state(state)
+    return Encoding.of(state)
 
 
 BEHAVIORS: dict[str, type[Behavior]] = {

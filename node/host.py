@@ -76,7 +76,7 @@ from dilochain.training.model import (
 )
 from dilochain.training.prepare import default_dataset
 from dilochain.training.round_work import RoundResult
-from dilochain.training.tensor_codec import decode_state
+from dilochain.training.tensor_codec import Encoding, decode_state
 from dilochain.training.train_step import eval_loss, set_deterministic
 
 log = logging.getLogger(__name__)
@@ -342,15 +342,19 @@ class HostNode:
                      sum(size for _, size in gone) / 1e6, resolved)  # fmt: skip
 
     # ---- one round ---------------------------------------------------------------------------
-    def _put_unsynced(self, data: bytes, digest: bytes | None = None) -> bytes:
-        return self.local.put(data, digest, sync=False)
+    def _put_unsynced(self, data: bytes) -> bytes:
+        return self.local.put(data, sync=False)
+
+    def _sink(self, checkpoint: Encoding, digest: bytes) -> None:
+        """Where a round's checkpoints go as they are encoded: the store, fsynced later."""
+        self.local.put_parts(checkpoint.parts, digest, sync=False)
 
     def publish(self, round_: int, result: RoundResult) -> tuple[bytes, bytes]:
         """Store a round's checkpoints, pseudo-gradient and residual (served to peers from
         then on; not yet fsynced, see :meth:`run`); their (pseudo-gradient, residual) hashes."""
         started = time.perf_counter()
-        for data, digest in zip(result.checkpoints, result.checkpoint_hashes, strict=True):
-            self._put_unsynced(data, digest)
+        for encoding, digest in zip(result.checkpoints, result.checkpoint_hashes, strict=True):
+            self._sink(encoding, digest)  # already there unless a behaviour changed it
         self.ledger.record(round_, "checkpoint", result.checkpoint_hashes)
         failpoint("node.publish", round_)
         pg_hash = self._put_unsynced(result.pseudo_grad)
@@ -502,7 +506,7 @@ class HostNode:
 
         job = RoundJob(
             self.model, self.rc, self.data, self.address, round_, start, residual, stepped,
-            lambda: self._peer_pseudo_grad(round_), self._put_unsynced,
+            lambda: self._peer_pseudo_grad(round_), self._sink,
             self.ranks.parallel if self.ranks else None, roster,
         )  # fmt: skip
         return self.behavior.train(job)

@@ -13,7 +13,7 @@ from dilochain.training.compress import compress, decompress, residual_after
 from dilochain.training.diloco import PARAM, params_of
 from dilochain.training.model import build_model
 from dilochain.training.round_work import RoundResult, train_round
-from dilochain.training.tensor_codec import decode_state, encode_state
+from dilochain.training.tensor_codec import Encoding, decode_state, encode_state
 from dilochain.verifier.replay import verify_challenge
 from dilochain.verifier.screening import screen_commit
 from dilochain.verifier.testing import publish_round
@@ -57,8 +57,8 @@ def test_a_consistent_but_poisoning_pseudo_gradient_fails_the_loss_test(tmp_path
     sent = decompress(result.pseudo_grad)
     result.residual = encode_state(residual_after({n: base_params[n] - final[PARAM + n]
                                                    for n in base_params}, sent))  # fmt: skip
-    result.checkpoints[-1] = encode_state(final)
-    result.checkpoint_hashes[-1] = hashlib.sha256(result.checkpoints[-1]).digest()
+    result.checkpoints[-1] = Encoding.of(final)
+    result.checkpoint_hashes[-1] = hashlib.sha256(encode_state(final)).digest()
     verdict = screened(tmp_path, base, result)
     assert not verdict.passed and "raises the held-out loss" in verdict.reason
     assert verdict.distance > MARGIN

@@ -2,10 +2,12 @@
 CPU), then encoded, hashed and handed to a sink (the artifact store) by a background thread
 while the next inner steps run.
 
-The encoding and its hash are the canonical ones (``tensor_codec.encode_state``,
-``protocol.hashing.content_hash``); only where they run changes. hashlib and file writes release
-the GIL, so on a GPU host the work costs the training loop one device-to-host copy per
-checkpoint, and on a CPU host whatever CPU time the thread takes from the training threads.
+The encoding and its hash are the canonical ones (``tensor_codec.encode_parts``,
+``protocol.hashing.content_hash_parts``); only where they run changes. The encoding is a header
+plus views of the snapshot's tensors, and hashlib and file writes release the GIL, so the thread
+holds the GIL for next to nothing: on a GPU host the work costs the training loop one
+device-to-host copy per checkpoint, and on a CPU host whatever CPU time and memory bandwidth the
+thread takes from the training threads.
 """
 
 from __future__ import annotations
@@ -16,10 +18,9 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 import torch
 
-from dilochain.protocol.hashing import content_hash
-from dilochain.training.tensor_codec import encode_state
+from dilochain.training.tensor_codec import Encoding
 
-Sink = Callable[[bytes, bytes], object]  # (canonical bytes, their sha256)
+Sink = Callable[[Encoding, bytes], object]  # (a checkpoint's canonical bytes, their sha256)
 
 
 class CheckpointWriter:
@@ -28,7 +29,7 @@ class CheckpointWriter:
     def __init__(self, sink: Sink | None = None):
         self.sink = sink
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="checkpoint-writer")
-        self._pending: list[Future[tuple[bytes, bytes]]] = []
+        self._pending: list[Future[tuple[Encoding, bytes]]] = []
         self.busy_seconds = 0.0  # the thread's time encoding, hashing and sinking
 
     def submit(self, state: dict[str, torch.Tensor]) -> None:
@@ -37,17 +38,17 @@ class CheckpointWriter:
         snapshot = {k: v.detach().to("cpu", copy=True) for k, v in state.items()}
         self._pending.append(self._pool.submit(self._encode, snapshot))
 
-    def _encode(self, snapshot: dict[str, torch.Tensor]) -> tuple[bytes, bytes]:
+    def _encode(self, snapshot: dict[str, torch.Tensor]) -> tuple[Encoding, bytes]:
         started = time.perf_counter()
-        data = encode_state(snapshot)
-        digest = content_hash(data)
+        encoding = Encoding.of(snapshot)
+        digest = encoding.digest()
         if self.sink is not None:
-            self.sink(data, digest)
+            self.sink(encoding, digest)
         self.busy_seconds += time.perf_counter() - started
-        return data, digest
+        return encoding, digest
 
-    def results(self) -> tuple[list[bytes], list[bytes]]:
-        """Every checkpoint's bytes and hash, in submission order (waits for the thread; its
+    def results(self) -> tuple[list[Encoding], list[bytes]]:
+        """Every checkpoint's encoding and hash, in submission order (waits for the thread; its
         errors are raised here). The writer is finished afterwards."""
         try:
             done = [f.result() for f in self._pending]

@@ -18,7 +18,7 @@ from dilochain.training.dataset import Dataset
 from dilochain.training.diloco import pseudo_gradient
 from dilochain.training.distributed import DataParallel
 from dilochain.training.model import CausalLM
-from dilochain.training.tensor_codec import encode_state
+from dilochain.training.tensor_codec import Encoding, encode_state
 from dilochain.training.train_step import fresh_inner_state, train_step
 
 Progress = Callable[[int, float, float], None]  # (step, loss, tokens per second)
@@ -28,7 +28,7 @@ Progress = Callable[[int, float, float], None]  # (step, loss, tokens per second
 class RoundResult:
     """What a round produces: artifacts to publish and the fields of its commit."""
 
-    checkpoints: list[bytes]
+    checkpoints: list[Encoding]
     checkpoint_hashes: list[bytes]
     ckpt_root: bytes
     pseudo_grad: bytes

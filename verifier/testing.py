@@ -30,8 +30,8 @@ def publish_round(
     base_hash = store.put(encode_state(base))
     residual_in_hash = store.put(encode_state(residual_in)) if residual_in is not None else b""
     start_delta_hash = store.put(start_delta) if start_delta is not None else b""
-    for data in result.checkpoints:
-        store.put(data)
+    for encoding, digest in zip(result.checkpoints, result.checkpoint_hashes, strict=True):
+        store.put_parts(encoding.parts, digest)
     hashes = result.checkpoint_hashes
     commit = RoundCommit(
         run_id="r", round=round_, host=host, ckpt_root=result.ckpt_root,
