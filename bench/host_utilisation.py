@@ -2,16 +2,18 @@
 rounds one after another (train, then wait while the round is verified) and overlapped (the next
 round trains while the last is verified). Real node and verifier processes against the real
 chain (0.2 s blocks), rounds of H = ``--h`` inner steps of the ``small`` preset. The commit
-window is sized so a round's training fills ``--fill`` of it, at the inner-step time a node
-measures here first (an overlapped calibration run with a window twice as long). Utilisation is
-read from each host's ``dilochain_node_training_seconds`` counter between the start of round 1
-and the start of the last round. Everything shares this machine's cores, so the verifiers run
-at the lowest CPU priority (nice 19): their screens and replays, which in an overlapped run
-happen while the host trains, would otherwise slow its steps as verifiers on their own machines
-do not.
+window is sized so a round's training fills ``--fill`` of it: for the first schedule at the
+inner-step time this process measures (plus 15%), for the overlapped one at the step and block
+times the node measured in the first run (the closest estimate of the next run on a noisy
+machine).
+Utilisation is read from each host's ``dilochain_node_training_seconds`` counter between the
+start of round 1 and the start of the last round. Everything shares this machine's cores, so the
+verifiers run at the lowest CPU priority (nice 19): their screens and replays, which in an
+overlapped run happen while the host trains, would otherwise slow its steps as verifiers on
+their own machines do not.
 
     .venv/bin/python -m bench.host_utilisation [--h 60] [--rounds 6] [--hosts 1]
-        [--fill 0.9 | --window BLOCKS] [--overlapped-only] [--threads 1]
+        [--fill 0.96 | --window BLOCKS] [--overlapped-only] [--threads 1]
 """
 
 from __future__ import annotations
@@ -45,16 +47,23 @@ from dilochain.protocol.params import DENOM
 from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgCreateRun
 from dilochain.protocol.schedule import round_window
 from dilochain.testutil import CHAIN_ID, shipped_data, wallet
+from dilochain.training.model import build_model
 from dilochain.training.run_config import make_run_config
+from dilochain.training.train_step import fresh_inner_state, set_deterministic, train_step
 
 PASSWORD = "pw"
 BLOCK_SECONDS = 0.2
 COLLATERAL = 10_000_000
-# 26 blocks of verification: inside the commit window (an overlapped run needs that).
+# 26 blocks of verification: inside the commit window (an overlapped run needs that). The
+# chain's default sampling rate: verifiers screen every commit and replay ~1.5% of segments, as
+# in production, where they do it on their own machines rather than on the host's cores.
 POC = {"beacon_reveal_blocks": 4, "reveal_window_blocks": 6, "verdict_window_blocks": 12,
-       "verdict_open_blocks": 4, "sampling_rate": "0.2", "verifiers_per_challenge": 2,
-       "quorum": 2, "min_verifier_collateral": COLLATERAL}  # fmt: skip
+       "verdict_open_blocks": 4, "verifiers_per_challenge": 2, "quorum": 2,
+       "min_verifier_collateral": COLLATERAL}  # fmt: skip
 VERIFIERS = 2
+# A node's steps run ~10-15% slower than this process's alone (its service threads, the
+# verifiers beside it): the first run's window allows for it.
+NODE_SLOWER = 1.15
 
 
 def training(url: str) -> tuple[float, float]:
@@ -112,7 +121,11 @@ def measure(root: Path, overlap: bool, args, window: int, rounds: int) -> Measur
             for height in (first, last):
                 while poc.round_info("u").height < height:
                     time.sleep(0.02)
-                samples.append((time.monotonic(), [training(u) for u in urls]))
+                try:
+                    samples.append((time.monotonic(), [training(u) for u in urls]))
+                except OSError as err:  # a node that is gone: show why
+                    logs = "\n".join((h / "node.log").read_text()[-2000:] for h in homes)
+                    raise SystemExit(f"metrics unreachable ({err}):\n{logs}") from None
             (t0, a), (t1, b) = samples
             for home, proc in zip(homes, procs, strict=True):
                 if proc.wait(600) != 0:
@@ -131,44 +144,59 @@ def measure(root: Path, overlap: bool, args, window: int, rounds: int) -> Measur
     )
 
 
+def step_seconds_here(threads: int, steps: int = 12) -> float:
+    """Seconds per ``small`` inner step in this process, after two steps to warm up."""
+    set_deterministic(threads)
+    data, pins = shipped_data()
+    cfg = make_run_config(pins, "small")
+    model = build_model(cfg.model_config, cfg.seed)
+    state = fresh_inner_state(model, cfg, {n: p.detach() for n, p in model.named_parameters()})
+    for _ in range(2):
+        train_step(state, cfg, data, (0,), 1, 0)
+    started = time.perf_counter()
+    for _ in range(steps):
+        train_step(state, cfg, data, (0,), 1, 0)
+    return (time.perf_counter() - started) / steps
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--h", type=int, default=60, help="inner steps per round")
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--hosts", type=int, default=1)
-    parser.add_argument("--fill", type=float, default=0.9,
+    parser.add_argument("--fill", type=float, default=0.96,
                         help="share of the commit window a round's training takes")  # fmt: skip
     parser.add_argument("--threads", type=int, default=1, help="torch threads per host")
     parser.add_argument("--window", type=int, default=0,
-                        help="commit window in blocks (default: sized by --fill from a "
-                             "calibrating run)")  # fmt: skip
+                        help="commit window in blocks for every schedule (default: sized by "
+                             "--fill)")  # fmt: skip
     parser.add_argument("--overlapped-only", action="store_true")
     args = parser.parse_args()
     console = Console()
     window = args.window
     if not window:
-        with tempfile.TemporaryDirectory(prefix="dilochain-util-") as tmp:
-            calibration = measure(Path(tmp), True, args, 2 * args.h, 4)
-        step, block = max(calibration.step_seconds), calibration.block_seconds
-        window = math.ceil(args.h * step / args.fill / block)
-        console.print(f"small preset: {step:.3f} s per inner step in a node here, {block:.3f} s "
-                      f"per block; H = {args.h} (~{args.h * step:.1f} s)")  # fmt: skip
-    console.print(f"a {window}-block commit window; {args.hosts} host(s), {VERIFIERS} verifiers")
+        step = step_seconds_here(args.threads)
+        window = math.ceil(args.h * step * NODE_SLOWER / args.fill / BLOCK_SECONDS)
+        console.print(f"small preset: {step:.3f} s per inner step here; H = {args.h}")
+    console.print(f"{args.hosts} host(s), {VERIFIERS} verifiers")
     # "training / window": a round's seconds in inner steps over its commit window's seconds,
     # the most an overlapped host can reach (it idles the rest of the window).
-    table = Table("schedule", "rounds measured", "utilisation per host", "s / inner step",
-                  "training / window", "commits")  # fmt: skip
+    table = Table("schedule", "window (blocks)", "rounds measured", "utilisation per host",
+                  "s / inner step", "training / window", "commits")  # fmt: skip
     for overlap in (True,) if args.overlapped_only else (False, True):
         with tempfile.TemporaryDirectory(prefix="dilochain-util-") as tmp:
             found = measure(Path(tmp), overlap, args, window, args.rounds)
         name = "overlapped" if overlap else "one after another"
         shares = ", ".join(f"{s:.1%}" for s in found.utilisation)
-        console.print(f"{name}: {shares}")
+        console.print(f"{name} ({window} blocks): {shares}")
         fits = [args.h * s / (window * found.block_seconds) for s in found.step_seconds]
-        table.add_row(name, str(args.rounds - 2), shares,
+        table.add_row(name, str(window), str(args.rounds - 2), shares,
                       ", ".join(f"{s:.3f}" for s in found.step_seconds),
                       ", ".join(f"{f:.1%}" for f in fits),
                       f"{found.commits} of {args.rounds * args.hosts}")  # fmt: skip
+        if not args.window:  # the next run's window, from this run's steps and blocks
+            step, block = max(found.step_seconds), found.block_seconds
+            window = math.ceil(args.h * step / args.fill / block)
     console.print(table)
 
 

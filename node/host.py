@@ -627,12 +627,13 @@ class HostNode:
         return sum(outcome.result() for outcome in outcomes)
 
     def _too_late(self, round_: int) -> bool:
-        """Whether round ``round_`` would miss its window at the pace of this host's last
-        round: then it is skipped (one log line), and the next round, whose window is a whole
-        window later, started as early as its roster allows."""
+        """Whether this host is too late for round ``round_`` at its pace (``Pace.skip``): then
+        the round is skipped (one log line), and the next started as early as its roster
+        allows."""
         height = self._round_info().height
         end = round_window(self.run_, self.chain_params, round_).end
-        if self.pace.fits(height, end):
+        earliest = roster_height(self.run_, self.chain_params, round_)
+        if not self.pace.skip(height, earliest, end):
             return False
         log.warning("round %d: skipped: its window closes at block %d (now %d), and a round "
                     "takes this host %.1f s (%.2f s a block)", round_, end, height,

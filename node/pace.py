@@ -40,3 +40,10 @@ class Pace:
         if block is None or self.round_seconds is None or block <= 0:
             return True
         return height + self.round_seconds / block + 1 <= window_end
+
+    def skip(self, height: int, earliest: int, window_end: int) -> bool:
+        """Whether to skip a round whose window ends at ``window_end``: at this pace, started
+        after block ``height`` it misses its window, started after ``earliest`` (when its roster
+        was drawn) it would not have — so a host that is late, not slow, catches up on the next
+        round. A host too slow for any window does not skip (its pace may change)."""
+        return not self.fits(height, window_end) and self.fits(earliest, window_end)

@@ -34,3 +34,11 @@ def test_a_round_fits_with_a_block_to_spare_for_its_commit():
     assert not pace.fits(100, 150)
     pace.round_seconds = 12.5625  # 50.25 blocks
     assert not pace.fits(100, 151)
+
+
+def test_a_late_host_skips_a_round_but_a_slow_one_does_not():
+    pace = paced(0.25, range(0, 20))
+    pace.round_seconds = 12.5  # 50 blocks
+    assert not pace.skip(100, 90, 151)  # it fits from now
+    assert pace.skip(120, 90, 151)  # late: it would have fitted from its roster's block
+    assert not pace.skip(120, 110, 151)  # slow: it fits no window; train and see
