@@ -469,7 +469,7 @@ class HostNode:
 
     def _roster(self, round_: int) -> list[str] | None:
         """Round ``round_``'s roster if this host is in it; else None, with one log line (it
-        registered after the round's commit window opened: it joins from the next round)."""
+        registered after the roster was drawn: it joins from a later round)."""
         roster = self.poc.roster(self.cfg.run_id, round_)
         if roster is None or self.address not in roster:
             log.info("round %d: not in its roster (registered after it was drawn); training "

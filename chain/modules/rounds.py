@@ -94,7 +94,7 @@ def _handle_commit(ctx: Context, msg: MsgCommitRound) -> MsgCommitRoundResponse:
     members = registry.roster(ctx.store, msg.run_id, msg.round)
     if members is None or msg.host not in members.hosts:
         raise TxError(codes.INVALID_REQUEST, f"{msg.host} is not in round {msg.round}'s roster "
-                      "(it registered after the round's commit window opened)")  # fmt: skip
+                      "(it registered after the roster was drawn)")  # fmt: skip
     key = _commit_key(msg.run_id, msg.round, msg.host)
     if ctx.store.get(key) is not None:
         raise TxError(codes.INVALID_REQUEST, f"{msg.host} already committed round {msg.round}")
