@@ -1,7 +1,9 @@
 """Overlapped rounds with real node, verifier and chain processes: each round trains while the
 one before is verified, from the base stepped by the host's own last pseudo-gradient; the
 verifier replays those starts and passes every honest segment, the cheater is caught, and the
-chain's global states are what an independent recomputation gives."""
+chain's global states are what an independent recomputation gives. One honest host's round 1
+commit is lost (a failpoint): the round 2 it trained from it meanwhile is dropped, and its round
+3 starts from the global state alone and passes."""
 
 from __future__ import annotations
 
@@ -35,6 +37,8 @@ from dilochain.training.tensor_codec import state_hash
 pytestmark = pytest.mark.integration
 PASSWORD = "pw"
 BEHAVIORS = ["honest", "honest", "fewer-steps"]
+LOSES = 1  # the host whose round 1 commit is lost
+LOST = {(LOSES, 1), (LOSES, 2)}  # (host, round) never committed: lost, then dropped
 ROUNDS = 4
 COLLATERAL = 10_000_000
 # 52 blocks of verification inside a 60-block commit window; 8 blocks to screen every commit
@@ -57,8 +61,10 @@ def test_overlapped_rounds_train_while_the_last_is_verified(tmp_path):
     with ChainProcess(tmp_path / "chain", "200ms") as chain:
         client = LedgerClient(network_config(CHAIN_ID, chain.address))
         nodes = [spawn_node(home, "ov", "k", chain.address, PASSWORD, "--behavior", how,
-                            "--wait-for-run", "--keep-decided-rounds", str(ROUNDS))
-                 for home, how in zip(homes, BEHAVIORS, strict=True)]  # fmt: skip
+                            "--wait-for-run", "--keep-decided-rounds", str(ROUNDS),
+                            env={"DILOCHAIN_FAILPOINTS": "node.commit_lost@1"} if i == LOSES
+                            else None)
+                 for i, (home, how) in enumerate(zip(homes, BEHAVIORS, strict=True))]  # fmt: skip
         verifiers = [spawn_verifier(h, "k", chain.address, PASSWORD) for h in checkers]
         poc = PocClient(chain.address)
         try:
@@ -85,16 +91,18 @@ def test_overlapped_rounds_train_while_the_last_is_verified(tmp_path):
 
     honest = [address[h] for h, b in zip(homes, BEHAVIORS, strict=True) if b == "honest"]
     cheater = address[homes[BEHAVIORS.index("fewer-steps")]]
+    lost = {(address[homes[i]], r) for i, r in LOST}
     for r in range(ROUNDS):
         by_host = {c.host: c for c in commits[r]}
-        assert set(honest) <= set(by_host), r
+        assert {h for h in honest if (h, r) not in lost} == set(by_host) - {cheater}, r
         if r == 0:
             continue
         # Round r trained and committed while round r-1 was still being verified ...
         assert min(c.height for c in commits[r]) < round_window(run, params, r - 1).resolution
-        for host in honest:  # ... from the base stepped by its own round r-1 pseudo-gradient
-            own = next(c for c in commits[r - 1] if c.host == host)
-            assert by_host[host].start_delta_hash == own.pseudo_grad_hash
+        for host in set(honest) & set(by_host):  # ... from the base stepped by its own round
+            own = next((c for c in commits[r - 1] if c.host == host), None)  # r-1 Δ, if any
+            assert by_host[host].start_delta_hash == (own.pseudo_grad_hash if own else b"")
+    assert "round 2: dropped" in (homes[LOSES] / "node.log").read_text()
     # A host does not wait for a window to open: round 1's roster is drawn before the run
     # starts and it builds on θ_0, so every host trained it as soon as round 0 was done.
     second = round_window(run, params, 1).start
@@ -106,7 +114,7 @@ def test_overlapped_rounds_train_while_the_last_is_verified(tmp_path):
     status = {(c.host, c.round, c.segment): c.status for c in challenges}
     assert {s for (h, _, _), s in status.items() if h in honest} == {PASSED}
     assert FAILED in {s for (h, _, _), s in status.items() if h == cheater}
-    assert all((h, r, 0) in status for r in range(ROUNDS) for h in honest)
+    assert all((h, r, 0) in status for r in range(ROUNDS) for h in honest if (h, r) not in lost)
 
     # θ_{r+1} is the outer step of θ_r over round r's accepted pseudo-gradients; θ_r is recorded
     # from round r+1's commits (their base), so θ_0 … θ_{ROUNDS-2} are on chain.
@@ -119,5 +127,5 @@ def test_overlapped_rounds_train_while_the_last_is_verified(tmp_path):
         deltas = [decompress(next(s for s in stores if s.has(c.pseudo_grad_hash))
                              .get(c.pseudo_grad_hash))
                   for c in commits[r] if not c.excluded]  # fmt: skip
-        assert len(deltas) == len(honest)
+        assert len(deltas) == sum((h, r) not in lost for h in honest)
         state = outer_step(state, deltas, cfg.outer_lr, cfg.outer_momentum)

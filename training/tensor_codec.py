@@ -70,6 +70,7 @@ class Encoding:
 
     @classmethod
     def of(cls, state: dict[str, torch.Tensor]) -> Encoding:
+        """The encoding of ``state`` (viewing its tensors: see :func:`encode_parts`)."""
         return cls(tuple(encode_parts(state)))
 
     def __bytes__(self) -> bytes:
