@@ -5,12 +5,11 @@ chain (0.2 s blocks), rounds of H = ``--h`` inner steps of the ``small`` preset.
 window is sized so a round's training fills ``--fill`` of it: for the first schedule at the
 inner-step time this process measures (plus 15%), for the overlapped one at the step and block
 times the node measured in the first run (the closest estimate of the next run on a noisy
-machine).
-Utilisation is read from each host's ``dilochain_node_training_seconds`` counter between the
-start of round 1 and the start of the last round. Everything shares this machine's cores, so the
-verifiers run at the lowest CPU priority (nice 19): their screens and replays, which in an
-overlapped run happen while the host trains, would otherwise slow its steps as verifiers on
-their own machines do not.
+machine). Utilisation is read from each host's ``dilochain_node_training_seconds`` counter
+between the start of round 1 and the start of the last round. Everything shares this machine's
+cores, so the verifiers run at the lowest CPU priority (nice 19): their screens and replays,
+which in an overlapped run happen while the host trains, would otherwise slow its steps as
+verifiers on their own machines do not.
 
     .venv/bin/python -m bench.host_utilisation [--h 60] [--rounds 6] [--hosts 1]
         [--fill 0.96 | --window BLOCKS] [--overlapped-only] [--threads 1]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import socket
 from pathlib import Path
 
@@ -17,9 +18,30 @@ from dilochain.chain.home import (
 from dilochain.genesis.document import GenesisDoc, load_genesis, parse_genesis, save_genesis
 
 
+def _ephemeral_low() -> int:
+    """The lowest port the kernel hands out as a connection's source port (Linux; else the
+    IANA default)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 49152
+
+
 def free_port() -> int:
-    """A loopback TCP port that is free now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+    """A loopback TCP port that is free now, below the kernel's ephemeral range: a port
+    written into a config is bound only later, and an ephemeral one can meanwhile become some
+    connection's source port (found as "bind: address already in use" when a testnet node
+    started after its peers)."""
+    low = _ephemeral_low()
+    for _ in range(200):
+        port = random.randrange(max(1024, low - 20000), low)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:  # all taken: any free one
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
 

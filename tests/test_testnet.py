@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import base64
 import signal
+import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from cosmpy.aerial.client import LedgerClient
 
 from dilochain.chain.home import genesis_path, node_id, read_config
-from dilochain.chain.testnet import init_testnet, node_homes, rpc_address
+from dilochain.chain.testnet import free_port, init_testnet, node_homes, rpc_address
 from dilochain.client import network_config
 from dilochain.genesis.document import load_genesis
 from dilochain.localnet import LocalNetwork, rpc_call
@@ -115,3 +117,11 @@ def test_testnet_commands(tmp_path):
         _, err = up.communicate(timeout=60)
     assert up.returncode == 0, err
     assert "Traceback" not in err
+
+
+def test_free_ports_are_below_the_ephemeral_range_and_bindable():
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    for port in {free_port() for _ in range(20)}:
+        assert 1024 <= port < low
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            probe.bind(("127.0.0.1", port))
