@@ -4,11 +4,11 @@ pseudo-gradient a one-process verifier replays within tolerance, and its cheats 
 from __future__ import annotations
 
 import pickle
-import socket
 from pathlib import Path
 
 import torch.multiprocessing as mp
 
+from dilochain.chain.testnet import free_port
 from dilochain.node.behaviors import RoundJob
 from dilochain.node.cheats import behavior
 from dilochain.training.diloco import params_of
@@ -22,12 +22,6 @@ from tests.test_verifier_replay import CFG, DATA, EXACT, HOST, TOLERANT, base, h
 
 __all__ = ["base"]  # the module-scoped fixture, shared
 WORLD = 2
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _rank(rank: int, address: str, out: Path, base_state: dict) -> None:
@@ -51,7 +45,7 @@ def _rank(rank: int, address: str, out: Path, base_state: dict) -> None:
 
 
 def test_two_rank_rounds_replay_in_one_process(tmp_path, base):
-    address = f"127.0.0.1:{_free_port()}"
+    address = f"127.0.0.1:{free_port()}"
     mp.start_processes(_rank, args=(address, tmp_path, base), nprocs=WORLD, start_method="spawn")
     results = pickle.loads((tmp_path / "results.pkl").read_bytes())
     assert (tmp_path / "served").read_text() == "3"  # rank 1 trained every round rank 0 did
