@@ -8,7 +8,8 @@ node's own model, data shards and step code. Prints final held-out loss, bytes s
 and the ratio to DDP (a node's proof work is ``bench/proof_work.py``).
 
     .venv/bin/python -m bench.diloco_vs_ddp [--steps 1000] [--workers 4] [--h 50,200]
-        [--compressors fp32,int8,dct-top4] [--delayed] [--churn 0.25] [--data DIR] [--jobs 2]
+        [--compressors fp32,int8,dct-top4] [--inner-lr 4e-4] [--batch-size 8]
+        [--inner-state reset|carried|both] [--delayed] [--churn 0.25] [--data DIR] [--jobs 2]
     .venv/bin/python -m bench.diloco_vs_ddp --long   # 5,000 steps, H=50 (100 outer steps),
                                                      # every compressor
 """
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import itertools
 import multiprocessing
 import time
 from pathlib import Path
@@ -78,33 +80,42 @@ def absent(workers: list[str], round_: int, churn: float) -> set[str]:
     return set(order[: round(churn * len(workers))])
 
 
-def run_diloco(cfg, corpus, workers, steps, heldout, delayed=False, churn=0.0) -> tuple[float, int]:
+def run_diloco(
+    cfg, corpus, workers, steps, heldout, delayed=False, churn=0.0, carry=False
+) -> tuple[float, int]:
     """DiLoCo with H = cfg.inner_steps and cfg.compression ("fp32": none). ``delayed``: the
     overlapped rounds of a run with ``overlap`` (one-step delay): round r trains before round
     r-1's aggregate is known, each worker from ``diloco.round_start`` (θ_{r-1} stepped by its own
     round r-1 pseudo-gradient), as hosts and verifiers do. ``churn``: that fraction of the
     workers, drawn anew each round, is absent (trains nothing; as on chain, its next round
-    starts without an error-feedback residual). Returns (eval loss, bytes sent per worker)."""
+    starts without an error-feedback residual). ``carry``: each worker keeps its AdamW moments
+    from round to round (as in the DiLoCo paper) instead of starting every round from zero as
+    hosts do. Returns (eval loss, bytes sent per worker)."""
     model = build_model(cfg.model_config, cfg.seed)
     state = initial_global({n: p.detach().clone() for n, p in model.named_parameters()})
     residuals: dict[str, dict | None] = dict.fromkeys(workers)
     sent, previous, own = 0, state, dict.fromkeys(workers)
+    moments: dict[str, dict | None] = dict.fromkeys(workers)
     for round_ in range(steps // cfg.inner_steps):
         deltas = []
         away = absent(workers, round_, churn)
         for worker in workers:
             if worker in away:
-                residuals[worker] = own[worker] = None
+                residuals[worker] = own[worker] = moments[worker] = None
                 continue
             start = params_of(state)
             if delayed:
                 start = round_start(previous, own[worker], cfg.outer_lr, cfg.outer_momentum)
             inner = fresh_inner_state(model, cfg, start)
+            if carry and moments[worker] is not None:
+                inner.optimizer.load_state_dict(moments[worker])
             shards = corpus.shards_of(cfg.seed, worker, workers)
             seed = int.from_bytes(hashlib.sha256(f"{worker}/{round_}".encode()).digest()[:8], "big")
             while inner.step < cfg.inner_steps:
                 train_step(inner, cfg, corpus, shards, seed, round_)
             delta = pseudo_gradient(start, inner.params())
+            if carry:
+                moments[worker] = inner.optimizer.state_dict()
             if cfg.compression != "fp32":
                 data, residuals[worker] = compress_with_feedback(
                     delta, residuals[worker], cfg.compression
@@ -122,17 +133,18 @@ def run_diloco(cfg, corpus, workers, steps, heldout, delayed=False, churn=0.0) -
 
 def _method(job: tuple) -> tuple[str, float, int, float]:
     """One method in a worker process: (name, eval loss, bytes per worker, seconds)."""
-    name, h, compression, delayed, churn, args = job
+    name, h, compression, variant, args = job
     set_deterministic(args.threads)
     corpus, pins = _data(args.data)
     cfg = make_run_config(pins, "small", model=BENCH_MODEL, total_rounds=max(1, args.steps // h),
-                          inner_steps=h, warmup_steps=50, compression=compression)  # fmt: skip
+                          inner_steps=h, warmup_steps=50, compression=compression,
+                          inner_lr=args.inner_lr, batch_size=args.batch_size)  # fmt: skip
     heldout = corpus.heldout_batches(16, cfg.batch_size, cfg.seq_len)
     workers, t = _workers(args.workers), time.perf_counter()
     if compression is None:
         loss, sent = run_ddp(cfg, corpus, workers, args.steps, heldout)
     else:
-        loss, sent = run_diloco(cfg, corpus, workers, args.steps, heldout, delayed, churn)
+        loss, sent = run_diloco(cfg, corpus, workers, args.steps, heldout, **variant)
     return name, loss, sent, time.perf_counter() - t
 
 
@@ -151,34 +163,64 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=1, help="methods run side by side")
     parser.add_argument("--data", type=Path, help="a prepared dataset (default: the shipped one)")
     parser.add_argument("--h", default="50,200", help="inner steps per round, comma-separated")
-    parser.add_argument("--compressors", default="fp32,int8,dct-top4",
-                        help="fp32 (none) or run compressors, comma-separated")  # fmt: skip
-    parser.add_argument("--delayed", action="store_true",
-                        help="also each DiLoCo method in overlapped rounds")  # fmt: skip
-    parser.add_argument("--churn", type=float, default=0.0,
-                        help="also each DiLoCo method with this fraction of workers absent in "
-                        "each round (a new draw every round)")  # fmt: skip
-    parser.add_argument("--long", action="store_true",
-                        help="5,000 steps at H=50 (100 outer steps), every compressor")  # fmt: skip
+    parser.add_argument(
+        "--compressors",
+        help="fp32 (none) or run compressors, comma-separated (default "
+        "fp32,int8,dct-top4; with --long fp32,int8,int4,dct-top4,dct-top2)",
+    )
+    parser.add_argument(
+        "--inner-lr",
+        type=float,
+        default=4e-4,
+        help="peak inner learning rate, DP's too (the run default)",
+    )
+    parser.add_argument("--batch-size", type=int, default=8, help="sequences per worker step")
+    parser.add_argument(
+        "--inner-state",
+        choices=("reset", "carried", "both"),
+        default="reset",
+        help="each DiLoCo round starts AdamW from zero as hosts do (reset), "
+        "keeps each worker's moments (carried, as in the DiLoCo paper), or both",
+    )
+    parser.add_argument(
+        "--delayed", action="store_true", help="also each DiLoCo method in overlapped rounds"
+    )
+    parser.add_argument(
+        "--churn",
+        type=float,
+        default=0.0,
+        help="also each DiLoCo method with this fraction of workers absent in "
+        "each round (a new draw every round)",
+    )
+    parser.add_argument(
+        "--long",
+        action="store_true",
+        help="5,000 steps at H=50 (100 outer steps), every compressor by default",
+    )
     args = parser.parse_args()
     if args.long:
         args.steps, args.h = 5000, "50"
-        args.compressors = "fp32,int8,int4,dct-top4,dct-top2"
+    args.compressors = args.compressors or (
+        "fp32,int8,int4,dct-top4,dct-top2" if args.long else "fp32,int8,dct-top4"
+    )
     console = Console()
     corpus, _ = _data(args.data)
     console.print(f"model: {parameter_count(build_model(llama_config(corpus), 1)):,} parameters; "
-                  f"{args.workers} workers x {args.steps} steps; data {corpus.root} "
+                  f"{args.workers} workers x {args.steps} steps of {args.batch_size} sequences, "
+                  f"inner lr {args.inner_lr:g}; data {corpus.root} "
                   f"({sum(s.tokens for s in corpus.manifest.shards):,} tokens)")  # fmt: skip
-    jobs = [("synchronous DP", args.steps, None, False, 0.0, args)]
-    for h in map(int, args.h.split(",")):
-        for c in args.compressors.split(","):
-            jobs.append((f"DiLoCo H={h} {c}", h, c, False, 0.0, args))
-            if args.delayed:
-                jobs.append((f"DiLoCo H={h} {c}, overlapped (one-step delay)", h, c, True, 0.0,
-                             args))  # fmt: skip
-            if args.churn:
-                jobs.append((f"DiLoCo H={h} {c}, {args.churn:.0%} of workers absent each round",
-                             h, c, False, args.churn, args))  # fmt: skip
+    jobs = [("synchronous DP", args.steps, None, {}, args)]
+    carried = {"reset": [False], "carried": [True], "both": [False, True]}[args.inner_state]
+    for h, c, carry in itertools.product(map(int, args.h.split(",")),
+                                         args.compressors.split(","), carried):  # fmt: skip
+        name = f"DiLoCo H={h} {c}" + (", AdamW carried" if carry else "")
+        jobs.append((name, h, c, {"carry": carry}, args))
+        if args.delayed:
+            jobs.append((f"{name}, overlapped (one-step delay)", h, c,
+                         {"carry": carry, "delayed": True}, args))  # fmt: skip
+        if args.churn:
+            jobs.append((f"{name}, {args.churn:.0%} of workers absent each round", h, c,
+                         {"carry": carry, "churn": args.churn}, args))  # fmt: skip
     with multiprocessing.get_context("spawn").Pool(args.jobs) as pool:
         results = {}
         for name, loss, sent, seconds in pool.imap_unordered(_method, jobs):

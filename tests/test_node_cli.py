@@ -239,12 +239,14 @@ def test_run_create_pins_model_tokenizer_and_data_and_checks_them_first(
         (["--data", str(tmp_path / "nowhere")], "nowhere/manifest.json: no such file"),
         (["--model-config", str(tmp_path / "missing.json")], "missing.json"),
         (["--overlap", "--round-blocks", "5"], "an overlapped run needs round_blocks above"),
+        (["--outer-momentum", "1.0"], "outer_momentum"),
     ]  # fmt: skip
     for i, (args, needle) in enumerate(mistakes):
         one_line_error(run_create(home, "--run-id", f"bad{i}", *args, chain=chain), needle)
     created = run_create(home, "--run-id", "qwen-run", "--data", str(data.root), "--model-config",
                          str(tmp_path / "qwen.json"), "--rounds", "3", "--overlap",
-                         "--round-blocks", "30", "--outer-lr", "0.5", chain=chain)  # fmt: skip
+                         "--round-blocks", "30", "--outer-lr", "0.5", "--inner-lr", "1e-3",
+                         chain=chain)  # fmt: skip
     assert created.returncode == 0, created.stderr[-2000:]
     assert "qwen2 model" in created.stdout
     with PocClient(chain) as poc:
@@ -254,7 +256,7 @@ def test_run_create_pins_model_tokenizer_and_data_and_checks_them_first(
     assert run.config.tokenizer_hash == pins.tokenizer_hash
     assert run.config.model_config == model_config.canonical(qwen)
     assert run.config.total_rounds == 3 and run.config.overlap and run.config.round_blocks == 30
-    assert run.config.outer_lr == 0.5
+    assert run.config.outer_lr == 0.5 and abs(run.config.inner_lr - 1e-3) < 1e-9
 
 
 def test_leave(running_chain, run_id, operator):

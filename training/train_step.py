@@ -133,7 +133,6 @@ def run_segment(
 
 
 @torch.no_grad()
-@torch.no_grad()
 def eval_loss(model: CausalLM, batches: list[torch.Tensor]) -> float:
     """Mean held-out loss."""
     model.eval()

@@ -25,7 +25,8 @@ _OVERRIDES = [
     ("inner-steps", int, "inner_steps"), ("checkpoint-interval", int, "checkpoint_interval"),
     ("start-delay-blocks", int, "start_delay_blocks"), ("min-collateral", str, "min_collateral"),
     ("compression", str, "compression"), ("precision", str, "precision"),
-    ("outer-lr", float, "outer_lr"),
+    ("inner-lr", float, "inner_lr"), ("outer-lr", float, "outer_lr"),
+    ("outer-momentum", float, "outer_momentum"),
 ]  # fmt: skip
 
 
