@@ -138,7 +138,7 @@ def _method(job: tuple) -> tuple[str, float, int, float]:
     corpus, pins = _data(args.data)
     cfg = make_run_config(pins, "small", model=BENCH_MODEL, total_rounds=max(1, args.steps // h),
                           inner_steps=h, warmup_steps=50, compression=compression,
-                          inner_lr=args.inner_lr, batch_size=args.batch_size)  # fmt: skip
+                          **_knobs(args))  # fmt: skip
     heldout = corpus.heldout_batches(16, cfg.batch_size, cfg.seq_len)
     workers, t = _workers(args.workers), time.perf_counter()
     if compression is None:
@@ -146,6 +146,12 @@ def _method(job: tuple) -> tuple[str, float, int, float]:
     else:
         loss, sent = run_diloco(cfg, corpus, workers, args.steps, heldout, **variant)
     return name, loss, sent, time.perf_counter() - t
+
+
+def _knobs(args: argparse.Namespace) -> dict:
+    """The RunConfig fields the command line sets (the run's defaults for the others)."""
+    given = {"inner_lr": args.inner_lr, "batch_size": args.batch_size}
+    return {field: value for field, value in given.items() if value is not None}
 
 
 def _data(folder: Path | None) -> tuple[Dataset, Pins]:
@@ -169,12 +175,11 @@ def main() -> None:
         "fp32,int8,dct-top4; with --long fp32,int8,int4,dct-top4,dct-top2)",
     )
     parser.add_argument(
-        "--inner-lr",
-        type=float,
-        default=4e-4,
-        help="peak inner learning rate, DP's too (the run default)",
+        "--inner-lr", type=float, help="peak inner learning rate, DP's too (default: the run's)"
     )
-    parser.add_argument("--batch-size", type=int, default=8, help="sequences per worker step")
+    parser.add_argument(
+        "--batch-size", type=int, help="sequences per worker step (default: the run's)"
+    )
     parser.add_argument(
         "--inner-state",
         choices=("reset", "carried", "both"),
@@ -205,9 +210,10 @@ def main() -> None:
     )
     console = Console()
     corpus, _ = _data(args.data)
+    cfg = make_run_config(Pins("", "", corpus.manifest.vocab_size), "small", **_knobs(args))
     console.print(f"model: {parameter_count(build_model(llama_config(corpus), 1)):,} parameters; "
-                  f"{args.workers} workers x {args.steps} steps of {args.batch_size} sequences, "
-                  f"inner lr {args.inner_lr:g}; data {corpus.root} "
+                  f"{args.workers} workers x {args.steps} steps of {cfg.batch_size} sequences, "
+                  f"inner lr {cfg.inner_lr:g}; data {corpus.root} "
                   f"({sum(s.tokens for s in corpus.manifest.shards):,} tokens)")  # fmt: skip
     jobs = [("synchronous DP", args.steps, None, {}, args)]
     carried = {"reset": [False], "carried": [True], "both": [False, True]}[args.inner_state]
