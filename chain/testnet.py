@@ -33,17 +33,15 @@ def free_port() -> int:
     connection's source port (found as "bind: address already in use" when a testnet node
     started after its peers)."""
     low = _ephemeral_low()
-    for _ in range(200):
-        port = random.randrange(max(1024, low - 20000), low)
+    candidates = [random.randrange(max(1024, low - 20000), low) for _ in range(200)]
+    for port in [*candidates, 0]:  # 0 last: all taken, any free one
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
             try:
                 probe.bind(("127.0.0.1", port))
             except OSError:
                 continue
-            return port
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:  # all taken: any free one
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+            return probe.getsockname()[1]
+    raise OSError("no free loopback port")
 
 
 def loopback_config(moniker: str, block_time: str) -> NodeConfig:
