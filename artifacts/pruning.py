@@ -4,9 +4,11 @@ The artifact store is content-addressed and knows nothing of rounds, so the host
 ledger (``artifacts.jsonl`` in its state folder) what it stored for which round and why. Once a
 round's challenges are decided (plus a margin of rounds, for peers that restart and verifiers
 that are late), its segment checkpoints and pseudo-gradients can go; a round's error-feedback
-residual one round later (the next round's commit is checked against it); global states are
-kept for the newest ``keep`` rounds plus every ``archive_every``-th round. A hash that any kept
-entry still names is never deleted. The dataset files the host serves are not in the ledger.
+residual and final checkpoint (whose AdamW moments a run with ``carry_inner_state`` carries)
+one round later (the next round starts from them and its commit is checked against them);
+global states are kept for the newest ``keep`` rounds plus every ``archive_every``-th round. A
+hash that any kept entry still names is never deleted. The dataset files the host serves are not
+in the ledger.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Literal
 
 from dilochain.artifacts.store import LocalArtifactStore
 
-Kind = Literal["checkpoint", "pseudo_grad", "residual", "global"]
+Kind = Literal["checkpoint", "pseudo_grad", "residual", "final", "global"]
 
 
 @dataclass(frozen=True)
@@ -52,7 +54,7 @@ def prunable(entries: list[Entry], resolved: int, retention: Retention) -> list[
             archived = retention.archive_every and e.round % retention.archive_every == 0
             recent = e.round > newest - retention.keep_global_states
             gone = e.round + margin <= resolved and not archived and not recent
-        elif e.kind == "residual":
+        elif e.kind in ("residual", "final"):
             gone = e.round + 1 + margin <= resolved
         else:
             gone = e.round + margin <= resolved

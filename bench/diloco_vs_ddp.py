@@ -9,7 +9,7 @@ and the ratio to DDP (a node's proof work is ``bench/proof_work.py``).
 
     .venv/bin/python -m bench.diloco_vs_ddp [--steps 1000] [--workers 4] [--h 50,200]
         [--compressors fp32,int8,dct-top4] [--inner-lr 4e-4] [--batch-size 8]
-        [--inner-state reset|carried|both] [--delayed] [--churn 0.25] [--data DIR] [--jobs 2]
+        [--inner-state carried|reset|both] [--delayed] [--churn 0.25] [--data DIR] [--jobs 2]
     .venv/bin/python -m bench.diloco_vs_ddp --long   # 5,000 steps, H=50 (100 outer steps),
                                                      # every compressor
 """
@@ -80,17 +80,16 @@ def absent(workers: list[str], round_: int, churn: float) -> set[str]:
     return set(order[: round(churn * len(workers))])
 
 
-def run_diloco(
-    cfg, corpus, workers, steps, heldout, delayed=False, churn=0.0, carry=False
-) -> tuple[float, int]:
+def run_diloco(cfg, corpus, workers, steps, heldout, delayed=False, churn=0.0) -> tuple[float, int]:
     """DiLoCo with H = cfg.inner_steps and cfg.compression ("fp32": none). ``delayed``: the
     overlapped rounds of a run with ``overlap`` (one-step delay): round r trains before round
     r-1's aggregate is known, each worker from ``diloco.round_start`` (θ_{r-1} stepped by its own
     round r-1 pseudo-gradient), as hosts and verifiers do. ``churn``: that fraction of the
     workers, drawn anew each round, is absent (trains nothing; as on chain, its next round
-    starts without an error-feedback residual). ``carry``: each worker keeps its AdamW moments
-    from round to round (as in the DiLoCo paper) instead of starting every round from zero as
-    hosts do. Returns (eval loss, bytes sent per worker)."""
+    starts without an error-feedback residual, nor carried moments). With the run's
+    ``carry_inner_state`` each worker's round starts from the AdamW moments of its last final
+    checkpoint (``train_step.start_checkpoint``, as hosts do), else from zero moments. Returns
+    (eval loss, bytes sent per worker)."""
     model = build_model(cfg.model_config, cfg.seed)
     state = initial_global({n: p.detach().clone() for n, p in model.named_parameters()})
     residuals: dict[str, dict | None] = dict.fromkeys(workers)
@@ -106,16 +105,14 @@ def run_diloco(
             start = params_of(state)
             if delayed:
                 start = round_start(previous, own[worker], cfg.outer_lr, cfg.outer_momentum)
-            inner = fresh_inner_state(model, cfg, start)
-            if carry and moments[worker] is not None:
-                inner.optimizer.load_state_dict(moments[worker])
+            inner = fresh_inner_state(model, cfg, start, moments[worker])
             shards = corpus.shards_of(cfg.seed, worker, workers)
             seed = int.from_bytes(hashlib.sha256(f"{worker}/{round_}".encode()).digest()[:8], "big")
             while inner.step < cfg.inner_steps:
                 train_step(inner, cfg, corpus, shards, seed, round_)
             delta = pseudo_gradient(start, inner.params())
-            if carry:
-                moments[worker] = inner.optimizer.state_dict()
+            if cfg.carry_inner_state:
+                moments[worker] = {k: v.clone() for k, v in inner.checkpoint().items()}
             if cfg.compression != "fp32":
                 data, residuals[worker] = compress_with_feedback(
                     delta, residuals[worker], cfg.compression
@@ -136,8 +133,10 @@ def _method(job: tuple) -> tuple[str, float, int, float]:
     name, h, compression, variant, args = job
     set_deterministic(args.threads)
     corpus, pins = _data(args.data)
+    variant = dict(variant)
     cfg = make_run_config(pins, "small", model=BENCH_MODEL, total_rounds=max(1, args.steps // h),
                           inner_steps=h, warmup_steps=50, compression=compression,
+                          carry_inner_state=variant.pop("carry", False),
                           **_knobs(args))  # fmt: skip
     heldout = corpus.heldout_batches(16, cfg.batch_size, cfg.seq_len)
     workers, t = _workers(args.workers), time.perf_counter()
@@ -183,9 +182,10 @@ def main() -> None:
     parser.add_argument(
         "--inner-state",
         choices=("reset", "carried", "both"),
-        default="reset",
-        help="each DiLoCo round starts AdamW from zero as hosts do (reset), "
-        "keeps each worker's moments (carried, as in the DiLoCo paper), or both",
+        default="carried",
+        help="each DiLoCo worker keeps its AdamW moments from round to round (carried, as "
+        "runs do by default), starts every round from zero moments (reset, a run with "
+        "--reset-inner-state), or both",
     )
     parser.add_argument(
         "--delayed", action="store_true", help="also each DiLoCo method in overlapped rounds"
@@ -219,7 +219,7 @@ def main() -> None:
     carried = {"reset": [False], "carried": [True], "both": [False, True]}[args.inner_state]
     for h, c, carry in itertools.product(map(int, args.h.split(",")),
                                          args.compressors.split(","), carried):  # fmt: skip
-        name = f"DiLoCo H={h} {c}" + (", AdamW carried" if carry else "")
+        name = f"DiLoCo H={h} {c}" + ("" if carry else ", AdamW reset each round")
         jobs.append((name, h, c, {"carry": carry}, args))
         if args.delayed:
             jobs.append((f"{name}, overlapped (one-step delay)", h, c,

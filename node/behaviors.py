@@ -31,6 +31,9 @@ class RoundJob:
     round: int
     start: dict[str, torch.Tensor]  # the parameters the round starts from
     residual: dict[str, torch.Tensor] | None  # the one the host's last committed round left
+    # That round's final checkpoint, whose AdamW moments this round continues from (runs with
+    # carry_inner_state; None: zero moments).
+    carried: dict[str, torch.Tensor] | None = None
     progress: Progress | None = None
     # Another host's pseudo-gradient of this round once one is committed (None if none comes
     # in time); only a copying cheat calls it.
@@ -42,7 +45,7 @@ class RoundJob:
     def train(self, cfg: RunConfig | None = None, host: str | None = None) -> RoundResult:
         """The honest round (optionally under another config or host identity)."""
         return train_round(self.model, cfg or self.cfg, self.data, host or self.host,
-                           self.round, self.start, self.residual, self.progress,
+                           self.round, self.start, self.residual, self.carried, self.progress,
                            self.sink, self.parallel, self.roster)  # fmt: skip
 
 

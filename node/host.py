@@ -83,14 +83,25 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
+class Chained:
+    """What a host's round r commit hands its round r+1, as the chain chains them: the
+    pseudo-gradient (an overlapped run's start), the error-feedback residual and the final
+    checkpoint (AdamW's moments, in a run with ``carry_inner_state``)."""
+
+    pseudo_grad_hash: bytes
+    residual_hash: bytes
+    final_hash: bytes
+
+
+@dataclass(frozen=True)
 class Sent:
     """A round handed to the committer thread: the last block its commit can land in, the
-    commit's outcome, and the (pseudo-gradient, residual) hashes it commits to."""
+    commit's outcome, and what it hands the next round."""
 
     round: int
     window_end: int
     outcome: Future[bool]
-    hashes: tuple[bytes, bytes]
+    chained: Chained
 
 
 class HostNode:
@@ -269,30 +280,34 @@ class HostNode:
         params = {n: p.detach().cpu().clone() for n, p in self.model.named_parameters()}
         return GlobalView(0, initial_global(params)), -1
 
-    def _previous_commit(self, round_: int) -> tuple[bytes, bytes] | None:
-        """The (pseudo-gradient, residual) hashes of this host's commit of the round before
-        ``round_`` (None if it made none)."""
+    def _previous_commit(self, round_: int) -> Chained | None:
+        """What this host's commit of the round before ``round_`` hands it (None if it made
+        none)."""
         if round_ == 0:
             return None
         mine = [c for c in self.poc.commits(self.cfg.run_id, round_ - 1) if c.host == self.address]
-        return (mine[0].pseudo_grad_hash, mine[0].residual_hash) if mine else None
+        if not mine:
+            return None
+        return Chained(mine[0].pseudo_grad_hash, mine[0].residual_hash, mine[0].final_hash)
 
     def _start(
-        self, view: GlobalView, previous: tuple[bytes, bytes] | None
-    ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor] | None]:
-        """The parameters a round built on ``view`` starts from and the error-feedback residual
-        it compresses with, as the chain defines them from this host's ``previous`` commit
-        (its pseudo-gradient and residual hashes): the residual that commit left (None without
-        one), and in an overlapped run the outer step of ``view`` over that commit's
-        pseudo-gradient (``diloco.round_start``). Raises ArtifactError if either is lost."""
-        residual = own = None
+        self, view: GlobalView, previous: Chained | None
+    ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor] | None, dict | None]:
+        """What a round built on ``view`` starts from, as the chain defines it from this host's
+        ``previous`` commit: the parameters (in an overlapped run the outer step of ``view``
+        over that commit's pseudo-gradient, ``diloco.round_start``), the error-feedback
+        residual that commit left and, in a run with ``carry_inner_state``, its final
+        checkpoint, whose AdamW moments the round continues from (None without a previous
+        commit). Raises ArtifactError if one of them is lost."""
+        residual = own = carried = None
         if previous is not None:
-            pseudo_grad_hash, residual_hash = previous
-            residual = decode_state(self.store.get(residual_hash))
+            residual = decode_state(self.store.get(previous.residual_hash))
             if self.rc.overlap:
-                own = decompress(self.store.get(pseudo_grad_hash))
+                own = decompress(self.store.get(previous.pseudo_grad_hash))
+            if self.rc.carry_inner_state:
+                carried = decode_state(self.store.get(previous.final_hash))
         start = round_start(view.state, own, self.rc.outer_lr, self.rc.outer_momentum)
-        return start, residual
+        return start, residual, carried
 
     def evaluate(self, view: GlobalView) -> float:
         """Held-out loss of a global state (cached per round), on the evaluation model: the
@@ -356,6 +371,7 @@ class HostNode:
         for encoding, digest in zip(result.checkpoints, result.checkpoint_hashes, strict=True):
             self._sink(encoding, digest)  # already there unless a behaviour changed it
         self.ledger.record(round_, "checkpoint", result.checkpoint_hashes)
+        self.ledger.record(round_, "final", result.checkpoint_hashes[-1:])
         failpoint("node.publish", round_)
         pg_hash = self._put_unsynced(result.pseudo_grad)
         residual_hash = self._put_unsynced(result.residual)
@@ -479,11 +495,11 @@ class HostNode:
 
     def _train(
         self, view: GlobalView, round_: int, roster: list[str],
-        previous: tuple[bytes, bytes] | None, progress,
+        previous: Chained | None, progress,
     ) -> RoundResult | None:  # fmt: skip
         """Train round ``round_``, built on ``view``, on the shards its ``roster`` gives this
-        host, from what its ``previous`` commit left (:meth:`_start`; None if that residual or
-        pseudo-gradient is lost)."""
+        host, from what its ``previous`` commit left (:meth:`_start`; None if any of it is
+        lost)."""
         shards = self.data.shards_of(self.rc.seed, self.address, roster)
         self.data.prefetch(shards)
         log.info("round %d: training on shards %s of %d (%d hosts in the round) from block %d; "
@@ -491,7 +507,7 @@ class HostNode:
                  len(roster), self._round_info().height,
                  round_window(self.run_, self.chain_params, round_).start)  # fmt: skip
         try:
-            start, residual = self._start(view, previous)
+            start, residual, carried = self._start(view, previous)
         except ArtifactError as err:
             log.warning("round %d: sitting it out, what this host's round %d left is lost (%s)",
                         round_, round_ - 1, err)  # fmt: skip
@@ -505,8 +521,8 @@ class HostNode:
                 progress(step, loss, rate)
 
         job = RoundJob(
-            self.model, self.rc, self.data, self.address, round_, start, residual, stepped,
-            lambda: self._peer_pseudo_grad(round_), self._sink,
+            self.model, self.rc, self.data, self.address, round_, start, residual, carried,
+            stepped, lambda: self._peer_pseudo_grad(round_), self._sink,
             self.ranks.parallel if self.ranks else None, roster,
         )  # fmt: skip
         return self.behavior.train(job)
@@ -525,7 +541,7 @@ class HostNode:
         if sent is not None and self._round_info().height > sent.window_end:
             sent.outcome.result()  # its window closed: the outcome is a moment away
         pending = sent is not None and sent.round == round_ - 1 and not sent.outcome.done()
-        previous = sent.hashes if pending else self._previous_commit(round_)
+        previous = sent.chained if pending else self._previous_commit(round_)
         started = time.monotonic()
         result = self._train(view, round_, roster, previous, meter)
         if stop.is_set():
@@ -545,7 +561,7 @@ class HostNode:
         window = round_window(self.run_, self.chain_params, round_)
         outcome = self._committer.submit(self._commit_when_open, view, round_, result, hashes,
                                          window, stop)  # fmt: skip
-        return Sent(round_, window.end, outcome, hashes)
+        return Sent(round_, window.end, outcome, Chained(*hashes, result.checkpoint_hashes[-1]))
 
     def _commit_when_open(
         self, view: GlobalView, round_: int, result: RoundResult, hashes: tuple[bytes, bytes],

@@ -1,5 +1,6 @@
 """A host of two ranks (gloo, CPU): its round is the same canonical checkpoints and
-pseudo-gradient a one-process verifier replays within tolerance, and its cheats are caught."""
+pseudo-gradient a one-process verifier replays within tolerance (AdamW moments carried from its
+last round too), and its cheats are caught."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from dilochain.node.cheats import behavior
 from dilochain.training.diloco import params_of
 from dilochain.training.distributed import DataParallel
 from dilochain.training.model import build_model
-from dilochain.training.round_work import serve_rounds
+from dilochain.training.round_work import serve_rounds, train_round
+from dilochain.training.tensor_codec import decode_state
 from dilochain.training.train_step import set_deterministic
 from dilochain.verifier.replay import verify_challenge
 from dilochain.verifier.testing import publish_round
@@ -38,6 +40,9 @@ def _rank(rank: int, address: str, out: Path, base_state: dict) -> None:
                 model, CFG, DATA, HOST, 1, params_of(base_state), None, parallel=parallel
             )
             results[name] = behavior(name).train(job)
+        carried = decode_state(bytes(results["honest"].checkpoints[-1]))
+        results["carried"] = train_round(model, CFG, DATA, HOST, 2, params_of(base_state),
+                                         None, carried, parallel=parallel)  # fmt: skip
         parallel.start_round(None)  # the end
         (out / "results.pkl").write_bytes(pickle.dumps(results))
     finally:
@@ -48,7 +53,7 @@ def test_two_rank_rounds_replay_in_one_process(tmp_path, base):
     address = f"127.0.0.1:{free_port()}"
     mp.start_processes(_rank, args=(address, tmp_path, base), nprocs=WORLD, start_method="spawn")
     results = pickle.loads((tmp_path / "results.pkl").read_bytes())
-    assert (tmp_path / "served").read_text() == "3"  # rank 1 trained every round rank 0 did
+    assert (tmp_path / "served").read_text() == "4"  # rank 1 trained every round rank 0 did
 
     two = results["honest"]
     one = honest(base)  # the same round in one process
@@ -67,3 +72,13 @@ def test_two_rank_rounds_replay_in_one_process(tmp_path, base):
         store, commit, challenges = publish_round(tmp_path / cheat, CFG, base, results[cheat], HOST)
         verdicts = [verify_challenge(CFG, DATA, commit, c, store, TOLERANT) for c in challenges]
         assert not all(v.passed for v in verdicts), cheat
+
+    # Rank 0 sends the carried moments with the start: the round replays in one process.
+    carried = decode_state(bytes(two.checkpoints[-1]))
+    one = train_round(build_model(CFG.model_config, 0), CFG, DATA, HOST, 2, params_of(base),
+                      None, carried)  # fmt: skip
+    assert bytes(results["carried"].checkpoints[0]) == bytes(one.checkpoints[0])
+    store, commit, challenges = publish_round(tmp_path / "c", CFG, base, results["carried"],
+                                              HOST, 2, carried=carried)  # fmt: skip
+    found = [verify_challenge(CFG, DATA, commit, c, store, TOLERANT) for c in challenges]
+    assert all(v.passed for v in found), [v.reason for v in found]

@@ -246,7 +246,7 @@ def test_run_create_pins_model_tokenizer_and_data_and_checks_them_first(
     created = run_create(home, "--run-id", "qwen-run", "--data", str(data.root), "--model-config",
                          str(tmp_path / "qwen.json"), "--rounds", "3", "--overlap",
                          "--round-blocks", "30", "--outer-lr", "0.5", "--inner-lr", "1e-3",
-                         chain=chain)  # fmt: skip
+                         "--reset-inner-state", chain=chain)  # fmt: skip
     assert created.returncode == 0, created.stderr[-2000:]
     assert "qwen2 model" in created.stdout
     with PocClient(chain) as poc:
@@ -257,6 +257,7 @@ def test_run_create_pins_model_tokenizer_and_data_and_checks_them_first(
     assert run.config.model_config == model_config.canonical(qwen)
     assert run.config.total_rounds == 3 and run.config.overlap and run.config.round_blocks == 30
     assert run.config.outer_lr == 0.5 and abs(run.config.inner_lr - 1e-3) < 1e-9
+    assert not run.config.carry_inner_state
 
 
 def test_leave(running_chain, run_id, operator):

@@ -1,6 +1,7 @@
 """Overlapped rounds with real node, verifier and chain processes: each round trains while the
-one before is verified, from the base stepped by the host's own last pseudo-gradient; the
-verifier replays those starts and passes every honest segment, the cheater is caught, and the
+one before is verified, from the base stepped by the host's own last pseudo-gradient and with
+the AdamW moments of its last final checkpoint (the run carries them); the verifier replays
+those starts and passes every honest segment, the cheater is caught, and the
 chain's global states are what an independent recomputation gives. One honest host's round 1
 commit is lost (a failpoint): the round 2 it trained from it meanwhile is dropped, and its round
 3 starts from the global state alone and passes."""
@@ -57,7 +58,7 @@ def test_overlapped_rounds_train_while_the_last_is_verified(tmp_path):
     init_localnet(tmp_path / "chain", CHAIN_ID, funded, poc=POC)
     cfg = make_run_config(shipped_data()[1], "tiny", round_blocks=60, total_rounds=ROUNDS,
                           start_delay_blocks=50, min_collateral=str(COLLATERAL),
-                          overlap=True)  # fmt: skip
+                          overlap=True, carry_inner_state=True)  # fmt: skip
     with ChainProcess(tmp_path / "chain", "200ms") as chain:
         client = LedgerClient(network_config(CHAIN_ID, chain.address))
         nodes = [spawn_node(home, "ov", "k", chain.address, PASSWORD, "--behavior", how,
@@ -102,6 +103,7 @@ def test_overlapped_rounds_train_while_the_last_is_verified(tmp_path):
         for host in set(honest) & set(by_host):  # ... from the base stepped by its own round
             own = next((c for c in commits[r - 1] if c.host == host), None)  # r-1 Δ, if any
             assert by_host[host].start_delta_hash == (own.pseudo_grad_hash if own else b"")
+            assert by_host[host].inner_in_hash == (own.final_hash if own else b"")
     assert "round 2: dropped" in (homes[LOSES] / "node.log").read_text()
     # A host does not wait for a window to open: round 1's roster is drawn before the run
     # starts and it builds on θ_0, so every host trained it as soon as round 0 was done.

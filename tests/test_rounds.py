@@ -27,6 +27,8 @@ from dilochain.training.run_config import make_run_config
 CREATOR, H1, H2, H3, OUTSIDER = (wallet(i) for i in (20, 21, 22, 23, 24))
 HOSTS = [H1, H2, H3]
 CONFIG = make_run_config(FAKE_DATA, "tiny", min_collateral="100", round_blocks=3, total_rounds=2)
+RESET = make_run_config(FAKE_DATA, "tiny", min_collateral="100", round_blocks=3,
+                        total_rounds=2, carry_inner_state=False)  # fmt: skip
 TOKENS = CONFIG.inner_steps * CONFIG.batch_size * CONFIG.seq_len
 
 
@@ -52,11 +54,12 @@ def _create_and_join(chain, acct, run_id, config):
 
 
 @pytest.fixture
-def setup(tmp_path):
+def setup(tmp_path, request):
+    """A chain with run "r" (``CONFIG``, or the config a test parametrizes it with)."""
     funded = {str(w.address()): 10**9 for w in [CREATOR, *HOSTS, OUTSIDER]}
     chain = local_chain(tmp_path, funded)
     acct = Accounts()
-    _create_and_join(chain, acct, "r", CONFIG)
+    _create_and_join(chain, acct, "r", getattr(request, "param", CONFIG))
     chain.block()  # height 1: run created, start_height 2
     yield chain, acct
     chain.app.store.close()
@@ -135,8 +138,12 @@ def test_second_commit_and_outsider_are_refused(setup):
     assert result.code == codes.UNAUTHORIZED and "is not a host" in result.raw_log
 
 
-def test_a_round_starts_from_the_residual_of_the_hosts_last_round(setup):
+@pytest.mark.parametrize("setup", [CONFIG, RESET], indirect=True, ids=["carried", "reset"])
+def test_a_round_starts_from_what_the_hosts_last_round_left(setup):
+    """Its residual and, in a run with carry_inner_state (the default), its final checkpoint
+    (the AdamW moments); nothing for a host that committed no round before."""
     chain, acct = setup
+    carried = registry.get_run(chain.app.committed_view(), "r").config.carry_inner_state
     for n, host in ((1, H1), (2, H2)):
         res = bytes([n]) * 32
         assert chain.broadcast(acct.tx(host, [commit(host, 0, residual_hash=res)], n)).code == 0
@@ -151,6 +158,8 @@ def test_a_round_starts_from_the_residual_of_the_hosts_last_round(setup):
     assert zero == {str(H1.address()): b"", str(H2.address()): b""}
     assert one == {str(H1.address()): (b"\x01" * 32, b"\x04" * 32),
                    str(H3.address()): (b"", b"\x04" * 32)}  # fmt: skip
+    inner = {c.host: c.inner_in_hash for c in rounds.commits(view, "r", 1)}
+    assert inner == {str(H1.address()): LEAVES[-1] if carried else b"", str(H3.address()): b""}
 
 
 def test_commit_after_the_window_closes_is_refused(setup):

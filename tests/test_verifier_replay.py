@@ -20,7 +20,7 @@ from dilochain.training.model import build_model
 from dilochain.training.round_work import train_round
 from dilochain.training.run_config import make_run_config
 from dilochain.training.tensor_codec import CodecError, decode_state, encode_state
-from dilochain.training.train_step import STEP, set_deterministic
+from dilochain.training.train_step import ADAM_STEP, STEP, set_deterministic
 from dilochain.verifier.replay import Policy, relative_l2, verify_challenge
 from dilochain.verifier.testing import publish_round
 
@@ -184,3 +184,34 @@ def test_an_overlapped_round_is_replayed_from_the_base_stepped_by_the_hosts_own_
         assert [v.passed for v in found] == [passed] * len(found), [v.reason for v in found]
     assert "did not start from the global state" in found[0].reason
     assert "not the compression of start minus final" in found[-1].reason
+
+
+def test_a_round_with_carried_moments_is_replayed_from_its_last_round_s_final_checkpoint(
+    tmp_path, base
+):
+    """With ``carry_inner_state`` checkpoint 0 holds the AdamW moments and step count of the
+    host's last final checkpoint (the commit's ``inner_in_hash``). An honest round passes; one
+    that restarts AdamW, or forges the moments it carries, replays consistently from its own
+    checkpoint 0, so only the check of segment 0's start catches it."""
+    cfg = CFG
+    assert cfg.carry_inner_state  # runs carry the moments by default
+    model = build_model(cfg.model_config, 0)
+    first = train_round(model, cfg, DATA, HOST, 0, params_of(base), None)
+    carried = decode_state(bytes(first.checkpoints[-1]))
+    assert int(carried[ADAM_STEP]) == cfg.inner_steps
+    forged = {k: v * 2 if k.startswith("exp_avg/") else v for k, v in carried.items()}
+    cases = (("honest", carried, True, ""), ("reset", None, False, "AdamW step count is 0, not 8"),
+             ("forged", forged, False, "did not start from the AdamW moments"))  # fmt: skip
+    results = {}
+    for name, moments, passed, reason in cases:
+        result = results[name] = train_round(model, cfg, DATA, HOST, 1, params_of(base), None,
+                                             moments)  # fmt: skip
+        final = decode_state(bytes(result.checkpoints[-1]))
+        assert int(final[ADAM_STEP]) == (2 if moments is not None else 1) * cfg.inner_steps
+        store, commit, challenges = publish_round(tmp_path / name, cfg, base, result, HOST,
+                                                  carried=carried)  # fmt: skip
+        for policy in (EXACT, TOLERANT):
+            found = [verify_challenge(cfg, DATA, commit, c, store, policy) for c in challenges]
+            assert found[0].passed == passed and reason in found[0].reason, found[0].reason
+            assert all(v.passed for v in found[1:]), [v.reason for v in found]
+    assert results["reset"].checkpoint_hashes[1] != results["honest"].checkpoint_hashes[1]

@@ -57,26 +57,29 @@ class DataParallel:
 
     def start_round(
         self, cfg: RunConfig | None, host: str = "", round_: int = 0,
-        params: dict[str, torch.Tensor] | None = None, shards: tuple[int, ...] = (),
+        first: dict[str, torch.Tensor] | None = None, shards: tuple[int, ...] = (),
     ) -> tuple[RunConfig, str, int, dict[str, torch.Tensor], tuple[int, ...]] | None:  # fmt: skip
-        """Rank 0 sends a round (its config, host identity, round, start parameters and data
-        shards; a None config ends the workers); the other ranks receive it. Returns the round
-        (None: end)."""
+        """Rank 0 sends a round (its config, host identity, round, checkpoint 0 and data shards;
+        a None config ends the workers); the other ranks receive it. Returns the round (None:
+        end)."""
         header: list[object] = [None]
-        if cfg is not None and params is not None:
-            layout = [(n, tuple(params[n].shape)) for n in sorted(params)]
-            header = [(cfg.SerializeToString(), host, round_, layout, shards)]
+        if cfg is not None and first is not None:
+            layout = [(n, tuple(first[n].shape)) for n in sorted(first)
+                      if first[n].is_floating_point()]  # fmt: skip
+            scalars = {n: int(t) for n, t in first.items() if not t.is_floating_point()}
+            header = [(cfg.SerializeToString(), host, round_, layout, scalars, shards)]
         dist.broadcast_object_list(header, src=0)
         if header[0] is None:
             return None
-        raw, host, round_, layout, shards = header[0]
-        if params is not None:  # rank 0: send, and keep its own tensors
-            dist.broadcast(torch.cat([params[n].detach().reshape(-1).float().cpu()
+        raw, host, round_, layout, scalars, shards = header[0]
+        if first is not None:  # rank 0: send, and keep its own tensors
+            dist.broadcast(torch.cat([first[n].detach().reshape(-1).float().cpu()
                                       for n, _ in layout]), src=0)  # fmt: skip
-            return cfg, host, round_, params, shards
+            return cfg, host, round_, first, shards
         flat = torch.empty(sum(math.prod(shape) for _, shape in layout))
         dist.broadcast(flat, src=0)
-        tensors, offset = {}, 0
+        tensors = {n: torch.tensor(v, dtype=torch.int64) for n, v in scalars.items()}
+        offset = 0
         for name, shape in layout:
             size = math.prod(shape)
             tensors[name] = flat[offset : offset + size].view(shape).clone()

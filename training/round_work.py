@@ -19,7 +19,7 @@ from dilochain.training.diloco import pseudo_gradient
 from dilochain.training.distributed import DataParallel
 from dilochain.training.model import CausalLM
 from dilochain.training.tensor_codec import Encoding, encode_state
-from dilochain.training.train_step import fresh_inner_state, train_step
+from dilochain.training.train_step import load_inner_state, start_checkpoint, train_step
 
 Progress = Callable[[int, float, float], None]  # (step, loss, tokens per second)
 
@@ -52,6 +52,7 @@ def train_round(
     round_: int,
     start: dict[str, torch.Tensor],
     residual: dict[str, torch.Tensor] | None,
+    carried: dict[str, torch.Tensor] | None = None,
     progress: Progress | None = None,
     sink: Sink | None = None,
     parallel: DataParallel | None = None,
@@ -59,15 +60,18 @@ def train_round(
 ) -> RoundResult:
     """Train round ``round_`` from the parameters ``start`` (the global state's, or
     ``diloco.round_start``'s in an overlapped run), compressing with the ``residual`` the
-    host's last round left (None: none), on the shards the round's ``roster`` gives the host
-    (empty: the host alone). Checkpoints are encoded and hashed in the background and, with
-    ``sink``, handed to it (the host's artifact store) as they are ready. With ``parallel``
-    (rank 0 of the host's ranks), the other ranks train each step with it."""
+    host's last round left (None: none), with the AdamW moments of ``carried`` (the final
+    checkpoint of that round, in a run with ``carry_inner_state``; None: zero moments), on the
+    shards the round's ``roster`` gives the host (empty: the host alone). Checkpoints are
+    encoded and hashed in the background and, with ``sink``, handed to it (the host's artifact
+    store) as they are ready. With ``parallel`` (rank 0 of the host's ranks), the other ranks
+    train each step with it."""
     data_seed = derive_data_seed(cfg.seed, host, round_)
     shards = data.shards_of(cfg.seed, host, roster)
+    first = start_checkpoint(start, carried)
     if parallel is not None:
-        parallel.start_round(cfg, host, round_, start, shards)
-    state = fresh_inner_state(model, cfg, start)
+        parallel.start_round(cfg, host, round_, first, shards)
+    state = load_inner_state(model, cfg, first)
     writer = CheckpointWriter(sink)
     losses: list[float] = []
     started = time.perf_counter()
@@ -102,11 +106,10 @@ def train_round(
 def serve_rounds(model: CausalLM, data: Dataset, parallel: DataParallel) -> int:
     """A non-zero rank's loop: train every round rank 0 starts, step for step with it, until
     rank 0 ends it; returns the rounds trained."""
-    device = next(model.parameters()).device
     rounds = 0
     while (job := parallel.start_round(None)) is not None:
-        cfg, host, round_, params, shards = job
-        state = fresh_inner_state(model, cfg, {k: v.to(device) for k, v in params.items()})
+        cfg, host, round_, first, shards = job
+        state = load_inner_state(model, cfg, first)
         data_seed = derive_data_seed(cfg.seed, host, round_)
         while state.step < cfg.inner_steps:
             train_step(state, cfg, data, shards, data_seed, round_, parallel)

@@ -60,6 +60,7 @@ def make_run_config(
         "outer_momentum": 0.9,
         "compression": "int8",
         "precision": "fp32",
+        "carry_inner_state": True,
         "model_config": model_config.canonical(
             {**base["model"], "vocab_size": data.vocab_size, **(model or {})}
         ),

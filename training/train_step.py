@@ -1,10 +1,12 @@
 """The inner training step, written once: the node trains with it and the verifier replays it.
 
-A checkpoint is the whole inner state at a step: parameters, AdamW moments and the step count,
-encoded canonically. One step is a pure function of (checkpoint, batch indices, seed): its batch
-comes from the committed data seed, its learning rate from the global step. Deterministic mode
-(``torch.use_deterministic_algorithms``, fixed thread count) makes replays bit-exact on the same
-hardware; tolerance mode compares replays by relative L2 distance.
+A checkpoint is the whole inner state at a step: parameters, AdamW moments, the round's step
+and AdamW's own step count (above the round's step when moments carry over from the host's last
+round: ``start_checkpoint``), encoded canonically. One step is a pure function of (checkpoint,
+batch indices, seed): its batch comes from the committed data seed, its learning rate from the
+global step. Deterministic mode (``torch.use_deterministic_algorithms``, fixed thread count)
+makes replays bit-exact on the same hardware; tolerance mode compares replays by relative L2
+distance.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from dilochain.training.distributed import DataParallel
 from dilochain.training.model import CausalLM, lm_loss, load_params
 
 EXP_AVG, EXP_AVG_SQ, STEP = "exp_avg/", "exp_avg_sq/", "step"  # and PARAM, shared with diloco
+ADAM_STEP = "adam_step"  # AdamW's step count (its bias correction): the round's step + carried
 BETAS, EPS = (0.9, 0.95), 1e-8
 
 
@@ -42,6 +45,7 @@ class InnerState:
     model: CausalLM
     optimizer: torch.optim.AdamW
     step: int
+    adam_base: int = 0  # AdamW's step count at the round's step 0 (carried moments' count)
 
     def checkpoint(self) -> dict[str, torch.Tensor]:
         """The canonical checkpoint dict of this state.
@@ -49,7 +53,10 @@ class InnerState:
         Its tensors are views of the live state (no copy): encode it before the next step.
         """
         zeros = torch.zeros_like
-        out: dict[str, torch.Tensor] = {STEP: torch.tensor(self.step, dtype=torch.int64)}
+        out: dict[str, torch.Tensor] = {
+            STEP: torch.tensor(self.step, dtype=torch.int64),
+            ADAM_STEP: torch.tensor(self.adam_base + self.step, dtype=torch.int64),
+        }
         for name, p in self.model.named_parameters():
             state = self.optimizer.state.get(p, {})
             out[PARAM + name] = p.detach()
@@ -73,28 +80,48 @@ def load_inner_state(model: CausalLM, cfg: RunConfig, ckpt: dict[str, torch.Tens
     """Put a checkpoint into ``model`` (in place) with a matching AdamW state."""
     names = [n for n, _ in model.named_parameters()]
     expected = {PARAM + n for n in names} | {EXP_AVG + n for n in names}
-    expected |= {EXP_AVG_SQ + n for n in names} | {STEP}
+    expected |= {EXP_AVG_SQ + n for n in names} | {STEP, ADAM_STEP}
     if set(ckpt) != expected:
         raise ValueError("checkpoint does not match the run's model")
+    step, adam_step = int(ckpt[STEP]), int(ckpt[ADAM_STEP])
+    if not 0 <= step <= adam_step:
+        raise ValueError(f"AdamW step count {adam_step} is below the round's step {step}")
     load_params(model, {n: ckpt[PARAM + n] for n in names})
     optimizer = _optimizer(model, cfg)
-    step = int(ckpt[STEP])
-    if step:
+    if adam_step:
         for name, p in model.named_parameters():
             optimizer.state[p] = {
-                "step": torch.tensor(float(step)),
+                "step": torch.tensor(float(adam_step)),
                 "exp_avg": ckpt[EXP_AVG + name].to(p.device, copy=True),
                 "exp_avg_sq": ckpt[EXP_AVG_SQ + name].to(p.device, copy=True),
             }
-    return InnerState(model, optimizer, step)
+    return InnerState(model, optimizer, step, adam_step - step)
+
+
+def start_checkpoint(
+    params: dict[str, torch.Tensor], carried: dict[str, torch.Tensor] | None = None
+) -> dict[str, torch.Tensor]:
+    """Checkpoint 0 of a round, defined once for hosts and verifiers: the parameters the round
+    starts from, with AdamW's moments and step count taken from ``carried`` (the final
+    checkpoint of the host's last round, in a run with ``carry_inner_state``) or zero."""
+    out = {STEP: torch.tensor(0, dtype=torch.int64), ADAM_STEP: torch.tensor(0, dtype=torch.int64)}
+    if carried is not None:
+        out[ADAM_STEP] = carried[ADAM_STEP].clone()
+    for name, value in params.items():
+        out[PARAM + name] = value
+        for moment in (EXP_AVG, EXP_AVG_SQ):
+            out[moment + name] = (
+                carried[moment + name].clone() if carried is not None else torch.zeros_like(value)
+            )
+    return out
 
 
 def fresh_inner_state(
-    model: CausalLM, cfg: RunConfig, params: dict[str, torch.Tensor]
-) -> InnerState:
-    """Step 0 of a round: the global parameters and a zero AdamW state."""
-    load_params(model, params)
-    return InnerState(model, _optimizer(model, cfg), 0)
+    model: CausalLM, cfg: RunConfig, params: dict[str, torch.Tensor],
+    carried: dict[str, torch.Tensor] | None = None,
+) -> InnerState:  # fmt: skip
+    """Step 0 of a round: ``start_checkpoint(params, carried)`` loaded into ``model``."""
+    return load_inner_state(model, cfg, start_checkpoint(params, carried))
 
 
 def train_step(

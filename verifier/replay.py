@@ -1,7 +1,8 @@
-"""Checking one challenge: replay the segment from its revealed start checkpoint, fingerprint the
-state at its middle step (``verifier/fingerprint.py``), compare the result with the revealed end
-checkpoint, and check the committed pseudo-gradient and residual against the round's base and
-final checkpoint. The step code is the node's (``training.train_step``)."""
+"""Checking one challenge: check a round's checkpoint 0 against what it must start from (segment 0),
+replay the segment from its revealed start checkpoint, fingerprint the state at its middle step
+(``verifier/fingerprint.py``), compare the result with the revealed end checkpoint, and check the
+committed pseudo-gradient and residual against the round's base and final checkpoint. The step
+code is the node's (``training.train_step``)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from dilochain.training.compress import (
 )
 from dilochain.training.dataset import DataError, Dataset
 from dilochain.training.diloco import (
+    PARAM,
     params_of,
     pseudo_gradient,
     pseudo_gradient_problem,
@@ -32,7 +34,16 @@ from dilochain.training.diloco import (
 )
 from dilochain.training.model import build_model
 from dilochain.training.tensor_codec import CodecError, decode_state, state_hash
-from dilochain.training.train_step import STEP, InnerState, load_inner_state, run_segment
+from dilochain.training.train_step import (
+    ADAM_STEP,
+    EXP_AVG,
+    EXP_AVG_SQ,
+    STEP,
+    InnerState,
+    load_inner_state,
+    run_segment,
+    start_checkpoint,
+)
 from dilochain.verifier.fingerprint import fingerprint
 
 
@@ -156,9 +167,13 @@ def verify_challenge(
     except ValueError as err:
         return Verdict(False, str(err))
     if challenge.segment == 0:
-        start_gap = relative_l2(params_of(start), artifacts.start)
-        if start_gap > (0.0 if policy.mode == "exact" else policy.tolerance):
-            return Verdict(False, "round did not start from the global state", start_gap)
+        try:
+            inner_in = commit.inner_in_hash
+            carried = decode_state(store.get(inner_in)) if inner_in else None
+        except (ArtifactError, CodecError) as err:
+            return Verdict(False, f"artifact unavailable or malformed: {err}")
+        if (mismatch := start_mismatch(start, artifacts.start, carried, policy)) is not None:
+            return mismatch
     shards = data.shards_of(cfg.seed, commit.host, roster)
     middle = fingerprint_step(k)
     run_segment(state, cfg, data, shards, commit.data_seed, commit.round, middle)
@@ -169,6 +184,33 @@ def verify_challenge(
         mismatch = pseudo_grad_mismatch(artifacts, commit, cfg.compression, policy)
         verdict = mismatch or verdict
     return dataclasses.replace(verdict, fingerprint=mark)
+
+
+def start_mismatch(
+    revealed: dict[str, torch.Tensor], params: dict[str, torch.Tensor],
+    carried: dict[str, torch.Tensor] | None, policy: Policy,
+) -> Verdict | None:  # fmt: skip
+    """A failed verdict unless a round's revealed checkpoint 0 is ``start_checkpoint`` of the
+    parameters it must start from and of ``carried``, the final checkpoint of the host's last
+    round the chain names (``RoundCommit.inner_in_hash``; None: zero moments): the same AdamW
+    step count, and parameters and each moment within the replay tolerance (0 when exact)."""
+    expected = start_checkpoint(params, carried)
+    got, want = int(revealed[ADAM_STEP]), int(expected[ADAM_STEP])
+    if got != want:
+        return Verdict(False, f"round's AdamW step count is {got}, not {want} as its host's "
+                              "last round left")  # fmt: skip
+    limit = 0.0 if policy.mode == "exact" else policy.tolerance
+    moments = "round did not start from the AdamW moments its host's last round left"
+    for prefix, problem in ((PARAM, "round did not start from the global state"),
+                            (EXP_AVG, moments), (EXP_AVG_SQ, moments)):  # fmt: skip
+        gap = relative_l2(_part(revealed, prefix), _part(expected, prefix))
+        if gap > limit:
+            return Verdict(False, problem, gap)
+    return None
+
+
+def _part(ckpt: dict[str, torch.Tensor], prefix: str) -> dict[str, torch.Tensor]:
+    return {name: t for name, t in ckpt.items() if name.startswith(prefix)}
 
 
 def _on_cpu(state: InnerState) -> dict[str, torch.Tensor]:
@@ -183,7 +225,10 @@ def _compare(
             return Verdict(False, "replayed segment does not match the revealed end checkpoint")
         distance = 0.0
     else:
-        distance = relative_l2(params_of(replayed), params_of(decode_state(end_bytes)))
+        revealed = decode_state(end_bytes)
+        if int(revealed.get(ADAM_STEP, torch.tensor(-1))) != int(replayed[ADAM_STEP]):
+            return Verdict(False, "revealed end checkpoint's AdamW step count is not the replay's")
+        distance = relative_l2(params_of(replayed), params_of(revealed))
         if distance > policy.tolerance:
             return Verdict(False, "replayed segment is too far from the revealed end", distance)
     return Verdict(True, "segment replayed and pseudo-gradient consistent", distance)

@@ -21,15 +21,18 @@ def publish_round(
     round_: int = 1,
     residual_in: dict | None = None,
     start_delta: bytes | None = None,
+    carried: dict | None = None,
 ) -> tuple[LocalArtifactStore, RoundCommit, list[Challenge]]:
     """Store a round's artifacts in ``directory`` (``residual_in``: the residual the host's last
     round left, None for none; ``start_delta``: in an overlapped run, the compressed
-    pseudo-gradient of the host's last round); its commit (final checkpoint opened) and a
-    revealed challenge for every segment."""
+    pseudo-gradient of the host's last round; ``carried``: in a run with ``carry_inner_state``,
+    that round's final checkpoint); its commit (final checkpoint opened) and a revealed
+    challenge for every segment."""
     store = LocalArtifactStore(directory)
     base_hash = store.put(encode_state(base))
     residual_in_hash = store.put(encode_state(residual_in)) if residual_in is not None else b""
     start_delta_hash = store.put(start_delta) if start_delta is not None else b""
+    inner_in_hash = store.put(encode_state(carried)) if carried is not None else b""
     for encoding, digest in zip(result.checkpoints, result.checkpoint_hashes, strict=True):
         store.put_parts(encoding.parts, digest)
     hashes = result.checkpoint_hashes
@@ -39,6 +42,7 @@ def publish_round(
         data_seed=derive_data_seed(cfg.seed, host, round_), base_hash=base_hash,
         final_hash=hashes[-1], residual_hash=store.put(result.residual),
         residual_in_hash=residual_in_hash, start_delta_hash=start_delta_hash,
+        inner_in_hash=inner_in_hash,
     )  # fmt: skip
     challenges = [
         Challenge(run_id="r", round=round_, host=host, segment=s, revealed=True,

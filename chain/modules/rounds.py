@@ -72,8 +72,9 @@ def global_checkpoints(store: CacheStore, run_id: str) -> list[GlobalCheckpoint]
 
 def _previous_commit(store: CacheStore, run_id: str, round_: int, host: str) -> RoundCommit:
     """A host's commit of the round before ``round_`` (an empty one if it made none): its
-    residual is the one the round starts from, and in an overlapped run its pseudo-gradient is
-    the one the round's start steps the base by."""
+    residual is the one the round starts from, in an overlapped run its pseudo-gradient is the
+    one the round's start steps the base by, and in a run with ``carry_inner_state`` its final
+    checkpoint holds the AdamW moments the round continues from."""
     previous = store.get(_commit_key(run_id, round_ - 1, host)) if round_ else None
     return RoundCommit.FromString(previous) if previous is not None else RoundCommit()
 
@@ -117,6 +118,7 @@ def _handle_commit(ctx: Context, msg: MsgCommitRound) -> MsgCommitRoundResponse:
         final_hash=msg.final_hash, residual_hash=msg.residual_hash,
         residual_in_hash=previous.residual_hash,
         start_delta_hash=previous.pseudo_grad_hash if run.config.overlap else b"",
+        inner_in_hash=previous.final_hash if run.config.carry_inner_state else b"",
     )  # fmt: skip
     set_commit(ctx.store, commit)
     ctx.emit("commit_round", run_id=msg.run_id, round=msg.round, host=msg.host,

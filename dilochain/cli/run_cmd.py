@@ -63,6 +63,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="overlapped rounds: the next round trains while the last is verified "
                    "(--round-blocks must exceed the blocks verification takes; measured best "
                    "with --outer-lr 0.5 or 0.6)")  # fmt: skip
+    p.add_argument("--reset-inner-state", action="store_true",
+                   help="each host's round starts AdamW from zero moments instead of the "
+                   "moments its last round ended with (carrying them, as in the DiLoCo paper, "
+                   "measured worth 12%% of eval loss at --inner-lr 1e-3)")  # fmt: skip
     p.set_defaults(func=_create)  # fmt: skip
 
 
@@ -100,6 +104,8 @@ def _create(args: argparse.Namespace) -> int:
         fields["model_config"] = _model_config(args.model_config)
     if args.overlap:
         fields["overlap"] = True
+    if args.reset_inner_state:
+        fields["carry_inner_state"] = False
     cfg = make_run_config(pins, args.preset, **fields)
     model = check_model_config(cfg.model_config)  # ModelConfigError: one line, nothing sent
     if model.config.vocab_size < pins.vocab_size:

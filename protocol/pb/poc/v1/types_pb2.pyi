@@ -20,7 +20,7 @@ CHALLENGE_STATUS_NOT_REVEALED: ChallengeStatus
 CHALLENGE_STATUS_UNDECIDED: ChallengeStatus
 
 class RunConfig(_message.Message):
-    __slots__ = ("min_collateral", "max_hosts", "seed", "round_blocks", "total_rounds", "model_config", "seq_len", "batch_size", "inner_steps", "checkpoint_interval", "inner_lr", "warmup_steps", "weight_decay", "grad_clip", "outer_lr", "outer_momentum", "compression", "tokenizer_hash", "data_manifest_hash", "precision", "start_delay_blocks", "overlap")
+    __slots__ = ("min_collateral", "max_hosts", "seed", "round_blocks", "total_rounds", "model_config", "seq_len", "batch_size", "inner_steps", "checkpoint_interval", "inner_lr", "warmup_steps", "weight_decay", "grad_clip", "outer_lr", "outer_momentum", "compression", "tokenizer_hash", "data_manifest_hash", "precision", "start_delay_blocks", "overlap", "carry_inner_state")
     MIN_COLLATERAL_FIELD_NUMBER: _ClassVar[int]
     MAX_HOSTS_FIELD_NUMBER: _ClassVar[int]
     SEED_FIELD_NUMBER: _ClassVar[int]
@@ -43,6 +43,7 @@ class RunConfig(_message.Message):
     PRECISION_FIELD_NUMBER: _ClassVar[int]
     START_DELAY_BLOCKS_FIELD_NUMBER: _ClassVar[int]
     OVERLAP_FIELD_NUMBER: _ClassVar[int]
+    CARRY_INNER_STATE_FIELD_NUMBER: _ClassVar[int]
     min_collateral: str
     max_hosts: int
     seed: int
@@ -65,7 +66,8 @@ class RunConfig(_message.Message):
     precision: str
     start_delay_blocks: int
     overlap: bool
-    def __init__(self, min_collateral: _Optional[str] = ..., max_hosts: _Optional[int] = ..., seed: _Optional[int] = ..., round_blocks: _Optional[int] = ..., total_rounds: _Optional[int] = ..., model_config: _Optional[str] = ..., seq_len: _Optional[int] = ..., batch_size: _Optional[int] = ..., inner_steps: _Optional[int] = ..., checkpoint_interval: _Optional[int] = ..., inner_lr: _Optional[float] = ..., warmup_steps: _Optional[int] = ..., weight_decay: _Optional[float] = ..., grad_clip: _Optional[float] = ..., outer_lr: _Optional[float] = ..., outer_momentum: _Optional[float] = ..., compression: _Optional[str] = ..., tokenizer_hash: _Optional[str] = ..., data_manifest_hash: _Optional[str] = ..., precision: _Optional[str] = ..., start_delay_blocks: _Optional[int] = ..., overlap: bool = ...) -> None: ...
+    carry_inner_state: bool
+    def __init__(self, min_collateral: _Optional[str] = ..., max_hosts: _Optional[int] = ..., seed: _Optional[int] = ..., round_blocks: _Optional[int] = ..., total_rounds: _Optional[int] = ..., model_config: _Optional[str] = ..., seq_len: _Optional[int] = ..., batch_size: _Optional[int] = ..., inner_steps: _Optional[int] = ..., checkpoint_interval: _Optional[int] = ..., inner_lr: _Optional[float] = ..., warmup_steps: _Optional[int] = ..., weight_decay: _Optional[float] = ..., grad_clip: _Optional[float] = ..., outer_lr: _Optional[float] = ..., outer_momentum: _Optional[float] = ..., compression: _Optional[str] = ..., tokenizer_hash: _Optional[str] = ..., data_manifest_hash: _Optional[str] = ..., precision: _Optional[str] = ..., start_delay_blocks: _Optional[int] = ..., overlap: bool = ..., carry_inner_state: bool = ...) -> None: ...
 
 class Run(_message.Message):
     __slots__ = ("run_id", "creator", "config", "created_height", "start_height")
@@ -82,7 +84,7 @@ class Run(_message.Message):
     def __init__(self, run_id: _Optional[str] = ..., creator: _Optional[str] = ..., config: _Optional[_Union[RunConfig, _Mapping]] = ..., created_height: _Optional[int] = ..., start_height: _Optional[int] = ...) -> None: ...
 
 class RoundCommit(_message.Message):
-    __slots__ = ("run_id", "round", "host", "ckpt_root", "pseudo_grad_hash", "data_seed", "tokens", "loss", "base_hash", "height", "excluded", "eval_loss", "final_hash", "residual_hash", "residual_in_hash", "start_delta_hash")
+    __slots__ = ("run_id", "round", "host", "ckpt_root", "pseudo_grad_hash", "data_seed", "tokens", "loss", "base_hash", "height", "excluded", "eval_loss", "final_hash", "residual_hash", "residual_in_hash", "start_delta_hash", "inner_in_hash")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     ROUND_FIELD_NUMBER: _ClassVar[int]
     HOST_FIELD_NUMBER: _ClassVar[int]
@@ -99,6 +101,7 @@ class RoundCommit(_message.Message):
     RESIDUAL_HASH_FIELD_NUMBER: _ClassVar[int]
     RESIDUAL_IN_HASH_FIELD_NUMBER: _ClassVar[int]
     START_DELTA_HASH_FIELD_NUMBER: _ClassVar[int]
+    INNER_IN_HASH_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     round: int
     host: str
@@ -115,7 +118,8 @@ class RoundCommit(_message.Message):
     residual_hash: bytes
     residual_in_hash: bytes
     start_delta_hash: bytes
-    def __init__(self, run_id: _Optional[str] = ..., round: _Optional[int] = ..., host: _Optional[str] = ..., ckpt_root: _Optional[bytes] = ..., pseudo_grad_hash: _Optional[bytes] = ..., data_seed: _Optional[int] = ..., tokens: _Optional[int] = ..., loss: _Optional[float] = ..., base_hash: _Optional[bytes] = ..., height: _Optional[int] = ..., excluded: bool = ..., eval_loss: _Optional[float] = ..., final_hash: _Optional[bytes] = ..., residual_hash: _Optional[bytes] = ..., residual_in_hash: _Optional[bytes] = ..., start_delta_hash: _Optional[bytes] = ...) -> None: ...
+    inner_in_hash: bytes
+    def __init__(self, run_id: _Optional[str] = ..., round: _Optional[int] = ..., host: _Optional[str] = ..., ckpt_root: _Optional[bytes] = ..., pseudo_grad_hash: _Optional[bytes] = ..., data_seed: _Optional[int] = ..., tokens: _Optional[int] = ..., loss: _Optional[float] = ..., base_hash: _Optional[bytes] = ..., height: _Optional[int] = ..., excluded: bool = ..., eval_loss: _Optional[float] = ..., final_hash: _Optional[bytes] = ..., residual_hash: _Optional[bytes] = ..., residual_in_hash: _Optional[bytes] = ..., start_delta_hash: _Optional[bytes] = ..., inner_in_hash: _Optional[bytes] = ...) -> None: ...
 
 class EpochInfo(_message.Message):
     __slots__ = ("epoch", "start_height", "end_height", "closed", "reward_pool", "host_work", "verifier_work")
