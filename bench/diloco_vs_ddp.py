@@ -8,7 +8,7 @@ node's own model, data shards and step code. Prints final held-out loss, bytes s
 and the ratio to DDP (a node's proof work is ``bench/proof_work.py``).
 
     .venv/bin/python -m bench.diloco_vs_ddp [--steps 1000] [--workers 4] [--h 50,200]
-        [--compressors fp32,int8,dct-top4] [--inner-lr 4e-4] [--batch-size 8]
+        [--compressors fp32,int8,dct-top4,dct-sign16] [--inner-lr 4e-4] [--batch-size 8]
         [--inner-state carried|reset|both] [--delayed] [--churn 0.25] [--data DIR] [--jobs 2]
     .venv/bin/python -m bench.diloco_vs_ddp --long   # 5,000 steps, H=50 (100 outer steps),
                                                      # every compressor
@@ -171,7 +171,8 @@ def main() -> None:
     parser.add_argument(
         "--compressors",
         help="fp32 (none) or run compressors, comma-separated (default "
-        "fp32,int8,dct-top4; with --long fp32,int8,int4,dct-top4,dct-top2)",
+        "fp32,int8,dct-top4,dct-sign16; with --long fp32,int8,int4,dct-top4,dct-top2,"
+        "dct-sign16)",
     )
     parser.add_argument(
         "--inner-lr", type=float, help="peak inner learning rate, DP's too (default: the run's)"
@@ -206,7 +207,9 @@ def main() -> None:
     if args.long:
         args.steps, args.h = 5000, "50"
     args.compressors = args.compressors or (
-        "fp32,int8,int4,dct-top4,dct-top2" if args.long else "fp32,int8,dct-top4"
+        "fp32,int8,int4,dct-top4,dct-top2,dct-sign16"
+        if args.long
+        else "fp32,int8,dct-top4,dct-sign16"
     )
     console = Console()
     corpus, _ = _data(args.data)

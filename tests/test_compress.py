@@ -1,5 +1,5 @@
-"""Pseudo-gradient compressors: error bounds, sizes, error feedback, DCT top-k, determinism of
-decoding, names and malformed bytes."""
+"""Pseudo-gradient compressors: error bounds, sizes, error feedback, DCT top-k and signs,
+determinism of decoding, names and malformed bytes."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dilochain.protocol.compression import DCT_CHUNK, compression_problem, dct_top_k
+from dilochain.protocol.compression import DCT_CHUNK, compression_problem, dct_signs, dct_top_k
 from dilochain.training.compress import (
     CompressionError,
     compress,
@@ -18,7 +18,7 @@ from dilochain.training.compress import (
 )
 from dilochain.training.tensor_codec import decode_state, encode_state
 
-NAMES = ["int8", "int4", "dct-top4", "dct-top16"]
+NAMES = ["int8", "int4", "dct-top4", "dct-top16", "dct-sign4", "dct-sign16"]
 
 
 def _norm(tensors: dict[str, torch.Tensor]) -> float:
@@ -35,10 +35,13 @@ def test_quantisation_error_is_bounded(bits):
         assert float((back[k] - v).abs().max()) <= float(v.abs().max()) / qmax / 2 + 1e-7
 
 
-@pytest.mark.parametrize(("name", "ratio"), [("int8", 3.8), ("int4", 7.3), ("dct-top4", 20.5)])
+@pytest.mark.parametrize(
+    ("name", "ratio"), [("int8", 3.8), ("int4", 7.3), ("dct-top4", 20.5), ("dct-sign16", 20.2)]
+)
 def test_compressed_size(name, ratio):
     # Headers (~150 bytes a tensor) aside: int8 / int4 values plus a scale per block of 128;
-    # dct-top4 four (index, value) byte pairs plus a scale per chunk of 64.
+    # dct-top4 four (index, value) byte pairs plus a float32 scale per chunk of 64; dct-sign16
+    # a 64-bit position mask, 16 sign bits and a bfloat16 scale per chunk.
     large = {"w": torch.randn(100_000), "b": torch.randn(300, 70)}
     got = sum(v.numel() * 4 for v in large.values()) / len(compress(large, name))
     assert got > ratio, got
@@ -61,6 +64,19 @@ def test_dct_top_k_keeps_the_largest_frequencies():
     noise = {"w": torch.randn(6400)}
     kept = decompress(compress(noise, "dct-top4"))["w"]
     assert 0.25 < float(kept.norm() / noise["w"].norm()) < 0.6
+
+
+def test_dct_signs_send_the_largest_coefficients_as_signs_of_the_largest_magnitude():
+    basis = dct_basis()[0].float()
+    coeffs = torch.zeros(2, DCT_CHUNK)
+    coeffs[0, [3, 9, 20, 40, 63]] = torch.tensor([0.5, -2.0, 0.25, -0.125, 0.01])
+    coeffs[1, [0, 1, 2, 5, 6]] = torch.tensor([-1.5, 0.75, 0.1, -0.2, 0.05])
+    back = decompress(compress({"w": coeffs @ basis}, "dct-sign4"))["w"].view(2, DCT_CHUNK)
+    got = back.double() @ basis.double().T
+    expected = torch.zeros(2, DCT_CHUNK, dtype=torch.float64)
+    expected[0, [3, 9, 20, 40]] = torch.tensor([2.0, -2.0, 2.0, -2.0], dtype=torch.float64)
+    expected[1, [0, 1, 2, 5]] = torch.tensor([-1.5, 1.5, 1.5, -1.5], dtype=torch.float64)
+    assert torch.allclose(got, expected, atol=1e-5)
 
 
 def test_dct_basis_rounds_to_float32_the_same_everywhere():
@@ -91,8 +107,11 @@ def test_any_tensor_round_trips_deterministically(name, shape, scale, seed):
     back = decompress(data)
     assert back["t"].shape == x["t"].shape and back["t"].dtype == torch.float32
     assert bool(torch.isfinite(back["t"]).all())
-    # Never adds energy beyond rounding: dropping coefficients of an orthonormal transform.
-    assert float((back["t"] - x["t"]).norm()) <= 1.01 * float(x["t"].norm()) + 1e-6
+    if dct_signs(name):  # K coefficients of a chunk, each at most its largest: √K its norm
+        bound = 1.01 * dct_top_k(name) ** 0.5 * float(x["t"].norm()) + 1e-6
+        assert float(back["t"].norm()) <= bound
+    else:  # never adds energy beyond rounding: dropping coefficients of an orthonormal transform
+        assert float((back["t"] - x["t"]).norm()) <= 1.01 * float(x["t"].norm()) + 1e-6
     assert torch.equal(decompress(data)["t"], back["t"])
 
 
@@ -112,11 +131,13 @@ def test_error_feedback_carries_what_compression_dropped(name):
 
 
 def test_compressor_names():
-    for ok in ("int8", "int4", "dct-top1", "dct-top4", "dct-top32"):
+    for ok in ("int8", "int4", "dct-top1", "dct-top4", "dct-top32", "dct-sign1", "dct-sign32"):
         assert compression_problem(ok) is None, ok
-    for bad in ("", "int2", "fp4", "dct-top0", "dct-top33", "dct-top04", "DCT-top4", "dct-4"):
+    for bad in ("", "int2", "fp4", "dct-top0", "dct-top33", "dct-top04", "DCT-top4", "dct-4",
+                "dct-sign0", "dct-sign33", "dct-signs16"):  # fmt: skip
         assert compression_problem(bad) is not None, bad
-    assert dct_top_k("dct-top8") == 8 and dct_top_k("int8") is None
+    assert dct_top_k("dct-top8") == dct_top_k("dct-sign8") == 8 and dct_top_k("int8") is None
+    assert dct_signs("dct-sign8") and not dct_signs("dct-top8")
     with pytest.raises(ValueError):
         compress({"w": torch.ones(3)}, "dct-top33")
 
@@ -125,6 +146,9 @@ def test_compressed_garbage_is_rejected():
     good = compress({"w": torch.ones(5)}, "int8")
     parts = decode_state(good)
     dct = decode_state(compress({"w": torch.ones(100)}, "dct-top4"))
+    signs = decode_state(compress({"w": torch.randn(100)}, "dct-sign4"))  # 2 chunks, 8 signs
+    uneven = signs["mask/w"].clone()
+    uneven[0] |= 0xFF  # the first chunk keeps more coefficients than the second
     mismatched = [
         {**parts, "shape/w": torch.tensor([6])},  # more values than sent
         {**parts, "shape/w": torch.tensor([-5])},
@@ -137,6 +161,13 @@ def test_compressed_garbage_is_rejected():
         {**dct, "idx/w": dct["idx/w"][:-1], "coef/w": dct["coef/w"][:-1]},  # 7 for 2 chunks
         {**dct, "coef/w": dct["coef/w"].to(torch.uint8)},
         {k: v for k, v in dct.items() if k != "idx/w"},
+        {**signs, "mask/w": signs["mask/w"][:-1]},  # a chunk without its mask
+        {**signs, "mask/w": uneven},
+        {**signs, "mask/w": torch.full_like(signs["mask/w"], 0xFF)},  # 64 kept: above K's bound
+        {**signs, "sign/w": torch.cat([signs["sign/w"], signs["sign/w"]])},  # 16 signs for 8
+        {**signs, "scale/w": signs["scale/w"].float()},  # float32 scales: not this layout
+        {**signs, "sign/w": signs["sign/w"].to(torch.int8)},
+        {k: v for k, v in signs.items() if k != "sign/w"},
     ]
     for bad in [b"", b"DLQ1", good[:-1], good + b"x", *map(encode_state, mismatched)]:
         with pytest.raises(CompressionError):

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import hashlib
 
+import pytest
+
 from dilochain.node.behaviors import RoundJob
 from dilochain.node.cheats import CopyPseudoGrad, behavior
 from dilochain.protocol.params import PocParams
@@ -101,10 +103,11 @@ def test_a_round_is_checked_against_the_residual_its_last_round_left(tmp_path, b
     assert not forged.passed and "committed residual" in forged.reason
 
 
-def test_dct_top_k_rounds_pass_and_a_random_one_fails(tmp_path, base):
+@pytest.mark.parametrize("compression", ["dct-top4", "dct-sign16"])
+def test_dct_rounds_pass_and_a_random_one_fails(tmp_path, base, compression):
     cfg = CFG.__class__()
     cfg.CopyFrom(CFG)
-    cfg.compression = "dct-top4"
+    cfg.compression = compression
     result = train_round(
         build_model(cfg.model_config, 0), cfg, DATA, "dilo1host", 1, params_of(base), None
     )

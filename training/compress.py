@@ -12,6 +12,12 @@ what verifiers screen and what everyone aggregates.
   keeps the K largest of its orthonormal DCT-II coefficients: their indices (uint8), their values
   int8-quantised and one float32 scale. ``dct-top4`` is 12 bytes per 64 values (0.19 bytes a
   parameter, against 4 for float32).
+- ``dct-signK``: the same K coefficients a chunk, sent as a 64-bit mask of their positions, one
+  sign bit each and one bfloat16 scale, the chunk's largest coefficient magnitude: each is
+  decoded as ±scale. ``dct-sign16`` is also 12 bytes per 64 values, for four times the
+  coefficients. Every kept coefficient but the largest is overshot; error feedback takes the
+  overshoot back the next round (the residual stays bounded, tested), and at equal bytes it
+  trained to a lower loss than the scales that overshoot less (docs/DESIGN.md).
 
 Decoding is elementwise float32 arithmetic in a fixed order (the inverse DCT adds the K basis
 rows one after another), so every party decodes the same bytes to the same bits; the basis is
@@ -24,8 +30,11 @@ pseudo-gradient, so no signal is lost over rounds. The residual is part of what 
 and :func:`residual_after` by the host and by every verifier, bit for bit.
 
 Layout: safetensors (``training/tensor_codec.py``), per parameter ``shape/NAME`` (int64 dims),
-``scale/NAME`` (float32) and either ``q/NAME`` (quantised: int8 values, or uint8 with two int4
-values a byte) or ``idx/NAME`` (uint8) and ``coef/NAME`` (int8) for DCT top-k.
+``scale/NAME`` and either ``q/NAME`` (quantised: int8 values, or uint8 with two int4 values a
+byte; float32 scales), ``idx/NAME`` (uint8) and ``coef/NAME`` (int8) for DCT top-k (float32
+scales), or ``mask/NAME`` (uint8, eight a chunk: bit p of byte p // 8 is position p) and
+``sign/NAME`` (uint8: the chunks' kept coefficients in order, bit i of byte i // 8 set for a
+negative one) for DCT signs (bfloat16 scales).
 """
 
 from __future__ import annotations
@@ -35,13 +44,21 @@ import math
 
 import torch
 
-from dilochain.protocol.compression import DCT_CHUNK, DCT_MAX_TOP, compression_problem, dct_top_k
+from dilochain.protocol.compression import (
+    DCT_CHUNK,
+    DCT_MAX_TOP,
+    compression_problem,
+    dct_signs,
+    dct_top_k,
+)
 from dilochain.training.tensor_codec import CodecError, decode_state, encode_state
 
 BLOCK = 128
 _QMAX = {8: 127, 4: 7}
 _BITS = {"int8": 8, "int4": 4}
 _Q, _SCALE, _SHAPE, _IDX, _COEF = "q/", "scale/", "shape/", "idx/", "coef/"
+_MASK, _SIGN = "mask/", "sign/"
+_PAYLOADS = ((_Q,), (_IDX, _COEF), (_MASK, _SIGN))  # quantised, DCT top-k, DCT signs
 
 Tensors = dict[str, torch.Tensor]
 
@@ -91,12 +108,37 @@ def _quantised(flat: torch.Tensor, bits: int) -> Tensors:
     return {_Q: _pack(q.view(-1)[: flat.numel()], bits), _SCALE: scales}
 
 
-def _dct_top(flat: torch.Tensor, k: int) -> Tensors:
+def _largest(flat: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each chunk's DCT coefficients (float64) and the positions of its ``k`` largest, ascending
+    (ties to the lower position)."""
     coeffs = _blocks(flat, DCT_CHUNK, torch.float64) @ dct_basis()[0].T
     largest = torch.sort(coeffs.abs(), dim=1, descending=True, stable=True).indices[:, :k]
-    idx = largest.sort(dim=1).values
+    return coeffs, largest.sort(dim=1).values
+
+
+def _dct_top(flat: torch.Tensor, k: int) -> Tensors:
+    coeffs, idx = _largest(flat, k)
     q, scales = _int8_with_scale(coeffs.gather(1, idx).float(), 127)
     return {_IDX: idx.to(torch.uint8).view(-1), _COEF: q.view(-1), _SCALE: scales}
+
+
+def _bits(flags: torch.Tensor) -> torch.Tensor:
+    """Booleans packed eight a byte, bit i of byte i // 8 (zero-padded)."""
+    padded = torch.zeros(-(-flags.numel() // 8) * 8, dtype=torch.uint8)
+    padded[: flags.numel()] = flags.reshape(-1)
+    return (padded.view(-1, 8) << torch.arange(8, dtype=torch.uint8)).sum(1, dtype=torch.uint8)
+
+
+def _unbits(packed: torch.Tensor, n: int) -> torch.Tensor:
+    """The first ``n`` booleans of bytes that :func:`_bits` packed."""
+    return ((packed[:, None] >> torch.arange(8, dtype=torch.uint8)) & 1).view(-1)[:n].bool()
+
+
+def _dct_sign(flat: torch.Tensor, k: int) -> Tensors:
+    coeffs, idx = _largest(flat, k)
+    kept = torch.zeros(coeffs.shape, dtype=torch.bool).scatter(1, idx, True)
+    scales = coeffs.abs().amax(dim=1).float().to(torch.bfloat16)
+    return {_MASK: _bits(kept), _SIGN: _bits(coeffs.gather(1, idx) < 0), _SCALE: scales}
 
 
 def compress(delta: Tensors, name: str) -> bytes:
@@ -109,7 +151,10 @@ def compress(delta: Tensors, name: str) -> bytes:
     for key, value in delta.items():
         tensor = value.detach().to("cpu", torch.float32).contiguous()
         flat = tensor.view(-1)
-        parts = _quantised(flat, _BITS[name]) if k is None else _dct_top(flat, k)
+        if k is None:
+            parts = _quantised(flat, _BITS[name])
+        else:
+            parts = _dct_sign(flat, k) if dct_signs(name) else _dct_top(flat, k)
         out.update({prefix + key: part for prefix, part in parts.items()})
         out[_SHAPE + key] = torch.tensor(tensor.shape, dtype=torch.int64)
     return encode_state(out)
@@ -143,26 +188,54 @@ def _inverse_dct(
         raise CompressionError(f"{key}: {q.numel()} coefficients do not fit {chunks} chunks")
     if bool((idx >= DCT_CHUNK).any()):
         raise CompressionError(f"{key}: coefficient index out of the chunk")
-    coef = q.view(chunks, k).float() * scales[:, None]
-    rows = idx.view(chunks, k).long()
+    return _synthesised(q.view(chunks, k).float() * scales[:, None], idx.view(chunks, k).long())
+
+
+def _inverse_dct_signs(
+    mask: torch.Tensor, sign: torch.Tensor, scales: torch.Tensor, numel: int, key: str
+) -> torch.Tensor:
+    chunks = -(-numel // DCT_CHUNK)
+    if scales.shape != (chunks,) or mask.shape != (chunks * DCT_CHUNK // 8,):
+        raise CompressionError(f"{key}: wrong number of chunk scales or position masks")
+    if mask.dtype != torch.uint8 or sign.dtype != torch.uint8 or sign.dim() != 1:
+        raise CompressionError(f"{key}: masks and signs are not uint8 vectors")
+    kept = _unbits(mask, chunks * DCT_CHUNK).view(chunks, DCT_CHUNK)
+    k = int(kept[0].sum()) if chunks else 0
+    if not bool((kept.sum(1) == k).all()) or k > DCT_MAX_TOP:
+        raise CompressionError(f"{key}: chunks keep different numbers of coefficients")
+    if sign.numel() != -(-chunks * k // 8):
+        raise CompressionError(f"{key}: {sign.numel()} sign bytes do not fit {chunks * k} signs")
+    negative = _unbits(sign, chunks * k).view(chunks, k)
+    coef = torch.where(negative, -1.0, 1.0) * scales.float()[:, None]
+    return _synthesised(coef, kept.nonzero()[:, 1].view(chunks, k))
+
+
+def _synthesised(coef: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """The chunks (flattened) whose DCT coefficients at positions ``rows`` are ``coef``."""
     basis = dct_basis()[1]
-    out = torch.zeros(chunks, DCT_CHUNK)
-    for t in range(k):  # one basis row at a time: a fixed order of float32 additions
+    out = torch.zeros(coef.shape[0], DCT_CHUNK)
+    for t in range(coef.shape[1]):  # one basis row at a time: a fixed order of float32 additions
         out = out + coef[:, t : t + 1] * basis[rows[:, t]]
-    return out.view(-1)[:numel]
+    return out.view(-1)
 
 
 def _tensor(parts: Tensors, key: str) -> torch.Tensor:
     scales, shape = parts[_SCALE + key], parts[_SHAPE + key]
     if shape.dtype != torch.int64 or shape.dim() != 1 or bool((shape < 0).any()):
         raise CompressionError(f"{key}: bad shape")
-    if scales.dtype != torch.float32 or scales.dim() != 1:
-        raise CompressionError(f"{key}: scales are not a float32 vector")
+    signs = _MASK + key in parts
+    wanted = torch.bfloat16 if signs else torch.float32
+    if scales.dtype != wanted or scales.dim() != 1:
+        raise CompressionError(f"{key}: scales are not a {wanted} vector")
     dims = [int(d) for d in shape]
     numel = math.prod(dims)
     if _Q + key in parts:
         return _dequantised(parts[_Q + key], scales, numel, key).view(dims)
-    return _inverse_dct(parts[_IDX + key], parts[_COEF + key], scales, numel, key).view(dims)
+    if signs:
+        decoded = _inverse_dct_signs(parts[_MASK + key], parts[_SIGN + key], scales, numel, key)
+    else:
+        decoded = _inverse_dct(parts[_IDX + key], parts[_COEF + key], scales, numel, key)
+    return decoded[:numel].view(dims)
 
 
 def decompress(data: bytes) -> Tensors:
@@ -174,11 +247,11 @@ def decompress(data: bytes) -> Tensors:
     names = {k[len(_SHAPE) :] for k in parts if k.startswith(_SHAPE)}
     expected = set()
     for n in names:
-        payload = (_Q,) if _Q + n in parts else (_IDX, _COEF)
+        payload = next((p for p in _PAYLOADS if p[0] + n in parts), _PAYLOADS[0])
         expected |= {prefix + n for prefix in (_SHAPE, _SCALE, *payload)}
     if set(parts) != expected:
-        raise CompressionError("tensors are not shape/, scale/ and q/ (or idx/ and coef/) "
-                               "of the same names")  # fmt: skip
+        raise CompressionError("tensors are not shape/, scale/ and q/ (or idx/ and coef/, or "
+                               "mask/ and sign/) of the same names")  # fmt: skip
     try:
         return {name: _tensor(parts, name) for name in sorted(names)}
     except (RuntimeError, ValueError, OverflowError) as err:

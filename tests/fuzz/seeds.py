@@ -80,6 +80,7 @@ def _seeds() -> dict[str, list[bytes]]:
             compress(small, "dct-top4"),
             compress(small, "int8")[:-3],
             overflow,
+            compress(small, "dct-sign16"),
         ],
         "checkpoint": [encode_state(small), encode_state({}), shape, zero_huge],
         "genesis": [genesis.model_dump_json().encode(), b"{}", b'{"chain_id": 5}'],
