@@ -8,7 +8,8 @@ node's own model, data shards and step code. Prints final held-out loss, bytes s
 and the ratio to DDP (a node's proof work is ``bench/proof_work.py``).
 
     .venv/bin/python -m bench.diloco_vs_ddp [--steps 1000] [--workers 4] [--h 50,200]
-        [--compressors fp32,int8,dct-top4,dct-sign16] [--inner-lr 4e-4] [--batch-size 8]
+        [--compressors fp32,int8,dct-top4,dct-sign16] [--inner-lr 4e-4] [--outer-lr 0.7]
+        [--batch-size 8]
         [--inner-state carried|reset|both] [--delayed] [--churn 0.25] [--data DIR] [--jobs 2]
     .venv/bin/python -m bench.diloco_vs_ddp --long   # 5,000 steps, H=50 (100 outer steps),
                                                      # every compressor
@@ -149,7 +150,7 @@ def _method(job: tuple) -> tuple[str, float, int, float]:
 
 def _knobs(args: argparse.Namespace) -> dict:
     """The RunConfig fields the command line sets (the run's defaults for the others)."""
-    given = {"inner_lr": args.inner_lr, "batch_size": args.batch_size}
+    given = {"inner_lr": args.inner_lr, "batch_size": args.batch_size, "outer_lr": args.outer_lr}
     return {field: value for field, value in given.items() if value is not None}
 
 
@@ -177,6 +178,7 @@ def main() -> None:
     parser.add_argument(
         "--inner-lr", type=float, help="peak inner learning rate, DP's too (default: the run's)"
     )
+    parser.add_argument("--outer-lr", type=float, help="DiLoCo's outer lr (default: the run's)")
     parser.add_argument(
         "--batch-size", type=int, help="sequences per worker step (default: the run's)"
     )
@@ -216,7 +218,7 @@ def main() -> None:
     cfg = make_run_config(Pins("", "", corpus.manifest.vocab_size), "small", **_knobs(args))
     console.print(f"model: {parameter_count(build_model(llama_config(corpus), 1)):,} parameters; "
                   f"{args.workers} workers x {args.steps} steps of {cfg.batch_size} sequences, "
-                  f"inner lr {cfg.inner_lr:g}; data {corpus.root} "
+                  f"inner lr {cfg.inner_lr:g}, outer lr {cfg.outer_lr:g}; data {corpus.root} "
                   f"({sum(s.tokens for s in corpus.manifest.shards):,} tokens)")  # fmt: skip
     jobs = [("synchronous DP", args.steps, None, {}, args)]
     carried = {"reset": [False], "carried": [True], "both": [False, True]}[args.inner_state]
