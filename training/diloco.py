@@ -20,9 +20,15 @@ def initial_global(params: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return state
 
 
+def part_of(state: dict[str, torch.Tensor], prefix: str) -> dict[str, torch.Tensor]:
+    """The entries of a state dict under ``prefix`` (``param/``, ``momentum/``, an inner
+    checkpoint's moments), keyed without it."""
+    return {k[len(prefix) :]: v for k, v in state.items() if k.startswith(prefix)}
+
+
 def params_of(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """The parameters (the ``param/`` entries) of a global state or an inner checkpoint."""
-    return {k[len(PARAM) :]: v for k, v in state.items() if k.startswith(PARAM)}
+    return part_of(state, PARAM)
 
 
 def pseudo_gradient(

@@ -85,7 +85,8 @@ def load_inner_state(model: CausalLM, cfg: RunConfig, ckpt: dict[str, torch.Tens
         raise ValueError("checkpoint does not match the run's model")
     step, adam_step = int(ckpt[STEP]), int(ckpt[ADAM_STEP])
     if not 0 <= step <= adam_step:
-        raise ValueError(f"AdamW step count {adam_step} is below the round's step {step}")
+        raise ValueError(f"step {step} and AdamW step count {adam_step} are not "
+                         "0 <= step <= count")  # fmt: skip
     load_params(model, {n: ckpt[PARAM + n] for n in names})
     optimizer = _optimizer(model, cfg)
     if adam_step:
@@ -103,15 +104,16 @@ def start_checkpoint(
 ) -> dict[str, torch.Tensor]:
     """Checkpoint 0 of a round, defined once for hosts and verifiers: the parameters the round
     starts from, with AdamW's moments and step count taken from ``carried`` (the final
-    checkpoint of the host's last round, in a run with ``carry_inner_state``) or zero."""
+    checkpoint of the host's last round, in a run with ``carry_inner_state``) or zero. Its
+    tensors are those of ``params`` and ``carried``, not copies (loading copies them)."""
     out = {STEP: torch.tensor(0, dtype=torch.int64), ADAM_STEP: torch.tensor(0, dtype=torch.int64)}
     if carried is not None:
-        out[ADAM_STEP] = carried[ADAM_STEP].clone()
+        out[ADAM_STEP] = carried[ADAM_STEP]
     for name, value in params.items():
         out[PARAM + name] = value
         for moment in (EXP_AVG, EXP_AVG_SQ):
             out[moment + name] = (
-                carried[moment + name].clone() if carried is not None else torch.zeros_like(value)
+                carried[moment + name] if carried is not None else torch.zeros_like(value)
             )
     return out
 

@@ -28,6 +28,7 @@ from dilochain.training.dataset import DataError, Dataset
 from dilochain.training.diloco import (
     PARAM,
     params_of,
+    part_of,
     pseudo_gradient,
     pseudo_gradient_problem,
     round_start,
@@ -203,14 +204,10 @@ def start_mismatch(
     moments = "round did not start from the AdamW moments its host's last round left"
     for prefix, problem in ((PARAM, "round did not start from the global state"),
                             (EXP_AVG, moments), (EXP_AVG_SQ, moments)):  # fmt: skip
-        gap = relative_l2(_part(revealed, prefix), _part(expected, prefix))
+        gap = relative_l2(part_of(revealed, prefix), part_of(expected, prefix))
         if gap > limit:
             return Verdict(False, problem, gap)
     return None
-
-
-def _part(ckpt: dict[str, torch.Tensor], prefix: str) -> dict[str, torch.Tensor]:
-    return {name: t for name, t in ckpt.items() if name.startswith(prefix)}
 
 
 def _on_cpu(state: InnerState) -> dict[str, torch.Tensor]:
