@@ -6,7 +6,7 @@ settings (thread count, the run's precision) and report the relative L2 distance
 replayed and the revealed end parameters. Cheats are replayed the same way. GPU-vs-CPU rows need
 a GPU (``--device cuda`` for the host's side) and are printed only where one is present.
 
-    .venv/bin/python -m bench.replay_tolerance [--preset small]
+    .venv/bin/python -m bench.replay_tolerance [--preset small] [--hosts cuda,cuda-compiled]
 """
 
 from __future__ import annotations
@@ -75,6 +75,12 @@ def _outcome(verdicts: list, tolerance: float) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--preset", default="small")
+    parser.add_argument(
+        "--hosts",
+        default=None,
+        help="the honest hosts' rows only, e.g. cuda,cuda-compiled (default: cpu, "
+        "cpu-compiled and cuda where present, and the cheats)",
+    )
     args = parser.parse_args()
     data, pins = shipped_data()
     defaults = PocParams()
@@ -83,17 +89,23 @@ def main() -> None:
     hosts = [("cpu", False), ("cpu", True)] + (
         [("cuda", False)] if torch.cuda.is_available() else []
     )
+    cheats = ("noisy", "wrong-data", "fewer-steps")
+    if args.hosts:
+        names = args.hosts.split(",")
+        hosts = [(h.removesuffix("-compiled"), h.endswith("-compiled")) for h in names]
+        cheats = ()
     for precision in ("fp32", "bf16"):
         cfg = make_run_config(pins, args.preset, precision=precision)
         tolerance = Policy.for_run(defaults, precision).tolerance
         model = build_model(cfg.model_config, cfg.seed)
         base = initial_global({n: p.detach().clone() for n, p in model.named_parameters()})
         cases = [(d, c, "honest") for d, c in hosts]
-        cases += [("cpu", False, cheat) for cheat in ("noisy", "wrong-data", "fewer-steps")]
-        short = _one_step_short(cfg, data, _round(cfg, data, base, "honest", "cpu", False))
-        table.add_row("cpu, 1 thread", "cpu, 1 thread", "one step short", precision,
-                      f"{min(short):.1e}", f"{max(short):.1e}",
-                      "caught" if min(short) > tolerance else "passes")  # fmt: skip
+        cases += [("cpu", False, cheat) for cheat in cheats]
+        if cheats:
+            short = _one_step_short(cfg, data, _round(cfg, data, base, "honest", "cpu", False))
+            table.add_row("cpu, 1 thread", "cpu, 1 thread", "one step short", precision,
+                          f"{min(short):.1e}", f"{max(short):.1e}",
+                          "caught" if min(short) > tolerance else "passes")  # fmt: skip
         for device, compiled, how in cases:
             set_deterministic(1)
             result = _round(cfg, data, base, how, device, compiled)

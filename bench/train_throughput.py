@@ -8,6 +8,7 @@ fit is reported, not fatal. Figures are printed, not asserted.
 
     .venv/bin/python -m bench.train_throughput [--sizes 10m,125m] [--steps 4] [--device cpu]
         [--threads 2] [--peak-tflops X] [--compile] [--precision fp32|bf16]
+        [--seq-len 256] [--batch N]  (N: each size's own batch by default)
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from rich.table import Table
 from dilochain.testutil import shipped_data
 from dilochain.training.model import build_model
 from dilochain.training.run_config import llama, make_run_config
-from dilochain.training.train_step import fresh_inner_state, train_step
+from dilochain.training.train_step import fresh_inner_state, set_deterministic, train_step
 
 SEQ_LEN = 256
 SIZES = {  # name: (hidden, layers, heads, batch)
@@ -32,12 +33,16 @@ SIZES = {  # name: (hidden, layers, heads, batch)
 }
 
 
-def measure(size: str, steps: int, device: str, precision: str, compile_model: bool) -> dict:
+def measure(
+    size: str, steps: int, device: str, precision: str, compile_model: bool,
+    seq_len: int = SEQ_LEN, batch: int | None = None,
+) -> dict:  # fmt: skip
     """Seconds per inner step (after one warm-up step) and the FLOPs it did."""
-    hidden, layers, heads, batch = SIZES[size]
+    hidden, layers, heads, default_batch = SIZES[size]
+    batch = batch or default_batch
     corpus, pins = shipped_data()
-    cfg = make_run_config(pins, "small", model=llama(hidden, layers, heads, SEQ_LEN),
-                          seq_len=SEQ_LEN, batch_size=batch, inner_steps=steps + 1,
+    cfg = make_run_config(pins, "small", model=llama(hidden, layers, heads, seq_len),
+                          seq_len=seq_len, batch_size=batch, inner_steps=steps + 1,
                           precision=precision)  # fmt: skip
     model = build_model(cfg.model_config, cfg.seed).to(device)
     embedding = model.get_input_embeddings().weight.numel()
@@ -45,18 +50,19 @@ def measure(size: str, steps: int, device: str, precision: str, compile_model: b
     state = fresh_inner_state(model, cfg, params)
     if compile_model:
         model.compile()  # as `node start --compile` does
-    train_step(state, cfg, corpus, 0, 1, 0)  # warm-up: allocations, kernels, compilation
+    shards = corpus.shards_of(cfg.seed, "bench")
+    train_step(state, cfg, corpus, shards, 1, 0)  # warm-up: allocations, kernels, compilation
     if device == "cuda":
         torch.cuda.synchronize()
     start = time.perf_counter()
     for _ in range(steps):
-        train_step(state, cfg, corpus, 0, 1, 0)
+        train_step(state, cfg, corpus, shards, 1, 0)
     if device == "cuda":
         torch.cuda.synchronize()
     seconds = (time.perf_counter() - start) / steps
     n = sum(p.numel() for p in params.values()) - embedding
-    tokens = batch * SEQ_LEN
-    flops = tokens * (6 * n + 12 * layers * hidden * SEQ_LEN)
+    tokens = batch * seq_len
+    flops = tokens * (6 * n + 12 * layers * hidden * seq_len)
     return {"params": n + embedding, "seconds": seconds, "tokens": tokens, "flops": flops}
 
 
@@ -75,19 +81,29 @@ def main() -> None:
         default=None,
         help="the run's precision (default: bf16 on CUDA, fp32 on CPU)",
     )
+    parser.add_argument("--seq-len", type=int, default=SEQ_LEN)
+    parser.add_argument("--batch", type=int, default=None, help="sequences a step")
+    parser.add_argument("--nondeterministic", action="store_true",
+                        help="without the deterministic kernels a node runs with")  # fmt: skip
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
+    if args.nondeterministic:
+        torch.set_num_threads(args.threads)
+    else:
+        set_deterministic(args.threads)  # as a node runs
     precision = args.precision or ("bf16" if args.device == "cuda" else "fp32")
     console = Console()
     device_name = torch.cuda.get_device_name() if args.device == "cuda" else "CPU"
     table = Table("size", "parameters", "s / step", "tokens/s", "TFLOP/s", "MFU",
-                  title=f"inner steps on {device_name} ({args.threads} threads on CPU), "
-                        f"seq_len {SEQ_LEN}")  # fmt: skip
+                  title=f"inner steps on {device_name} ({args.threads} threads on CPU"
+                        f"{', nondeterministic' if args.nondeterministic else ''}), "
+                        f"seq_len {args.seq_len}")  # fmt: skip
     for size in args.sizes.split(","):
         try:
-            m = measure(size, args.steps, args.device, precision, args.compile)
+            m = measure(
+                size, args.steps, args.device, precision, args.compile, args.seq_len, args.batch
+            )
         except (RuntimeError, MemoryError) as err:  # out of memory: report, go on
-            table.add_row(size, "-", "-", "-", "-", f"did not fit: {str(err)[:40]}")
+            table.add_row(size, "-", "-", "-", "-", f"failed: {str(err)[:160]}")
             continue
         tflops = m["flops"] / m["seconds"] / 1e12
         mfu = f"{tflops / args.peak_tflops:.1%}" if args.peak_tflops else "-"

@@ -7,6 +7,8 @@ from __future__ import annotations
 import pickle
 from pathlib import Path
 
+import pytest
+import torch
 import torch.multiprocessing as mp
 
 from dilochain.chain.testnet import free_port
@@ -82,3 +84,35 @@ def test_two_rank_rounds_replay_in_one_process(tmp_path, base):
                                               HOST, 2, carried=carried)  # fmt: skip
     found = [verify_challenge(CFG, DATA, commit, c, store, TOLERANT) for c in challenges]
     assert all(v.passed for v in found), [v.reason for v in found]
+
+
+def _nccl_rank(rank: int, address: str, out: Path, base_state: dict) -> None:
+    set_deterministic(1)
+    parallel = DataParallel.join(rank, 1, address, "nccl")
+    model = build_model(CFG.model_config, 0).to(parallel.device)
+    try:
+        results = {}
+        for name in ("honest", "fewer-steps"):
+            job = RoundJob(model, CFG, DATA, HOST, 1, params_of(base_state), None,
+                           parallel=parallel)  # fmt: skip
+            results[name] = behavior(name).train(job)
+        parallel.start_round(None)
+        (out / "results.pkl").write_bytes(pickle.dumps(results))
+    finally:
+        parallel.close()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_an_nccl_rank_on_a_gpu_trains_rounds_a_cpu_verifier_judges(tmp_path, base):
+    """NCCL collectives run on the rank's GPU (checkpoint 0 broadcast there too); a CPU
+    verifier replays the GPU's round within tolerance and catches its cheat."""
+    address = f"127.0.0.1:{free_port()}"
+    mp.start_processes(_nccl_rank, args=(address, tmp_path, base), nprocs=1, start_method="spawn")
+    results = pickle.loads((tmp_path / "results.pkl").read_bytes())
+    store, commit, challenges = publish_round(tmp_path / "h", CFG, base, results["honest"], HOST)
+    found = [verify_challenge(CFG, DATA, commit, c, store, TOLERANT) for c in challenges]
+    assert all(v.passed for v in found), [(v.reason, v.distance) for v in found]
+    store, commit, challenges = publish_round(tmp_path / "c", CFG, base, results["fewer-steps"],
+                                              HOST)  # fmt: skip
+    verdicts = [verify_challenge(CFG, DATA, commit, c, store, TOLERANT) for c in challenges]
+    assert not all(v.passed for v in verdicts)

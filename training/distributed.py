@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import datetime
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.distributed as dist
@@ -30,13 +30,19 @@ class DataParallel:
 
     rank: int
     world: int
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))  # collectives
 
     @classmethod
     def join(cls, rank: int, world: int, address: str, backend: str = "gloo") -> DataParallel:
-        """Join the host's process group at ``address`` (``host:port`` of rank 0)."""
+        """Join the host's process group at ``address`` (``host:port`` of rank 0). NCCL runs
+        collectives on the rank's GPU (``cuda:rank``), gloo on the CPU."""
+        device = torch.device("cpu")
+        if backend == "nccl":
+            device = torch.device("cuda", rank)
+            torch.cuda.set_device(device)  # broadcast_object_list stages objects there
         dist.init_process_group(backend, init_method=f"tcp://{address}", rank=rank,
                                 world_size=world, timeout=TIMEOUT)  # fmt: skip
-        return cls(rank, world)
+        return cls(rank, world, device)
 
     def rows(self, batch: torch.Tensor) -> torch.Tensor:
         """This rank's equal slice of a step's batch."""
@@ -73,11 +79,12 @@ class DataParallel:
             return None
         raw, host, round_, layout, scalars, shards = header[0]
         if first is not None:  # rank 0: send, and keep its own tensors
-            dist.broadcast(torch.cat([first[n].detach().reshape(-1).float().cpu()
-                                      for n, _ in layout]), src=0)  # fmt: skip
+            flat = torch.cat([first[n].detach().reshape(-1).float() for n, _ in layout])
+            dist.broadcast(flat.to(self.device), src=0)
             return cfg, host, round_, first, shards
-        flat = torch.empty(sum(math.prod(shape) for _, shape in layout))
+        flat = torch.empty(sum(math.prod(shape) for _, shape in layout), device=self.device)
         dist.broadcast(flat, src=0)
+        flat = flat.cpu()
         tensors = {n: torch.tensor(v, dtype=torch.int64) for n, v in scalars.items()}
         offset = 0
         for name, shape in layout:

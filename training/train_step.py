@@ -12,6 +12,7 @@ distance.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -171,5 +172,7 @@ def eval_loss(model: CausalLM, batches: list[torch.Tensor]) -> float:
 
 def set_deterministic(threads: int) -> None:
     """Make steps bit-exact replays of each other on the same hardware."""
+    # cuBLAS is deterministic only with a fixed workspace, chosen before its first call
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     torch.use_deterministic_algorithms(True)
     torch.set_num_threads(threads)
