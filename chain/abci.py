@@ -5,9 +5,12 @@ of ``tendermint.abci.Request`` messages, each prefixed with its length as a prot
 the application answers every request, in order, with a ``Response`` framed the same way.
 The compiled ABCI protos are cosmpy's (CometBFT v0.38's ``tendermint/abci/types.proto``).
 
-All connections are served on one asyncio loop, so application calls never interleave. A
-request that does not decode or whose handling fails is answered with an ``exception``
-response and the connection stays open; a tx that fails is answered with its code and log.
+All connections are served on one asyncio loop, so application calls never interleave.
+CometBFT stops the node on an ``exception`` response, so whatever a client can make the
+application do (queries, CheckTx, proposals, snapshots, vote extensions) is answered with a code
+or a safe default even if handling fails. A failure to execute or commit a decided block is
+different: the node cannot go on without committing a state it cannot vouch for, so the handler
+reports it (``on_fatal``) and the node stops with that line.
 """
 
 from __future__ import annotations
@@ -21,12 +24,43 @@ from cosmpy.protos.tendermint.abci import types_pb2 as abci
 from google.protobuf.message import DecodeError
 
 from dilochain.chain.app import Application, FinalizedBlock
+from dilochain.chain.errors import CODESPACE, codes
 
 log = logging.getLogger(__name__)
 
 MAX_MESSAGE_BYTES = 104_857_600  # CometBFT's own limit on one ABCI message
 APP_VERSION = 1
-QueryFn = Callable[[str, bytes], Awaitable[abci.ResponseQuery]]
+QueryFn = Callable[[str, bytes, bool], Awaitable[abci.ResponseQuery]]
+_CONSENSUS = {"init_chain", "finalize_block", "commit"}  # no safe answer but to stop
+
+
+def _fallback(kind: str, error: str) -> abci.Response:
+    """The answer to a request of ``kind`` whose handling failed, where one keeps the chain
+    going: a coded refusal, an empty proposal, an accepted proposal (FinalizeBlock answers
+    each tx with its code) or no snapshot."""
+    r = abci
+    answers = {
+        "check_tx": lambda: r.Response(check_tx=r.ResponseCheckTx(
+            code=codes.INTERNAL, codespace=CODESPACE, log=error)),
+        "prepare_proposal": lambda: r.Response(prepare_proposal=r.ResponsePrepareProposal()),
+        "process_proposal": lambda: r.Response(process_proposal=r.ResponseProcessProposal(
+            status=r.ResponseProcessProposal.ACCEPT)),
+        "list_snapshots": lambda: r.Response(list_snapshots=r.ResponseListSnapshots()),
+        "offer_snapshot": lambda: r.Response(offer_snapshot=r.ResponseOfferSnapshot(
+            result=r.ResponseOfferSnapshot.REJECT)),
+        "load_snapshot_chunk": lambda: r.Response(
+            load_snapshot_chunk=r.ResponseLoadSnapshotChunk()),
+        "apply_snapshot_chunk": lambda: r.Response(apply_snapshot_chunk=(
+            r.ResponseApplySnapshotChunk(result=r.ResponseApplySnapshotChunk.ABORT))),
+        "extend_vote": lambda: r.Response(extend_vote=r.ResponseExtendVote()),
+        "verify_vote_extension": lambda: r.Response(verify_vote_extension=(
+            r.ResponseVerifyVoteExtension(status=r.ResponseVerifyVoteExtension.ACCEPT))),
+        "info": lambda: r.Response(info=r.ResponseInfo(data="dilochain")),
+        "echo": lambda: r.Response(echo=r.ResponseEcho()),
+        "flush": lambda: r.Response(flush=r.ResponseFlush()),
+    }  # fmt: skip
+    answer = answers.get(kind)
+    return answer() if answer else r.Response(exception=r.ResponseException(error=error))
 
 
 def encode_frame(message: bytes) -> bytes:
@@ -90,26 +124,32 @@ class AbciHandler:
     def __init__(
         self, app: Application, query: QueryFn, version: str,
         on_commit: Callable[[FinalizedBlock], None] | None = None,
+        on_fatal: Callable[[str], None] | None = None,
     ):  # fmt: skip
         self.app = app
         self.query = query
         self.version = version
         self.on_commit = on_commit  # told of each block once it is committed
+        self.on_fatal = on_fatal  # told why the node cannot go on (a block it cannot execute)
         self._finalized: FinalizedBlock | None = None
 
     async def handle(self, request: abci.Request) -> abci.Response:
-        """The response to one request (an ``exception`` response if handling fails)."""
+        """The response to one request; a coded or default answer if handling fails."""
         kind = request.WhichOneof("value")
         try:
             if kind == "query":
-                return abci.Response(query=await self.query(request.query.path, request.query.data))
+                q = request.query
+                return abci.Response(query=await self.query(q.path, q.data, q.prove))
             handler = getattr(self, f"_{kind}", None)
             if handler is None:
                 return abci.Response(exception=abci.ResponseException(error=f"unknown {kind}"))
             return handler(getattr(request, kind))
-        except Exception as err:  # a bad request must never stop the application
+        except Exception as err:
             log.exception("ABCI %s failed", kind)
-            return abci.Response(exception=abci.ResponseException(error=f"{kind}: {err}"))
+            error = f"{kind}: {type(err).__name__}: {err}"[:1000]
+            if kind in _CONSENSUS and self.on_fatal is not None:
+                self.on_fatal(error)
+            return _fallback(kind, error)
 
     def _echo(self, req: abci.RequestEcho) -> abci.Response:
         return abci.Response(echo=abci.ResponseEcho(message=req.message))

@@ -45,6 +45,28 @@ MSG_SPECS: list[MsgSpec] = [
 ]  # fmt: skip
 
 
+# End-of-block work, in order: a round's seed before its challenges are drawn; hosts that
+# left after their last round's slashes.
+END_BLOCKERS = [collateral, rounds, beacon, challenges, registry]
+
+
+def _end_block(module, ctx: Context) -> None:
+    """One module's end-of-block work in a layer of its own: if it fails (a bug), its writes and
+    events are dropped and the block goes on, the same on every validator, instead of the
+    chain halting on one module's error."""
+    layer = ctx.store.child()
+    events: list = []
+    try:
+        module.end_block(Context(layer, ctx.height, ctx.time_ns, ctx.chain_id, ctx.params,
+                                 events, ctx.last_block_hash))  # fmt: skip
+    except Exception:
+        log.exception("end of block %d: %s failed; its work in this block is dropped",
+                      ctx.height, module.__name__)  # fmt: skip
+        return
+    layer.write()
+    ctx.events.extend(events)
+
+
 @dataclass(frozen=True)
 class FinalizedBlock:
     """The outcome of executing a block, before it is committed."""
@@ -242,11 +264,8 @@ class Application:
             results.append(result)
         last_hash = self.store.meta("last_block_hash") or b""
         end_ctx = Context(state, height, time_ns, self.chain_id, self.params, [], last_hash)
-        collateral.end_block(end_ctx)
-        rounds.end_block(end_ctx)
-        beacon.end_block(end_ctx)  # a round's seed, before its challenges are drawn
-        challenges.end_block(end_ctx)
-        registry.end_block(end_ctx)  # hosts that left: after their last round's slashes
+        for module in END_BLOCKERS:
+            _end_block(module, end_ctx)
         finalized = FinalizedBlock(
             StoredBlock(height, block_hash, time_ns, proposer),
             txs,

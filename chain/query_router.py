@@ -2,9 +2,15 @@
 
 ``abci_query`` with path ``/cosmos.bank.v1beta1.Query/Balance`` and the request's protobuf
 bytes runs the same servicer method the gRPC server runs, and answers the response's bytes.
+Only methods the servicer implements are routed (a generated base method that answers
+UNIMPLEMENTED is an unknown path); whatever a query sends, the answer is a response with a
+code, never an exception, since CometBFT stops the node on an exception.
 """
 
 from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
 
 import grpc
 from cosmpy.protos.tendermint.abci import types_pb2 as abci
@@ -14,9 +20,14 @@ from google.protobuf.message_factory import GetMessageClass
 
 from dilochain.chain.errors import CODESPACE, codes
 
+log = logging.getLogger(__name__)
+
+MAX_PATH = 256  # longer paths are answered as unknown without being echoed
 _STATUS_CODES = {
     grpc.StatusCode.NOT_FOUND: codes.NOT_FOUND,
     grpc.StatusCode.INVALID_ARGUMENT: codes.INVALID_REQUEST,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: codes.MEMPOOL_FULL,
+    grpc.StatusCode.UNIMPLEMENTED: codes.UNKNOWN_REQUEST,
 }
 
 
@@ -28,45 +39,100 @@ class _Aborted(Exception):
 
 
 class _ServicerContext:
-    """The part of a grpc.aio servicer context the query servicers use."""
+    """What a grpc.aio servicer context offers a query servicer, without a call behind it."""
 
-    async def abort(self, code: grpc.StatusCode, details: str) -> None:
+    def __init__(self) -> None:
+        self._code: grpc.StatusCode | None = None
+        self._details = ""
+
+    async def abort(self, code: grpc.StatusCode, details: str = "") -> None:
         raise _Aborted(code, details)
 
+    def set_code(self, code: grpc.StatusCode) -> None:
+        self._code = code
 
-def _failure(code: int, log: str, height: int) -> abci.ResponseQuery:
-    return abci.ResponseQuery(code=code, log=log, codespace=CODESPACE, height=height)
+    def set_details(self, details: str) -> None:
+        self._details = details
+
+    def code(self) -> grpc.StatusCode | None:
+        return self._code
+
+    def details(self) -> str:
+        return self._details
+
+    def invocation_metadata(self) -> tuple:
+        return ()
+
+    def peer(self) -> str:
+        return "abci_query"
+
+    def time_remaining(self) -> float | None:
+        return None
+
+
+def _failure(code: int, log_line: str, height: int) -> abci.ResponseQuery:
+    return abci.ResponseQuery(code=code, log=log_line, codespace=CODESPACE, height=height)
+
+
+def _generated_base(servicer: object) -> type | None:
+    """The grpcio-generated ``…Servicer`` class ``servicer`` derives from (its methods answer
+    UNIMPLEMENTED)."""
+    return next((c for c in type(servicer).__mro__ if c.__module__.endswith("_pb2_grpc")), None)
 
 
 class QueryRouter:
     """Routes ``/package.Service/Method`` paths to servicer methods."""
 
-    def __init__(self, height: callable):
+    def __init__(self, height: Callable[[], int]):
         self._height = height
-        self._routes: dict[str, tuple[object, type]] = {}
+        self._routes: dict[str, tuple[Callable[..., Awaitable], type]] = {}
+
+    @property
+    def paths(self) -> list[str]:
+        """Every routed path, sorted."""
+        return sorted(self._routes)
 
     def add(self, servicer: object, service: ServiceDescriptor) -> None:
-        """Route every method of ``service`` to ``servicer``."""
+        """Route every method of ``service`` that ``servicer`` implements."""
+        base = _generated_base(servicer)
         for method in service.methods:
             handler = getattr(servicer, method.name)
+            if base is not None and getattr(type(servicer), method.name) is getattr(
+                base, method.name, None
+            ):
+                continue  # the generated stub: UNIMPLEMENTED
             self._routes[f"/{service.full_name}/{method.name}"] = (
                 handler,
                 GetMessageClass(method.input_type),
             )
 
-    async def query(self, path: str, data: bytes) -> abci.ResponseQuery:
-        """Answer one ABCI query at the latest committed height."""
+    async def query(self, path: str, data: bytes, prove: bool = False) -> abci.ResponseQuery:
+        """Answer one ABCI query at the latest committed height; always a response."""
         height = self._height()
+        try:
+            return await self._answer(path, data, prove, height)
+        except Exception as err:  # a bug in a handler must never reach CometBFT
+            log.exception("query %r failed", path[:MAX_PATH])
+            return _failure(codes.INTERNAL, f"internal error: {type(err).__name__}", height)
+
+    async def _answer(self, path: str, data: bytes, prove: bool, height: int):
         route = self._routes.get(path)
         if route is None:
-            return _failure(codes.UNKNOWN_REQUEST, f"unknown query path {path!r}", height)
+            shown = path if len(path) <= MAX_PATH else path[:MAX_PATH] + "…"
+            return _failure(codes.UNKNOWN_REQUEST, f"unknown query path {shown!r}", height)
+        if prove:
+            return _failure(codes.INVALID_REQUEST, "no proofs for gRPC query paths", height)
         handler, request_type = route
         try:
             request = request_type.FromString(data)
-        except DecodeError as err:
+        except (DecodeError, ValueError) as err:
             return _failure(codes.TX_DECODE, f"undecodable {request_type.__name__}: {err}", height)
+        context = _ServicerContext()
         try:
-            response = await handler(request, _ServicerContext())
+            response = await handler(request, context)
         except _Aborted as err:
             return _failure(_STATUS_CODES.get(err.status, codes.INTERNAL), err.details, height)
+        if context.code() not in (None, grpc.StatusCode.OK) or response is None:
+            status = context.code() or grpc.StatusCode.INTERNAL
+            return _failure(_STATUS_CODES.get(status, codes.INTERNAL), context.details(), height)
         return abci.ResponseQuery(code=0, value=response.SerializeToString(), height=height)

@@ -112,7 +112,15 @@ class ChainNode:
                 f"cannot listen on {self.grpc_address} (address in use or invalid)"
             )
         observer = metrics.BlockObserver() if self.metrics_address else None
-        abci = AbciServer(AbciHandler(self.app, router.query, APP_VERSION, observer))
+        fatal = asyncio.Event()
+
+        def on_fatal(error: str) -> None:
+            self.failure = (f"the application cannot go on ({error}); stopping rather than "
+                            "commit a state this node cannot vouch for")  # fmt: skip
+            fatal.set()
+
+        handler = AbciHandler(self.app, router.query, APP_VERSION, observer, on_fatal)
+        abci = AbciServer(handler)
         abci_port = await abci.start()
         await server.start()
         cometbft = await self._start_cometbft(abci_port)
@@ -123,12 +131,12 @@ class ChainNode:
             ready(f"{host}:{port}", self.rpc_address)
             exited = asyncio.ensure_future(cometbft.wait())
             stopped = asyncio.ensure_future(stop.wait())
+            failed = asyncio.ensure_future(fatal.wait())
             watched = [asyncio.ensure_future(_watch_mempool(rpc))] if observer else []
-            await asyncio.wait({exited, stopped}, return_when=asyncio.FIRST_COMPLETED)
-            stopped.cancel()
-            for task in watched:
+            await asyncio.wait({exited, stopped, failed}, return_when=asyncio.FIRST_COMPLETED)
+            for task in [stopped, failed, *watched]:
                 task.cancel()
-            if cometbft.returncode is not None and not stop.is_set():
+            if cometbft.returncode is not None and not stop.is_set() and not self.failure:
                 self.failure = (
                     f"cometbft exited with code {cometbft.returncode}; "
                     f"see {self.home / 'cometbft.log'}"

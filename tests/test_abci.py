@@ -43,7 +43,12 @@ def test_bad_length_prefixes_are_refused():
         decode_frames(bytearray(encode_frame(b"")[:0] + b"\xff\xff\xff\xff\x7f"))
 
 
-def _handler(tmp_path, **funded):
+def _handler(tmp_path, on_fatal=None, **funded):
+    chain, router = _router(tmp_path, **funded)
+    return chain, AbciHandler(chain.app, router.query, "test", on_fatal=on_fatal)
+
+
+def _router(tmp_path, **funded):
     chain = local_chain(tmp_path, funded or {A: 10**9})
     router = QueryRouter(lambda: chain.app.height)
 
@@ -52,7 +57,7 @@ def _handler(tmp_path, **funded):
         register_all(grpc.aio.server(), services, "test", router)
 
     asyncio.run(build())
-    return chain, AbciHandler(chain.app, router.query, "test")
+    return chain, router
 
 
 def _send(amount: int, sequence: int) -> bytes:
@@ -88,10 +93,71 @@ def test_block_lifecycle_and_bad_txs(tmp_path):
     assert committed.WhichOneof("value") == "commit"
     info = handle(handler, abci.Request(info=abci.RequestInfo())).info
     assert info.last_block_height == 1 and info.last_block_app_hash == block.app_hash
-    # A block at the wrong height is an exception response; the app stays at height 1.
+    # A block it cannot execute (the wrong height) stops the node with that line; the app
+    # stays at height 1.
+    fatal: list[str] = []
+    handler.on_fatal = fatal.append
     wrong = handle(handler, _finalize(5, []))
     assert wrong.WhichOneof("value") == "exception" and "expected block 2" in wrong.exception.error
+    assert len(fatal) == 1 and "expected block 2" in fatal[0]
     assert chain.app.height == 1
+
+
+def test_a_failing_handler_is_answered_with_a_code_never_an_exception(tmp_path, monkeypatch):
+    chain, handler = _handler(tmp_path)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a bug")
+
+    for method in ("check_tx", "prepare_proposal", "process_proposal"):
+        monkeypatch.setattr(chain.app, method, broken)
+    checked = handle(handler, abci.Request(check_tx=abci.RequestCheckTx(tx=_send(1, 0))))
+    assert checked.check_tx.code == codes.INTERNAL and "a bug" in checked.check_tx.log
+    prepared = handle(handler, abci.Request(prepare_proposal=abci.RequestPrepareProposal(
+        txs=[_send(1, 0)], max_tx_bytes=1 << 20)))  # fmt: skip
+    assert prepared.WhichOneof("value") == "prepare_proposal" and not prepared.prepare_proposal.txs
+    vote = handle(handler, abci.Request(process_proposal=abci.RequestProcessProposal()))
+    assert vote.process_proposal.status == abci.ResponseProcessProposal.ACCEPT
+
+
+def test_a_failing_end_block_module_drops_its_own_work_and_the_block_goes_on(tmp_path, monkeypatch):
+    from dilochain.chain.modules import rounds
+
+    first, second = local_chain(tmp_path / "a", {A: 10**9}), local_chain(tmp_path / "b", {A: 10**9})
+
+    def broken(ctx):
+        ctx.store.set(b"half/done", b"1")
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(rounds, "end_block", broken)
+    hashes = []
+    for chain in (first, second):
+        block = chain.app.finalize_block(1, 1_700_000_000 * 10**9, [_send(5, 0)], b"h")
+        chain.app.commit()
+        assert [r.code for r in block.results] == [0] and chain.app.height == 1
+        assert chain.app.store.get(b"half/done") is None
+        hashes.append(block.app_hash)
+    assert hashes[0] == hashes[1]
+
+
+def test_every_routed_query_answers_any_bytes_with_a_code(tmp_path):
+    """Empty, garbage and oversized requests to every path the router serves, and paths it
+    does not: each answer is a ResponseQuery with a code (CometBFT stops on an exception)."""
+    _, router = _router(tmp_path)
+    rng = random.Random(29)
+    bodies = [b"", b"\xff" * 7, rng.randbytes(200), b"\x0a" + b"\xff" * 9, rng.randbytes(1 << 20)]
+    assert "/cosmos.bank.v1beta1.Query/Balance" in router.paths
+    for path in router.paths:
+        for body in bodies:
+            answer = asyncio.run(router.query(path, body))
+            assert isinstance(answer, abci.ResponseQuery) and answer.code != codes.INTERNAL, (
+                path, answer.log)  # fmt: skip
+    # cosmpy's generated base methods answer UNIMPLEMENTED: not routed, an unknown path.
+    for path in ("/cosmos.auth.v1beta1.Query/ModuleAccounts", "/no.Such/Thing", "x" * 5000):
+        answer = asyncio.run(router.query(path, b""))
+        assert answer.code == codes.UNKNOWN_REQUEST and len(answer.log) < 400
+    proved = asyncio.run(router.query("/cosmos.bank.v1beta1.Query/Balance", b"", prove=True))
+    assert proved.code == codes.INVALID_REQUEST
 
 
 def test_init_chain_checks_what_cometbft_read(tmp_path):

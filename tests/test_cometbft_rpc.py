@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import random
 import time
 
 import aiohttp
@@ -84,6 +85,41 @@ def test_abci_query_answers_grpc_paths(running_chain):
     assert account.address == owner and account.account_number == 1
     unknown = rpc_call(address, "abci_query", path="/nope.Query/Nothing", data="")["response"]
     assert unknown["code"] == codes.UNKNOWN_REQUEST and unknown["log"]
+
+
+def _every_query_path() -> list[str]:
+    """Every method of every gRPC service the chain registers, routed or not."""
+    from cosmpy.protos.cosmos.base.tendermint.v1beta1 import query_pb2 as tm_q
+    from cosmpy.protos.cosmos.consensus.v1 import query_pb2 as consensus_q
+    from cosmpy.protos.cosmos.tx.v1beta1 import service_pb2 as tx_s
+
+    from dilochain.protocol.pb.poc.v1 import query_pb2 as poc_q
+
+    modules = (auth_q, bank_q, consensus_q, poc_q, tx_s, tm_q)
+    return [f"/{service.full_name}/{method.name}" for module in modules
+            for service in module.DESCRIPTOR.services_by_name.values()
+            for method in service.methods]  # fmt: skip
+
+
+def test_no_query_stops_the_chain(running_chain):
+    """Every registered query path with empty, garbage and oversized bytes, and random paths,
+    through CometBFT's RPC: each is answered (a code where it fails) and blocks keep coming.
+    (An unimplemented auth method once answered an ABCI exception, and CometBFT stopped.)"""
+    address = running_chain.process.rpc_address
+    start = running_chain.process.height()
+    rng = random.Random(29)
+    paths = [*_every_query_path(), "/" + rng.randbytes(12).hex(), "/a/b/c", "", "x" * 2000]
+    assert "/cosmos.auth.v1beta1.Query/Params" in paths
+    bodies = ["", "ff" * 9, rng.randbytes(64).hex(), rng.randbytes(300_000).hex()]
+    answered = 0
+    for path in paths:
+        for body in bodies:
+            answer = rpc_call(address, "abci_query", path=path, data=body)["response"]
+            answered += 1
+            assert answer.get("code", 0) != codes.INTERNAL, (path, answer.get("log"))
+    assert answered == len(paths) * len(bodies)
+    running_chain.process.wait_for_height(start + 3)
+    assert rpc_call(address, "status")["node_info"]["network"] == CHAIN_ID
 
 
 def test_websocket_subscription_streams_new_blocks(running_chain):

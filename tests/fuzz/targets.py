@@ -7,6 +7,7 @@ An exception other than the allowed one is a bug: a crash an outsider could caus
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import tempfile
@@ -44,6 +45,42 @@ def tx(data: bytes) -> None:
     block = app.finalize_block(app.height + 1, app.last_block_time_ns + 1, [data], b"\0" * 32)
     assert len(block.results) == 1
     app.commit()
+
+
+@cache
+def _query_router():
+    """The router ``abci_query`` goes through, over the funded in-process chain."""
+    import grpc
+    from cosmpy.protos.tendermint.abci import types_pb2 as abci
+
+    from dilochain.chain.grpc_services import Services, register_all
+    from dilochain.chain.query_router import QueryRouter
+
+    app = _chain().app
+    router = QueryRouter(lambda: app.height)
+
+    async def build() -> None:  # servicers register on a (never started) grpc.aio server
+        register_all(grpc.aio.server(), Services(app, None), "fuzz", router)
+
+    asyncio.run(build())
+    return router, abci.ResponseQuery
+
+
+def abci_query(data: bytes) -> None:
+    """An ``abci_query``: the path is the routed one the first byte picks (or, past them, the
+    text of the next bytes), the rest is the request. Always a coded answer, never a handler's
+    internal error (CometBFT stops the node on an exception)."""
+    if not data:
+        return
+    router, response_type = _query_router()
+    paths = router.paths
+    if data[0] < len(paths):
+        path, body = paths[data[0]], data[1:]
+    else:
+        cut = data[1] % 40 if len(data) > 1 else 0
+        path, body = data[2 : 2 + cut].decode("utf-8", "replace"), data[2 + cut :]
+    answer = asyncio.run(router.query(path, body, prove=data[0] % 7 == 0))
+    assert isinstance(answer, response_type) and answer.code != 1, (path, answer.log)
 
 
 def msg(data: bytes) -> None:
@@ -89,6 +126,6 @@ def node_config(data: bytes) -> None:
 
 TARGETS: dict[str, Callable[[bytes], None]] = {
     "tx": tx, "msg": msg, "pseudo_gradient": pseudo_gradient, "checkpoint": checkpoint,
-    "genesis": genesis, "node_config": node_config,
+    "genesis": genesis, "node_config": node_config, "abci_query": abci_query,
 }  # fmt: skip
 CORPUS = Path(__file__).parent / "corpus"
