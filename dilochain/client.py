@@ -5,13 +5,14 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections.abc import Sequence
 from decimal import Decimal
 
 import grpc
 from cosmpy.aerial.client import LedgerClient
 from cosmpy.aerial.client.utils import prepare_basic_transaction
 from cosmpy.aerial.config import NetworkConfig
-from cosmpy.aerial.exceptions import BroadcastError, QueryTimeoutError
+from cosmpy.aerial.exceptions import BroadcastError, NotFoundError
 from cosmpy.aerial.tx import SigningCfg, Transaction, TxFee
 from cosmpy.aerial.tx_helpers import SubmittedTx, TxResponse
 from cosmpy.aerial.wallet import Wallet
@@ -20,9 +21,13 @@ from cosmpy.protos.cosmos.base.tendermint.v1beta1 import query_pb2_grpc as tm_gr
 from cosmpy.protos.cosmos.tx.v1beta1.service_pb2 import BroadcastMode, BroadcastTxRequest
 from google.protobuf.message import Message
 
+from dilochain.chain.errors import codes
+from dilochain.endpoints import TRANSIENT, FailoverChannel, parse_addresses, shown
+from dilochain.protocol.hashing import tx_hash
 from dilochain.protocol.params import DENOM, FeeParams
 
 log = logging.getLogger(__name__)
+TX_IN_CACHE = codes.TX_IN_MEMPOOL  # CometBFT's mempool already holds these bytes
 
 
 class ChainUnreachable(Exception):
@@ -30,6 +35,8 @@ class ChainUnreachable(Exception):
 
 
 DEFAULT_GAS_PRICE = FeeParams().min_gas_price
+_CLIENT_STUBS = ("wasm", "auth", "txs", "bank", "staking", "distribution", "params", "consensus",
+                 "tendermint")  # fmt: skip
 
 
 def network_config(
@@ -45,21 +52,30 @@ def network_config(
     )
 
 
-def query_chain_id(grpc_address: str, timeout: float = 5.0) -> str:
-    """Ask the node at ``grpc_address`` for its chain id."""
-    with grpc.insecure_channel(grpc_address) as channel:
+def query_chain_id(addresses: str | Sequence[str], timeout: float = 3.0) -> str:
+    """Ask the nodes at ``addresses`` (the first that answers) for their chain id."""
+    with FailoverChannel(addresses, patience=timeout) as channel:
         try:
             info = tm_grpc.ServiceStub(channel).GetNodeInfo(
                 tm_q.GetNodeInfoRequest(), timeout=timeout
             )
         except grpc.RpcError:
-            raise ChainUnreachable(f"no dilochain node answers at {grpc_address}") from None
+            raise ChainUnreachable(
+                f"no dilochain node answers at {shown(channel.addresses)}"
+            ) from None
     return info.default_node_info.network
 
 
-def connect(grpc_address: str, chain_id: str | None = None) -> LedgerClient:
-    """An unmodified cosmpy ``LedgerClient`` for the node at ``grpc_address``."""
-    return LedgerClient(network_config(chain_id or query_chain_id(grpc_address), grpc_address))
+def connect(addresses: str | Sequence[str], chain_id: str | None = None) -> LedgerClient:
+    """An unmodified cosmpy ``LedgerClient`` whose calls go to the chain nodes at ``addresses``
+    (``host:port``, one or several) through a :class:`FailoverChannel`: a node that restarts
+    or goes down is ridden out."""
+    nodes = parse_addresses(addresses)
+    client = LedgerClient(network_config(chain_id or query_chain_id(nodes), nodes[0]))
+    channel = FailoverChannel(nodes)
+    for name in _CLIENT_STUBS:  # cosmpy's stubs, rebuilt over the failover channel
+        setattr(client, name, type(getattr(client, name))(channel))
+    return client
 
 
 def sign_offline(
@@ -95,29 +111,42 @@ def _kinds(msgs: tuple[Message, ...]) -> str:
     return ",".join(m.DESCRIPTOR.name for m in msgs)
 
 
+class TxRefused(Exception):
+    """The chain refused a tx (at simulation, CheckTx or in its block), or did not include it."""
+
+
+SEQUENCE_TAKEN = "incorrect account sequence"
+RESEND_BLOCKS = 3  # blocks without inclusion after which the same bytes are sent again
+WINDOW_PATIENCE = 900.0  # seconds a tx for a window is waited for at most (the chain may halt)
+
+
+def _signed(client: LedgerClient, wallet: Wallet, msgs: tuple[Message, ...], memo=None) -> bytes:
+    """``msgs`` in one tx, gas by simulation, fee at the chain's price, signed."""
+    tx = Transaction()
+    for msg in msgs:
+        tx.add_message(msg)
+    return prepare_basic_transaction(client, tx, wallet, memo=memo).tx.SerializeToString()
+
+
+def _broadcast_raw(client: LedgerClient, raw: bytes, msgs: tuple[Message, ...]) -> TxResponse:
+    """CheckTx's answer to ``raw`` (logged with the tx's hash)."""
+    request = BroadcastTxRequest(tx_bytes=raw, mode=BroadcastMode.BROADCAST_MODE_SYNC)
+    checked = client.txs.BroadcastTx(request).tx_response
+    level = logging.WARNING if checked.code and checked.code != TX_IN_CACHE else logging.INFO
+    log.log(level, "tx %s %s broadcast: code %d%s", checked.txhash, _kinds(msgs), checked.code,
+            f" ({checked.raw_log})" if checked.code else "")  # fmt: skip
+    return checked
+
+
 def broadcast(
     client: LedgerClient, wallet: Wallet, *msgs: Message, memo: str | None = None
 ) -> SubmittedTx:
     """Sign ``msgs`` in one tx (gas by simulation, fee at the chain's price) and broadcast it;
     the tx's hash and CheckTx code are logged. Raises cosmpy's ``BroadcastError`` if refused."""
-    tx = Transaction()
-    for msg in msgs:
-        tx.add_message(msg)
-    tx = prepare_basic_transaction(client, tx, wallet, memo=memo)
-    request = BroadcastTxRequest(
-        tx_bytes=tx.tx.SerializeToString(), mode=BroadcastMode.BROADCAST_MODE_SYNC
-    )
-    checked = client.txs.BroadcastTx(request).tx_response
-    level = logging.WARNING if checked.code else logging.INFO
-    log.log(level, "tx %s %s broadcast: code %d%s", checked.txhash, _kinds(msgs), checked.code,
-            f" ({checked.raw_log})" if checked.code else "")  # fmt: skip
+    checked = _broadcast_raw(client, _signed(client, wallet, msgs, memo), msgs)
     if checked.code:
         raise BroadcastError(checked.txhash, checked.raw_log)
     return SubmittedTx(client, checked.txhash)
-
-
-class TxRefused(Exception):
-    """The chain refused a tx (at simulation, CheckTx or in its block), or did not include it."""
 
 
 def submit(
@@ -125,69 +154,117 @@ def submit(
     until_height: int | None = None,
 ) -> TxResponse:  # fmt: skip
     """Broadcast ``msgs`` in one tx and wait until it is in a block; raises :class:`TxRefused`.
-    With ``until_height`` (the last block of the window the tx is for), it stops waiting once
-    the chain is past that block (checked every second of waiting): the tx can no longer be
-    included, e.g. its window closed and the mempool dropped it on recheck."""
-    deadline = time.monotonic() + timeout
-    try:
-        submitted = _broadcast_in_sequence(client, wallet, msgs, deadline)
-        while True:
-            try:
-                wait = max(0.0, min(1.0, deadline - time.monotonic()))
-                return _included(submitted, msgs, wait, poll)
-            except QueryTimeoutError:
-                if time.monotonic() >= deadline:
-                    log.warning("tx %s %s: not included within %ss", submitted.tx_hash,
-                                _kinds(msgs), timeout)  # fmt: skip
-                    raise TxRefused(f"not included in a block within {timeout}s") from None
-                if until_height is not None and client.query_height() > until_height:
-                    try:  # one last look: it may have landed while we asked
-                        return _included(submitted, msgs, 0, poll)
-                    except QueryTimeoutError:
-                        log.warning("tx %s %s: not included, and now it cannot be",
-                                    submitted.tx_hash, _kinds(msgs))  # fmt: skip
-                        raise TxRefused("not included in a block, and now it cannot be") from None
-    except BroadcastError as err:
-        raise TxRefused(str(err)) from None
-    except grpc.RpcError as err:
-        if err.code() == grpc.StatusCode.INVALID_ARGUMENT:  # simulation failed
-            raise TxRefused(err.details()) from None
-        if err.code() == grpc.StatusCode.NOT_FOUND:  # the signer's account does not exist yet
-            raise TxRefused(f"{err.details()} (an account exists once it holds funds)") from None
-        raise
 
-
-SEQUENCE_TAKEN = "incorrect account sequence"
-
-
-def _broadcast_in_sequence(
-    client: LedgerClient, wallet: Wallet, msgs: tuple[Message, ...], deadline: float
-) -> SubmittedTx:
-    """Broadcast, signing again while another process's tx of the same key holds the account
-    sequence (``node leave`` beside a running node, say) until it is in a block."""
+    The tx's hash is known before it is sent, so a broadcast whose answer was lost (its node
+    went down, the client failed over) is looked for by hash, and a tx that no block includes
+    while the chain moves on (a mempool lost with its node) is sent again, as the same bytes.
+    With ``until_height`` (the last block of the window the tx is for) it waits until the chain
+    is past that block (checked every second), then gives up: a halted chain closes no window,
+    so it waits up to ``WINDOW_PATIENCE`` however slowly blocks come; without, it waits
+    ``timeout`` seconds."""
+    deadline = time.monotonic() + (timeout if until_height is None else WINDOW_PATIENCE)
+    raw, sent_at = _sign_and_send(client, wallet, msgs, deadline)
+    digest = tx_hash(raw).hex().upper()
+    checked = 0.0
     while True:
+        found = _lookup(client, digest)
+        if found is not None:
+            return _outcome(found, msgs)
+        height = None
+        if time.monotonic() - checked >= 1.0:
+            height, checked = _height(client), time.monotonic()
+        if until_height is not None and height is not None and height > until_height:
+            found = _lookup(client, digest)  # one last look: it may have landed while we asked
+            if found is not None:
+                return _outcome(found, msgs)
+            log.warning("tx %s %s: not included, and now it cannot be", digest, _kinds(msgs))
+            raise TxRefused("not included in a block, and now it cannot be")
+        if time.monotonic() >= deadline:
+            waited = timeout if until_height is None else WINDOW_PATIENCE
+            log.warning("tx %s %s: not included within %ss", digest, _kinds(msgs), waited)
+            raise TxRefused(f"not included in a block within {waited}s")
+        if height is not None and (sent_at is None or height >= sent_at + RESEND_BLOCKS):
+            sent_at = _send(client, raw, msgs) or sent_at
+            if sent_at == -1:  # its sequence is taken: by itself, or by another tx
+                found = _lookup(client, digest)
+                if found is not None:
+                    return _outcome(found, msgs)
+                raise TxRefused("another tx of this key took its account sequence")
+        time.sleep(poll)
+
+
+def _sign_and_send(
+    client: LedgerClient, wallet: Wallet, msgs: tuple[Message, ...], deadline: float
+) -> tuple[bytes, int | None]:
+    """The signed tx and the height it was first sent at (:func:`_send`), signed again while
+    another process's tx of the same key holds the account sequence (``node leave`` beside a
+    running node, say) until it is in a block. Simulation and the account query are what
+    refuse a tx up front."""
+    while True:
+        taken = False
         try:
-            return broadcast(client, wallet, *msgs)
-        except (BroadcastError, grpc.RpcError) as err:
-            text = str(err) if isinstance(err, BroadcastError) else (err.details() or "")
-            if SEQUENCE_TAKEN not in text or time.monotonic() + 0.5 > deadline:
+            raw = _signed(client, wallet, msgs)
+        except grpc.RpcError as err:
+            details = err.details() or ""
+            if err.code() == grpc.StatusCode.NOT_FOUND:  # the signer's account does not exist
+                raise TxRefused(f"{details} (an account exists once it holds funds)") from None
+            if err.code() in TRANSIENT and time.monotonic() + 1 < deadline:  # unreachable
+                time.sleep(1.0)
+                continue
+            if err.code() != grpc.StatusCode.INVALID_ARGUMENT:
                 raise
-            log.info("tx %s: another tx of this key holds its sequence; signing again",
-                     _kinds(msgs))  # fmt: skip
-            time.sleep(0.5)
+            if SEQUENCE_TAKEN not in details:  # simulation failed
+                raise TxRefused(details) from None
+            taken = True
+        else:
+            sent_at = _send(client, raw, msgs)
+            taken = sent_at == -1
+        if not taken:
+            return raw, sent_at
+        if time.monotonic() + 0.5 > deadline:
+            raise TxRefused("another tx of this key holds its account sequence")
+        log.info("tx %s: another tx of this key holds its sequence; signing again", _kinds(msgs))
+        time.sleep(0.5)
 
 
-def _included(
-    submitted: SubmittedTx, msgs: tuple[Message, ...], timeout: float, poll: float
-) -> TxResponse:
-    """Wait up to ``timeout`` for the tx's block; its result is logged with the tx's hash,
-    height and code (cosmpy raises ``BroadcastError`` for a non-zero code)."""
+def _send(client: LedgerClient, raw: bytes, msgs: tuple[Message, ...]) -> int | None:
+    """Broadcast ``raw``: the height it was sent at (None if no node took it, -1 if its
+    account sequence is taken). CheckTx's other refusals raise :class:`TxRefused`."""
     try:
-        submitted.wait_to_complete(timeout=timeout, poll_period=poll)
-    finally:
-        response = submitted.response
-        if response is not None:
-            level = logging.WARNING if response.code else logging.INFO
-            log.log(level, "tx %s %s in block %d: code %d", response.hash, _kinds(msgs),
-                    response.height, response.code)  # fmt: skip
+        height = client.query_height()
+        checked = _broadcast_raw(client, raw, msgs)
+    except grpc.RpcError as err:
+        log.warning("tx %s: %s; will send it again", _kinds(msgs), err.code().name)
+        return None
+    if checked.code in (0, TX_IN_CACHE):  # in (this node's) mempool
+        return height
+    if SEQUENCE_TAKEN in checked.raw_log:
+        return -1
+    raise TxRefused(checked.raw_log)
+
+
+def _lookup(client: LedgerClient, digest: str) -> TxResponse | None:
+    """The committed tx with this hash (None if not in a block, or no node answers)."""
+    try:
+        return client.query_tx(digest)
+    except NotFoundError:
+        return None
+    except grpc.RpcError:
+        return None
+
+
+def _height(client: LedgerClient) -> int | None:
+    try:
+        return client.query_height()
+    except grpc.RpcError:
+        return None
+
+
+def _outcome(response: TxResponse, msgs: tuple[Message, ...]) -> TxResponse:
+    """An included tx's result, logged; raises :class:`TxRefused` for a non-zero code."""
+    level = logging.WARNING if response.code else logging.INFO
+    log.log(level, "tx %s %s in block %d: code %d", response.hash, _kinds(msgs),
+            response.height, response.code)  # fmt: skip
+    if response.code:
+        raise TxRefused(response.raw_log)
     return response

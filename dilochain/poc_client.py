@@ -3,10 +3,13 @@ hosts and verifiers share."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import grpc
 from cosmpy.aerial.client import LedgerClient
 from cosmpy.aerial.wallet import Wallet
 
+from dilochain.endpoints import FailoverChannel
 from dilochain.protocol.params import DENOM
 from dilochain.protocol.pb.poc.v1 import query_pb2 as q
 from dilochain.protocol.pb.poc.v1 import query_pb2_grpc as poc_grpc
@@ -34,11 +37,12 @@ class InsufficientFunds(Exception):
 
 
 class PocClient:
-    """The poc module's queries over one gRPC channel, which the client owns and closes."""
+    """The poc module's queries over one channel to the chain nodes at ``addresses``
+    (:class:`~dilochain.endpoints.FailoverChannel`), which the client owns and closes."""
 
-    def __init__(self, grpc_address: str):
-        self.address = grpc_address
-        self._channel = grpc.insecure_channel(grpc_address)
+    def __init__(self, addresses: str | Sequence[str]):
+        self._channel = FailoverChannel(addresses)
+        self.addresses = self._channel.addresses
         self._stub = poc_grpc.QueryStub(self._channel)
 
     def close(self) -> None:

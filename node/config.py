@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from dilochain.endpoints import ChainAddresses
 from dilochain.logs import LogFormat
 from dilochain.metrics_http import MetricsAddress
 
@@ -24,7 +25,7 @@ class NodeConfig(BaseModel):
     home: Path
     run_id: str = Field(min_length=1)
     key: str = Field(min_length=1)
-    chain: str = "127.0.0.1:9090"
+    chain: ChainAddresses = ("127.0.0.1:9090",)  # one node, or several to fail over between
     data: Path | None = None
     device: Literal["cpu", "cuda"] = "cpu"
     artifacts: Path | None = None

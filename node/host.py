@@ -15,6 +15,7 @@ flight. What it needs to resume after a restart is saved after every step
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -32,6 +33,7 @@ from dilochain.artifacts.pruning import Ledger, Retention
 from dilochain.artifacts.store import ArtifactError, LocalArtifactStore
 from dilochain.auto_claim import AutoClaimer
 from dilochain.client import TxRefused, submit
+from dilochain.endpoints import TRANSIENT, shown
 from dilochain.failpoints import armed, failpoint
 from dilochain.node import metrics
 from dilochain.node.aggregation import Aggregator, GlobalView
@@ -155,13 +157,15 @@ class HostNode:
         self.ledger = Ledger(cfg.state_dir)
         self.retention = Retention(cfg.keep_global_states, cfg.archive_every,
                                    cfg.keep_decided_rounds)  # fmt: skip
+        self._stopping = threading.Event()  # the run's stop, once it runs
 
     # ---- chain -------------------------------------------------------------------------------
     def _query_run(self) -> Run:
         try:
             run = self.poc.run(self.cfg.run_id)
         except grpc.RpcError as err:
-            raise NodeError(f"chain unreachable at {self.cfg.chain}: {err.details()}") from None
+            nodes = shown(self.cfg.chain)
+            raise NodeError(f"chain unreachable at {nodes}: {err.details()}") from None
         if run is None:
             raise NodeError(f"unknown run {self.cfg.run_id!r}")
         return run
@@ -223,9 +227,19 @@ class HostNode:
                    for h in self.poc.hosts(self.cfg.run_id))  # fmt: skip
 
     def _round_info(self) -> q.QueryRoundInfoResponse:
-        info = self.poc.round_info(self.cfg.run_id)
-        self.pace.observe(info.height)
-        return info
+        """The chain's height and the run's round. While no chain node answers it asks again
+        every two seconds until the node is told to stop: every loop of the node waits on the
+        chain's height anyway, and an outage must not end a loop."""
+        while True:
+            try:
+                info = self.poc.round_info(self.cfg.run_id)
+            except grpc.RpcError as err:
+                if err.code() not in TRANSIENT or self._stopping.is_set():
+                    raise
+                self._stopping.wait(2.0)
+                continue
+            self.pace.observe(info.height)
+            return info
 
     def _send(self, *msgs, until_height: int | None = None) -> TxResponse:
         """Send one tx; with ``until_height``, stop waiting for it once the chain is past that
@@ -416,7 +430,8 @@ class HostNode:
         pseudo-gradients (while their hosts are surely up) so aggregation does not depend on
         them later."""
         while not stop.is_set() and self._round_info().height < height:
-            self.aggregator.prefetch(prefetch)
+            with contextlib.suppress(grpc.RpcError):  # the next poll asks again
+                self.aggregator.prefetch(prefetch)
             stop.wait(self.cfg.poll_seconds)
 
     def reveal(self, round_: int, last_height: int) -> None:
@@ -568,18 +583,27 @@ class HostNode:
         window: Window, stop: threading.Event,
     ) -> bool:  # fmt: skip
         """The committer thread's work for one round: wait for its window to open, commit,
-        then make its artifacts durable (before any reveal); whether it committed."""
-        self._wait_for_height(window.start - 1, stop)
-        if stop.is_set():
-            return False
-        if armed("node.commit_lost", round_):  # a test's commit that is never included,
-            # known only once round r+1's window has closed: round r+1 surely started from it
-            self._wait_for_height(round_window(self.run_, self.chain_params, round_ + 1).end, stop)
-            log.warning("round %d commit lost (failpoint node.commit_lost)", round_)
-            return False
-        done = self.commit(view, round_, result, hashes, window.end)
-        self.local.sync([*result.checkpoint_hashes, *hashes])
-        return done
+        then make its artifacts durable (before any reveal); whether it committed. It never
+        raises: a commit it could not make is a round that did not count."""
+        try:
+            self._wait_for_height(window.start - 1, stop)
+            if stop.is_set():
+                return False
+            if armed("node.commit_lost", round_):  # a test's commit that is never included,
+                # known only once round r+1's window has closed: round r+1 surely started from it
+                end = round_window(self.run_, self.chain_params, round_ + 1).end
+                self._wait_for_height(end, stop)
+                log.warning("round %d commit lost (failpoint node.commit_lost)", round_)
+                return False
+            done = self.commit(view, round_, result, hashes, window.end)
+            self.local.sync([*result.checkpoint_hashes, *hashes])
+            return done
+        except grpc.RpcError as err:
+            log.warning("round %d: not committed, the chain did not answer (%s)", round_,
+                        err.code().name)  # fmt: skip
+        except Exception:
+            log.exception("round %d: not committed", round_)
+        return False
 
     # ---- the loop ----------------------------------------------------------------------------
     def run(self, stop: threading.Event, progress=None) -> int:
@@ -587,6 +611,7 @@ class HostNode:
         run in a thread beside it. Unless stopped, the node ends once the last round it trained
         is decided: until then verifiers fetch that round's checkpoints from its blob service
         (in an overlapped run that is well after the run's last commit window)."""
+        self._stopping = stop
         view, attempted = self._load()
         self._committer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="commits")
         revealing = threading.Event()
@@ -613,38 +638,48 @@ class HostNode:
         sent: Sent | None = None  # the last round handed to the committer
         outcomes: list[Future[bool]] = []
         while not stop.is_set():
-            info = self._round_info()
-            metrics.ROUND.set(info.round)
-            if info.finished:
-                log.info("run %s finished at round %d", self.cfg.run_id, info.round)
-                break
-            if not self._registered():
-                log.warning("no longer a host of run %s (it left, or failed a challenge and "
-                            "was jailed): stopping at round %d",
-                            self.cfg.run_id, info.round)  # fmt: skip
-                break
-            round_ = self._next_round(info.height, done)
-            if round_ >= self.rc.total_rounds:
-                break
-            drawn = roster_height(self.run_, self.chain_params, round_)
-            if info.height < drawn:
-                self._wait_for_height(drawn, stop, range(view.round, round_))
-                continue
-            done = round_
-            mine = any(c.host == self.address for c in self.poc.commits(self.cfg.run_id, round_))
-            roster = None if mine else self._roster(round_)
-            if roster is None:
-                continue
-            based_on = base_round(self.rc, round_)
-            view = self._sync(view, based_on, attempted)
-            if view.round < based_on:  # an artifact it needs is on no peer: sit this out
-                continue
-            if self._too_late(round_):
-                continue
-            sent = self._play(view, round_, roster, sent, stop, meter) or sent
-            if sent is not None and sent.round == round_:
-                outcomes.append(sent.outcome)
-            attempted = round_
+            before = done
+            try:
+                info = self._round_info()
+                metrics.ROUND.set(info.round)
+                if info.finished:
+                    log.info("run %s finished at round %d", self.cfg.run_id, info.round)
+                    break
+                if not self._registered():
+                    log.warning("no longer a host of run %s (it left, or failed a challenge "
+                                "and was jailed): stopping at round %d",
+                                self.cfg.run_id, info.round)  # fmt: skip
+                    break
+                round_ = self._next_round(info.height, done)
+                if round_ >= self.rc.total_rounds:
+                    break
+                drawn = roster_height(self.run_, self.chain_params, round_)
+                if info.height < drawn:
+                    self._wait_for_height(drawn, stop, range(view.round, round_))
+                    continue
+                done = round_
+                mine = any(c.host == self.address
+                           for c in self.poc.commits(self.cfg.run_id, round_))  # fmt: skip
+                roster = None if mine else self._roster(round_)
+                if roster is None:
+                    continue
+                based_on = base_round(self.rc, round_)
+                view = self._sync(view, based_on, attempted)
+                if view.round < based_on:  # an artifact it needs is on no peer: sit this out
+                    continue
+                if self._too_late(round_):
+                    continue
+                sent = self._play(view, round_, roster, sent, stop, meter) or sent
+                if sent is not None and sent.round == round_:
+                    outcomes.append(sent.outcome)
+                attempted = round_
+            except grpc.RpcError as err:  # an outage: the round is tried again if still open
+                if err.code() not in TRANSIENT:
+                    raise
+                if sent is None or sent.round != done:
+                    done = before
+                log.warning("chain unreachable (%s); retrying", err.code().name)
+                stop.wait(2.0)
         return sum(outcome.result() for outcome in outcomes)
 
     def _too_late(self, round_: int) -> bool:
@@ -698,7 +733,8 @@ class HostNode:
                 AutoClaimer(self.poc, self.address, self._send).start(done)
             return self.run(stop, progress)
         except grpc.RpcError as err:
-            raise NodeError(f"chain at {self.cfg.chain}: {err.details() or err.code()}") from None
+            nodes = shown(self.cfg.chain)
+            raise NodeError(f"chain at {nodes}: {err.details() or err.code()}") from None
         finally:
             done.set()
             server.stop(grace=1)

@@ -66,6 +66,10 @@ def test_init_refuses_a_bad_value(tmp_path, capsys):
         ("verifier", 'key = "op"\njobs = 0\n', ["verifier.toml: jobs", "greater than or equal"]),
         ("verifier", 'key = "op"\nrun_id = "r"\n', ["verifier.toml", "unknown key 'run_id'"]),
         ("verifier", 'key = "op"\nbehavior = "always-pass"\n', ["unknown key 'behavior'"]),
+        ("node", 'run_id = "r"\nkey = "op"\nchain = "http://10.0.0.5:26657"\n',
+         ["node.toml: chain", "is a URL", "host:port"]),
+        ("verifier", 'key = "op"\nchain = ["10.0.0.5:9090", "10.0.0.6"]\n',
+         ["verifier.toml: chain", "'10.0.0.6' is not host:port"]),
     ],
 )  # fmt: skip
 def test_a_mistake_in_the_file_is_one_line_naming_key_and_file(tmp_path, capsys, kind, text,
@@ -89,3 +93,17 @@ def test_an_explicit_config_must_exist(tmp_path, capsys):
     missing = tmp_path / "elsewhere.toml"
     code, _, err = run(capsys, "verifier", "run", "--home", str(tmp_path), "--config", str(missing))
     one_line_error(code, err, f"{missing}: no such config file")
+
+
+def test_several_chain_nodes_from_the_file_or_repeated_flags(tmp_path, capsys):
+    from dilochain.node.config import NodeConfig
+
+    both = ("10.0.0.5:9090", "10.0.0.6:9090")
+    listed = NodeConfig(home=tmp_path, run_id="r", key="k", chain=list(both))
+    joined = NodeConfig(home=tmp_path, run_id="r", key="k", chain="10.0.0.5:9090,10.0.0.6:9090")
+    assert listed.chain == joined.chain == both
+    code, _, _ = run(capsys, "node", "init", "--home", str(tmp_path), "--chain", both[0],
+                     "--chain", both[1])  # fmt: skip
+    assert code == 0 and tomllib.loads((tmp_path / "node.toml").read_text())["chain"] == list(both)
+    code, _, err = run(capsys, "status", "--chain", "tcp://127.0.0.1:26657")
+    one_line_error(code, err, "--chain:", "is a URL")

@@ -1,56 +1,109 @@
-"""``client.submit``'s wait for inclusion: it gives up on a tx once the chain is past the last
-block of the window the tx is for, instead of waiting out its timeout."""
+"""``client.submit``'s wait for inclusion, against a scripted chain: it gives up on a tx once
+the chain is past the last block of the tx's window (not on a wall clock, so a halt closes no
+window), sends the same bytes again when no block includes them, and finds by hash a tx whose
+broadcast answer was lost."""
 
 from __future__ import annotations
 
 import time
+from types import SimpleNamespace
 
+import grpc
 import pytest
-from cosmpy.aerial.exceptions import QueryTimeoutError
+from cosmpy.aerial.exceptions import NotFoundError
 
 from dilochain import client as client_module
-from dilochain.client import TxRefused, submit
+from dilochain.client import RESEND_BLOCKS, TxRefused, submit
+from dilochain.protocol.hashing import tx_hash
 from dilochain.testutil import wallet
 
+RAW = b"signed tx bytes"
+DIGEST = tx_hash(RAW).hex().upper()
 
-class NeverIncluded:
-    """A broadcast tx that the mempool dropped: waiting for it always times out."""
 
-    tx_hash = "AB" * 32
-    response = None
+class Unavailable(grpc.RpcError):
+    def code(self) -> grpc.StatusCode:
+        return grpc.StatusCode.UNAVAILABLE
 
-    def wait_to_complete(self, timeout: float, poll_period: float) -> None:
-        time.sleep(timeout)
-        raise QueryTimeoutError()
+    def details(self) -> str:
+        return "connection refused"
 
 
 class Chain:
-    """A ledger client whose chain grows by one block each time its height is asked."""
+    """A chain whose height moves as ``heights`` say (one value per question, the last one
+    repeated), that includes the tx once it has been broadcast ``include_on`` times (never if
+    None), and whose ``broadcast_fails`` first broadcasts lose their answer."""
 
-    def __init__(self, height: int):
-        self.height = height
+    def __init__(self, heights, include_on=None, broadcast_fails=0, included_anyway=False):
+        self.heights = list(heights)
+        self.include_on = include_on
+        self.broadcast_fails = broadcast_fails
+        self.included_anyway = included_anyway  # a lost answer whose tx landed all the same
+        self.broadcasts: list[bytes] = []
+        self.txs = SimpleNamespace(BroadcastTx=self._broadcast)
+        self.height = self.heights[0]
 
     def query_height(self) -> int:
-        self.height += 1
+        self.height = self.heights.pop(0) if len(self.heights) > 1 else self.heights[0]
         return self.height
 
+    def _broadcast(self, request):
+        self.broadcasts.append(request.tx_bytes)
+        if len(self.broadcasts) <= self.broadcast_fails:
+            raise Unavailable()
+        return SimpleNamespace(tx_response=SimpleNamespace(code=0, raw_log="", txhash=DIGEST))
 
-@pytest.fixture
-def dropped(monkeypatch):
-    monkeypatch.setattr(client_module, "broadcast", lambda *args: NeverIncluded())
+    def query_tx(self, digest: str):
+        assert digest == DIGEST
+        sent = len(self.broadcasts)
+        if (self.include_on is not None and sent >= self.include_on) or (
+            self.included_anyway and sent
+        ):
+            return SimpleNamespace(code=0, hash=digest, height=self.height, raw_log="")
+        raise NotFoundError()
 
 
-def test_a_tx_is_given_up_once_its_window_has_closed(dropped):
-    chain = Chain(height=10)
+@pytest.fixture(autouse=True)
+def signed(monkeypatch):
+    monkeypatch.setattr(client_module, "_signed", lambda *args, **kwargs: RAW)
+
+
+def test_a_tx_is_given_up_once_its_window_has_closed():
+    chain = Chain(heights=[10, 11, 12, 13])
     started = time.monotonic()
     with pytest.raises(TxRefused, match="now it cannot be"):
         submit(chain, wallet(1), timeout=30, poll=0.05, until_height=12)
-    assert chain.height == 13  # asked once a second until the chain was past block 12
-    assert time.monotonic() - started < 5
+    assert chain.height == 13
+    assert time.monotonic() - started < 10
 
 
-def test_without_a_window_a_tx_is_waited_for_until_its_timeout(dropped):
-    chain = Chain(height=10)
+def test_without_a_window_a_tx_is_waited_for_until_its_timeout():
+    chain = Chain(heights=[10])
+    started = time.monotonic()
     with pytest.raises(TxRefused, match="within 2s"):
         submit(chain, wallet(1), timeout=2, poll=0.05)
-    assert chain.height == 10  # never asked
+    assert time.monotonic() - started >= 2
+
+
+def test_a_tx_no_block_includes_is_sent_again_as_the_same_bytes():
+    """A node that took the tx and went down with its mempool: the chain moves on without it,
+    so after RESEND_BLOCKS blocks the same bytes go out again (to whichever node answers)."""
+    chain = Chain(heights=list(range(10, 10 + 3 * RESEND_BLOCKS)), include_on=2)
+    result = submit(chain, wallet(1), timeout=30, poll=0.05, until_height=100)
+    assert result.hash == DIGEST and chain.broadcasts == [RAW, RAW]
+
+
+def test_a_lost_broadcast_answer_is_looked_up_by_hash():
+    chain = Chain(heights=[10], broadcast_fails=1, included_anyway=True)
+    assert submit(chain, wallet(1), timeout=5, poll=0.05).hash == DIGEST
+    assert chain.broadcasts == [RAW]
+
+
+def test_a_halt_closes_no_window():
+    """The chain stops at block 11 for longer than the wall-clock timeout, then goes on and
+    includes the tx in its window: it is counted, not reported refused."""
+    halt = [11] * 4  # about 4 seconds at one height question a second
+    chain = Chain(heights=[10, *halt, 12, 13], include_on=2)
+    started = time.monotonic()
+    result = submit(chain, wallet(1), timeout=1, poll=0.05, until_height=15)
+    assert result.hash == DIGEST and time.monotonic() - started > 3

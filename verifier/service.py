@@ -25,6 +25,7 @@ from dilochain.artifacts.pruning import Ledger, Retention
 from dilochain.artifacts.store import ArtifactError, LocalArtifactStore
 from dilochain.auto_claim import AutoClaimer
 from dilochain.client import TxRefused, submit
+from dilochain.endpoints import TRANSIENT, ChainAddresses, shown
 from dilochain.logs import LogFormat
 from dilochain.metrics_http import MetricsAddress
 from dilochain.poc_client import InsufficientFunds, PocClient, ensure_bonded
@@ -60,7 +61,7 @@ class VerifierConfig(BaseModel):
 
     home: Path
     key: str = Field(min_length=1)
-    chain: str = "127.0.0.1:9090"
+    chain: ChainAddresses = ("127.0.0.1:9090",)  # one node, or several to fail over between
     data: tuple[Path, ...] = ()  # dataset folders (or folders of them); the default one besides
     device: Literal["cpu", "cuda"] = "cpu"  # where replays and screens run
     jobs: int = Field(default=2, ge=1, le=64)
@@ -106,15 +107,18 @@ class VerifierService:
             return submit(self.client, self.wallet, *msgs, until_height=until_height)
 
     def _duties_loop(self, stop: threading.Event) -> None:
-        try:
-            while not stop.is_set():
-                try:
-                    self.duties.step()
-                except grpc.RpcError as err:  # the main loop reports a chain that is gone
-                    log.warning("round duties: chain error %s", err.code())
-                stop.wait(self.cfg.duties_poll_seconds)
-        except Exception:
-            log.exception("the round-duties thread failed")
+        """Round duties until ``stop``; an error is logged and the next poll tries again (a
+        duty missed is a slash or a lost vote, so the thread never ends on one)."""
+        while not stop.is_set():
+            try:
+                self.duties.step()
+            except grpc.RpcError as err:
+                log.warning("round duties: chain error %s; retrying", err.code().name)
+                stop.wait(1.0)
+            except Exception:
+                log.exception("round duties failed; retrying")
+                stop.wait(1.0)
+            stop.wait(self.cfg.duties_poll_seconds)
 
     def ensure_registered(self) -> None:
         """Bond the minimum verifier collateral and register, once."""
@@ -318,13 +322,17 @@ class VerifierService:
                 AutoClaimer(self.poc, self.address, self._send).start(done)
             with ThreadPoolExecutor(max_workers=self.cfg.jobs) as pool:
                 while not stop.is_set():
-                    if not duties.is_alive():  # it only ends on an error it logged
-                        raise VerifierError("the round-duties thread stopped; see the log above")
-                    self.verdicts += self.step(pool)
+                    try:
+                        self.verdicts += self.step(pool)
+                    except grpc.RpcError as err:  # an outage: try again, never exit on it
+                        if err.code() not in TRANSIENT:
+                            raise
+                        log.warning("chain unreachable (%s); retrying", err.code().name)
+                        stop.wait(2.0)
                     stop.wait(self.cfg.poll_seconds)
         except grpc.RpcError as err:
             raise VerifierError(
-                f"chain at {self.cfg.chain}: {err.details() or err.code()}"
+                f"chain at {shown(self.cfg.chain)}: {err.details() or err.code()}"
             ) from None
         finally:
             done.set()

@@ -16,8 +16,30 @@ PASSWORD_ENV = "DILOCHAIN_KEYRING_PASSWORD"
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m)$")
 
 
+DEFAULT_CHAIN = "127.0.0.1:9090"
+CHAIN_HELP = ("a chain node's gRPC address, host:port; repeat the flag (or separate addresses "
+              "by commas) to fail over between nodes")  # fmt: skip
+
+
 class CliError(Exception):
     """A mistake the user can fix; printed as one line, exit code 1."""
+
+
+def add_chain_flag(parser: argparse.ArgumentParser, default: object = None) -> None:
+    """``--chain HOST:PORT``, repeatable; read it with :func:`chain_nodes` (``default`` None)
+    or leave it to a config file (``argparse.SUPPRESS``)."""
+    parser.add_argument("--chain", action="append", default=default, metavar="HOST:PORT",
+                        help=f"{CHAIN_HELP} (default: {DEFAULT_CHAIN})")  # fmt: skip
+
+
+def chain_nodes(args: argparse.Namespace) -> tuple[str, ...]:
+    """The ``--chain`` addresses given (or the default), checked."""
+    from dilochain.endpoints import AddressError, parse_addresses
+
+    try:
+        return parse_addresses(args.chain or DEFAULT_CHAIN)
+    except AddressError as err:
+        raise CliError(f"--chain: {err}") from None
 
 
 def add_log_format(parser: argparse.ArgumentParser, top_level: bool = False) -> None:

@@ -14,7 +14,13 @@ from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from dilochain.cli.common import CliError, add_log_format, default_home
+from dilochain.cli.common import (
+    DEFAULT_CHAIN,
+    CliError,
+    add_chain_flag,
+    add_log_format,
+    default_home,
+)
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -33,7 +39,9 @@ class Setting:
 def service_settings(signs: str, metrics_address: str) -> list[Setting]:
     """The settings every long-running participant has: chain, key, metrics, auto-claim, logs."""
     return [
-        Setting("chain", "--chain", "127.0.0.1:9090", "The chain's gRPC address (txs, queries)."),
+        Setting("chain", "--chain", DEFAULT_CHAIN,
+                "The chain's gRPC address (txs, queries), or a list of several nodes' addresses\n"
+                'to fail over between, e.g. ["10.0.0.1:9090", "10.0.0.2:9090"].'),
         Setting("key", "--key", None, f"The key in this home's keyring: it {signs} and is paid."),
         Setting("metrics_address", "--metrics-address", metrics_address,
                 "Prometheus metrics at http://ADDRESS/metrics (empty: none)."),
@@ -49,7 +57,7 @@ def add_service_flags(parser: argparse.ArgumentParser) -> None:
     none = argparse.SUPPRESS
     parser.add_argument("--home", type=Path, default=default_home())
     parser.add_argument("--key", default=none)
-    parser.add_argument("--chain", default=none, help="chain gRPC address")
+    add_chain_flag(parser, none)
     parser.add_argument(
         "--metrics-address", default=none, help="serve Prometheus metrics here (empty: none)"
     )
@@ -185,7 +193,10 @@ def init_config(
     path = args.home / name
     if path.exists() and not args.overwrite:
         raise CliError(f"{path} exists (use --overwrite to replace it)")
-    values = given_flags(args, settings)
+    values = {
+        key: value[0] if isinstance(value, list) and len(value) == 1 else value
+        for key, value in given_flags(args, settings).items()
+    }  # a repeatable flag once
     sample = {s.key: s.sample for s in settings if s.sample is not None}
     try:
         model(**{**sample, **values, **fixed})

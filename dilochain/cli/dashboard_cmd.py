@@ -6,13 +6,13 @@ import argparse
 import signal
 import threading
 
-from dilochain.cli.common import add_log_format
+from dilochain.cli.common import add_chain_flag, add_log_format, chain_nodes
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``dashboard`` command."""
     dash = sub.add_parser("dashboard", help="serve a live web page of the chain's runs")
-    dash.add_argument("--chain", default="127.0.0.1:9090", help="chain gRPC address")
+    add_chain_flag(dash)
     dash.add_argument("--listen", default="127.0.0.1:8080", help="host:port of the page")
     add_log_format(dash)
     dash.set_defaults(func=_serve)
@@ -21,7 +21,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _serve(args: argparse.Namespace) -> int:
     from dilochain.dashboard.server import Dashboard
 
-    dashboard = Dashboard(args.chain, args.listen)
+    dashboard = Dashboard(chain_nodes(args), args.listen)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())

@@ -7,7 +7,7 @@ import json
 import tempfile
 from pathlib import Path
 
-from dilochain.cli.common import CliError, default_home
+from dilochain.cli.common import CliError, add_chain_flag, chain_nodes, default_home
 from dilochain.poc_client import PocClient
 from dilochain.protocol.model_config import config_hash
 
@@ -22,7 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="the global state this round trained from (default: the latest "
                              "recorded)")  # fmt: skip
     export.add_argument("--out", type=Path, required=True, help="the folder to write")
-    export.add_argument("--chain", default="127.0.0.1:9090", help="chain gRPC address")
+    add_chain_flag(export)
     export.add_argument("--artifacts", type=Path, default=default_home() / "artifacts",
         help="local artifact store (what it lacks comes from the run's hosts)")  # fmt: skip
     export.set_defaults(func=_export)
@@ -35,7 +35,7 @@ def _export(args: argparse.Namespace) -> int:
     from dilochain.training.model import build_model, max_artifact_bytes
     from dilochain.training.tensor_codec import CodecError, decode_state
 
-    with PocClient(args.chain) as poc:
+    with PocClient(chain_nodes(args)) as poc:
         run = poc.run(args.run_id)
         if run is None:
             raise CliError(f"unknown run {args.run_id!r}")

@@ -9,7 +9,14 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from dilochain.cli.common import CliError, default_home, keyring, signing_wallet
+from dilochain.cli.common import (
+    CliError,
+    add_chain_flag,
+    chain_nodes,
+    default_home,
+    keyring,
+    signing_wallet,
+)
 from dilochain.client import TxRefused, connect, submit
 from dilochain.poc_client import PocClient
 from dilochain.protocol.address import decode_address
@@ -34,7 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     claim.add_argument("--key", required=True)
     for p in (show, claim):
         p.add_argument("--home", type=Path, default=default_home())
-        p.add_argument("--chain", default="127.0.0.1:9090", help="chain gRPC address")
+        add_chain_flag(p)
     show.set_defaults(func=_show)
     claim.set_defaults(func=_claim)
 
@@ -53,8 +60,8 @@ def _address(args: argparse.Namespace) -> str:
 
 def _show(args: argparse.Namespace) -> int:
     address = _address(args)
-    connect(args.chain)  # a clear error if no chain answers
-    with PocClient(args.chain) as poc:
+    connect(chain_nodes(args))  # a clear error if no chain answers
+    with PocClient(chain_nodes(args)) as poc:
         tables = [_rewards_table(poc, address, args.epoch), _vesting_table(poc, address)]
     Console().print(*tables)
     return 0
@@ -90,7 +97,7 @@ def _rewards_table(poc: PocClient, address: str, only: int | None) -> Table:
 
 def _claim(args: argparse.Namespace) -> int:
     wallet = signing_wallet(args.home, args.key)
-    client = connect(args.chain)
+    client = connect(chain_nodes(args))
     claimer = str(wallet.address())
     if args.epoch is None:
         msg, event, what = MsgWithdrawVested(claimer=claimer), "withdraw_vested", "withdrawal"

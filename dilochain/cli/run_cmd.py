@@ -10,7 +10,13 @@ import json
 from pathlib import Path
 
 from dilochain.artifacts.store import LocalArtifactStore
-from dilochain.cli.common import CliError, default_home, signing_wallet
+from dilochain.cli.common import (
+    CliError,
+    add_chain_flag,
+    chain_nodes,
+    default_home,
+    signing_wallet,
+)
 from dilochain.client import TxRefused, connect, submit
 from dilochain.protocol import model_config
 from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgCreateRun
@@ -39,7 +45,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--run-id", required=True)
     p.add_argument("--key", required=True, help="the creator's key")
     p.add_argument("--home", type=Path, default=default_home())
-    p.add_argument("--chain", default="127.0.0.1:9090", help="chain gRPC address")
+    add_chain_flag(p)
     p.add_argument(
         "--preset",
         choices=sorted(PRESETS),
@@ -116,7 +122,7 @@ def _create(args: argparse.Namespace) -> int:
     store.put(manifest.read_bytes())
     wallet = signing_wallet(args.home, args.key)
     creator = str(wallet.address())
-    client = connect(args.chain)
+    client = connect(chain_nodes(args))
     try:
         submit(client, wallet, MsgCreateRun(creator=creator, run_id=args.run_id, config=cfg))
     except TxRefused as err:

@@ -4,11 +4,13 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 
 from rich.console import Console
 from rich.table import Table
 
 from dilochain.chain_view import chain_view
+from dilochain.cli.common import add_chain_flag, chain_nodes
 from dilochain.client import connect
 from dilochain.poc_client import PocClient
 
@@ -16,15 +18,15 @@ from dilochain.poc_client import PocClient
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``status`` command."""
     status = sub.add_parser("status", help="chain height, runs, hosts, slashes, challenges")
-    status.add_argument("--chain", default="127.0.0.1:9090", help="chain gRPC address")
+    add_chain_flag(status)
     status.add_argument("--run", default=None, dest="run_id", help="only this run")
     status.set_defaults(func=_status)
 
 
-def tables(address: str, only: str | None = None) -> list[Table]:
-    """The status tables for the chain at ``address``."""
-    with PocClient(address) as poc:
-        return render(chain_view(connect(address), poc, only))
+def tables(addresses: str | Sequence[str], only: str | None = None) -> list[Table]:
+    """The status tables for the chain at ``addresses`` (its nodes' gRPC addresses)."""
+    with PocClient(addresses) as poc:
+        return render(chain_view(connect(addresses), poc, only))
 
 
 def render(view: dict) -> list[Table]:
@@ -59,6 +61,6 @@ def render(view: dict) -> list[Table]:
 
 def _status(args: argparse.Namespace) -> int:
     console = Console()
-    for table in tables(args.chain, args.run_id):
+    for table in tables(chain_nodes(args), args.run_id):
         console.print(table)
     return 0

@@ -10,12 +10,15 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
+import grpc
 from aiohttp import web
 
 from dilochain.chain_view import chain_view
 from dilochain.client import connect
+from dilochain.endpoints import shown
 from dilochain.poc_client import PocClient
 
 STATIC = Path(__file__).parent / "static"
@@ -26,12 +29,15 @@ class DashboardError(Exception):
 
 
 class Dashboard:
-    """Serves the page for the chain at ``chain_address`` on ``listen`` (host:port; port 0:
-    any free one) until :meth:`stop`."""
+    """Serves the page for the chain at ``chain_addresses`` (its nodes' gRPC addresses) on
+    ``listen`` (host:port; port 0: any free one) until :meth:`stop`. While no node answers,
+    the page says so and keeps asking."""
 
-    def __init__(self, chain_address: str, listen: str, refresh_seconds: float = 0.5):
-        self.client = connect(chain_address)
-        self.poc = PocClient(chain_address)
+    def __init__(
+        self, chain_addresses: str | Sequence[str], listen: str, refresh_seconds: float = 0.5
+    ):
+        self.client = connect(chain_addresses)
+        self.poc = PocClient(chain_addresses)
         self.listen = listen
         self.refresh_seconds = refresh_seconds
         self.address = ""
@@ -50,7 +56,12 @@ class Dashboard:
             return self._cached[1]
 
     async def _api_view(self, _request: web.Request) -> web.Response:
-        view = await asyncio.get_running_loop().run_in_executor(None, self._view)
+        try:
+            view = await asyncio.get_running_loop().run_in_executor(None, self._view)
+        except grpc.RpcError as err:
+            nodes = shown(self.poc.addresses)
+            error = f"chain unreachable at {nodes} ({err.code().name}); retrying"
+            return web.json_response({"error": error}, status=503)
         return web.json_response(view)
 
     async def _index(self, _request: web.Request) -> web.FileResponse:

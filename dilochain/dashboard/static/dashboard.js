@@ -132,11 +132,14 @@ async function refresh() {
   const error = document.getElementById("error");
   try {
     const response = await fetch("/api/view", { cache: "no-store" });
-    if (!response.ok) throw new Error(`chain view: HTTP ${response.status}`);
+    if (!response.ok) {
+      const answer = await response.json().catch(() => ({}));
+      throw new Error(answer.error || `chain view: HTTP ${response.status}`);
+    }
     render(await response.json());
     error.hidden = true;
   } catch (err) {
-    error.textContent = String(err);
+    error.textContent = err.message || String(err);
     error.hidden = false;
   } finally {
     setTimeout(refresh, REFRESH_MS);

@@ -1,0 +1,191 @@
+"""Several chain nodes behind one gRPC channel, so a client rides out a node's restart or a
+short outage: each call goes to the node that answered last; a transient failure (the node is
+down, restarting, paused or overloaded) moves it to the next node, and after a pass over all of
+them it waits with exponential backoff, up to ``patience`` seconds, before giving up. The first
+failure of an outage and the recovery are logged once each."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from typing import Annotated
+
+import grpc
+from pydantic import BeforeValidator
+
+log = logging.getLogger(__name__)
+
+TRANSIENT = frozenset({
+    grpc.StatusCode.UNAVAILABLE,  # down, restarting, connection reset
+    grpc.StatusCode.DEADLINE_EXCEEDED,  # paused, or too slow for one attempt
+    grpc.StatusCode.RESOURCE_EXHAUSTED,  # busy (the simulation gate)
+})  # fmt: skip
+ATTEMPT_SECONDS = 15.0  # one attempt at a node: a paused node must not hang a call forever
+PATIENCE_SECONDS = 30.0
+MAX_BACKOFF_SECONDS = 4.0
+
+
+class AddressError(ValueError):
+    """A chain address that is not ``host:port``."""
+
+
+def parse_addresses(value: str | Sequence[str]) -> tuple[str, ...]:
+    """The chain nodes' gRPC addresses from ``"host:port"``, ``"a:1,b:2"`` or a list of such;
+    raises :class:`AddressError` naming what is wrong."""
+    items = [value] if isinstance(value, str) else list(value)
+    found: list[str] = []
+    for item in items:
+        if not isinstance(item, str):
+            raise AddressError(f"a chain address is a string, not {item!r}")
+        for part in item.split(","):
+            address = part.strip()
+            if address:
+                found.append(_checked(address))
+    if not found:
+        raise AddressError("no chain address given (host:port, e.g. 127.0.0.1:9090)")
+    return tuple(dict.fromkeys(found))
+
+
+def _checked(address: str) -> str:
+    if "://" in address:
+        raise AddressError(
+            f"{address!r} is a URL: give the chain's gRPC address as host:port "
+            "(e.g. 127.0.0.1:9090), not CometBFT's RPC URL"
+        )
+    host, _, port = address.rpartition(":")
+    if not host or not port.isascii() or not port.isdigit() or not 0 < int(port) < 65536:
+        raise AddressError(f"{address!r} is not host:port (e.g. 127.0.0.1:9090)")
+    return address
+
+
+# A config field: one address, a comma-separated list or a TOML array of them.
+ChainAddresses = Annotated[tuple[str, ...], BeforeValidator(parse_addresses)]
+
+
+def shown(addresses: Sequence[str]) -> str:
+    """Addresses as one line for messages."""
+    return ", ".join(addresses)
+
+
+class FailoverChannel(grpc.Channel):
+    """A ``grpc.Channel`` over several nodes of one chain (see the module docstring). Unary
+    calls, which are all a chain client makes, fail over and retry; streams go to the current
+    node."""
+
+    def __init__(
+        self, addresses: str | Sequence[str], patience: float = PATIENCE_SECONDS,
+        attempt_seconds: float = ATTEMPT_SECONDS,
+    ):  # fmt: skip
+        self.addresses = parse_addresses(addresses)
+        self.patience = patience
+        self.attempt_seconds = attempt_seconds
+        self._channels = [grpc.insecure_channel(a) for a in self.addresses]
+        self._index = 0
+        self._down_since: float | None = None  # monotonic time the current outage began
+        self._lock = threading.Lock()
+
+    @property
+    def current(self) -> str:
+        """The address calls go to now."""
+        return self.addresses[self._index]
+
+    def _failed(self, index: int, err: grpc.RpcError) -> None:
+        with self._lock:
+            if self._down_since is None:
+                self._down_since = time.monotonic()
+                following = self.addresses[(index + 1) % len(self.addresses)]
+                log.warning("chain node %s: %s (%s); %s", self.addresses[index],
+                            err.code().name, (err.details() or "")[:120],
+                            f"trying {following}" if following != self.addresses[index]
+                            else "retrying")  # fmt: skip
+            if self._index == index:
+                self._index = (index + 1) % len(self.addresses)
+
+    def _answered(self, index: int) -> None:
+        if self._down_since is None:
+            return
+        with self._lock:
+            if self._down_since is not None:
+                log.warning("chain reachable again at %s after %.1f s", self.addresses[index],
+                            time.monotonic() - self._down_since)  # fmt: skip
+                self._down_since = None
+
+    def _call(self, method: str, kwargs: dict, request, timeout, **call):
+        """``with_call`` on the current node, failing over and backing off on transient errors
+        until the caller's ``timeout`` (else ``patience``) runs out."""
+        deadline = time.monotonic() + (self.patience if timeout is None else timeout)
+        delay, tried = 0.25, 0
+        while True:
+            index = self._index
+            remaining = deadline - time.monotonic()
+            attempt = max(0.05, min(self.attempt_seconds, remaining))
+            stub = self._channels[index].unary_unary(method, **kwargs)
+            try:
+                answer = stub.with_call(request, timeout=attempt, **call)
+            except grpc.RpcError as err:
+                if err.code() not in TRANSIENT:
+                    raise
+                self._failed(index, err)
+                tried += 1
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise
+                if tried % len(self.addresses) == 0:  # a pass over every node: back off
+                    time.sleep(min(delay, remaining))
+                    delay = min(2 * delay, MAX_BACKOFF_SECONDS)
+                continue
+            self._answered(index)
+            return answer
+
+    def unary_unary(self, method, request_serializer=None, response_deserializer=None, **kw):
+        """A multi-callable that fails over (``_registered_method`` and the like pass through)."""
+        kwargs = dict(kw, request_serializer=request_serializer,
+                      response_deserializer=response_deserializer)  # fmt: skip
+        return _FailoverCallable(self, method, kwargs)
+
+    def unary_stream(self, method, *args, **kwargs):
+        return self._channels[self._index].unary_stream(method, *args, **kwargs)
+
+    def stream_unary(self, method, *args, **kwargs):
+        return self._channels[self._index].stream_unary(method, *args, **kwargs)
+
+    def stream_stream(self, method, *args, **kwargs):
+        return self._channels[self._index].stream_stream(method, *args, **kwargs)
+
+    def subscribe(self, callback, try_to_connect=False):
+        self._channels[self._index].subscribe(callback, try_to_connect)
+
+    def unsubscribe(self, callback):
+        self._channels[self._index].unsubscribe(callback)
+
+    def close(self) -> None:
+        """Close every node's channel."""
+        for channel in self._channels:
+            channel.close()
+
+    def __enter__(self) -> FailoverChannel:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class _FailoverCallable(grpc.UnaryUnaryMultiCallable):
+    def __init__(self, channel: FailoverChannel, method: str, kwargs: dict):
+        self._channel = channel
+        self._method = method
+        self._kwargs = kwargs
+
+    def __call__(self, request, timeout=None, **call):
+        return self.with_call(request, timeout, **call)[0]
+
+    def with_call(self, request, timeout=None, **call):
+        return self._channel._call(self._method, self._kwargs, request, timeout, **call)
+
+    def future(self, request, timeout=None, **call):
+        stub = self._channel._channels[self._channel._index].unary_unary(
+            self._method, **self._kwargs
+        )
+        return stub.future(request, timeout, **call)

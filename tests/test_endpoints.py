@@ -1,0 +1,103 @@
+"""Several chain nodes behind one channel: addresses parsed, calls failing over from a node that
+is down, paused or restarting, and errors that are not transient passed through at once."""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent import futures
+
+import grpc
+import pytest
+
+from dilochain.chain.testnet import free_port
+from dilochain.endpoints import AddressError, FailoverChannel, parse_addresses
+
+METHOD = "/test.Echo/Say"
+
+
+def _server(port: int, name: str, delay: threading.Event | None = None) -> grpc.Server:
+    """A node answering ``METHOD`` with its name; refuses b"bad"; hangs while ``delay`` is
+    clear (a paused process)."""
+
+    def say(request: bytes, context) -> bytes:
+        if request == b"bad":
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "bad request")
+        if delay is not None:
+            delay.wait(10)
+        return name.encode()
+
+    handler = grpc.method_handlers_generic_handler(
+        "test.Echo", {"Say": grpc.unary_unary_rpc_method_handler(say)}
+    )
+    server = grpc.server(futures.ThreadPoolExecutor(4), handlers=[handler])
+    server.add_insecure_port(f"127.0.0.1:{port}")
+    server.start()
+    return server
+
+
+def _say(channel: grpc.Channel, request: bytes = b"hi", timeout: float | None = None) -> str:
+    return channel.unary_unary(METHOD)(request, timeout=timeout).decode()
+
+
+def test_addresses_are_host_port_lists():
+    assert parse_addresses("a:1") == ("a:1",)
+    assert parse_addresses("a:1, b:2,a:1") == ("a:1", "b:2")
+    assert parse_addresses(["a:1,b:2", "c:3"]) == ("a:1", "b:2", "c:3")
+    for bad, says in [("http://a:1", "is a URL"), ("tcp://a:1", "is a URL"), ("a", "host:port"),
+                      ("a:0", "host:port"), ("a:99999", "host:port"), ("", "no chain address"),
+                      ("a:\u0665", "host:port")]:  # fmt: skip
+        with pytest.raises(AddressError, match=says):
+            parse_addresses(bad)
+
+
+def test_calls_fail_over_between_nodes_and_come_back():
+    down, up = free_port(), free_port()
+    second = _server(up, "second")
+    with FailoverChannel([f"127.0.0.1:{down}", f"127.0.0.1:{up}"], patience=10) as channel:
+        assert _say(channel) == "second"  # the first node is down: the second answers
+        first = _server(down, "first")
+        second.stop(None)
+        assert _say(channel) == "first"  # the second goes: back to the first
+        with pytest.raises(grpc.RpcError) as refused:  # not transient: raised at once
+            _say(channel, b"bad")
+        assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        first.stop(None)
+        started = time.monotonic()
+        with pytest.raises(grpc.RpcError) as gone:  # every node down: given up after patience
+            _say(channel, timeout=1.5)
+        assert gone.value.code() == grpc.StatusCode.UNAVAILABLE
+        assert 1.0 < time.monotonic() - started < 5
+
+
+def test_a_node_that_restarts_within_the_patience_is_waited_for():
+    port = free_port()
+    with FailoverChannel(f"127.0.0.1:{port}", patience=20) as channel:
+        server = _server(port, "node")
+        assert _say(channel) == "node"
+        server.stop(None)
+        restarted: list[grpc.Server] = []
+        timer = threading.Timer(2.0, lambda: restarted.append(_server(port, "again")))
+        timer.start()
+        try:
+            assert _say(channel) == "again"
+        finally:
+            timer.join()
+            restarted[0].stop(None)
+
+
+def test_a_paused_node_does_not_hang_a_call():
+    paused, up = free_port(), free_port()
+    hung = threading.Event()
+    servers = [_server(paused, "paused", delay=hung), _server(up, "live")]
+    try:
+        channel = FailoverChannel([f"127.0.0.1:{paused}", f"127.0.0.1:{up}"],
+                                  attempt_seconds=1.0)  # fmt: skip
+        started = time.monotonic()
+        assert _say(channel) == "live"
+        assert time.monotonic() - started < 5
+        channel.close()
+    finally:
+        hung.set()
+        for server in servers:
+            server.stop(None)
