@@ -14,7 +14,7 @@ from dilochain.artifacts.blob_service import PeerFetchingStore
 from dilochain.artifacts.store import ArtifactError
 from dilochain.poc_client import PocClient
 from dilochain.protocol.hashing import content_hash
-from dilochain.protocol.pb.poc.v1.types_pb2 import RunConfig
+from dilochain.protocol.pb.poc.v1.types_pb2 import CommitOutcome, RoundCommit, RunConfig
 from dilochain.protocol.schedule import base_round
 from dilochain.training.compress import CompressionError, decompress
 from dilochain.training.diloco import outer_step, params_of, pseudo_gradient_problem
@@ -42,6 +42,15 @@ class GlobalView:
         return content_hash(self.encoded)
 
 
+def aggregated(commit: RoundCommit, fail_closed: bool = True) -> bool:
+    """Whether a resolved commit enters the next global state: on a fail-closed chain only
+    when its resolution ACCEPTED it (a quorum screened it passing, every challenge passed);
+    otherwise whenever it did not fail."""
+    if fail_closed:
+        return commit.outcome == CommitOutcome.COMMIT_OUTCOME_ACCEPTED
+    return not commit.excluded
+
+
 class Aggregator:
     """Advances a run's global state round by round, as every host and the chain agree."""
 
@@ -53,6 +62,7 @@ class Aggregator:
         store: PeerFetchingStore,
         patience: float = 120.0,
         min_hosts: int = 1,
+        fail_closed: bool = True,
     ):
         self.poc = poc
         self.run_id = run_id
@@ -60,6 +70,7 @@ class Aggregator:
         self.store = store
         self.patience = patience
         self.min_hosts = min_hosts
+        self.fail_closed = fail_closed
 
     def recorded(self) -> dict[int, bytes]:
         """The chain's global checkpoint hash of every round so far."""
@@ -98,9 +109,9 @@ class Aggregator:
         return GlobalView(latest, decode_state(self.fetch(recorded[latest])))
 
     def advance(self, view: GlobalView) -> GlobalView:
-        """θ_{r+1} from θ_r and round r's accepted commits (those built on the global state
-        round r builds on: θ_r, or θ_{r-1} in an overlapped run); θ_r itself (momentum too)
-        when fewer than ``min_hosts`` were accepted."""
+        """θ_{r+1} from θ_r and round r's aggregated commits (:func:`aggregated`, built on the
+        global state round r builds on: θ_r, or θ_{r-1} in an overlapped run); θ_r itself
+        (momentum too) when fewer than ``min_hosts`` were accepted."""
         recorded = self.recorded()
         if recorded.get(view.round, view.hash) != view.hash:
             log.warning(
@@ -112,7 +123,7 @@ class Aggregator:
         base, params = recorded.get(based_on, known), params_of(view.state)
         deltas = []
         for c in self.poc.commits(self.run_id, view.round):
-            if c.base_hash != base or c.excluded:
+            if c.base_hash != base or not aggregated(c, self.fail_closed):
                 continue
             try:
                 delta = decompress(self.fetch(c.pseudo_grad_hash))

@@ -144,7 +144,8 @@ class HostNode:
                  self.data.manifest.vocab_size)  # fmt: skip
         self.store = PeerFetchingStore(self.local, self._peer_endpoints, limit)
         self.aggregator = Aggregator(self.poc, cfg.run_id, self.rc, self.store,
-                                     min_hosts=params.min_hosts_per_round)  # fmt: skip
+                                     min_hosts=params.min_hosts_per_round,
+                                     fail_closed=params.fail_closed)  # fmt: skip
         cfg.state_dir.mkdir(parents=True, exist_ok=True)
         self.eval_losses: dict[int, float] = {}
         # Commits and evaluations run beside training: they get a model of their own.

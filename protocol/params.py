@@ -98,6 +98,10 @@ class PocParams(StrictModel):
     # A round's outer step needs at least this many accepted pseudo-gradients; with fewer the
     # global state carries over unchanged (a round a straggler or an outage left thin).
     min_hosts_per_round: int = Field(default=1, ge=1)
+    # Fail-closed: only a commit that a quorum of verifiers screened as passing, and whose
+    # every challenge passed, enters the global state. False is for chains of trusted hosts
+    # with no verifiers (and tests of training alone): every commit not failed is aggregated.
+    fail_closed: bool = True
     # End-of-block work visits every active run: their number is bounded.
     max_active_runs: int = Field(default=1_000, ge=1)
 

@@ -24,7 +24,9 @@ from dilochain.protocol.pb.poc.v1.types_pb2 import Run, RunConfig
 @dataclass(frozen=True)
 class Window:
     """A round's blocks: its commit window, its selection block, the first block of its
-    verdict-opening window and its resolution block."""
+    verdict-opening window and its resolution block; and its handover block, in the middle of
+    the verdict window, at whose end a challenge's assigned verifiers that have not voted are
+    joined by backups."""
 
     round: int
     start: int
@@ -32,6 +34,7 @@ class Window:
     selection: int
     opening: int
     resolution: int
+    handover: int
 
 
 def derive_data_seed(seed: int, host: str, round_: int) -> int:
@@ -113,7 +116,8 @@ def round_window(run: Run, params: PocParams, round_: int) -> Window:
     selection = start + blocks - 1 + params.beacon_reveal_blocks
     resolution = start + round_period(blocks, params) - 1
     opening = resolution - params.verdict_open_blocks + 1
-    return Window(round_, start, start + blocks - 1, selection, opening, resolution)
+    handover = selection + params.reveal_window_blocks + params.verdict_window_blocks // 2
+    return Window(round_, start, start + blocks - 1, selection, opening, resolution, handover)
 
 
 def roster_height(run: Run, params: PocParams, round_: int) -> int:

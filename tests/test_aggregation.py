@@ -7,9 +7,9 @@ import torch
 
 from dilochain.artifacts.blob_service import PeerFetchingStore
 from dilochain.artifacts.store import ArtifactError, LocalArtifactStore
-from dilochain.node.aggregation import Aggregator, GlobalView
+from dilochain.node.aggregation import Aggregator, GlobalView, aggregated
 from dilochain.node.host import HostNode
-from dilochain.protocol.pb.poc.v1.types_pb2 import RoundCommit
+from dilochain.protocol.pb.poc.v1.types_pb2 import CommitOutcome, RoundCommit
 from dilochain.testutil import shipped_data
 from dilochain.training.compress import compress, decompress
 from dilochain.training.diloco import initial_global, outer_step, params_of
@@ -17,6 +17,12 @@ from dilochain.training.model import build_model
 from dilochain.training.run_config import make_run_config
 
 CFG = make_run_config(shipped_data()[1], "tiny")
+ACCEPTED = CommitOutcome.COMMIT_OUTCOME_ACCEPTED
+
+
+def accepted(**fields) -> RoundCommit:
+    """A commit its round's resolution accepted into the global state."""
+    return RoundCommit(outcome=ACCEPTED, **fields)
 
 
 class FakePoc:
@@ -44,10 +50,10 @@ def test_invalid_pseudo_gradients_are_left_out_not_fatal(tmp_path):
         "wrong-shape": compress({**good, first: torch.zeros(3)}, "int8"),
         "not-finite": compress({**good, first: torch.full_like(good[first], float("nan"))}, "int8"),
     }
-    commits = [RoundCommit(host="honest", base_hash=view.hash,
+    commits = [accepted(host="honest", base_hash=view.hash,
                            pseudo_grad_hash=local.put(compress(good, "int8")))]  # fmt: skip
     commits += [
-        RoundCommit(host=name, base_hash=view.hash, pseudo_grad_hash=local.put(data))
+        accepted(host=name, base_hash=view.hash, pseudo_grad_hash=local.put(data))
         for name, data in hostile.items()
     ]
     store = PeerFetchingStore(local, lambda: [], limit=1 << 30)
@@ -65,7 +71,7 @@ def test_a_round_below_min_hosts_carries_the_global_state_over(tmp_path):
     local = LocalArtifactStore(tmp_path)
     step = {k: torch.full_like(v, 0.01) for k, v in params_of(view.state).items()}
     digest = local.put(compress(step, "int8"))
-    commits = [RoundCommit(host=h, base_hash=view.hash, pseudo_grad_hash=digest) for h in "ab"]
+    commits = [accepted(host=h, base_hash=view.hash, pseudo_grad_hash=digest) for h in "ab"]
     store = PeerFetchingStore(local, lambda: [], limit=1 << 30)
     thin = Aggregator(FakePoc(commits), "r", CFG, store, patience=0, min_hosts=3)
     carried = thin.advance(view)
@@ -115,14 +121,25 @@ def test_overlapped_rounds_aggregate_the_commits_built_on_the_state_before(tmp_p
     step = {k: torch.full_like(v, 0.01) for k, v in params_of(first.state).items()}
     digest = local.put(compress(step, "int8"))
     store = PeerFetchingStore(local, lambda: [], limit=1 << 30)
-    round0 = [RoundCommit(host="a", base_hash=first.hash, pseudo_grad_hash=digest)]
+    round0 = [accepted(host="a", base_hash=first.hash, pseudo_grad_hash=digest)]
     second = Aggregator(FakePoc(round0), "r", cfg, store, patience=0).advance(first)
     assert second.parent == first.hash
     wrong = {k: torch.full_like(v, 0.5) for k, v in step.items()}
-    round1 = [RoundCommit(host="a", base_hash=first.hash, pseudo_grad_hash=digest),
-              RoundCommit(host="b", base_hash=second.hash,
+    round1 = [accepted(host="a", base_hash=first.hash, pseudo_grad_hash=digest),
+              accepted(host="b", base_hash=second.hash,
                           pseudo_grad_hash=local.put(compress(wrong, "int8")))]  # fmt: skip
     third = Aggregator(FakePoc(round1), "r", cfg, store, patience=0).advance(second)
     expected = outer_step(second.state, [decompress(local.get(digest))], cfg.outer_lr,
                           cfg.outer_momentum)  # fmt: skip
     assert third.round == 2 and all(torch.equal(third.state[k], expected[k]) for k in expected)
+
+
+def test_a_fail_closed_chain_aggregates_only_accepted_commits():
+    outcomes = {name: CommitOutcome.Value(f"COMMIT_OUTCOME_{name}")
+                for name in ("PENDING", "ACCEPTED", "PAID", "UNDECIDED", "FAILED")}  # fmt: skip
+    commits = {name: RoundCommit(outcome=value, excluded=name == "FAILED")
+               for name, value in outcomes.items()}  # fmt: skip
+    assert [n for n, c in commits.items() if aggregated(c)] == ["ACCEPTED"]
+    # A chain of trusted hosts without verifiers (fail_closed off): everything not failed.
+    open_ = [n for n, c in commits.items() if aggregated(c, fail_closed=False)]
+    assert open_ == ["PENDING", "ACCEPTED", "PAID", "UNDECIDED"]

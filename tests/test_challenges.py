@@ -378,7 +378,7 @@ def test_withdrawing_after_committing_does_not_escape_the_slash(net):
     assert bank.supply(view, DENOM) == supply - 3 * 3000  # no host revealed: all three burned
 
 
-def test_undecided_work_is_aggregated_but_not_paid(net):
+def test_undecided_work_is_left_out_of_the_model_and_not_paid(net):
     window = schedule.window_at(registry.get_run(net.view, "r"), net.c.app.params.poc, 2)
     net.blocks_until(window.selection)
     for host in (HONEST, CHEAT, LAZY):
@@ -394,7 +394,8 @@ def test_undecided_work_is_aggregated_but_not_paid(net):
     statuses = {c.status for c in challenges.challenges(view, "r", 0) if c.host == addr(CHEAT)}
     assert statuses == {challenges.UNDECIDED}
     commit = next(c for c in rounds.commits(view, "r", 0) if c.host == addr(CHEAT))
-    assert not commit.excluded and not slashing.slashes(view, addr(CHEAT))
+    assert commit.outcome == challenges.COMMIT_UNDECIDED and not commit.excluded
+    assert not slashing.slashes(view, addr(CHEAT))
     params = net.c.app.params
     assert rewards.claimable(view, params, addr(CHEAT), 0).host_work == "0"
     assert rewards.claimable(view, params, addr(HONEST), 0).host_work == str(TOKENS)
@@ -427,3 +428,48 @@ def test_tolerance_counts_every_replay_within_a_quantum_of_the_leader():
     c = _votes(low, mid, high, far)  # low and high differ by two quanta, both near mid
     challenges.count_votes(c, 2, "tolerance")
     assert [v.counted for v in c.votes] == [True, True, True, False]
+
+
+def test_verifiers_alive_at_the_beacon_are_assigned_first_and_backups_replace_silent_ones(
+    tmp_path,
+):
+    """Two of three verifiers are assigned each challenge, those that opened the round's beacon
+    first. One of them goes silent: at the handover block the third joins each challenge it
+    had not voted on, the challenges are still decided, and the silent one loses its verifier
+    reward for the epoch."""
+    from tests.test_beacon import commit_beacon, reveal_beacon
+
+    net = start_round_0(Chain(tmp_path, verifiers_per_challenge=2))
+    w = schedule.round_window(registry.get_run(net.view, "r"), net.c.app.params.poc, 0)
+    v0, v1, v2 = VERIFIERS
+    for v in (v0, v1):  # v2 was not up during the round's beacon
+        assert commit_beacon(net, v).code == 0
+    net.blocks_until(w.end)
+    for v in (v0, v1):
+        assert reveal_beacon(net, v).code == 0
+    net.blocks_until(w.selection)
+    found = challenges.challenges(net.view, "r", 0)
+    assert all(sorted(c.verifiers) == sorted([addr(v0), addr(v1)]) for c in found)
+    assert all(c.primaries == 2 for c in found)
+    for segment in (0, 1):
+        assert net.send(HONEST, reveal(HONEST, segment)).code == 0
+        assert vote(net, v0, HONEST, segment, True).code == 0  # v1 has gone silent
+    net.blocks_until(w.handover)
+    mine = [c for c in challenges.challenges(net.view, "r", 0) if c.host == addr(HONEST)]
+    assert all(list(c.verifiers) == [*c.verifiers[:2], addr(v2)] for c in mine)
+    unrevealed = [c for c in challenges.challenges(net.view, "r", 0) if not c.revealed]
+    assert all(len(c.verifiers) == 2 for c in unrevealed)  # nothing to judge: no backups
+    for segment in (0, 1):
+        assert vote(net, v2, HONEST, segment, True).code == 0
+    open_votes(net, w)
+    net.blocks_until(w.resolution)
+    view = net.view
+    assert {c.status for c in challenges.challenges(view, "r", 0) if c.host == addr(HONEST)} == {
+        challenges.PASSED
+    }
+    outcome = {c.host: c.outcome for c in rounds.commits(view, "r", 0)}
+    assert outcome[addr(HONEST)] == challenges.COMMIT_PAID  # passed, but never screened
+    params = net.c.app.params
+    net.blocks_until(rewards.epoch_bounds(params, 0)[1])
+    due = {v: rewards.claimable(net.view, params, addr(v), 0) for v in VERIFIERS}
+    assert (due[v0].verifier_work, due[v2].verifier_work, due[v1].amount) == ("2", "2", "0")

@@ -24,6 +24,7 @@ from dilochain.localnet import (
     spawn_verifier,
     wait_until_ready,
 )
+from dilochain.node.aggregation import aggregated
 from dilochain.poc_client import PocClient
 from dilochain.protocol.params import DENOM
 from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgCreateRun
@@ -113,6 +114,7 @@ def test_overlapped_rounds_train_while_the_last_is_verified(tmp_path):
         assert found and int(found[1]) < second - 1, home
     assert cheater in slashed and not slashed - {cheater}  # no host, no verifier
     assert all(c.excluded for r in commits for c in commits[r] if c.host == cheater)
+    assert all(aggregated(c) for r in commits for c in commits[r] if c.host in honest)
     status = {(c.host, c.round, c.segment): c.status for c in challenges}
     assert {s for (h, _, _), s in status.items() if h in honest} == {PASSED}
     assert FAILED in {s for (h, _, _), s in status.items() if h == cheater}
@@ -128,6 +130,6 @@ def test_overlapped_rounds_train_while_the_last_is_verified(tmp_path):
         assert state_hash(state) == records[r], f"round {r}"
         deltas = [decompress(next(s for s in stores if s.has(c.pseudo_grad_hash))
                              .get(c.pseudo_grad_hash))
-                  for c in commits[r] if not c.excluded]  # fmt: skip
+                  for c in commits[r] if aggregated(c)]  # fmt: skip
         assert len(deltas) == sum((h, r) not in lost for h in honest)
         state = outer_step(state, deltas, cfg.outer_lr, cfg.outer_momentum)

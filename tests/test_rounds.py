@@ -57,7 +57,9 @@ def _create_and_join(chain, acct, run_id, config):
 def setup(tmp_path, request):
     """A chain with run "r" (``CONFIG``, or the config a test parametrizes it with)."""
     funded = {str(w.address()): 10**9 for w in [CREATOR, *HOSTS, OUTSIDER]}
-    chain = local_chain(tmp_path, funded)
+    # Rounds alone: no verifier screens these commits, so a fail-closed chain would challenge
+    # (and, unrevealed, slash) every one of them.
+    chain = local_chain(tmp_path, funded, poc={"fail_closed": False})
     acct = Accounts()
     _create_and_join(chain, acct, "r", getattr(request, "param", CONFIG))
     chain.block()  # height 1: run created, start_height 2
@@ -88,9 +90,9 @@ def test_window_schedule(setup):
     # commit 3 + beacon 4 + reveal 5 + verdict 10 + opening 5: a period of 27 blocks
     params = chain.app.params.poc
     assert schedule.window_at(run, params, 1) is None
-    assert schedule.window_at(run, params, 2) == schedule.Window(0, 2, 4, 8, 24, 28)
-    assert schedule.window_at(run, params, 28) == schedule.Window(0, 2, 4, 8, 24, 28)
-    assert schedule.window_at(run, params, 29) == schedule.Window(1, 29, 31, 35, 51, 55)
+    assert schedule.window_at(run, params, 2) == schedule.Window(0, 2, 4, 8, 24, 28, 18)
+    assert schedule.window_at(run, params, 28) == schedule.Window(0, 2, 4, 8, 24, 28, 18)
+    assert schedule.window_at(run, params, 29) == schedule.Window(1, 29, 31, 35, 51, 55, 45)
 
 
 def test_commits_and_majority_global_checkpoint(setup):
@@ -226,8 +228,8 @@ def test_overlapped_rounds_follow_each_other_while_earlier_ones_are_verified(set
     assert run.start_height == 3
     # a commit window of 25 blocks; 24 of verification (beacon 4, reveal 5, verdict 10, open 5)
     first, second = (schedule.round_window(run, params, r) for r in (0, 1))
-    assert first == schedule.Window(0, 3, 27, 31, 47, 51)
-    assert second == schedule.Window(1, 28, 52, 56, 72, 76)
+    assert first == schedule.Window(0, 3, 27, 31, 47, 51, 41)
+    assert second == schedule.Window(1, 28, 52, 56, 72, 76, 66)
     assert schedule.window_at(run, params, 28) == second
     assert schedule.in_flight(run, params, 27) == [first]
     assert schedule.in_flight(run, params, 51) == [first, second]

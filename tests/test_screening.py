@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from dilochain.chain.errors import codes
-from dilochain.chain.modules import challenges, rewards, screening, slashing
+from dilochain.chain.modules import challenges, rewards, rounds, screening, slashing
 from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgSubmitScreen
 from tests.test_beacon import window
 from tests.test_challenges import (
@@ -21,6 +21,9 @@ from tests.test_challenges import (
     start_round_0,
     vote,
 )
+
+ACCEPTED, FAILED, PAID = (challenges.COMMIT_ACCEPTED, challenges.COMMIT_FAILED,
+                          challenges.COMMIT_PAID)  # fmt: skip
 
 
 def screen(net, v, host, passed):
@@ -82,3 +85,39 @@ def test_a_failed_screen_challenges_every_segment_and_the_replay_decides(net):
     params = net.c.app.params
     work = {h: rewards.claimable(view, params, addr(h), 0).host_work for h in (HONEST, LAZY)}
     assert work[HONEST] == work[LAZY] != "0"
+    outcomes = {c.host: c.outcome for c in rounds.commits(view, "r", 0)}
+    assert outcomes == {addr(HONEST): ACCEPTED, addr(CHEAT): FAILED, addr(LAZY): PAID}
+
+
+def test_a_commit_no_quorum_screened_is_replayed_in_full_and_kept_out_of_the_model(net):
+    """Fail-closed: one verifier up screens alone (below the quorum of 2), so no commit is
+    screened passing and every segment is challenged. The verifiers back for the replays pass
+    HONEST (paid, left out of the model) and fail CHEAT's random pseudo-gradient (slashed); a
+    verifier that voted on nothing decided without it loses its verifier reward."""
+    w = window(net)
+    net.blocks_until(w.end)
+    for host in (HONEST, CHEAT, LAZY):
+        assert screen(net, VERIFIERS[0], host, host is not CHEAT).code == 0
+    net.blocks_until(w.selection)
+    view = net.view
+    assert not screening.passed(view, "r", 0)
+    picked = {(c.host, c.segment) for c in challenges.challenges(view, "r", 0)}
+    assert picked == {(addr(h), s) for h in (HONEST, CHEAT, LAZY) for s in (0, 1)}
+    for host in (HONEST, CHEAT):  # LAZY never reveals
+        for segment in (0, 1):
+            assert net.send(host, reveal(host, segment)).code == 0
+    v0, v1, v2 = VERIFIERS
+    for host in (HONEST, CHEAT):
+        for segment in (0, 1):
+            for v in (v0, v1):  # v2 is down
+                assert vote(net, v, host, segment, host is HONEST).code == 0
+    open_votes(net, w)
+    net.blocks_until(w.resolution)
+    view = net.view
+    outcomes = {c.host: c.outcome for c in rounds.commits(view, "r", 0)}
+    assert outcomes == {addr(HONEST): PAID, addr(CHEAT): FAILED, addr(LAZY): FAILED}
+    params = net.c.app.params
+    net.blocks_until(rewards.epoch_bounds(params, 0)[1])
+    due = {v: rewards.claimable(net.view, params, addr(v), 0) for v in VERIFIERS}
+    assert due[v0].verifier_work == due[v1].verifier_work == "4" and due[v2].amount == "0"
+    assert rewards.claimable(net.view, params, addr(HONEST), 0).host_work != "0"

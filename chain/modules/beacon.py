@@ -47,6 +47,12 @@ def get(store: CacheStore, run_id: str, round_: int) -> Beacon:
     )  # fmt: skip
 
 
+def opened(store: CacheStore, run_id: str, round_: int) -> set[str]:
+    """The verifiers that opened their secret of the round's beacon (alive in its beacon
+    window)."""
+    return {e.verifier for e in get(store, run_id, round_).entries if e.secret}
+
+
 def seed(store: CacheStore, run_id: str, round_: int) -> bytes:
     """The round's seed (set at the end of its selection block, before challenges are drawn)."""
     value = store.get(_prefix(run_id, round_) + b"seed")

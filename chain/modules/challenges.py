@@ -47,6 +47,7 @@ from dilochain.protocol.pb.poc.v1.tx_pb2 import (
 from dilochain.protocol.pb.poc.v1.types_pb2 import (
     Challenge,
     ChallengeStatus,
+    CommitOutcome,
     Run,
     SealedVote,
 )
@@ -56,6 +57,10 @@ PASSED = ChallengeStatus.CHALLENGE_STATUS_PASSED
 FAILED = ChallengeStatus.CHALLENGE_STATUS_FAILED
 NOT_REVEALED = ChallengeStatus.CHALLENGE_STATUS_NOT_REVEALED
 UNDECIDED = ChallengeStatus.CHALLENGE_STATUS_UNDECIDED
+COMMIT_ACCEPTED = CommitOutcome.COMMIT_OUTCOME_ACCEPTED
+COMMIT_PAID = CommitOutcome.COMMIT_OUTCOME_PAID
+COMMIT_UNDECIDED = CommitOutcome.COMMIT_OUTCOME_UNDECIDED
+COMMIT_FAILED = CommitOutcome.COMMIT_OUTCOME_FAILED
 
 
 def score(seed: bytes, *parts: object) -> int:
@@ -96,25 +101,62 @@ def _get(ctx: Context, run_id: str, round_: int, host: str, segment: int) -> Cha
 
 
 # ---- end of block ---------------------------------------------------------------------------
+def _ranked(seed: bytes, host: str, segment: int, pool: list[str], *preferred: set[str]):
+    """The verifiers that may judge (host, segment), those in the ``preferred`` sets first (in
+    order), each group in the order of their sha256 scores under the round's seed."""
+    eligible = [v for v in pool if v != host]
+    return sorted(eligible, key=lambda v: (*(v not in p for p in preferred),
+                                           score(seed, "assign", host, segment, v)))  # fmt: skip
+
+
 def select(ctx: Context, run: Run, round_: int) -> None:
-    """Create the round's challenges: every segment of a commit whose screen failed, and each
-    other segment with probability ``sampling_rate`` under the beacon seed."""
+    """Create the round's challenges: every segment of a commit whose screen failed (on a
+    fail-closed chain: whose screen no quorum passed), and each other segment with probability
+    ``sampling_rate`` under the beacon seed. Each is assigned ``verifiers_per_challenge``
+    verifiers, those that opened the round's beacon secret (alive) first."""
     params, seed = ctx.params.poc, beacon.seed(ctx.store, run.run_id, round_)
-    screened_out = screening.decide(ctx, run.run_id, round_)
+    failed, passed = screening.decide(ctx, run.run_id, round_)
     pool = [v.address for v in verifiers.verifiers(ctx.store)]
+    alive = beacon.opened(ctx.store, run.run_id, round_)
     for commit in rounds.commits(ctx.store, run.run_id, round_):
+        whole = commit.host not in passed if params.fail_closed else commit.host in failed
         for segment in range(rounds.segments(run)):
             sampled = is_challenged(seed, commit.host, segment, params.sampling_rate)
-            if not sampled and commit.host not in screened_out:
+            if not sampled and not whole:
                 continue
-            eligible = [v for v in pool if v != commit.host]
-            eligible.sort(key=lambda v, s=segment, h=commit.host: score(seed, "assign", h, s, v))
+            ranked = _ranked(seed, commit.host, segment, pool, alive)
+            assigned = ranked[: params.verifiers_per_challenge]
             challenge = Challenge(run_id=run.run_id, round=round_, host=commit.host,
-                                  segment=segment,
-                                  verifiers=eligible[: params.verifiers_per_challenge])  # fmt: skip
+                                  segment=segment, verifiers=assigned,
+                                  primaries=len(assigned))  # fmt: skip
             _save(ctx.store, challenge)
             ctx.emit("challenge", run_id=run.run_id, round=round_, host=commit.host,
                      segment=segment)  # fmt: skip
+
+
+def hand_over(ctx: Context, run: Run, round_: int) -> None:
+    """At the handover block: each revealed challenge whose assigned verifiers have not all
+    voted gets as many backups, next in its ranking (verifiers that voted in this round first,
+    then those alive at its beacon), so a verifier that went down mid-round does not leave an
+    honest host unjudged. Backups vote in what is left of the verdict window."""
+    seed = beacon.seed(ctx.store, run.run_id, round_)
+    found = challenges(ctx.store, run.run_id, round_)
+    pool = [v.address for v in verifiers.verifiers(ctx.store)]
+    voting = {v.verifier for c in found for v in c.votes}
+    alive = beacon.opened(ctx.store, run.run_id, round_)
+    for c in found:
+        voted = {v.verifier for v in c.votes}
+        missing = sum(v not in voted for v in c.verifiers)
+        if not c.revealed or not missing:
+            continue
+        ranked = _ranked(seed, c.host, c.segment, pool, voting, alive)
+        backups = [v for v in ranked if v not in c.verifiers][:missing]
+        if not backups:
+            continue
+        c.verifiers.extend(backups)
+        _save(ctx.store, c)
+        ctx.emit("challenge_handover", run_id=run.run_id, round=round_, host=c.host,
+                 segment=c.segment, backups=",".join(backups))  # fmt: skip
 
 
 def count_votes(c: Challenge, quorum: int, mode: str) -> None:
@@ -171,9 +213,23 @@ def _judge_verifiers(ctx: Context, c: Challenge, run_id: str, round_: int) -> No
                        f"{reason} on {c.host} segment {c.segment}")  # fmt: skip
 
 
+def _missed_duties(ctx: Context, c: Challenge) -> None:
+    """A primary verifier that sealed no vote on a challenge others decided loses its verifier
+    reward for the epoch (the challenge was doable: its data and checkpoints were there)."""
+    if c.status not in (FAILED, PASSED):
+        return
+    voted = {v.verifier for v in c.votes}
+    for verifier in c.verifiers[: c.primaries]:
+        if verifier not in voted:
+            rewards.mark_missed(ctx, verifier)
+            ctx.emit("verifier_missed_duty", run_id=c.run_id, round=c.round, host=c.host,
+                     segment=c.segment, verifier=verifier)  # fmt: skip
+
+
 def resolve(ctx: Context, run: Run, round_: int) -> None:
     """Decide every challenge of the round; judge its verifiers; slash and exclude failed
-    hosts."""
+    hosts; decide each commit's outcome: on a fail-closed chain only a commit a quorum
+    screened passing and whose every challenge passed is ACCEPTED into the global state."""
     params = ctx.params.poc
     failed_hosts: set[str] = set()
     undecided_hosts: set[str] = set()
@@ -188,20 +244,27 @@ def resolve(ctx: Context, run: Run, round_: int) -> None:
         elif c.status == UNDECIDED:
             undecided_hosts.add(c.host)
         _judge_verifiers(ctx, c, run.run_id, round_)
+        _missed_duties(ctx, c)
+    screened = screening.passed(ctx.store, run.run_id, round_)
     for commit in rounds.commits(ctx.store, run.run_id, round_):
         if commit.host in failed_hosts:
             commit.excluded = True
-            rounds.set_commit(ctx.store, commit)
+            commit.outcome = COMMIT_FAILED
             slashing.slash(ctx, commit.host, params.slash_fraction, run.run_id, round_,
                    "failed a challenge", infraction_height=commit.height)  # fmt: skip
             rewards.mark_slashed(ctx, commit.host)
             rewards.forfeit(ctx, commit.host)
             registry.jail(ctx, run.run_id, commit.host)
-        elif commit.host in undecided_hosts:  # not shown to be right: aggregated, not paid
+        elif commit.host in undecided_hosts:  # not shown to be right: neither paid nor slashed
+            commit.outcome = COMMIT_UNDECIDED
             ctx.emit("work_unpaid", run_id=run.run_id, round=round_, host=commit.host,
                      reason="a challenge was left undecided")  # fmt: skip
         else:
             rewards.credit(ctx, "host", commit.host, commit.tokens)
+            commit.outcome = COMMIT_ACCEPTED if commit.host in screened else COMMIT_PAID
+        rounds.set_commit(ctx.store, commit)
+        ctx.emit("commit_outcome", run_id=run.run_id, round=round_, host=commit.host,
+                 outcome=CommitOutcome.Name(commit.outcome))  # fmt: skip
 
 
 def end_block(ctx: Context) -> None:
@@ -216,6 +279,8 @@ def end_block(ctx: Context) -> None:
                 continue
             if ctx.height == window.selection:
                 select(ctx, run, window.round)
+            elif ctx.height == window.handover:
+                hand_over(ctx, run, window.round)
             elif ctx.height == window.resolution:
                 resolve(ctx, run, window.round)
                 if window.round + 1 == run.config.total_rounds:

@@ -1,8 +1,10 @@
 """Epochs and rewards: work is credited when a round resolves, paid by ``MsgClaimReward``.
 
 An epoch is ``epoch_blocks`` blocks. When a round's challenges are decided (its resolution
-block), each unexcluded commit credits its host the round's tokens, and each verdict on the
-quorum side credits its verifier one unit, in the epoch of that block; a host slashed in an
+block), each commit whose challenges all passed credits its host the round's tokens, and each
+verdict on the quorum side credits its verifier one unit, in the epoch of that block; a
+verifier that missed a duty (sealed no vote on a challenge assigned to it that others decided)
+earns nothing as a verifier for the epoch; a host slashed in an
 epoch earns nothing for it, and forfeits its unclaimed host rewards of every earlier epoch
 (never minted, so no one else's share grows and the pool is never overpaid); being jailed from
 the run, it earns nothing more there unless it registers again. Once the epoch's last block is
@@ -85,12 +87,20 @@ def mark_slashed(ctx: Context, address: str) -> None:
     ctx.store.set(_slashed_key(epoch_of(ctx.params, ctx.height), address), b"1")
 
 
+def _missed_key(epoch: int, address: str) -> bytes:
+    return b"missed/%012d/" % epoch + address.encode()
+
+
+def mark_missed(ctx: Context, address: str) -> None:
+    """A verifier that missed a duty earns no verifier reward for the current epoch."""
+    ctx.store.set(_missed_key(epoch_of(ctx.params, ctx.height), address), b"1")
+
+
 def _work(store: CacheStore, epoch: int, role: str) -> dict[str, int]:
     prefix = b"work/%012d/" % epoch + role.encode() + b"/"
     found = {k[len(prefix) :].decode(): int(v) for k, v in store.iterate(prefix)}
-    if role == "host":
-        found = {a: w for a, w in found.items() if store.get(_slashed_key(epoch, a)) is None}
-    return found
+    barred = _slashed_key if role == "host" else _missed_key
+    return {a: w for a, w in found.items() if store.get(barred(epoch, a)) is None}
 
 
 def epoch_info(store: CacheStore, params: Params, epoch: int, height: int) -> EpochInfo:

@@ -6,7 +6,9 @@ pseudo-gradient against base - final checkpoint, and a held-out loss test on a b
 from the round's beacon anchor, which nobody knew while committing) and vote
 (``MsgSubmitScreen``). At the selection block a commit that a quorum failed has every one of
 its segments challenged: the screen never slashes on its own, the full replay decides, so an
-honest host that fails the statistical loss test is re-executed and paid.
+honest host that fails the statistical loss test is re-executed and paid. On a fail-closed
+chain (the default) so has every commit that no quorum passed (too few verifiers screened it),
+and only commits a quorum passed can enter the global state.
 """
 
 from __future__ import annotations
@@ -35,16 +37,26 @@ def _save(store: CacheStore, screen: Screen) -> None:
               screen.SerializeToString())  # fmt: skip
 
 
-def decide(ctx: Context, run_id: str, round_: int) -> set[str]:
-    """At the selection block: mark and return the hosts whose screen a quorum failed."""
-    failed = set()
+def decide(ctx: Context, run_id: str, round_: int) -> tuple[set[str], set[str]]:
+    """At the selection block: mark and return the hosts whose screen a quorum failed, and
+    those whose screen a quorum passed (a host in neither was not screened by a quorum)."""
+    failed, passed = set(), set()
+    quorum = ctx.params.poc.quorum
     for screen in screens(ctx.store, run_id, round_):
-        screen.failed = sum(not v.passed for v in screen.votes) >= ctx.params.poc.quorum
+        screen.failed = sum(not v.passed for v in screen.votes) >= quorum
+        screen.passed = not screen.failed and sum(v.passed for v in screen.votes) >= quorum
         _save(ctx.store, screen)
         if screen.failed:
             failed.add(screen.host)
             ctx.emit("screen_failed", run_id=run_id, round=round_, host=screen.host)
-    return failed
+        elif screen.passed:
+            passed.add(screen.host)
+    return failed, passed
+
+
+def passed(store: CacheStore, run_id: str, round_: int) -> set[str]:
+    """The hosts whose screen of the round a quorum passed (once its selection block is done)."""
+    return {s.host for s in screens(store, run_id, round_) if s.passed}
 
 
 def _handle_screen(ctx: Context, msg: MsgSubmitScreen) -> MsgSubmitScreenResponse:

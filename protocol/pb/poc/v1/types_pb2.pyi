@@ -6,6 +6,14 @@ from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Map
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class CommitOutcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    COMMIT_OUTCOME_PENDING: _ClassVar[CommitOutcome]
+    COMMIT_OUTCOME_ACCEPTED: _ClassVar[CommitOutcome]
+    COMMIT_OUTCOME_PAID: _ClassVar[CommitOutcome]
+    COMMIT_OUTCOME_UNDECIDED: _ClassVar[CommitOutcome]
+    COMMIT_OUTCOME_FAILED: _ClassVar[CommitOutcome]
+
 class ChallengeStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     CHALLENGE_STATUS_PENDING: _ClassVar[ChallengeStatus]
@@ -13,6 +21,11 @@ class ChallengeStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     CHALLENGE_STATUS_FAILED: _ClassVar[ChallengeStatus]
     CHALLENGE_STATUS_NOT_REVEALED: _ClassVar[ChallengeStatus]
     CHALLENGE_STATUS_UNDECIDED: _ClassVar[ChallengeStatus]
+COMMIT_OUTCOME_PENDING: CommitOutcome
+COMMIT_OUTCOME_ACCEPTED: CommitOutcome
+COMMIT_OUTCOME_PAID: CommitOutcome
+COMMIT_OUTCOME_UNDECIDED: CommitOutcome
+COMMIT_OUTCOME_FAILED: CommitOutcome
 CHALLENGE_STATUS_PENDING: ChallengeStatus
 CHALLENGE_STATUS_PASSED: ChallengeStatus
 CHALLENGE_STATUS_FAILED: ChallengeStatus
@@ -84,7 +97,7 @@ class Run(_message.Message):
     def __init__(self, run_id: _Optional[str] = ..., creator: _Optional[str] = ..., config: _Optional[_Union[RunConfig, _Mapping]] = ..., created_height: _Optional[int] = ..., start_height: _Optional[int] = ...) -> None: ...
 
 class RoundCommit(_message.Message):
-    __slots__ = ("run_id", "round", "host", "ckpt_root", "pseudo_grad_hash", "data_seed", "tokens", "loss", "base_hash", "height", "excluded", "eval_loss", "final_hash", "residual_hash", "residual_in_hash", "start_delta_hash", "inner_in_hash")
+    __slots__ = ("run_id", "round", "host", "ckpt_root", "pseudo_grad_hash", "data_seed", "tokens", "loss", "base_hash", "height", "excluded", "eval_loss", "final_hash", "residual_hash", "residual_in_hash", "start_delta_hash", "inner_in_hash", "outcome")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     ROUND_FIELD_NUMBER: _ClassVar[int]
     HOST_FIELD_NUMBER: _ClassVar[int]
@@ -102,6 +115,7 @@ class RoundCommit(_message.Message):
     RESIDUAL_IN_HASH_FIELD_NUMBER: _ClassVar[int]
     START_DELTA_HASH_FIELD_NUMBER: _ClassVar[int]
     INNER_IN_HASH_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     round: int
     host: str
@@ -119,7 +133,8 @@ class RoundCommit(_message.Message):
     residual_in_hash: bytes
     start_delta_hash: bytes
     inner_in_hash: bytes
-    def __init__(self, run_id: _Optional[str] = ..., round: _Optional[int] = ..., host: _Optional[str] = ..., ckpt_root: _Optional[bytes] = ..., pseudo_grad_hash: _Optional[bytes] = ..., data_seed: _Optional[int] = ..., tokens: _Optional[int] = ..., loss: _Optional[float] = ..., base_hash: _Optional[bytes] = ..., height: _Optional[int] = ..., excluded: bool = ..., eval_loss: _Optional[float] = ..., final_hash: _Optional[bytes] = ..., residual_hash: _Optional[bytes] = ..., residual_in_hash: _Optional[bytes] = ..., start_delta_hash: _Optional[bytes] = ..., inner_in_hash: _Optional[bytes] = ...) -> None: ...
+    outcome: CommitOutcome
+    def __init__(self, run_id: _Optional[str] = ..., round: _Optional[int] = ..., host: _Optional[str] = ..., ckpt_root: _Optional[bytes] = ..., pseudo_grad_hash: _Optional[bytes] = ..., data_seed: _Optional[int] = ..., tokens: _Optional[int] = ..., loss: _Optional[float] = ..., base_hash: _Optional[bytes] = ..., height: _Optional[int] = ..., excluded: bool = ..., eval_loss: _Optional[float] = ..., final_hash: _Optional[bytes] = ..., residual_hash: _Optional[bytes] = ..., residual_in_hash: _Optional[bytes] = ..., start_delta_hash: _Optional[bytes] = ..., inner_in_hash: _Optional[bytes] = ..., outcome: _Optional[_Union[CommitOutcome, str]] = ...) -> None: ...
 
 class EpochInfo(_message.Message):
     __slots__ = ("epoch", "start_height", "end_height", "closed", "reward_pool", "host_work", "verifier_work")
@@ -186,7 +201,7 @@ class SealedVote(_message.Message):
     def __init__(self, verifier: _Optional[str] = ..., commitment: _Optional[bytes] = ..., opened: bool = ..., passed: bool = ..., fingerprint: _Optional[bytes] = ..., evidence_hash: _Optional[bytes] = ..., counted: bool = ...) -> None: ...
 
 class Challenge(_message.Message):
-    __slots__ = ("run_id", "round", "host", "segment", "verifiers", "revealed", "start_hash", "end_hash", "final_hash", "votes", "status")
+    __slots__ = ("run_id", "round", "host", "segment", "verifiers", "revealed", "start_hash", "end_hash", "final_hash", "votes", "status", "primaries")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     ROUND_FIELD_NUMBER: _ClassVar[int]
     HOST_FIELD_NUMBER: _ClassVar[int]
@@ -198,6 +213,7 @@ class Challenge(_message.Message):
     FINAL_HASH_FIELD_NUMBER: _ClassVar[int]
     VOTES_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
+    PRIMARIES_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     round: int
     host: str
@@ -209,7 +225,8 @@ class Challenge(_message.Message):
     final_hash: bytes
     votes: _containers.RepeatedCompositeFieldContainer[SealedVote]
     status: ChallengeStatus
-    def __init__(self, run_id: _Optional[str] = ..., round: _Optional[int] = ..., host: _Optional[str] = ..., segment: _Optional[int] = ..., verifiers: _Optional[_Iterable[str]] = ..., revealed: bool = ..., start_hash: _Optional[bytes] = ..., end_hash: _Optional[bytes] = ..., final_hash: _Optional[bytes] = ..., votes: _Optional[_Iterable[_Union[SealedVote, _Mapping]]] = ..., status: _Optional[_Union[ChallengeStatus, str]] = ...) -> None: ...
+    primaries: int
+    def __init__(self, run_id: _Optional[str] = ..., round: _Optional[int] = ..., host: _Optional[str] = ..., segment: _Optional[int] = ..., verifiers: _Optional[_Iterable[str]] = ..., revealed: bool = ..., start_hash: _Optional[bytes] = ..., end_hash: _Optional[bytes] = ..., final_hash: _Optional[bytes] = ..., votes: _Optional[_Iterable[_Union[SealedVote, _Mapping]]] = ..., status: _Optional[_Union[ChallengeStatus, str]] = ..., primaries: _Optional[int] = ...) -> None: ...
 
 class Slash(_message.Message):
     __slots__ = ("address", "run_id", "round", "amount", "reason", "height")
@@ -290,7 +307,7 @@ class CollateralInfo(_message.Message):
     def __init__(self, address: _Optional[str] = ..., bonded: _Optional[str] = ..., unbonding: _Optional[_Iterable[_Union[UnbondingEntry, _Mapping]]] = ..., locked: _Optional[str] = ...) -> None: ...
 
 class Params(_message.Message):
-    __slots__ = ("collateral_denom", "unbonding_period_seconds", "sampling_rate", "reveal_window_blocks", "verdict_window_blocks", "verifiers_per_challenge", "quorum", "slash_fraction", "verifier_slash_fraction", "min_verifier_collateral", "verification_mode", "tolerance", "pseudo_grad_tolerance", "max_segments_per_round", "max_inner_steps", "max_total_rounds", "max_start_delay_blocks", "max_active_runs", "beacon_reveal_blocks", "screen_loss_margin", "verdict_open_blocks", "tolerance_bf16", "min_hosts_per_round")
+    __slots__ = ("collateral_denom", "unbonding_period_seconds", "sampling_rate", "reveal_window_blocks", "verdict_window_blocks", "verifiers_per_challenge", "quorum", "slash_fraction", "verifier_slash_fraction", "min_verifier_collateral", "verification_mode", "tolerance", "pseudo_grad_tolerance", "max_segments_per_round", "max_inner_steps", "max_total_rounds", "max_start_delay_blocks", "max_active_runs", "beacon_reveal_blocks", "screen_loss_margin", "verdict_open_blocks", "tolerance_bf16", "min_hosts_per_round", "fail_closed")
     COLLATERAL_DENOM_FIELD_NUMBER: _ClassVar[int]
     UNBONDING_PERIOD_SECONDS_FIELD_NUMBER: _ClassVar[int]
     SAMPLING_RATE_FIELD_NUMBER: _ClassVar[int]
@@ -314,6 +331,7 @@ class Params(_message.Message):
     VERDICT_OPEN_BLOCKS_FIELD_NUMBER: _ClassVar[int]
     TOLERANCE_BF16_FIELD_NUMBER: _ClassVar[int]
     MIN_HOSTS_PER_ROUND_FIELD_NUMBER: _ClassVar[int]
+    FAIL_CLOSED_FIELD_NUMBER: _ClassVar[int]
     collateral_denom: str
     unbonding_period_seconds: int
     sampling_rate: str
@@ -337,7 +355,8 @@ class Params(_message.Message):
     verdict_open_blocks: int
     tolerance_bf16: str
     min_hosts_per_round: int
-    def __init__(self, collateral_denom: _Optional[str] = ..., unbonding_period_seconds: _Optional[int] = ..., sampling_rate: _Optional[str] = ..., reveal_window_blocks: _Optional[int] = ..., verdict_window_blocks: _Optional[int] = ..., verifiers_per_challenge: _Optional[int] = ..., quorum: _Optional[int] = ..., slash_fraction: _Optional[str] = ..., verifier_slash_fraction: _Optional[str] = ..., min_verifier_collateral: _Optional[int] = ..., verification_mode: _Optional[str] = ..., tolerance: _Optional[str] = ..., pseudo_grad_tolerance: _Optional[str] = ..., max_segments_per_round: _Optional[int] = ..., max_inner_steps: _Optional[int] = ..., max_total_rounds: _Optional[int] = ..., max_start_delay_blocks: _Optional[int] = ..., max_active_runs: _Optional[int] = ..., beacon_reveal_blocks: _Optional[int] = ..., screen_loss_margin: _Optional[str] = ..., verdict_open_blocks: _Optional[int] = ..., tolerance_bf16: _Optional[str] = ..., min_hosts_per_round: _Optional[int] = ...) -> None: ...
+    fail_closed: bool
+    def __init__(self, collateral_denom: _Optional[str] = ..., unbonding_period_seconds: _Optional[int] = ..., sampling_rate: _Optional[str] = ..., reveal_window_blocks: _Optional[int] = ..., verdict_window_blocks: _Optional[int] = ..., verifiers_per_challenge: _Optional[int] = ..., quorum: _Optional[int] = ..., slash_fraction: _Optional[str] = ..., verifier_slash_fraction: _Optional[str] = ..., min_verifier_collateral: _Optional[int] = ..., verification_mode: _Optional[str] = ..., tolerance: _Optional[str] = ..., pseudo_grad_tolerance: _Optional[str] = ..., max_segments_per_round: _Optional[int] = ..., max_inner_steps: _Optional[int] = ..., max_total_rounds: _Optional[int] = ..., max_start_delay_blocks: _Optional[int] = ..., max_active_runs: _Optional[int] = ..., beacon_reveal_blocks: _Optional[int] = ..., screen_loss_margin: _Optional[str] = ..., verdict_open_blocks: _Optional[int] = ..., tolerance_bf16: _Optional[str] = ..., min_hosts_per_round: _Optional[int] = ..., fail_closed: bool = ...) -> None: ...
 
 class BeaconEntry(_message.Message):
     __slots__ = ("verifier", "commitment", "secret")
@@ -380,15 +399,17 @@ class VestingGrant(_message.Message):
     def __init__(self, address: _Optional[str] = ..., epoch: _Optional[int] = ..., total: _Optional[str] = ..., vested: _Optional[str] = ..., paid: _Optional[str] = ..., forfeited: _Optional[str] = ...) -> None: ...
 
 class Screen(_message.Message):
-    __slots__ = ("run_id", "round", "host", "votes", "failed")
+    __slots__ = ("run_id", "round", "host", "votes", "failed", "passed")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     ROUND_FIELD_NUMBER: _ClassVar[int]
     HOST_FIELD_NUMBER: _ClassVar[int]
     VOTES_FIELD_NUMBER: _ClassVar[int]
     FAILED_FIELD_NUMBER: _ClassVar[int]
+    PASSED_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     round: int
     host: str
     votes: _containers.RepeatedCompositeFieldContainer[Vote]
     failed: bool
-    def __init__(self, run_id: _Optional[str] = ..., round: _Optional[int] = ..., host: _Optional[str] = ..., votes: _Optional[_Iterable[_Union[Vote, _Mapping]]] = ..., failed: bool = ...) -> None: ...
+    passed: bool
+    def __init__(self, run_id: _Optional[str] = ..., round: _Optional[int] = ..., host: _Optional[str] = ..., votes: _Optional[_Iterable[_Union[Vote, _Mapping]]] = ..., failed: bool = ..., passed: bool = ...) -> None: ...
