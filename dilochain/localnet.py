@@ -19,6 +19,7 @@ from dilochain.chain.server import ChainStartError
 from dilochain.chain.testnet import loopback_config, with_funds_and_params
 from dilochain.genesis.document import GenesisDoc, load_genesis, save_genesis
 from dilochain.metrics_http import METRICS_LISTENING
+from dilochain.supervisor import Supervisor
 
 LISTENING = "gRPC server listening on "
 RPC_LISTENING = "CometBFT RPC listening on "
@@ -251,6 +252,12 @@ class ChainProcess:
                 self.kill()
 
 
+def _restarted(node: ChainProcess) -> subprocess.Popen:
+    node.start(first_block=False)
+    assert node.proc is not None
+    return node.proc
+
+
 class LocalNetwork:
     """Every validator home of a testnet directory, each as a :class:`ChainProcess`."""
 
@@ -265,6 +272,14 @@ class LocalNetwork:
         for node in self.nodes:
             node.wait_for_height(1, timeout)
         return [node.address for node in self.nodes]
+
+    def supervisor(self, say, restart: bool = True) -> Supervisor:
+        """A :class:`~dilochain.supervisor.Supervisor` of every node: one that dies is reported
+        and (with ``restart``) started again, the others going on."""
+        supervisor = Supervisor(say, restart)
+        for node in self.nodes:
+            supervisor.watch(node.home.name, node.proc, lambda n=node: _restarted(n), node.log_path)
+        return supervisor
 
     def stop(self) -> None:
         """Stop every node still running (SIGTERM, then SIGKILL if it lingers)."""

@@ -4,10 +4,12 @@ and restarted, and every application agreeing on the app hash."""
 from __future__ import annotations
 
 import base64
+import os
 import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -109,14 +111,39 @@ def test_testnet_commands(tmp_path):
         lines = [up.stdout.readline() for _ in range(3)]
         assert lines[0].startswith("node0: gRPC 127.0.0.1:"), lines
         assert "2 validators committing blocks" in lines[2], lines
-        assert (
-            int(rpc_call(rpc_address(homes[1]), "status")["sync_info"]["latest_block_height"]) >= 1
-        )
+        assert _height(homes[1]) >= 1
+        # One validator killed: `up` says so, starts it again, and keeps the other running.
+        os.kill(_chain_pid(homes[1]), signal.SIGKILL)
+        said = [up.stdout.readline() for _ in range(2)]
+        assert said[0].startswith("node1 stopped (killed by SIGKILL); starting it again"), said
+        assert said[1].strip() == "node1 started again", said
+        before = _height(homes[1])
+        deadline = time.monotonic() + 60
+        while _height(homes[1]) <= before + 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _height(homes[1]) > before + 2 and up.poll() is None
     finally:
         up.send_signal(signal.SIGINT)
         _, err = up.communicate(timeout=60)
     assert up.returncode == 0, err
     assert "Traceback" not in err
+
+
+def _height(home: Path) -> int:
+    return int(rpc_call(rpc_address(home), "status")["sync_info"]["latest_block_height"])
+
+
+def _chain_pid(home: Path) -> int:
+    """The pid of the ``chain start`` process serving ``home``."""
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                cmdline = (proc / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"start" in cmdline and str(home).encode() in cmdline and b"chain" in cmdline:
+                return int(proc.name)
+    raise AssertionError(f"no chain process for {home}")
 
 
 def test_free_ports_are_below_the_ephemeral_range_and_bindable():

@@ -23,8 +23,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     init.add_argument("--chain-id", default="dilochain-testnet")
     init.add_argument("--block-time", default="500ms", help="CometBFT's timeout_commit")
     init.set_defaults(func=_init)
-    up = cmds.add_parser("up", help="run every validator of DIR until interrupted")
+    up = cmds.add_parser("up", help="run every validator of DIR until interrupted, starting "
+                         "again any that stops")  # fmt: skip
     up.add_argument("--dir", type=Path, required=True)
+    up.add_argument("--no-restart", dest="restart", action="store_false",
+                    help="report a validator that stops, but leave it stopped")  # fmt: skip
     up.set_defaults(func=_up)
 
 
@@ -54,9 +57,12 @@ def _up(args: argparse.Namespace) -> int:
             print(f"{node.home.name}: gRPC {node.address}, CometBFT RPC {node.rpc_address}",
                   flush=True)  # fmt: skip
         print(f"{len(homes)} validators committing blocks; Ctrl-C stops them", flush=True)
+        supervisor = network.supervisor(lambda line: print(line, flush=True), args.restart)
         while not stop.wait(1.0):
-            if any(node.proc.poll() is not None for node in network.nodes if node.proc):
-                raise CliError(f"a validator stopped; see the chain.log files under {args.dir}")
+            supervisor.check()
+            if not supervisor.running and not any(c.due for c in supervisor.children.values()):
+                raise CliError(f"every validator has stopped; see the chain.log files under "
+                               f"{args.dir}")  # fmt: skip
     finally:
         network.stop()
     return 0
