@@ -85,10 +85,15 @@ def _client(address: str, batches: list[list[bytes]], start_at: float, out) -> N
     out.put(asyncio.run(run()))
 
 
-def _breakdown(tmp: Path, samples: int = 2000) -> dict[str, float]:
-    """Per-tx microseconds of each stage, on an in-process chain over a temp store."""
+def _breakdown(tmp: Path, samples: int = 2000, state_keys: int = 0) -> dict[str, float]:
+    """Per-tx microseconds of each stage, on an in-process chain over a temp store holding
+    ``state_keys`` more keys (a chain that has run a while: the state tree is deeper)."""
     senders = [wallet(50_000 + i) for i in range(10)]
     chain = local_chain(tmp, {str(s.address()): 10**12 for s in senders})
+    if state_keys:
+        filler = {b"bench/%09d" % i: b"%d" % i for i in range(state_keys)}
+        root = chain.app.tree.update(filler)
+        chain.app.store.commit(filler, {"app_hash": root})
     per = samples // len(senders)
     txs = [
         signed_tx(s, [_send(s, senders[0])], sequence=q, account_number=n)
@@ -111,6 +116,16 @@ def _breakdown(tmp: Path, samples: int = 2000) -> dict[str, float]:
 
     app = chain.app
     block_txs = list(chain.mempool.values())
+    tree_update, tree_seconds = app.tree.update, []
+
+    def timed_update(writes):
+        started = time.perf_counter()
+        try:
+            return tree_update(writes)
+        finally:
+            tree_seconds.append(time.perf_counter() - started)
+
+    app.tree.update = timed_update
     t = time.perf_counter()
     app.finalize_block(app.height + 1, app.last_block_time_ns + 1, block_txs, b"\0" * 32)
     finalize = time.perf_counter() - t
@@ -124,6 +139,7 @@ def _breakdown(tmp: Path, samples: int = 2000) -> dict[str, float]:
         "signature check (libsecp256k1 via coincurve)": verify / samples * 1e6,
         "CheckTx (decode + ante + msg, incl. signature)": check / n * 1e6,
         "FinalizeBlock execution (signature cached)": finalize / n * 1e6,
+        "… of which the state tree's new root (app hash)": sum(tree_seconds) / n * 1e6,
         "Commit (SQLite transaction, fsync)": commit / n * 1e6,
         "ABCI round trip over loopback (CheckTx-sized, Echo)": abci_rtt,
     }
@@ -166,7 +182,16 @@ def main() -> None:
     parser.add_argument("--txs", type=int, default=8000, help="txs in all")
     parser.add_argument("--block-time", default="1s")
     parser.add_argument("--validators", type=int, default=1)
+    parser.add_argument("--state-keys", type=int, default=100_000,
+                        help="keys added to the in-process breakdown's state")  # fmt: skip
+    parser.add_argument("--breakdown-only", action="store_true",
+                        help="only the in-process breakdown (no network)")  # fmt: skip
     args = parser.parse_args()
+    if args.breakdown_only:
+        with tempfile.TemporaryDirectory() as tmp:
+            _print_stages(Console(), _breakdown(Path(tmp), state_keys=args.state_keys), None,
+                          args.state_keys)  # fmt: skip
+        return
     console = Console()
     accounts = args.clients * args.streams
     per_account = args.txs // accounts
@@ -211,7 +236,7 @@ def main() -> None:
             spent = [_cpu_seconds(p) - b for p, b in zip(pids, cpu_before, strict=True)]
             app_cpu, comet_cpu = sum(spent[: len(app_pids)]), sum(spent[len(app_pids) :])
             rtt = _grpc_round_trip(addresses[0])
-        stages = _breakdown(Path(tmp) / "breakdown")
+        stages = _breakdown(Path(tmp) / "breakdown", state_keys=args.state_keys)
 
     latencies = sorted(included[d] - accepted[d] for d in included)
     first_send = min(t for _, t, _ in sent)
@@ -233,10 +258,16 @@ def main() -> None:
     table.add_row("→ one validator's capacity with clients elsewhere",
                   f"{len(included) / per_validator:,.0f} tx/s per core")  # fmt: skip
     console.print(table)
-    where = Table("stage", "µs per tx", title="where the time goes (same run, in-process)")
+    _print_stages(console, stages, rtt, args.state_keys)
+
+
+def _print_stages(console: Console, stages: dict[str, float], rtt: float | None, keys: int):
+    where = Table("stage", "µs per tx",
+                  title=f"where the time goes (in-process, {keys:,} more state keys)")  # fmt: skip
     for stage, micros in stages.items():
         where.add_row(stage, f"{micros:,.0f}")
-    where.add_row("gRPC unary round trip (GetNodeInfo, client side)", f"{rtt:,.0f}")
+    if rtt is not None:
+        where.add_row("gRPC unary round trip (GetNodeInfo, client side)", f"{rtt:,.0f}")
     console.print(where)
 
 

@@ -32,7 +32,8 @@ from dilochain.chain.modules import (
     verifiers,
 )
 from dilochain.chain.state import CacheStore, GasMeter
-from dilochain.chain.store import ChainStore, StoredBlock, StoredTx, changeset_hash
+from dilochain.chain.state_tree import StateTree
+from dilochain.chain.store import ChainStore, StoredBlock, StoredTx, StoreError
 from dilochain.chain.tx import decode_tx
 from dilochain.genesis.document import AppState, GenesisDoc
 from dilochain.protocol.hashing import tx_hash
@@ -100,12 +101,35 @@ class Application:
         self.sig_cache = SignatureCache()
         self.check_state = CacheStore(store)
         self._pending: tuple[FinalizedBlock, CacheStore] | None = None
+        self.tree = self._verified_tree()
+
+    def _verified_tree(self) -> StateTree:
+        """The state's Merkle tree, rebuilt from the store and checked against the app hash
+        this node committed last: a store damaged since (a flipped byte, a lost write) is
+        refused with one line instead of serving wrong state."""
+        tree = StateTree(self.store.iterate(b""))
+        committed = self.store.meta("app_hash")
+        started = self.store.meta("genesis") is not None and committed is not None
+        if started and tree.root != committed:
+            raise StoreError(
+                f"{self.store.path}: the state on disk does not match the app hash this "
+                f"node committed at height {self.store.height} ({committed.hex()[:16]}…, "
+                f"the state hashes to {tree.root.hex()[:16]}…): the database is damaged. "
+                "Move it away together with CometBFT's data/ folder and start the node "
+                "again to sync from its peers, or restore it from a backup"
+            )
+        return tree
 
     # ---- info --------------------------------------------------------------------------------
     @property
     def height(self) -> int:
         """Last committed height."""
         return self.store.height
+
+    @property
+    def finalizing(self) -> bool:
+        """Whether a block is finalized and not yet committed (its writes are in the tree)."""
+        return self._pending is not None
 
     @property
     def app_hash(self) -> bytes:
@@ -145,7 +169,7 @@ class Application:
         state = CacheStore(self.store)
         for account in self.genesis.accounts:
             bank.mint(state, account.address, {c.denom: c.amount for c in account.coins})
-        app_hash = changeset_hash(b"", state.writes)
+        app_hash = self.tree.update(state.writes)
         self.store.commit(
             state.writes,
             {"genesis": genesis_hash, "app_hash": app_hash, "height": b"0"},
@@ -252,6 +276,8 @@ class Application:
         """Execute a block's txs in order, then end-of-block work; nothing is persisted yet."""
         if height != self.height + 1:
             raise ValueError(f"expected block {self.height + 1}, got {height}")
+        if self._pending is not None:  # finalized again without a commit: start over
+            self.tree = StateTree(self.store.iterate(b""))
         state = CacheStore(self.store)
         seconds = time_ns // 1_000_000_000
         timestamp = datetime.fromtimestamp(seconds, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -270,7 +296,7 @@ class Application:
             StoredBlock(height, block_hash, time_ns, proposer),
             txs,
             results,
-            changeset_hash(self.app_hash, state.writes),
+            self.tree.update(state.writes),
         )
         self._pending = (finalized, state)
         return finalized

@@ -27,6 +27,7 @@ codes = SimpleNamespace(
     INVALID_GAS_LIMIT=25,
     TX_TIMEOUT_HEIGHT=30,
     WRONG_SEQUENCE=32,
+    CONFLICT=36,
     NOT_FOUND=38,
 )
 

@@ -47,6 +47,7 @@ from dilochain.chain.modules import (
 )
 from dilochain.chain.query_router import QueryRouter
 from dilochain.chain.simulate_gate import SimulateBusy, SimulateGate
+from dilochain.chain.store_query import STORE_PATH, query_key
 from dilochain.protocol.address import decode_address
 from dilochain.protocol.hashing import tx_hash
 from dilochain.protocol.pb.poc.v1 import query_pb2 as poc_q
@@ -274,7 +275,8 @@ def _service(module, name: str):
 def register_all(
     server: grpc.aio.Server, services: Services, moniker: str, router: QueryRouter
 ) -> None:
-    """Add every servicer to ``server``, and every query servicer to ``router`` (abci_query)."""
+    """Add every servicer to ``server``, and every query servicer to ``router`` (abci_query),
+    with raw state keys and their proofs at ``/store/main/key``."""
     queries = [
         (AuthQuery(services), auth_grpc.add_QueryServicer_to_server, _service(auth_q, "Query")),
         (BankQuery(services), bank_grpc.add_QueryServicer_to_server, _service(bank_q, "Query")),
@@ -285,5 +287,6 @@ def register_all(
     for servicer, add, descriptor in queries:
         add(servicer, server)
         router.add(servicer, descriptor)
+    router.add_raw(STORE_PATH, lambda key, prove: query_key(services.app, key, prove))
     tx_grpc.add_ServiceServicer_to_server(TxService(services), server)
     tm_grpc.add_ServiceServicer_to_server(TendermintService(services, moniker), server)

@@ -70,7 +70,8 @@ class _ServicerContext:
         return None
 
 
-def _failure(code: int, log_line: str, height: int) -> abci.ResponseQuery:
+def failure(code: int, log_line: str, height: int) -> abci.ResponseQuery:
+    """A refused query: its code (in the ``sdk`` codespace), log line and height."""
     return abci.ResponseQuery(code=code, log=log_line, codespace=CODESPACE, height=height)
 
 
@@ -80,17 +81,27 @@ def _generated_base(servicer: object) -> type | None:
     return next((c for c in type(servicer).__mro__ if c.__module__.endswith("_pb2_grpc")), None)
 
 
+# A path answered from raw bytes: (data, prove) -> the answer
+RawQuery = Callable[[bytes, bool], abci.ResponseQuery]
+
+
 class QueryRouter:
-    """Routes ``/package.Service/Method`` paths to servicer methods."""
+    """Routes ``/package.Service/Method`` paths to servicer methods, and raw paths
+    (``/store/main/key``) to their handlers."""
 
     def __init__(self, height: Callable[[], int]):
         self._height = height
         self._routes: dict[str, tuple[Callable[..., Awaitable], type]] = {}
+        self._raw: dict[str, RawQuery] = {}
 
     @property
     def paths(self) -> list[str]:
         """Every routed path, sorted."""
-        return sorted(self._routes)
+        return sorted([*self._routes, *self._raw])
+
+    def add_raw(self, path: str, answer: RawQuery) -> None:
+        """Route ``path`` to ``answer(data, prove)``."""
+        self._raw[path] = answer
 
     def add(self, servicer: object, service: ServiceDescriptor) -> None:
         """Route every method of ``service`` that ``servicer`` implements."""
@@ -113,26 +124,30 @@ class QueryRouter:
             return await self._answer(path, data, prove, height)
         except Exception as err:  # a bug in a handler must never reach CometBFT
             log.exception("query %r failed", path[:MAX_PATH])
-            return _failure(codes.INTERNAL, f"internal error: {type(err).__name__}", height)
+            return failure(codes.INTERNAL, f"internal error: {type(err).__name__}", height)
 
     async def _answer(self, path: str, data: bytes, prove: bool, height: int):
+        raw = self._raw.get(path)
+        if raw is not None:
+            return raw(data, prove)
         route = self._routes.get(path)
         if route is None:
             shown = path if len(path) <= MAX_PATH else path[:MAX_PATH] + "…"
-            return _failure(codes.UNKNOWN_REQUEST, f"unknown query path {shown!r}", height)
+            return failure(codes.UNKNOWN_REQUEST, f"unknown query path {shown!r}", height)
         if prove:
-            return _failure(codes.INVALID_REQUEST, "no proofs for gRPC query paths", height)
+            return failure(codes.INVALID_REQUEST, "proofs are given for state keys (path "
+                            "/store/main/key), not for gRPC query paths", height)  # fmt: skip
         handler, request_type = route
         try:
             request = request_type.FromString(data)
         except (DecodeError, ValueError) as err:
-            return _failure(codes.TX_DECODE, f"undecodable {request_type.__name__}: {err}", height)
+            return failure(codes.TX_DECODE, f"undecodable {request_type.__name__}: {err}", height)
         context = _ServicerContext()
         try:
             response = await handler(request, context)
         except _Aborted as err:
-            return _failure(_STATUS_CODES.get(err.status, codes.INTERNAL), err.details, height)
+            return failure(_STATUS_CODES.get(err.status, codes.INTERNAL), err.details, height)
         if context.code() not in (None, grpc.StatusCode.OK) or response is None:
             status = context.code() or grpc.StatusCode.INTERNAL
-            return _failure(_STATUS_CODES.get(status, codes.INTERNAL), context.details(), height)
+            return failure(_STATUS_CODES.get(status, codes.INTERNAL), context.details(), height)
         return abci.ResponseQuery(code=0, value=response.SerializeToString(), height=height)

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -48,9 +49,9 @@ class ChainNode:
         self.rpc_address, self.p2p_address = listen_addresses(home)
         try:
             self.store = ChainStore(db_path(home))
+            self.app = Application(self.store, genesis)  # checks the state against its hash
         except StoreError as err:
             raise ChainStartError(str(err)) from None
-        self.app = Application(self.store, genesis)
         self.grpc_address = grpc_address
         self.block_time = block_time
         self.metrics_address = metrics_address  # empty: no metrics
@@ -63,11 +64,26 @@ class ChainNode:
             "--proxy_app", f"tcp://127.0.0.1:{abci_port}",
         ]  # fmt: skip
 
+    @property
+    def _cometbft_log(self) -> Path:
+        return self.home / "cometbft.log"
+
+    async def _watch_divergence(self, offset: int, every: float = 1.0) -> None:
+        """Return (setting the failure) once CometBFT logs that this node's state differs from
+        the network's: it would otherwise retry block sync forever while the node kept serving
+        its own, wrong, state."""
+        while True:
+            await asyncio.sleep(every)
+            line = _divergence_in(self._cometbft_log, offset)
+            if line:
+                self.failure = _diverged(line)
+                return
+
     async def _start_cometbft(self, abci_port: int) -> asyncio.subprocess.Process:
         env = dict(os.environ)
         if self.block_time:
             env["CMT_CONSENSUS_TIMEOUT_COMMIT"] = self.block_time
-        with (self.home / "cometbft.log").open("ab") as out:
+        with self._cometbft_log.open("ab") as out:
             return await asyncio.create_subprocess_exec(
                 *self._cometbft_args(abci_port),
                 stdout=out,
@@ -76,13 +92,21 @@ class ChainNode:
                 preexec_fn=die_with_parent,
             )
 
-    async def _wait_rpc(self, rpc: CometRpc, cometbft: asyncio.subprocess.Process) -> None:
+    def _exited(self, code: int, offset: int) -> str:
+        """Why CometBFT exited: the divergence it logged past ``offset``, if any."""
+        line = _divergence_in(self._cometbft_log, offset)
+        return (
+            _diverged(line)
+            if line
+            else f"cometbft exited with code {code}; see " + str(self._cometbft_log)
+        )
+
+    async def _wait_rpc(
+        self, rpc: CometRpc, cometbft: asyncio.subprocess.Process, log_offset: int
+    ) -> None:
         for _ in range(600):
             if cometbft.returncode is not None:
-                raise ChainStartError(
-                    f"cometbft exited with code {cometbft.returncode}; "
-                    f"see {self.home / 'cometbft.log'}"
-                )
+                raise ChainStartError(self._exited(cometbft.returncode, log_offset))
             with contextlib.suppress(CometRpcError):
                 await rpc.status()
                 return
@@ -123,23 +147,30 @@ class ChainNode:
         abci = AbciServer(handler)
         abci_port = await abci.start()
         await server.start()
+        log_offset = _size(self._cometbft_log)  # what this run of CometBFT logs comes after
         cometbft = await self._start_cometbft(abci_port)
         try:
-            await self._wait_rpc(rpc, cometbft)
+            await self._wait_rpc(rpc, cometbft, log_offset)
             host = self.grpc_address.rsplit(":", 1)[0]
             log.info("chain %s at height %d", self.app.chain_id, self.app.height)
             ready(f"{host}:{port}", self.rpc_address)
             exited = asyncio.ensure_future(cometbft.wait())
             stopped = asyncio.ensure_future(stop.wait())
             failed = asyncio.ensure_future(fatal.wait())
+            diverged = asyncio.ensure_future(self._watch_divergence(log_offset))
             watched = [asyncio.ensure_future(_watch_mempool(rpc))] if observer else []
-            await asyncio.wait({exited, stopped, failed}, return_when=asyncio.FIRST_COMPLETED)
-            for task in [stopped, failed, *watched]:
+            await asyncio.wait({exited, stopped, failed, diverged},
+                               return_when=asyncio.FIRST_COMPLETED)  # fmt: skip
+            for task in [stopped, failed, diverged, *watched]:
                 task.cancel()
             if cometbft.returncode is not None and not stop.is_set() and not self.failure:
+                line = _divergence_in(self._cometbft_log, log_offset)
                 self.failure = (
-                    f"cometbft exited with code {cometbft.returncode}; "
-                    f"see {self.home / 'cometbft.log'}"
+                    _diverged(line)
+                    if line
+                    else (
+                        f"cometbft exited with code {cometbft.returncode}; see {self._cometbft_log}"
+                    )
                 )
         finally:
             await _terminate(cometbft)
@@ -148,6 +179,39 @@ class ChainNode:
             await abci.stop()
             self.stopped_height = self.app.height
             self.store.close()
+
+
+DIVERGENCE = re.compile(
+    r"wrong Block\.Header\.AppHash|AppHash does not match|committed an invalid block"
+    r"|app block height .* is higher than|CONSENSUS FAILURE"
+)
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _divergence_in(log: Path, offset: int) -> str:
+    """The first line past ``offset`` of CometBFT's log that says the node diverged ('' if
+    none)."""
+    try:
+        with log.open("rb") as f:
+            f.seek(offset)
+            text = f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+    return next((ln.strip() for ln in text.splitlines() if DIVERGENCE.search(ln)), "")
+
+
+def _diverged(line: str) -> str:
+    return (
+        f"CometBFT finds this node's state differs from the network's ({line[:300]}); it "
+        "stops rather than serve it. Move chain.db away together with CometBFT's data/ "
+        "folder and start the node again to sync from its peers, or restore a backup"
+    )
 
 
 async def _watch_mempool(rpc: CometRpc, every: float = 1.0) -> None:

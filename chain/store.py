@@ -9,7 +9,6 @@ A block's state writes, its block row and its txs land in a single SQLite transa
 
 from __future__ import annotations
 
-import hashlib
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -50,25 +49,6 @@ class StoredTx:
     index: int
     raw: bytes
     result: bytes
-
-
-def changeset_hash(prev_app_hash: bytes, writes: dict[bytes, bytes | None]) -> bytes:
-    """The next app hash: ``sha256(prev || sorted (key, value|tombstone) writes)``.
-
-    The hash chains every committed state change since genesis, so two nodes with the same app
-    hash hold the same state. An empty changeset leaves the app hash as it was.
-    """
-    if not writes:
-        return prev_app_hash
-    h = hashlib.sha256(prev_app_hash)
-    for key in sorted(writes):
-        value = writes[key]
-        h.update(len(key).to_bytes(4, "big") + key)
-        if value is None:
-            h.update(b"\xff\xff\xff\xff")
-        else:
-            h.update(len(value).to_bytes(4, "big") + value)
-    return h.digest()
 
 
 def _prefix_end(prefix: bytes) -> bytes | None:

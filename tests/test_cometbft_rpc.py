@@ -15,11 +15,15 @@ from cosmpy.protos.cosmos.auth.v1beta1.auth_pb2 import BaseAccount
 from cosmpy.protos.cosmos.bank.v1beta1 import query_pb2 as bank_q
 from cosmpy.protos.cosmos.bank.v1beta1.tx_pb2 import MsgSend
 from cosmpy.protos.cosmos.base.v1beta1.coin_pb2 import Coin
+from cosmpy.protos.cosmos.ics23.v1 import proofs_pb2 as ics23
 
 from dilochain.chain.errors import codes
+from dilochain.chain.modules import bank
+from dilochain.chain.store_query import STORE_PATH
 from dilochain.localnet import rpc_call
 from dilochain.protocol.hashing import tx_hash
 from dilochain.protocol.params import DENOM
+from dilochain.protocol.state_proof import ProofError, verify_membership, verify_non_membership
 from dilochain.testutil import CHAIN_ID, signed_tx, wallet
 from tests.conftest import FUNDS
 
@@ -120,6 +124,36 @@ def test_no_query_stops_the_chain(running_chain):
     assert answered == len(paths) * len(bodies)
     running_chain.process.wait_for_height(start + 3)
     assert rpc_call(address, "status")["node_info"]["network"] == CHAIN_ID
+
+
+def test_state_queries_are_proven_against_the_next_header(running_chain):
+    """``abci_query`` of a state key with ``prove``: the value at height h and an ICS-23 proof
+    that checks against the app hash of header h + 1; an absent key's proof of absence too."""
+    address = running_chain.process.rpc_address
+    owner = str(running_chain.wallets[2].address())
+    key = bank.balance_key(owner, DENOM)
+    for present in (key, bank.balance_key(owner, "nothing")):
+        answer = rpc_call(address, "abci_query", path=STORE_PATH, data=present.hex(),
+                          prove=True)["response"]  # fmt: skip
+        assert answer.get("code", 0) == 0, answer
+        height = int(answer["height"])
+        value = base64.b64decode(answer.get("value") or "")
+        (op,) = answer["proofOps"]["ops"]
+        assert op["type"] == "ics23:smt" and base64.b64decode(op["key"]) == present
+        proof = ics23.CommitmentProof.FromString(base64.b64decode(op["data"]))
+        running_chain.process.wait_for_height(height + 1)
+        header = rpc_call(address, "block", height=str(height + 1))["block"]["header"]
+        root = bytes.fromhex(header["app_hash"])
+        if present == key:
+            assert int(value) > 0
+            verify_membership(proof, root, key, value)
+            with pytest.raises(ProofError):
+                verify_membership(proof, root, key, str(int(value) + 1).encode())
+        else:
+            assert value == b""
+            verify_non_membership(proof, root, present)
+    refused = rpc_call(address, "abci_query", path=STORE_PATH, data="", prove=True)["response"]
+    assert refused["code"] == codes.INVALID_REQUEST
 
 
 def test_websocket_subscription_streams_new_blocks(running_chain):

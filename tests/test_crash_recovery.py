@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import os
 import signal
+import sqlite3
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -18,6 +21,8 @@ from cosmpy.protos.cosmos.base.v1beta1.coin_pb2 import Coin
 from cosmpy.protos.cosmos.tx.v1beta1 import service_pb2 as tx_s
 from cosmpy.protos.cosmos.tx.v1beta1 import service_pb2_grpc as tx_grpc
 
+from dilochain.chain.home import db_path
+from dilochain.chain.state_tree import StateTree
 from dilochain.localnet import ChainProcess, init_localnet
 from dilochain.protocol.hashing import tx_hash
 from dilochain.protocol.params import DENOM
@@ -112,3 +117,45 @@ def test_kill_9_loses_no_committed_tx(tmp_path, victim):
         latest = tm_stub.GetLatestBlock(tm_q.GetLatestBlockRequest()).block.header.height
         assert latest >= max(app_hashes)
         channel.close()
+
+
+def _tamper(db: Path, key: bytes, value: bytes, consistent: bool) -> None:
+    """Change one state value of a stopped node; ``consistent``: also set the app hash it
+    committed to the new state's root (a node whose state is whole but not the network's)."""
+    with sqlite3.connect(db) as con:
+        con.execute("UPDATE state SET value = ? WHERE key = ?", (value, key))
+        if consistent:
+            rows = con.execute("SELECT key, value FROM state").fetchall()
+            root = StateTree(rows).root
+            con.execute("UPDATE meta SET value = ? WHERE key = 'app_hash'", (root,))
+
+
+def _refused(home: Path) -> str:
+    """Start the node; the error line it exits with."""
+    cmd = [sys.executable, "-m", "dilochain.cli.main", "chain", "start", "--home", str(home),
+           "--grpc-address", "127.0.0.1:0", "--block-time", "100ms"]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    errors = [ln for ln in done.stderr.splitlines() if ln.startswith("error: ")]
+    assert done.returncode == 1 and len(errors) == 1 and "Traceback" not in done.stderr, (
+        done.stderr[-2000:]
+    )
+    return errors[0]
+
+
+def test_a_damaged_store_is_refused_and_a_divergent_one_stops(tmp_path):
+    """A flipped byte in a stopped node's supply: refused at start with one line naming the
+    file. The same change with the app hash made to match it (a store that is whole but not
+    the chain's): CometBFT's handshake finds it, and the node stops saying so."""
+    init_localnet(tmp_path, CHAIN_ID, {str(wallet(7).address()): {DENOM: 10**12}})
+    chain = ChainProcess(tmp_path, block_time="100ms")
+    chain.start()
+    chain.wait_for_height(3)
+    assert chain.stop() == 0
+    db = db_path(tmp_path)
+    key = b"supply/" + DENOM.encode()
+    _tamper(db, key, b"1000000000007", consistent=False)
+    line = _refused(tmp_path)
+    assert str(db) in line and "does not match the app hash" in line, line
+    _tamper(db, key, b"1000000000007", consistent=True)
+    line = _refused(tmp_path)
+    assert "differs from the network's" in line and "AppHash" in line, line

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from dilochain.chain.errors import TxError, codes
 from dilochain.chain.state import CacheStore, GasMeter
-from dilochain.chain.store import ChainStore, StoredBlock, StoredTx, changeset_hash
+from dilochain.chain.store import ChainStore, StoredBlock, StoredTx
 
 
 @pytest.fixture
@@ -41,14 +41,6 @@ def test_iterate_prefix_bounds(store):
     assert [k for k, _ in store.iterate(b"ab")] == [b"ab", b"ab\xff"]
     assert [k for k, _ in store.iterate(b"\xff")] == []
     assert len(list(store.iterate(b""))) == 4
-
-
-def test_changeset_hash_is_order_independent_and_sensitive():
-    a = changeset_hash(b"p", {b"x": b"1", b"y": None})
-    assert a == changeset_hash(b"p", {b"y": None, b"x": b"1"})
-    assert a != changeset_hash(b"p", {b"x": b"1", b"y": b""})
-    assert a != changeset_hash(b"q", {b"x": b"1", b"y": None})
-    assert changeset_hash(b"p", {}) == b"p"
 
 
 def test_cache_layers_read_through_and_write_down(store):

@@ -14,7 +14,8 @@ from dilochain.chain.state import CacheStore
 from dilochain.genesis.coins import format_coins
 
 
-def _balance_key(address: str, denom: str) -> bytes:
+def balance_key(address: str, denom: str) -> bytes:
+    """The state key of ``address``'s balance of ``denom`` (what a proven query asks for)."""
     return b"bal/" + address.encode() + b"/" + denom.encode()
 
 
@@ -24,7 +25,7 @@ def _supply_key(denom: str) -> bytes:
 
 def balance(store: CacheStore, address: str, denom: str) -> int:
     """``address``'s balance of ``denom``."""
-    return get_int(store, _balance_key(address, denom))
+    return get_int(store, balance_key(address, denom))
 
 
 def all_balances(store: CacheStore, address: str) -> dict[str, int]:
@@ -47,14 +48,14 @@ def mint(store: CacheStore, address: str, coins: dict[str, int]) -> None:
     """Create ``coins`` in ``address`` (genesis and rewards), growing the supply."""
     ensure_account(store, address)
     for denom, amount in coins.items():
-        set_int(store, _balance_key(address, denom), balance(store, address, denom) + amount)
+        set_int(store, balance_key(address, denom), balance(store, address, denom) + amount)
         set_int(store, _supply_key(denom), supply(store, denom) + amount)
 
 
 def burn(store: CacheStore, address: str, coins: dict[str, int]) -> None:
     """Destroy ``coins`` held by ``address`` (slashing), shrinking the supply."""
     for denom, amount in coins.items():
-        set_int(store, _balance_key(address, denom), balance(store, address, denom) - amount)
+        set_int(store, balance_key(address, denom), balance(store, address, denom) - amount)
         set_int(store, _supply_key(denom), supply(store, denom) - amount)
 
 
@@ -69,10 +70,10 @@ def send(ctx: Context, sender: str, recipient: str, coins: dict[str, int]) -> No
                 f"spendable balance {have}{denom} is smaller than {amount}{denom}: "
                 "insufficient funds",
             )
-        set_int(store, _balance_key(sender, denom), have - amount)
+        set_int(store, balance_key(sender, denom), have - amount)
     ensure_account(store, recipient)
     for denom, amount in coins.items():
-        set_int(store, _balance_key(recipient, denom), balance(store, recipient, denom) + amount)
+        set_int(store, balance_key(recipient, denom), balance(store, recipient, denom) + amount)
     ctx.emit("transfer", recipient=recipient, sender=sender, amount=format_coins(coins))
 
 

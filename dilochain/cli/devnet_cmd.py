@@ -109,6 +109,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     up.set_defaults(func=_up)
 
 
+def _nodes_from(addresses: list[str], first: int) -> str:
+    """``--chain`` for a member: every validator's gRPC address, ``addresses[first]`` first."""
+    first %= len(addresses)
+    return ",".join(addresses[first:] + addresses[:first])
+
+
 def _genesis_params() -> dict:
     poc = {
         "sampling_rate": "0.5",
@@ -188,17 +194,17 @@ def _run(
     )
     wallets = {m.name: Keyring(Path(m.home) / "keyring").wallet("k", PASSWORD) for m in members}
     with LocalNetwork(homes, metrics_address="127.0.0.1:0") as network:
-        chain = network.nodes[0]
         addresses = [node.address for node in network.nodes]
         console.print(f"[bold]devnet[/] {CHAIN_ID} on {validators} CometBFT validator(s), gRPC "
                       f"{', '.join(addresses)}; work dir {root}")  # fmt: skip
-        client = connect(chain.address, CHAIN_ID)
-        dashboard = Dashboard(chain.address, dashboard_address)
+        client = connect(addresses, CHAIN_ID)
+        dashboard = Dashboard(addresses, dashboard_address)
         console.print(f"[bold]dashboard[/] at http://{dashboard.start()}/")
         hosts = [m for m in members if m.name.startswith("host")]
         verifiers = [m for m in members if m.name.startswith("verifier")]
         metrics = ["--metrics-address", "127.0.0.1:0"]
-        validator_of = {m.name: addresses[i % validators] for i, m in enumerate(hosts)}
+        # Each host and verifier talks to its own validator first and fails over to the others.
+        validator_of = {m.name: _nodes_from(addresses, i) for i, m in enumerate(hosts)}
 
         def spawn_host(name: str, env: dict[str, str]):
             m = next(m for m in hosts if m.name == name)
@@ -212,13 +218,21 @@ def _run(
                     "--chain", validator_of[name]]  # fmt: skip
             return args, home / "node.log", {"DILOCHAIN_KEYRING_PASSWORD": PASSWORD}
 
-        scenario = (Churn(PocClient(chain.address), RUN_ID, {m.name: m.address for m in hosts},
+        scenario = (Churn(PocClient(addresses), RUN_ID, {m.name: m.address for m in hosts},
                           spawn_host, leave_args) if churn else None)  # fmt: skip
         node_procs = {m.name: spawn_host(m.name, Churn.env(m.name) if churn else {})
                       for m in hosts if not (churn and m.name == JOINER)}  # fmt: skip
-        verifier_procs = [spawn_verifier(Path(m.home), "k", addresses[-1 - i % validators],
-                                         PASSWORD, "--data", str(data), *metrics)
-                          for i, m in enumerate(verifiers)]  # fmt: skip
+
+        def spawn_verifier_of(i: int, m: Member):
+            return spawn_verifier(Path(m.home), "k", _nodes_from(addresses, -1 - i), PASSWORD,
+                                  "--data", str(data), *metrics)  # fmt: skip
+
+        verifier_procs = [spawn_verifier_of(i, m) for i, m in enumerate(verifiers)]
+        # Validators and verifiers that stop are started again, the rest going on.
+        supervisor = network.supervisor(lambda line: console.print(f"[yellow]{line}[/]"))
+        for i, (proc, m) in enumerate(zip(verifier_procs, verifiers, strict=True)):
+            supervisor.watch(m.name, proc, lambda i=i, m=m: spawn_verifier_of(i, m),
+                             Path(m.home) / "verifier.log")  # fmt: skip
         try:
             ready = [(node_procs[m.name], Path(m.home) / "node.log", NODE_WAITING)
                      for m in hosts if m.name in node_procs]  # fmt: skip
@@ -236,14 +250,17 @@ def _run(
             with Live(console=console, refresh_per_second=1) as live:
                 while (any(p.poll() is None for p in node_procs.values())
                        or (scenario is not None and scenario.pending())):  # fmt: skip
-                    live.update(Group(*tables(chain.address, RUN_ID)))
+                    live.update(Group(*tables(addresses, RUN_ID)))
                     if scenario is not None:
                         scenario.step(node_procs)
+                    supervisor.check()
                     time.sleep(1)
-                live.update(Group(*tables(chain.address, RUN_ID)))
-            _await_auto_claims(console, PocClient(chain.address), verifiers)
+                live.update(Group(*tables(addresses, RUN_ID)))
+            _await_auto_claims(console, PocClient(addresses), verifiers)
         finally:
             dashboard.stop()
+            verifier_procs = [supervisor.children[m.name].proc or p
+                              for p, m in zip(verifier_procs, verifiers, strict=True)]  # fmt: skip
             for proc in verifier_procs:
                 proc.terminate()
             for proc in [*verifier_procs, *node_procs.values()]:
@@ -251,7 +268,7 @@ def _run(
         failed = [name for name, p in node_procs.items() if p.returncode]
         if failed:
             raise CliError(f"hosts {failed} stopped with an error; see their node.log in {root}")
-        poc = PocClient(chain.address)
+        poc = PocClient(addresses)
         claimed_here = _claim_all(console, client, poc, members[1:], wallets)
         for member in members[1:]:
             member.claims = _claims_of(poc, member.address, claimed_here)
