@@ -22,7 +22,7 @@ TRANSIENT = frozenset({
     grpc.StatusCode.DEADLINE_EXCEEDED,  # paused, or too slow for one attempt
     grpc.StatusCode.RESOURCE_EXHAUSTED,  # busy (the simulation gate)
 })  # fmt: skip
-ATTEMPT_SECONDS = 15.0  # one attempt at a node: a paused node must not hang a call forever
+ATTEMPT_SECONDS = 5.0  # one attempt at a node: a paused node must not hang a call for long
 PATIENCE_SECONDS = 30.0
 MAX_BACKOFF_SECONDS = 4.0
 

@@ -151,9 +151,10 @@ class ChainProcess:
     def start(self, timeout: float = 60.0, first_block: bool = True) -> str:
         """Start the process and return its gRPC address once it serves (and, with
         ``first_block``, once the chain has a block)."""
+        # Started again, it listens where it did before: its clients know that address.
         cmd = [
             sys.executable, "-m", "dilochain.cli.main", "chain", "start",
-            "--home", str(self.home), "--grpc-address", "127.0.0.1:0",
+            "--home", str(self.home), "--grpc-address", self.address or "127.0.0.1:0",
         ]  # fmt: skip
         if self.block_time:
             cmd += ["--block-time", self.block_time]

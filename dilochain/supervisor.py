@@ -1,7 +1,8 @@
 """Supervision of a local network's processes (``testnet up``, ``devnet up``): a child that dies
 is reported in one line and started again after a backoff, while the others go on; one that
 keeps dying right after it starts (a damaged store, a port taken) is left stopped, with the
-last line of its log."""
+last line of its log. A child that exits with code 0 has finished its work (a host at the end
+of its run) and is left alone."""
 
 from __future__ import annotations
 
@@ -80,6 +81,9 @@ class Supervisor:
 
     def _died(self, child: _Child, now: float) -> None:
         code = child.proc.returncode
+        if code == 0:
+            child.given_up = True  # done, not dead
+            return
         child.quick_deaths = child.quick_deaths + 1 if now - child.started < QUICK_SECONDS else 1
         why = exit_reason(code)
         if not self.restart:

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import io
+import os
+import signal
+import subprocess
 from collections.abc import Iterator
+from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,3 +45,27 @@ def running_chain(tmp_path_factory) -> Iterator[RunningChain]:
     client = LedgerClient(network_config(CHAIN_ID, address))
     yield RunningChain(home, process, address, client, wallets)
     assert process.stop() == 0
+
+
+def cli(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """``dilochain ARGV`` run in this process (no interpreter, torch or transformers to load
+    again), with ``env`` added to the environment: its exit code, stdout and stderr, as a
+    subprocess would give them."""
+    from dilochain.cli.main import main
+
+    out, err = io.StringIO(), io.StringIO()
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    saved = dict(os.environ)
+    os.environ.update(env or {})
+    try:
+        with redirect_stdout(out), redirect_stderr(err):
+            try:
+                code = main(list(argv))
+            except SystemExit as exit_:  # argparse's usage errors
+                code = exit_.code
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+    return subprocess.CompletedProcess(list(argv), code, out.getvalue(), err.getvalue())

@@ -27,6 +27,7 @@ from dilochain.protocol.pb.poc.v1.tx_pb2 import (
 from dilochain.testutil import shipped_data
 from dilochain.training.prepare import PrepareOptions, prepare
 from dilochain.training.run_config import make_run_config
+from tests.conftest import cli
 
 pytestmark = pytest.mark.integration
 PASSWORD = "pw"
@@ -42,11 +43,9 @@ def run_id(running_chain) -> str:
     return "cli-run"
 
 
-def node(home, *args, chain: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "DILOCHAIN_KEYRING_PASSWORD": PASSWORD}
-    cmd = [sys.executable, "-m", "dilochain.cli.main", "node", "start", "--home", str(home),
-           "--key", "op", "--chain", chain, *args]  # fmt: skip
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
+def node(home, *args, chain: str, password: str = PASSWORD) -> subprocess.CompletedProcess:
+    return cli("node", "start", "--home", str(home), "--key", "op", "--chain", chain, *args,
+               env={"DILOCHAIN_KEYRING_PASSWORD": password})  # fmt: skip
 
 
 def one_line_error(result: subprocess.CompletedProcess, needle: str) -> None:
@@ -134,10 +133,7 @@ def test_wrong_data_and_wrong_password(running_chain, run_id, operator, tmp_path
     (damaged / "heldout.bin").write_bytes((damaged / "heldout.bin").read_bytes()[:-6])
     result = node(home, "--run", run_id, "--data", str(damaged), chain=running_chain.address)
     one_line_error(result, "heldout.bin: 24570 bytes; the manifest says 12288 tokens")
-    env = {**os.environ, "DILOCHAIN_KEYRING_PASSWORD": "wrong"}
-    cmd = [sys.executable, "-m", "dilochain.cli.main", "node", "start", "--home", str(home),
-           "--key", "op", "--run", run_id, "--chain", running_chain.address]  # fmt: skip
-    result = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=env)
+    result = node(home, "--run", run_id, chain=running_chain.address, password="wrong")
     one_line_error(result, "wrong keyring password")
 
 
@@ -168,29 +164,23 @@ def test_corrupt_artifact_on_resume(running_chain, run_id, operator):
 
 def test_status_and_rewards_commands(running_chain, run_id, operator):
     home, address = operator
-    cli = [sys.executable, "-m", "dilochain.cli.main"]
-    status = subprocess.run([*cli, "status", "--chain", running_chain.address],
-                            capture_output=True, text=True, timeout=60)  # fmt: skip
+    status = cli("status", "--chain", running_chain.address)
     assert status.returncode == 0 and run_id in status.stdout and "dilochain-test" in status.stdout
-    show_cmd = [*cli, "rewards", "show", "--address", address, "--chain", running_chain.address]
-    show = subprocess.run(show_cmd, capture_output=True, text=True, timeout=60)
+    show = cli("rewards", "show", "--address", address, "--chain", running_chain.address)
     assert show.returncode == 0 and "rewards of" in show.stdout and "still vesting" in show.stdout
-    env = {**os.environ, "DILOCHAIN_KEYRING_PASSWORD": PASSWORD}
-    claim = subprocess.run([*cli, "rewards", "claim", "--epoch", "0", "--key", "op", "--home",
-                            str(home), "--chain", running_chain.address],
-                           capture_output=True, text=True, timeout=60, env=env)  # fmt: skip
+    env = {"DILOCHAIN_KEYRING_PASSWORD": PASSWORD}
+    claim = cli("rewards", "claim", "--epoch", "0", "--key", "op", "--home", str(home),
+                "--chain", running_chain.address, env=env)  # fmt: skip
     one_line_error(claim, "claim refused")
-    withdraw = subprocess.run([*cli, "rewards", "claim", "--key", "op", "--home", str(home),
-                               "--chain", running_chain.address],
-                              capture_output=True, text=True, timeout=60, env=env)  # fmt: skip
+    withdraw = cli("rewards", "claim", "--key", "op", "--home", str(home), "--chain",
+                   running_chain.address, env=env)  # fmt: skip
     one_line_error(withdraw, "withdrawal refused")
 
 
 def test_export_errors_are_one_line(running_chain, run_id):
-    cli = [sys.executable, "-m", "dilochain.cli.main", "export", "--chain", running_chain.address]
     for run, needle in (("nope", "unknown run"), (run_id, "no global state")):
-        result = subprocess.run([*cli, "--run", run, "--out", "/tmp/never-written"],
-                                capture_output=True, text=True, timeout=60)  # fmt: skip
+        result = cli("export", "--chain", running_chain.address, "--run", run, "--out",
+                     "/tmp/never-written")  # fmt: skip
         one_line_error(result, needle)
 
 
@@ -206,10 +196,8 @@ def test_a_model_transformers_cannot_build_is_one_line(running_chain, operator):
 
 
 def run_create(home, *args, chain: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "DILOCHAIN_KEYRING_PASSWORD": PASSWORD}
-    cmd = [sys.executable, "-m", "dilochain.cli.main", "run", "create", "--home", str(home),
-           "--key", "op", "--chain", chain, "--preset", "tiny", *args]  # fmt: skip
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
+    return cli("run", "create", "--home", str(home), "--key", "op", "--chain", chain, "--preset",
+               "tiny", *args, env={"DILOCHAIN_KEYRING_PASSWORD": PASSWORD})  # fmt: skip
 
 
 def test_run_create_pins_model_tokenizer_and_data_and_checks_them_first(
@@ -270,17 +258,16 @@ def test_leave(running_chain, run_id, operator):
     msgs = [MsgDepositCollateral(depositor=address, amount="5000000"),
             MsgRegisterHost(host=address, run_id=run_id, endpoint="127.0.0.1:1")]  # fmt: skip
     broadcast(running_chain.client, mine, *msgs).wait_to_complete(poll_period=0.1)
-    env = {**os.environ, "DILOCHAIN_KEYRING_PASSWORD": PASSWORD}
-    cmd = [sys.executable, "-m", "dilochain.cli.main", "node", "leave", "--home", str(home),
-           "--key", "op", "--run", run_id, "--chain", running_chain.address]  # fmt: skip
-    left = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=env)
+    args = ["node", "leave", "--home", str(home), "--key", "op", "--run", run_id, "--chain",
+            running_chain.address]  # fmt: skip
+    env = {"DILOCHAIN_KEYRING_PASSWORD": PASSWORD}
+    left = cli(*args, env=env)
     assert left.returncode == 0, left.stderr
     assert f"{address} left run {run_id}" in left.stdout and "unbonds" in left.stdout
     with PocClient(running_chain.address) as poc:
         # No longer a member (listed with left_height until its round is decided, if any).
         assert all(h.left_height > 0 for h in poc.hosts(run_id) if h.address == address)
-    again = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=env)
-    one_line_error(again, "is not a host of run")
+    one_line_error(cli(*args, env=env), "is not a host of run")
 
 
 def test_prune_dry_run_then_prune(running_chain, operator):
@@ -296,14 +283,14 @@ def test_prune_dry_run_then_prune(running_chain, operator):
     with PocClient(running_chain.address) as poc:
         while poc.round_info("quick").round < 2:  # round 0 decided a round ago
             time.sleep(0.2)
-    cmd = [sys.executable, "-m", "dilochain.cli.main", "node", "prune", "--home", str(home),
-           "--key", "op", "--run", "quick", "--chain", running_chain.address]  # fmt: skip
-    dry = subprocess.run([*cmd, "--dry-run"], capture_output=True, text=True, timeout=60)
+    args = ["node", "prune", "--home", str(home), "--key", "op", "--run", "quick", "--chain",
+            running_chain.address]  # fmt: skip
+    dry = cli(*args, "--dry-run")
     assert dry.returncode == 0, dry.stderr
     assert "would delete" in dry.stdout and "checkpoint" in dry.stdout
     assert "global" not in dry.stdout  # the newest global state stays
     assert len(list((home / "artifacts").glob("??/*"))) == 4
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    done = cli(*args)
     assert done.returncode == 0 and "deleted" in done.stdout, done.stderr
     assert len(list((home / "artifacts").glob("??/*"))) == 1
     assert [e.kind for e in ledger.entries()] == ["global"]
