@@ -71,6 +71,7 @@ from dilochain.training.dataset import (
 )
 from dilochain.training.diloco import initial_global, params_of, round_start
 from dilochain.training.model import (
+    build_checked_model,
     build_model,
     load_params,
     max_artifact_bytes,
@@ -125,7 +126,9 @@ class HostNode:
             raise NodeError("--device cuda: no CUDA device is available")
         set_deterministic(cfg.threads)
         try:
-            self.model = build_model(self.rc.model_config, self.rc.seed).to(self.device)
+            self.model = build_checked_model(
+                self.rc.model_config, self.rc.seed, params.max_model_parameters
+            ).to(self.device)
         except ModelConfigError as err:
             raise NodeError(f"run {cfg.run_id!r}: {err}") from None
         self.data.check_vocab(self.model.config.vocab_size)

@@ -1,6 +1,8 @@
 """A run's model config: a Hugging Face ``config.json`` carried in the run's on-chain config as
-canonical JSON. Checked here without transformers (the chain never imports it); what
-transformers cannot build, hosts and verifiers refuse with one line."""
+canonical JSON. Anyone can create a run, so the config is hostile input to every host and
+verifier: it is checked here without transformers (the chain never imports it) as far as that
+goes — no key that loads code, positive sizes that divide, a parameter count within the chain's
+budget — and what transformers still cannot build, hosts and verifiers refuse with one line."""
 
 from __future__ import annotations
 
@@ -9,6 +11,20 @@ import json
 
 MAX_BYTES = 16 * 1024
 MIN_VOCAB = 256  # a byte-level BPE holds the 256 byte tokens at least
+# Keys through which transformers loads a model's code from elsewhere: never in a run.
+CODE_KEYS = ("auto_map", "trust_remote_code", "custom_pipelines")
+# Sizes by the names the common causal-LM configs give them (Llama, Mistral, Qwen2, GPT-2,
+# GPT-NeoX, OPT, Phi …): the first name a config uses counts.
+SIZES = {
+    "hidden": ("hidden_size", "n_embd", "d_model"),
+    "layers": ("num_hidden_layers", "n_layer", "num_layers"),
+    "heads": ("num_attention_heads", "n_head"),
+    "kv_heads": ("num_key_value_heads",),
+    "intermediate": ("intermediate_size", "n_inner", "ffn_dim"),
+    "head_dim": ("head_dim",),
+    "positions": ("max_position_embeddings", "n_positions"),
+}
+LIMIT = 1 << 31  # no size of a real model is near it; above it every product overflows
 
 
 class ModelConfigError(ValueError):
@@ -37,7 +53,58 @@ def parse(text: str) -> dict:
         raise ModelConfigError(f"model config's vocab_size must be an integer >= {MIN_VOCAB}")
     if canonical(config) != text:
         raise ModelConfigError("model config is not canonical JSON (sorted keys, no spaces)")
+    code = [k for k in CODE_KEYS if k in config]
+    if code:
+        raise ModelConfigError(f"model config may not load code ({', '.join(code)})")
     return config
+
+
+def _sizes(config: dict) -> dict[str, int]:
+    found = {}
+    for size, names in SIZES.items():
+        name = next((n for n in names if config.get(n) is not None), None)
+        if name is None:
+            continue
+        value = config[name]
+        if not isinstance(value, int) or isinstance(value, bool) or not 0 < value < LIMIT:
+            raise ModelConfigError(f"model config's {name} must be a positive integer")
+        found[size] = value
+    return found
+
+
+def parameter_estimate(config: dict) -> int:
+    """An upper estimate of a decoder LM's parameter count from its sizes (gated MLP, untied
+    embeddings); :class:`ModelConfigError` for sizes that are missing, not positive or do not
+    divide into heads."""
+    sizes = _sizes(config)
+    missing = [s for s in ("hidden", "layers") if s not in sizes]
+    if missing:
+        names = " or ".join(SIZES[missing[0]])
+        raise ModelConfigError(f"model config gives no {missing[0]} size ({names})")
+    hidden, layers = sizes["hidden"], sizes["layers"]
+    heads = sizes.get("heads", 1)
+    kv_heads = sizes.get("kv_heads", heads)
+    if "head_dim" not in sizes and hidden % heads:
+        raise ModelConfigError(f"hidden size {hidden} does not divide into {heads} heads")
+    if heads % kv_heads:
+        raise ModelConfigError(f"{heads} attention heads do not divide into {kv_heads} kv heads")
+    head_dim = sizes.get("head_dim", hidden // heads)
+    intermediate = sizes.get("intermediate", 4 * hidden)
+    attention = 2 * hidden * heads * head_dim + 2 * hidden * kv_heads * head_dim
+    per_layer = attention + 3 * hidden * intermediate + 16 * hidden  # norms and biases
+    return (
+        layers * per_layer + 2 * config["vocab_size"] * hidden + sizes.get("positions", 0) * hidden
+    )
+
+
+def check_budget(text: str, max_parameters: int) -> int:
+    """The estimate of a canonical config's parameters, if within ``max_parameters`` (the
+    chain's budget); :class:`ModelConfigError` otherwise."""
+    estimate = parameter_estimate(parse(text))
+    if estimate > max_parameters:
+        raise ModelConfigError(f"the model has about {estimate:,} parameters, over the chain's "
+                               f"budget of {max_parameters:,}")  # fmt: skip
+    return estimate
 
 
 def config_hash(text: str) -> str:

@@ -95,6 +95,9 @@ class PocParams(StrictModel):
     max_inner_steps: int = Field(default=100_000, ge=1)
     max_total_rounds: int = Field(default=100_000, ge=1)
     max_start_delay_blocks: int = Field(default=100_000, ge=0)
+    # A run's model, estimated from its config's sizes, may not be larger: every host and
+    # verifier builds it, so a run creator must not choose what that costs them.
+    max_model_parameters: int = Field(default=10_000_000_000, ge=1)
     # A round's outer step needs at least this many accepted pseudo-gradients; with fewer the
     # global state carries over unchanged (a round a straggler or an outage left thin).
     min_hosts_per_round: int = Field(default=1, ge=1)

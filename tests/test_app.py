@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from cosmpy.protos.cosmos.bank.v1beta1.tx_pb2 import MsgSend
 from cosmpy.protos.cosmos.base.v1beta1.coin_pb2 import Coin
@@ -11,6 +13,7 @@ from dilochain.chain.ante import FEE_COLLECTOR
 from dilochain.chain.errors import codes
 from dilochain.chain.modules import bank, collateral, registry
 from dilochain.chain.modules.collateral import MODULE_ACCOUNT
+from dilochain.protocol import model_config
 from dilochain.protocol.hashing import tx_hash
 from dilochain.protocol.params import DENOM
 from dilochain.protocol.pb.poc.v1.tx_pb2 import (
@@ -307,3 +310,18 @@ def test_simulate_is_capped_by_the_chain_not_the_tx(tmp_path):
     assert result.code == codes.OUT_OF_GAS and "out of gas" in result.raw_log
     small = signed_tx(ALICE, [send(B, 1)], sequence=0, account_number=0)
     assert chain.app.simulate(small).code == 0
+
+
+def test_a_run_whose_model_no_one_could_build_is_refused(chain):
+    """Run configs are hostile input to every host and verifier: sizes that do not divide, a
+    model over the chain's parameter budget, a config that names code to load."""
+    bad = [({"num_attention_heads": 0}, "num_attention_heads must be a positive integer"),
+           ({"num_hidden_layers": 100_000, "hidden_size": 4096, "num_attention_heads": 32,
+             "num_key_value_heads": 32}, "over the chain's budget"),
+           ({"auto_map": {"AutoModelForCausalLM": "evil.LM"}}, "may not load code")]  # fmt: skip
+    for seq, (change, message) in enumerate(bad):
+        config = make_run_config(FAKE_DATA, "tiny")
+        config.model_config = model_config.canonical({**json.loads(config.model_config), **change})
+        create = MsgCreateRun(creator=A, run_id=f"bad{seq}", config=config)
+        result = chain.broadcast(signed_tx(ALICE, [create], sequence=0, account_number=0))
+        assert result.code == codes.INVALID_REQUEST and message in result.raw_log, result.raw_log

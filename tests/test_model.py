@@ -9,7 +9,13 @@ import torch
 from dilochain.protocol import model_config
 from dilochain.protocol.model_config import ModelConfigError
 from dilochain.testutil import FAKE_DATA
-from dilochain.training.model import build_model, lm_loss, load_params, parameter_count
+from dilochain.training.model import (
+    build_checked_model,
+    build_model,
+    lm_loss,
+    load_params,
+    parameter_count,
+)
 from dilochain.training.run_config import PRESETS, llama, make_run_config
 
 TINY = make_run_config(FAKE_DATA, "tiny").model_config
@@ -87,3 +93,70 @@ def test_a_model_transformers_does_not_know_is_one_clear_error():
     not_causal = model_config.canonical({"model_type": "t5", "vocab_size": 256})
     with pytest.raises(ModelConfigError, match="t5"):
         build_model(not_causal, 1)
+
+
+BASE = {"model_type": "llama", "vocab_size": 300, "hidden_size": 32, "num_hidden_layers": 1,
+        "num_attention_heads": 2, "num_key_value_heads": 2, "intermediate_size": 64,
+        "max_position_embeddings": 64}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"num_attention_heads": 0}, "num_attention_heads must be a positive integer"),
+        ({"hidden_size": 33}, "does not divide into 2 heads"),
+        ({"num_key_value_heads": 3}, "do not divide into 3 kv heads"),
+        ({"num_hidden_layers": -1}, "num_hidden_layers must be a positive integer"),
+        ({"intermediate_size": True}, "intermediate_size must be a positive integer"),
+        ({"hidden_size": 1 << 40}, "hidden_size must be a positive integer"),
+        ({"hidden_size": None, "n_embd": None}, "no hidden size"),
+        ({"num_hidden_layers": 4096, "hidden_size": 8192}, "over the chain's budget"),
+        ({"auto_map": {"AutoModelForCausalLM": "evil.Evil"}}, "may not load code"),
+        ({"trust_remote_code": True}, "may not load code"),
+    ],
+)
+def test_hostile_model_configs_are_refused_before_anyone_builds_them(change, message):
+    config = {k: v for k, v in {**BASE, **change}.items() if v is not None}
+    with pytest.raises(ModelConfigError, match=message):
+        model_config.check_budget(model_config.canonical(config), 10**10)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"initializer_range": "x"},  # transformers' strict dataclass validation
+        {"layer_types": ["x"]},
+        {"pad_token_id": 10**9},  # an AssertionError inside torch's Embedding
+        {"tie_word_embeddings": "yes"},
+        {"rope_scaling": [1, 2]},
+        {"hidden_act": "no-such-activation"},
+    ],
+)
+def test_what_the_chain_takes_but_transformers_cannot_build_is_one_error(change):
+    text = model_config.canonical({**BASE, **change})
+    model_config.check_budget(text, 10**10)  # the chain cannot know
+    with pytest.raises(ModelConfigError, match="cannot"):
+        build_checked_model(text, 0, 10**10)
+
+
+def test_a_model_this_machine_cannot_hold_is_refused_before_it_is_built(monkeypatch):
+    from dilochain.training import model as model_module
+
+    monkeypatch.setattr(model_module, "_available_memory", lambda: 1000)
+    with pytest.raises(ModelConfigError, match=r"need .* GB, and this machine has"):
+        build_checked_model(model_config.canonical(BASE), 0, 10**10)
+
+
+def test_a_config_naming_code_never_runs_it(tmp_path, monkeypatch):
+    """A run's config that points transformers at a module (auto_map) is refused before
+    transformers sees it, whoever builds it; the module is never imported."""
+    marker = tmp_path / "ran"
+    (tmp_path / "evil_lm.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    text = model_config.canonical(
+        {**BASE, "auto_map": {"AutoConfig": "evil_lm.Config", "AutoModelForCausalLM": "evil_lm.LM"}}
+    )
+    for build in (lambda: build_checked_model(text, 0, 10**10), lambda: build_model(text, 0)):
+        with pytest.raises(ModelConfigError, match="may not load code"):
+            build()
+    assert not marker.exists()

@@ -27,9 +27,9 @@ def _hf_config(config_json: str):
 
 
 def _from_config(config) -> CausalLM:
-    try:
+    try:  # a run's config never loads code (the chain refuses auto_map; this refuses it again)
         return AutoModelForCausalLM.from_config(
-            config, attn_implementation="sdpa", dtype=torch.float32
+            config, attn_implementation="sdpa", dtype=torch.float32, trust_remote_code=False
         )
     except (ValueError, KeyError, TypeError) as err:
         kind = config.model_type
@@ -43,6 +43,46 @@ def build_model(config_json: str, seed: int) -> CausalLM:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         return _from_config(config)
+
+
+# The chain's parameter budget is for an estimate from the config's sizes; the model built may
+# hold a little more (biases, extra norms), and no more than this much more.
+BUDGET_MARGIN = 1.25
+
+
+def build_checked_model(config_json: str, seed: int, max_parameters: int) -> CausalLM:
+    """:func:`build_model` for a config anyone may have written: first built on the meta device
+    (costing nothing) and its size checked against the chain's ``max_parameters``; whatever
+    transformers or torch raise on the way (a zero head count, an absurd size) is a
+    :class:`ModelConfigError`, so a hostile run is one line, never a crash."""
+    try:
+        count = parameter_count(check_model_config(config_json))
+        if count > max_parameters * BUDGET_MARGIN:
+            raise ModelConfigError(f"the model has {count:,} parameters, over the chain's "
+                                   f"budget of {max_parameters:,}")  # fmt: skip
+        available = _available_memory()
+        if available is not None and 4 * count > available:
+            raise ModelConfigError(f"the model's {count:,} float32 parameters need "
+                                   f"{4 * count / 1e9:.1f} GB, and this machine has "
+                                   f"{available / 1e9:.1f} GB available")  # fmt: skip
+        return build_model(config_json, seed)
+    except ModelConfigError:
+        raise
+    except Exception as err:  # hostile input: whatever it makes transformers or torch do
+        raise ModelConfigError(f"the model cannot be built: {type(err).__name__}: "
+                               f"{str(err)[:200]}") from None  # fmt: skip
+
+
+def _available_memory() -> int | None:
+    """Bytes of memory available for new allocations (Linux's MemAvailable; None elsewhere)."""
+    try:
+        with open("/proc/meminfo") as info:
+            for line in info:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        pass
+    return None
 
 
 def check_model_config(config_json: str) -> CausalLM:

@@ -9,6 +9,7 @@ import hmac
 import logging
 from collections.abc import Callable
 
+import grpc
 from cosmpy.aerial.wallet import Wallet
 from google.protobuf.message import Message
 
@@ -71,6 +72,7 @@ class RoundDuties:
         self.params = poc.params()  # the schedule's windows
         # (run, round, "commit"|"reveal"|"screen"|"open")
         self._done: set[tuple[str, int, str]] = set()
+        self._failing: set[tuple[str, str]] = set()  # (run, error) already logged
 
     def _act(self, run_id: str, window: schedule.Window, action: str, *msgs: Message) -> None:
         """Send an action's messages, waiting for them no later than the action's window ends;
@@ -83,17 +85,29 @@ class RoundDuties:
 
     def step(self) -> None:
         """Do whatever the next block's place in each run's schedule calls for, in every round
-        in flight (several when rounds overlap)."""
+        in flight (several when rounds overlap); a run whose duties fail (hostile input, a bug)
+        is logged and the others go on."""
         for run in self.poc.runs():
-            next_block = self.poc.round_info(run.run_id).height + 1
-            windows = [w for w in schedule.in_flight(run, self.params, next_block)
-                       if w.round < run.config.total_rounds]  # fmt: skip
-            if not windows:
-                continue
-            oldest = windows[0].round
-            self._done = {d for d in self._done if d[0] != run.run_id or d[1] >= oldest}
-            for window in windows:
-                self._round(run, window, next_block)
+            try:
+                self._run_duties(run)
+            except grpc.RpcError:
+                raise
+            except Exception as err:
+                if (run.run_id, type(err).__name__) not in self._failing:  # logged once
+                    self._failing.add((run.run_id, type(err).__name__))
+                    log.exception("round duties of run %s failed; the others go on",
+                                  run.run_id)  # fmt: skip
+
+    def _run_duties(self, run: Run) -> None:
+        next_block = self.poc.round_info(run.run_id).height + 1
+        windows = [w for w in schedule.in_flight(run, self.params, next_block)
+                   if w.round < run.config.total_rounds]  # fmt: skip
+        if not windows:
+            return
+        oldest = windows[0].round
+        self._done = {d for d in self._done if d[0] != run.run_id or d[1] >= oldest}
+        for window in windows:
+            self._round(run, window, next_block)
 
     def _round(self, run: Run, window: schedule.Window, next_block: int) -> None:
         round_ = window.round

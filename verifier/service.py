@@ -40,7 +40,7 @@ from dilochain.protocol.pb.poc.v1.types_pb2 import (
     Run,
 )
 from dilochain.training.dataset import DataError, Dataset, DataUnavailable, find_dataset
-from dilochain.training.model import build_model, max_artifact_bytes
+from dilochain.training.model import build_checked_model, max_artifact_bytes
 from dilochain.training.prepare import default_dataset
 from dilochain.training.train_step import set_deterministic
 from dilochain.verifier import metrics
@@ -155,7 +155,8 @@ class VerifierService:
     def _workable(self, run: Run) -> Dataset | None:
         pins = (run.config.data_manifest_hash, run.config.tokenizer_hash)
         try:
-            model = build_model(run.config.model_config, run.config.seed)
+            model = build_checked_model(run.config.model_config, run.config.seed,
+                                        self.params.max_model_parameters)  # fmt: skip
             data = self._local_dataset(run) or Dataset(
                 self.cfg.home / "datasets" / pins[0][:16], *pins,
                 fetch=lambda digest, limit: self._fetch_data(run, digest, limit),
@@ -259,6 +260,12 @@ class VerifierService:
                 except DataError as err:  # my data, not the host's fault: no vote
                     log.warning("screen %s round %d: %s; not voting", run.run_id, round_, err)
                     return []
+                except grpc.RpcError:
+                    raise
+                except Exception as err:  # a bug, or artifacts no check foresaw: no vote
+                    log.warning("screen %s round %d %s…: %s: %s; not voting", run.run_id,
+                                round_, commit.host[:14], type(err).__name__, err)  # fmt: skip
+                    continue
                 finally:
                     self._ledger(run).record(round_, "checkpoint", sorted(store.touched))
             metrics.SCREENS.labels("pass" if verdict.passed else "fail").inc()
@@ -273,42 +280,59 @@ class VerifierService:
 
     def step(self, pool: ThreadPoolExecutor) -> int:
         """One pass over every run: replay pending challenges in parallel, then seal the votes
-        (the round-duties thread opens them)."""
+        (the round-duties thread opens them). A run whose work fails in a way no other run's
+        does (hostile artifacts, a bug) is logged and passed over; the others go on."""
         voted = 0
         for run in self.poc.runs():
-            data = self._dataset(run)
-            if data is None:
+            try:
+                voted += self._work_on(run, pool)
+            except grpc.RpcError:
+                raise
+            except Exception as err:
+                if (run.run_id, type(err).__name__) not in self.skipped:
+                    self.skipped.add((run.run_id, type(err).__name__))
+                    log.exception("run %s: its work failed (%s); passing over it", run.run_id,
+                                  type(err).__name__)  # fmt: skip
+        return voted
+
+    def _work_on(self, run: Run, pool: ThreadPoolExecutor) -> int:
+        """Replay a run's pending challenges and seal their votes; how many were sealed."""
+        data = self._dataset(run)
+        if data is None:
+            return 0
+        next_block = self.poc.round_info(run.run_id).height + 1
+        windows = {w.round: w for w in schedule.in_flight(run, self.params, next_block)}
+        if not windows:
+            return 0
+        voted = 0
+        jobs = [c for r in windows for c in self.pending(run, r)]
+        self.prune(run, min(windows) - 1)
+        futures = [pool.submit(self._timed_check, run, data, c) for c in jobs]
+        msgs: dict[int, list] = {r: [] for r in windows}  # per round: sealed votes
+        for c, future in zip(jobs, futures, strict=True):
+            try:
+                verdict = future.result()
+            except grpc.RpcError:
+                raise
+            except Exception as err:  # my data (DataError), or a bug: no vote, logged once
+                metrics.JOBS_FAILED.inc()
+                if (key := (run.run_id, c.round, c.host, c.segment)) not in self.skipped:
+                    self.skipped.add(key)
+                    log.warning("job %s round %d segment %d: %s: %s; not voting", run.run_id,
+                                c.round, c.segment, type(err).__name__, err)  # fmt: skip
                 continue
-            next_block = self.poc.round_info(run.run_id).height + 1
-            windows = {w.round: w for w in schedule.in_flight(run, self.params, next_block)}
-            if not windows:
-                continue
-            jobs = [c for r in windows for c in self.pending(run, r)]
-            self.prune(run, min(windows) - 1)
-            futures = [pool.submit(self._timed_check, run, data, c) for c in jobs]
-            msgs: dict[int, list] = {r: [] for r in windows}  # per round: sealed votes
-            for c, future in zip(jobs, futures, strict=True):
-                try:
-                    verdict = future.result()
-                except DataError as err:  # my data, not the host's fault: no vote
-                    metrics.JOBS_FAILED.inc()
-                    if (key := (run.run_id, c.round, c.host, c.segment)) not in self.skipped:
-                        self.skipped.add(key)
-                        log.warning("job %s round %d segment %d: %s; not voting", run.run_id,
-                                    c.round, c.segment, err)  # fmt: skip
-                    continue
-                outcome = "PASS" if verdict.passed else "FAIL"
-                metrics.JOBS_RUN.inc()
-                metrics.VERDICTS.labels(outcome.lower()).inc()
-                log.info("job %s round %d %s… segment %d: %s (%s, distance %.2e)",
-                         run.run_id, c.round, c.host[:14], c.segment, outcome, verdict.reason,
-                         verdict.distance)  # fmt: skip
-                sealed = self.ballots.seal(c, verdict)
-                if sealed is not None:
-                    msgs[c.round].append(sealed)
-            for r, sealed in msgs.items():  # each waited for until its verdict window closes
-                last = windows[r].opening - 1
-                voted += len(sealed) - send_batched(self._send, sealed, "sealed verdict", last)
+            outcome = "PASS" if verdict.passed else "FAIL"
+            metrics.JOBS_RUN.inc()
+            metrics.VERDICTS.labels(outcome.lower()).inc()
+            log.info("job %s round %d %s… segment %d: %s (%s, distance %.2e)",
+                     run.run_id, c.round, c.host[:14], c.segment, outcome, verdict.reason,
+                     verdict.distance)  # fmt: skip
+            sealed = self.ballots.seal(c, verdict)
+            if sealed is not None:
+                msgs[c.round].append(sealed)
+        for r, sealed in msgs.items():  # each waited for until its verdict window closes
+            last = windows[r].opening - 1
+            voted += len(sealed) - send_batched(self._send, sealed, "sealed verdict", last)
         return voted
 
     def run(self, stop: threading.Event) -> int:

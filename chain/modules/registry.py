@@ -116,7 +116,7 @@ def _validate_config(cfg: RunConfig, params: PocParams) -> None:
 
     parse_amount(cfg.min_collateral, "config.min_collateral")
     try:
-        model_config.parse(cfg.model_config)
+        model_config.check_budget(cfg.model_config, params.max_model_parameters)
     except model_config.ModelConfigError as err:
         need(False, str(err))
     need(cfg.seq_len > 0, "seq_len must be positive")
