@@ -11,6 +11,7 @@ import grpc
 from prometheus_client import Counter
 
 from dilochain.artifacts.store import ArtifactError, ArtifactStore
+from dilochain.protocol.endpoint import endpoint_problem
 from dilochain.protocol.pb.node.v1 import blob_pb2, blob_pb2_grpc
 
 CHUNK = 1 << 20
@@ -120,7 +121,7 @@ def fetch_from_peers(
     bytes). Up to ``attempts`` passes over the peers, with exponential backoff between them; a
     peer that sent bad bytes is not asked again. :class:`ArtifactError` says why each failed."""
     errors: dict[str, str] = {}
-    left = list(dict.fromkeys(endpoints))
+    left = [e for e in dict.fromkeys(endpoints) if endpoint_problem(e) is None]  # never unix:…
     for attempt in range(attempts):
         if attempt:
             time.sleep(backoff * 2 ** (attempt - 1))

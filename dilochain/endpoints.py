@@ -15,6 +15,8 @@ from typing import Annotated
 import grpc
 from pydantic import BeforeValidator
 
+from dilochain.protocol.endpoint import endpoint_problem
+
 log = logging.getLogger(__name__)
 
 TRANSIENT = frozenset({
@@ -54,9 +56,9 @@ def _checked(address: str) -> str:
             f"{address!r} is a URL: give the chain's gRPC address as host:port "
             "(e.g. 127.0.0.1:9090), not CometBFT's RPC URL"
         )
-    host, _, port = address.rpartition(":")
-    if not host or not port.isascii() or not port.isdigit() or not 0 < int(port) < 65536:
-        raise AddressError(f"{address!r} is not host:port (e.g. 127.0.0.1:9090)")
+    problem = endpoint_problem(address)
+    if problem is not None:
+        raise AddressError(f"{address[:80]!r} is not host:port (e.g. 127.0.0.1:9090): {problem}")
     return address
 
 

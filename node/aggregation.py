@@ -17,8 +17,13 @@ from dilochain.protocol.hashing import content_hash
 from dilochain.protocol.pb.poc.v1.types_pb2 import CommitOutcome, RoundCommit, RunConfig
 from dilochain.protocol.schedule import base_round
 from dilochain.training.compress import CompressionError, decompress
-from dilochain.training.diloco import outer_step, params_of, pseudo_gradient_problem
-from dilochain.training.tensor_codec import decode_state, encode_state
+from dilochain.training.diloco import (
+    global_state_problem,
+    outer_step,
+    params_of,
+    pseudo_gradient_problem,
+)
+from dilochain.training.tensor_codec import CodecError, decode_state, encode_state
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +68,7 @@ class Aggregator:
         patience: float = 120.0,
         min_hosts: int = 1,
         fail_closed: bool = True,
+        reference: dict[str, torch.Tensor] | None = None,
     ):
         self.poc = poc
         self.run_id = run_id
@@ -71,6 +77,7 @@ class Aggregator:
         self.patience = patience
         self.min_hosts = min_hosts
         self.fail_closed = fail_closed
+        self.reference = reference  # the model's parameters: what a global state must fit
 
     def recorded(self) -> dict[int, bytes]:
         """The chain's global checkpoint hash of every round so far."""
@@ -91,6 +98,22 @@ class Aggregator:
                     logged = True
                 time.sleep(1.0)
 
+    def global_state(self, digest: bytes) -> dict[str, torch.Tensor]:
+        """The global state the chain names by ``digest``, fetched and checked: bytes that are
+        not a state of the run (most of a round's commits may name anything) are an
+        :class:`ArtifactError`, which a host answers by resyncing or sitting the round out."""
+        try:
+            state = decode_state(self.fetch(digest))
+        except CodecError as err:
+            raise ArtifactError(
+                f"global state {digest.hex()[:12]}… does not decode: {err}"
+            ) from None
+        problem = None if self.reference is None else global_state_problem(state, self.reference)
+        if problem is not None:
+            raise ArtifactError(f"global state {digest.hex()[:12]}… is not one of the run's "
+                                f"model: {problem}")  # fmt: skip
+        return state
+
     def prefetch(self, rounds: range) -> None:
         """Fetch the committed pseudo-gradients of ``rounds`` that are not here yet."""
         for c in (c for r in rounds for c in self.poc.commits(self.run_id, r)):
@@ -106,7 +129,7 @@ class Aggregator:
         if not recorded:
             return None
         latest = max(recorded)
-        return GlobalView(latest, decode_state(self.fetch(recorded[latest])))
+        return GlobalView(latest, self.global_state(recorded[latest]))
 
     def advance(self, view: GlobalView) -> GlobalView:
         """θ_{r+1} from θ_r and round r's aggregated commits (:func:`aggregated`, built on the
@@ -117,7 +140,7 @@ class Aggregator:
             log.warning(
                 "round %d: local global state differs from the chain's; resyncing", view.round
             )
-            view = GlobalView(view.round, decode_state(self.fetch(recorded[view.round])))
+            view = GlobalView(view.round, self.global_state(recorded[view.round]))
         based_on = base_round(self.rc, view.round)
         known = view.hash if based_on == view.round else view.parent
         base, params = recorded.get(based_on, known), params_of(view.state)

@@ -148,7 +148,8 @@ class HostNode:
         self.store = PeerFetchingStore(self.local, self._peer_endpoints, limit)
         self.aggregator = Aggregator(self.poc, cfg.run_id, self.rc, self.store,
                                      min_hosts=params.min_hosts_per_round,
-                                     fail_closed=params.fail_closed)  # fmt: skip
+                                     fail_closed=params.fail_closed,
+                                     reference=dict(self.model.named_parameters()))  # fmt: skip
         cfg.state_dir.mkdir(parents=True, exist_ok=True)
         self.eval_losses: dict[int, float] = {}
         # Commits and evaluations run beside training: they get a model of their own.
@@ -292,7 +293,11 @@ class HostNode:
             self.checkpoint_hashes = record.checkpoint_hashes
             state = decode_state(self.local.get(record.global_hash))
             return GlobalView(record.round, state), record.attempted
-        latest = self.aggregator.latest()
+        try:
+            latest = self.aggregator.latest()
+        except ArtifactError as err:
+            raise NodeError(f"run {self.cfg.run_id!r}: cannot start from the chain's latest "
+                            f"global state: {err}") from None  # fmt: skip
         if latest is not None:
             return latest, -1
         params = {n: p.detach().cpu().clone() for n, p in self.model.named_parameters()}

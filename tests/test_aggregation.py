@@ -3,6 +3,7 @@ and never crashes on a hostile commit."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from dilochain.artifacts.blob_service import PeerFetchingStore
@@ -15,6 +16,7 @@ from dilochain.training.compress import compress, decompress
 from dilochain.training.diloco import initial_global, outer_step, params_of
 from dilochain.training.model import build_model
 from dilochain.training.run_config import make_run_config
+from dilochain.training.tensor_codec import encode_state
 
 CFG = make_run_config(shipped_data()[1], "tiny")
 ACCEPTED = CommitOutcome.COMMIT_OUTCOME_ACCEPTED
@@ -143,3 +145,37 @@ def test_a_fail_closed_chain_aggregates_only_accepted_commits():
     # A chain of trusted hosts without verifiers (fail_closed off): everything not failed.
     open_ = [n for n, c in commits.items() if aggregated(c, fail_closed=False)]
     assert open_ == ["PENDING", "ACCEPTED", "PAID", "UNDECIDED"]
+
+
+class _Recorded(FakePoc):
+    """A chain that records a global state for round 0 (most commits named it)."""
+
+    def __init__(self, commits, recorded: bytes):
+        super().__init__(commits)
+        self._recorded = recorded
+
+    def global_checkpoints(self, run_id: str) -> list:
+        from dilochain.protocol.pb.poc.v1.types_pb2 import GlobalCheckpoint
+
+        return [GlobalCheckpoint(round=0, hash=self._recorded)]
+
+
+def test_a_global_state_that_is_not_one_of_the_run_is_an_artifact_error(tmp_path):
+    """If most of a round's commits name bytes that are not a state of the run, a host resyncs
+    or sits the round out (an ArtifactError), never exits on a decoding error."""
+    params = {n: p.detach().clone() for n, p in build_model(CFG.model_config, 1).named_parameters()}
+    view = GlobalView(0, initial_global(params))
+    local = LocalArtifactStore(tmp_path)
+    first = sorted(params)[0]
+    wrong = {**initial_global(params), "param/" + first: torch.zeros(3)}
+    extra = {**initial_global(params), "extra": torch.ones(1)}
+    hostile = [local.put(b"\x00not a state"), local.put(encode_state(wrong)),
+               local.put(encode_state(extra))]  # fmt: skip
+    store = PeerFetchingStore(local, lambda: [], limit=1 << 30)
+    for digest in hostile:
+        aggregator = Aggregator(_Recorded([], digest), "r", CFG, store, patience=0,
+                                reference=params)  # fmt: skip
+        with pytest.raises(ArtifactError, match="global state"):
+            aggregator.advance(view)
+        with pytest.raises(ArtifactError, match="global state"):
+            aggregator.latest()

@@ -325,3 +325,36 @@ def test_a_run_whose_model_no_one_could_build_is_refused(chain):
         create = MsgCreateRun(creator=A, run_id=f"bad{seq}", config=config)
         result = chain.broadcast(signed_tx(ALICE, [create], sequence=0, account_number=0))
         assert result.code == codes.INVALID_REQUEST and message in result.raw_log, result.raw_log
+
+
+def test_host_endpoints_are_host_port_only(chain):
+    """Every peer and verifier dials a host's endpoint: a unix socket, a URL, a 200 KB string
+    are refused; names, IPv4 and bracketed IPv6 addresses are taken."""
+    from dilochain.protocol.endpoint import endpoint_problem
+
+    for bad in [
+        "unix:/var/run/x.sock",
+        "unix:///tmp/s",
+        "http://h:1",
+        "h",
+        "h:0",
+        "h:99999",
+        "a" * 200_000 + ":1",
+        "h_1:5",
+        "-h:5",
+        "[::1:5",
+        "[zz::1]:5",
+        "h:1/x",
+        "u@h:5",
+    ]:
+        assert endpoint_problem(bad) is not None, bad
+    for good in ["h:1", "10.0.0.5:9090", "[::1]:5", "node-1.example.org:443"]:
+        assert endpoint_problem(good) is None, good
+    config = make_run_config(FAKE_DATA, "tiny", min_collateral="10")
+    create = MsgCreateRun(creator=A, run_id="ends", config=config)
+    assert chain.broadcast(signed_tx(ALICE, [create], sequence=0, account_number=0)).code == 0
+    chain.block()
+    register = MsgRegisterHost(host=A, run_id="ends", endpoint="unix:/var/run/docker.sock")
+    deposit = MsgDepositCollateral(depositor=A, amount="10")
+    result = chain.broadcast(signed_tx(ALICE, [deposit, register], sequence=1, account_number=0))
+    assert result.code == codes.INVALID_REQUEST and "endpoint:" in result.raw_log

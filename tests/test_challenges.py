@@ -96,7 +96,7 @@ def start_round_0(chain: Chain) -> Chain:
     chain.send(CREATOR, MsgCreateRun(creator=addr(CREATOR), run_id="r", config=CFG))
     for host in (HONEST, CHEAT, LAZY):
         chain.send(host, MsgDepositCollateral(depositor=addr(host), amount="10000"),
-                   MsgRegisterHost(host=addr(host), run_id="r", endpoint="e"))  # fmt: skip
+                   MsgRegisterHost(host=addr(host), run_id="r", endpoint="e:1"))  # fmt: skip
     for v in VERIFIERS:
         chain.send(v, MsgDepositCollateral(depositor=addr(v), amount="2000"),
                    MsgRegisterVerifier(verifier=addr(v)))  # fmt: skip
@@ -356,7 +356,7 @@ def test_failed_host_forfeits_unclaimed_rewards_and_is_jailed(net):
     assert bank.supply(net.view, DENOM) == before + 2 * (host_pool // 3)
     # It may register again, bonding the run's minimum anew, and then earn again.
     assert collateral.bonded(net.view, addr(CHEAT)) == 7_000
-    again = net.send(CHEAT, MsgRegisterHost(host=addr(CHEAT), run_id="r", endpoint="e"))
+    again = net.send(CHEAT, MsgRegisterHost(host=addr(CHEAT), run_id="r", endpoint="e:1"))
     assert again.code == 0
     net.c.block()
     assert registry.is_host(net.view, "r", addr(CHEAT))

@@ -53,7 +53,7 @@ def test_a_leaving_host_is_held_until_its_round_resolves_then_unbonds(net):
     assert addr(HONEST) not in {h.address for h in registry.members(view, "r")}
     # Still listed, endpoint and all, so verifiers can fetch the round it owes.
     (listed,) = [h for h in registry.hosts(view, "r") if h.address == addr(HONEST)]
-    assert listed.left_height > 0 and listed.endpoint == "e"
+    assert listed.left_height > 0 and listed.endpoint == "e:1"
     assert collateral.locked(view, addr(HONEST)) == 1_000  # held while round 0 can slash it
     again = leave(net, HONEST)
     assert again.code == codes.INVALID_REQUEST and "is not a host of run" in again.raw_log
@@ -110,7 +110,7 @@ def test_leaving_a_finished_run_releases_at_once(net):
 
 
 def test_a_host_that_leaves_and_comes_back_is_held_once_per_membership(net):
-    back = MsgRegisterHost(host=addr(HONEST), run_id="r", endpoint="e2")
+    back = MsgRegisterHost(host=addr(HONEST), run_id="r", endpoint="e2:1")
     for _ in range(2):  # leaves and is back before its round resolves, twice
         assert leave(net, HONEST).code == 0
         net.c.block()
@@ -121,5 +121,5 @@ def test_a_host_that_leaves_and_comes_back_is_held_once_per_membership(net):
     play_round(net, 0, [HONEST])  # revealed and passed: both leave holds end at resolution
     assert collateral.locked(net.view, addr(HONEST)) == 1_000
     (listed,) = [h for h in registry.hosts(net.view, "r") if h.address == addr(HONEST)]
-    assert listed.left_height == 0 and listed.endpoint == "e2"
+    assert listed.left_height == 0 and listed.endpoint == "e2:1"
     assert collateral.info(net.view, addr(HONEST)).unbonding == []  # a member unbonds nothing

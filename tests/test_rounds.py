@@ -49,7 +49,7 @@ def _create_and_join(chain, acct, run_id, config):
     for n, host in enumerate(HOSTS, start=1):
         addr = str(host.address())
         msgs = [MsgDepositCollateral(depositor=addr, amount="100"),
-                MsgRegisterHost(host=addr, run_id=run_id, endpoint="x")]  # fmt: skip
+                MsgRegisterHost(host=addr, run_id=run_id, endpoint="x:1")]  # fmt: skip
         assert chain.broadcast(acct.tx(host, msgs, n)).code == 0
 
 
@@ -194,7 +194,7 @@ def test_each_round_s_roster_is_drawn_as_its_window_opens(setup):
     assert registry.roster(view(), "r", 1) is None  # not drawn yet
     late = str(OUTSIDER.address())
     msgs = [MsgDepositCollateral(depositor=late, amount="100"),
-            MsgRegisterHost(host=late, run_id="r", endpoint="x")]  # fmt: skip
+            MsgRegisterHost(host=late, run_id="r", endpoint="x:1")]  # fmt: skip
     assert chain.broadcast(acct.tx(OUTSIDER, msgs, 4)).code == 0
     chain.block()  # height 2: round 0's window is open, the outsider just registered
     refused = chain.broadcast(acct.tx(OUTSIDER, [commit(OUTSIDER, 0)], 4))
@@ -257,7 +257,7 @@ def test_an_overlapped_round_s_roster_is_drawn_once_the_state_it_builds_on_is_de
     assert registry.roster(view(), "o", 2).hosts == members
     late = str(OUTSIDER.address())
     msgs = [MsgDepositCollateral(depositor=late, amount="100"),
-            MsgRegisterHost(host=late, run_id="o", endpoint="x")]  # fmt: skip
+            MsgRegisterHost(host=late, run_id="o", endpoint="x:1")]  # fmt: skip
     assert chain.broadcast(acct.tx(OUTSIDER, msgs, 4)).code == 0
     while chain.app.height < third.start:
         chain.block()

@@ -57,6 +57,23 @@ def pseudo_gradient_problem(
     return None
 
 
+def global_state_problem(
+    state: dict[str, torch.Tensor], params: dict[str, torch.Tensor]
+) -> str | None:
+    """Why ``state`` cannot be a global state of a model with ``params`` (None if it can):
+    exactly its parameters and outer momentum, float32, the model's shapes, finite. A global
+    state is named by the chain from what most of a round's commits built on, so it is
+    checked like any other artifact a stranger chose."""
+    extra = [k for k in state if not k.startswith((PARAM, MOMENTUM))]
+    if extra:
+        return f"entries that are neither parameters nor momentum ({extra[:3]})"
+    for prefix in (PARAM, MOMENTUM):
+        problem = pseudo_gradient_problem(part_of(state, prefix), params)
+        if problem is not None:
+            return f"{prefix}: {problem}"
+    return None
+
+
 def outer_step(
     state: dict[str, torch.Tensor],
     deltas: list[dict[str, torch.Tensor]],

@@ -10,6 +10,7 @@ from dilochain.chain.modules import collateral
 from dilochain.chain.state import CacheStore
 from dilochain.protocol import model_config
 from dilochain.protocol.compression import compression_problem
+from dilochain.protocol.endpoint import endpoint_problem
 from dilochain.protocol.params import PocParams
 from dilochain.protocol.pb.poc.v1 import query_pb2 as q
 from dilochain.protocol.pb.poc.v1.tx_pb2 import (
@@ -252,6 +253,9 @@ def _handle_create_run(ctx: Context, msg: MsgCreateRun) -> MsgCreateRunResponse:
 
 def _handle_register_host(ctx: Context, msg: MsgRegisterHost) -> MsgRegisterHostResponse:
     run = require_run(ctx.store, msg.run_id)
+    problem = endpoint_problem(msg.endpoint)
+    if problem is not None:  # every peer and verifier dials it
+        raise TxError(codes.INVALID_REQUEST, f"endpoint: {problem}")
     key = _host_key(msg.run_id, msg.host)
     existing = _host(ctx.store, msg.run_id, msg.host)
     if existing is not None and not existing.left_height:  # a member moves its endpoint

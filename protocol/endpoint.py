@@ -1,0 +1,34 @@
+"""Network addresses strangers write: a host's blob endpoint (stored on chain, dialled by every
+peer and verifier) and the chain addresses clients are given. One rule for both: ``host:port``
+with a DNS name, an IPv4 address or a bracketed IPv6 address, and a port in 1-65535. Nothing
+else reaches a dialler: no scheme (``unix:`` would open a local socket), no path, no user."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+
+MAX_LENGTH = 261  # a 253-character name, a colon and a port
+_LABEL = re.compile(r"^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$")
+
+
+def endpoint_problem(text: str) -> str | None:
+    """Why ``text`` is not a ``host:port`` address (None if it is)."""
+    if not isinstance(text, str) or not text:
+        return "an address is host:port"
+    if len(text) > MAX_LENGTH:
+        return f"an address is at most {MAX_LENGTH} characters"
+    if "://" in text:
+        return "an address is host:port, not a URL"
+    host, colon, port = text.rpartition(":")
+    if not colon or not port.isascii() or not port.isdigit() or not 0 < int(port) < 65536:
+        return "an address ends with :PORT, a port in 1-65535"
+    if host.startswith("[") and host.endswith("]"):
+        try:
+            ipaddress.IPv6Address(host[1:-1])
+        except ValueError:
+            return f"{host[:64]!r} is not an IPv6 address"
+        return None
+    if not all(_LABEL.match(label) for label in host.split(".")):
+        return f"{host[:64]!r} is not a host name or IP address"
+    return None
