@@ -141,25 +141,29 @@ def _breakdown(tmp: Path, samples: int = 2000, state_keys: int = 0) -> dict[str,
         "FinalizeBlock execution (signature cached)": finalize / n * 1e6,
         "… of which the state tree's new root (app hash)": sum(tree_seconds) / n * 1e6,
         "Commit (SQLite transaction, fsync)": commit / n * 1e6,
-        "ABCI round trip over loopback (CheckTx-sized, Echo)": abci_rtt,
+        "ABCI round trip over its unix socket (CheckTx-sized, Echo)": abci_rtt,
     }
 
 
 async def _abci_round_trip(handler: AbciHandler, count: int = 2000) -> float:
-    """Microseconds per pipelined ABCI request/response over a loopback socket."""
+    """Microseconds per pipelined ABCI request/response over the node's unix socket."""
     server = AbciServer(handler)
-    port = await server.start()
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    frame = encode_frame(abci.Request(echo=abci.RequestEcho(message="x" * 250)).SerializeToString())
-    t = time.perf_counter()
-    writer.write(frame * count)
-    buffer, answered = bytearray(), 0
-    while answered < count:
-        buffer.extend(await reader.read(1 << 16))
-        answered += len(decode_frames(buffer))
-    elapsed = time.perf_counter() - t
-    writer.close()
-    await server.stop()
+    with tempfile.TemporaryDirectory() as folder:
+        socket_path = Path(folder) / "abci.sock"
+        await server.start(socket_path)
+        reader, writer = await asyncio.open_unix_connection(socket_path)
+        frame = encode_frame(
+            abci.Request(echo=abci.RequestEcho(message="x" * 250)).SerializeToString()
+        )
+        t = time.perf_counter()
+        writer.write(frame * count)
+        buffer, answered = bytearray(), 0
+        while answered < count:
+            buffer.extend(await reader.read(1 << 16))
+            answered += len(decode_frames(buffer))
+        elapsed = time.perf_counter() - t
+        writer.close()
+        await server.stop()
     return elapsed / count * 1e6
 
 

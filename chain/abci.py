@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 from cosmpy.protos.cosmos.base.abci.v1beta1.abci_pb2 import TxResponse
 from cosmpy.protos.tendermint.abci import types_pb2 as abci
@@ -288,20 +289,31 @@ class _Connection(asyncio.Protocol):
 
 
 class AbciServer:
-    """Listens on a loopback TCP port for CometBFT's ABCI connections."""
+    """Listens on a unix socket for CometBFT's ABCI connections: only this user's processes can
+    connect, and once CometBFT's four connections are open any further one is refused (nothing
+    else may drive the application's blocks)."""
+
+    MAX_CONNECTIONS = 4  # consensus, mempool, query and snapshot
 
     def __init__(self, handler: AbciHandler):
         self.handler = handler
         self.connections: set[_Connection] = set()
+        self.refused = 0
         self._server: asyncio.Server | None = None
 
-    async def start(self, host: str = "127.0.0.1", port: int = 0) -> int:
-        """Start listening; returns the bound port."""
+    async def start(self, path: Path) -> None:
+        """Start listening at ``path`` (a socket file, readable by this user alone)."""
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(
-            lambda: _Connection(self.handler, self.connections), host, port
-        )
-        return self._server.sockets[0].getsockname()[1]
+        path.unlink(missing_ok=True)
+        self._server = await loop.create_unix_server(self._accept, str(path))
+        path.chmod(0o600)
+
+    def _accept(self) -> asyncio.Protocol:
+        if len(self.connections) >= self.MAX_CONNECTIONS:
+            self.refused += 1
+            log.warning("ABCI: refused a connection beyond CometBFT's %d", self.MAX_CONNECTIONS)
+            return _Refused()
+        return _Connection(self.handler, self.connections)
 
     async def stop(self) -> None:
         """Close the listener and every connection."""
@@ -311,3 +323,10 @@ class AbciServer:
                 if connection.transport is not None:
                     connection.transport.close()
             await self._server.wait_closed()
+
+
+class _Refused(asyncio.Protocol):
+    """A connection the server does not serve: closed as soon as it is made."""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        transport.close()

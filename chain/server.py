@@ -12,6 +12,8 @@ import contextlib
 import logging
 import os
 import re
+import shutil
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -58,10 +60,10 @@ class ChainNode:
         self.stopped_height = 0
         self.failure = ""
 
-    def _cometbft_args(self, abci_port: int) -> list[str]:
+    def _cometbft_args(self, abci_socket: Path) -> list[str]:
         return [
             str(self.binary), "start", "--home", str(self.home),
-            "--proxy_app", f"tcp://127.0.0.1:{abci_port}",
+            "--proxy_app", f"unix://{abci_socket}",
         ]  # fmt: skip
 
     @property
@@ -79,13 +81,13 @@ class ChainNode:
                 self.failure = _diverged(line)
                 return
 
-    async def _start_cometbft(self, abci_port: int) -> asyncio.subprocess.Process:
+    async def _start_cometbft(self, abci_socket: Path) -> asyncio.subprocess.Process:
         env = dict(os.environ)
         if self.block_time:
             env["CMT_CONSENSUS_TIMEOUT_COMMIT"] = self.block_time
         with self._cometbft_log.open("ab") as out:
             return await asyncio.create_subprocess_exec(
-                *self._cometbft_args(abci_port),
+                *self._cometbft_args(abci_socket),
                 stdout=out,
                 stderr=out,
                 env=env,
@@ -145,10 +147,14 @@ class ChainNode:
 
         handler = AbciHandler(self.app, router.query, APP_VERSION, observer, on_fatal)
         abci = AbciServer(handler)
-        abci_port = await abci.start()
+        # A private folder (mode 0700) for the socket: a home's path may be longer than a unix
+        # socket's name may be.
+        sockets = Path(tempfile.mkdtemp(prefix="dilochain-abci-"))
+        abci_socket = sockets / "abci.sock"
+        await abci.start(abci_socket)
         await server.start()
         log_offset = _size(self._cometbft_log)  # what this run of CometBFT logs comes after
-        cometbft = await self._start_cometbft(abci_port)
+        cometbft = await self._start_cometbft(abci_socket)
         try:
             await self._wait_rpc(rpc, cometbft, log_offset)
             host = self.grpc_address.rsplit(":", 1)[0]
@@ -177,6 +183,7 @@ class ChainNode:
             await rpc.close()
             await server.stop(grace=1)
             await abci.stop()
+            shutil.rmtree(sockets, ignore_errors=True)
             self.stopped_height = self.app.height
             self.store.close()
 

@@ -221,8 +221,8 @@ def test_socket_server_answers_in_order_and_survives_garbage(tmp_path):
 
     async def run() -> list[abci.Response]:
         server = AbciServer(handler)
-        port = await server.start()
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        await server.start(tmp_path / "abci.sock")
+        reader, writer = await asyncio.open_unix_connection(tmp_path / "abci.sock")
         requests = [
             abci.Request(echo=abci.RequestEcho(message="hi")).SerializeToString(),
             b"\x0a\xff\xff",
@@ -242,3 +242,33 @@ def test_socket_server_answers_in_order_and_survives_garbage(tmp_path):
     assert echo.echo.message == "hi"
     assert "undecodable" in garbage.exception.error
     assert flush.WhichOneof("value") == "flush"
+    assert (tmp_path / "abci.sock").stat().st_mode & 0o777 == 0o600
+
+
+def test_only_cometbft_s_four_connections_are_served(tmp_path):
+    """A local process cannot drive the application: past CometBFT's four connections, any
+    other is closed at once, unanswered."""
+    _, handler = _handler(tmp_path)
+
+    async def run() -> tuple[list[bytes], bytes, int]:
+        server = AbciServer(handler)
+        await server.start(tmp_path / "abci.sock")
+        echo = encode_frame(abci.Request(echo=abci.RequestEcho(message="x")).SerializeToString())
+        answers, writers = [], []
+        for _ in range(AbciServer.MAX_CONNECTIONS + 1):
+            reader, writer = await asyncio.open_unix_connection(tmp_path / "abci.sock")
+            try:
+                writer.write(echo)
+                await writer.drain()
+                answers.append(await asyncio.wait_for(reader.read(4096), 5))
+            except ConnectionResetError:  # closed before it could ask
+                answers.append(b"")
+            writers.append(writer)
+        for writer in writers:
+            writer.close()
+        await server.stop()
+        return answers[:-1], answers[-1], server.refused
+
+    served, rogue, refused = asyncio.run(run())
+    assert all(decode_frames(bytearray(a)) for a in served)
+    assert rogue == b"" and refused == 1
