@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import time
 from collections.abc import Callable, Iterator
 from concurrent import futures
+from typing import BinaryIO
 
 import grpc
 from prometheus_client import Counter
@@ -62,27 +64,32 @@ class PeerUnavailable(ArtifactError):
     asking again. Any other :class:`ArtifactError` of a peer (corrupt bytes, too many) is not."""
 
 
-def fetch_blob(endpoint: str, digest: bytes, limit: int, timeout: float = 60.0) -> bytes:
-    """Fetch an artifact from a host's blob service, hashing while it streams and stopping as
-    soon as it passes ``limit`` bytes (no artifact of the run can be larger)."""
-    received, hasher = bytearray(), hashlib.sha256()
+def fetch_blob(endpoint: str, digest: bytes, limit: int, out: BinaryIO,
+               timeout: float = 60.0) -> int:  # fmt: skip
+    """Fetch an artifact from a host's blob service into ``out`` (emptied first), hashing while
+    it streams and stopping as soon as it passes ``limit`` bytes (no artifact of the run can be
+    larger); the bytes received."""
+    out.seek(0)
+    out.truncate()
+    received, hasher = 0, hashlib.sha256()
     with grpc.insecure_channel(endpoint) as channel:
         chunks = blob_pb2_grpc.BlobStub(channel).Get(
             blob_pb2.GetBlobRequest(hash=digest), timeout=timeout
         )
         try:
             for chunk in chunks:
-                if len(received) + len(chunk.data) > limit:
+                if received + len(chunk.data) > limit:
                     chunks.cancel()
                     raise ArtifactError(f"{endpoint}: sent more than the {limit} bytes allowed")
-                received += chunk.data
+                out.write(chunk.data)
                 hasher.update(chunk.data)
+                received += len(chunk.data)
         except grpc.RpcError as err:
             raise PeerUnavailable(f"{endpoint}: {err.details() or err.code()}") from None
     if hasher.digest() != digest:
         raise ArtifactError(f"artifact {digest.hex()[:16]}… from {endpoint} is corrupt")
-    FETCHED_BYTES.inc(len(received))
-    return bytes(received)
+    FETCHED_BYTES.inc(received)
+    return received
 
 
 class PeerFetchingStore:
@@ -115,11 +122,14 @@ class PeerFetchingStore:
 
 def fetch_from_peers(
     endpoints: list[str], digest: bytes, limit: int, attempts: int = ATTEMPTS,
-    backoff: float = BACKOFF_SECONDS,
+    backoff: float = BACKOFF_SECONDS, out: BinaryIO | None = None,
 ) -> bytes:  # fmt: skip
     """The first of ``endpoints`` that serves ``digest`` (hash-checked, at most ``limit``
-    bytes). Up to ``attempts`` passes over the peers, with exponential backoff between them; a
-    peer that sent bad bytes is not asked again. :class:`ArtifactError` says why each failed."""
+    bytes): its bytes, or, given ``out`` (a file), streamed into it (then b"" is returned: a
+    shard of a dataset need not fit in memory). Up to ``attempts`` passes over the peers, with
+    exponential backoff between them; a peer that sent bad bytes is not asked again.
+    :class:`ArtifactError` says why each failed."""
+    sink = out if out is not None else io.BytesIO()
     errors: dict[str, str] = {}
     left = [e for e in dict.fromkeys(endpoints) if endpoint_problem(e) is None]  # never unix:…
     for attempt in range(attempts):
@@ -127,7 +137,8 @@ def fetch_from_peers(
             time.sleep(backoff * 2 ** (attempt - 1))
         for endpoint in list(left):
             try:
-                return fetch_blob(endpoint, digest, limit)
+                fetch_blob(endpoint, digest, limit, sink)
+                return b"" if out is not None else sink.getvalue()
             except PeerUnavailable as err:
                 errors[endpoint] = str(err)
             except ArtifactError as err:

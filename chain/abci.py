@@ -35,6 +35,21 @@ QueryFn = Callable[[str, bytes, bool], Awaitable[abci.ResponseQuery]]
 _CONSENSUS = {"init_chain", "finalize_block", "commit"}  # no safe answer but to stop
 
 
+_KINDS = {f.number: f.name for f in abci.Request.DESCRIPTOR.fields}
+
+
+def request_kind(frame: bytes) -> str | None:
+    """The kind of request a frame holds, from its first field's tag, even when the request
+    does not decode (a query path that is not UTF-8, say: CometBFT passes such bytes on)."""
+    number, shift = 0, 0
+    for byte in frame[:10]:
+        number |= (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            return _KINDS.get(number >> 3)
+    return None
+
+
 def _fallback(kind: str, error: str) -> abci.Response:
     """The answer to a request of ``kind`` whose handling failed, where one keeps the chain
     going: a coded refusal, an empty proposal, an accepted proposal (FinalizeBlock answers
@@ -56,7 +71,8 @@ def _fallback(kind: str, error: str) -> abci.Response:
         "extend_vote": lambda: r.Response(extend_vote=r.ResponseExtendVote()),
         "verify_vote_extension": lambda: r.Response(verify_vote_extension=(
             r.ResponseVerifyVoteExtension(status=r.ResponseVerifyVoteExtension.ACCEPT))),
-        "info": lambda: r.Response(info=r.ResponseInfo(data="dilochain")),
+        "query": lambda: r.Response(query=r.ResponseQuery(
+            code=codes.INVALID_REQUEST, codespace=CODESPACE, log=error)),
         "echo": lambda: r.Response(echo=r.ResponseEcho()),
         "flush": lambda: r.Response(flush=r.ResponseFlush()),
     }  # fmt: skip
@@ -278,9 +294,13 @@ class _Connection(asyncio.Protocol):
         while (frame := await self.queue.get()) is not None:
             try:
                 request = abci.Request.FromString(frame)
-            except DecodeError as err:
-                response = abci.Response(
-                    exception=abci.ResponseException(error=f"undecodable request: {err}")
+            except DecodeError as err:  # a client's query or tx is answered in kind
+                kind = request_kind(frame)
+                error = f"undecodable request: {err}"
+                response = (
+                    _fallback(kind, error)
+                    if kind in ("query", "check_tx")
+                    else (abci.Response(exception=abci.ResponseException(error=error)))
                 )
             else:
                 response = await self.handler.handle(request)

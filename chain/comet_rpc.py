@@ -14,6 +14,10 @@ class CometRpcError(Exception):
     """CometBFT answered with an error, or could not be reached."""
 
 
+class CometUnreachable(CometRpcError):
+    """CometBFT's RPC does not answer (down, restarting, overloaded): worth asking again."""
+
+
 def _block_id(data: dict) -> BlockID:
     parts = data.get("parts") or {}
     return BlockID(
@@ -63,7 +67,9 @@ class CometRpc:
                 break
             except (aiohttp.ClientError, TimeoutError, ValueError) as err:
                 if attempt == 2 or not isinstance(err, aiohttp.ClientConnectionError):
-                    raise CometRpcError(f"CometBFT RPC at {self.url} unreachable: {err}") from None
+                    raise CometUnreachable(
+                        f"CometBFT RPC at {self.url} unreachable: {err}"
+                    ) from None
         if "error" in reply:
             error = reply["error"]
             raise CometRpcError(str(error.get("data") or error.get("message")))

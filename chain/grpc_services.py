@@ -29,9 +29,10 @@ from cosmpy.protos.tendermint.types.params_pb2 import BlockParams, ConsensusPara
 from cosmpy.protos.tendermint.types.types_pb2 import BlockID
 
 from dilochain.chain.app import Application, tx_failure
-from dilochain.chain.comet_rpc import CometRpc, CometRpcError
+from dilochain.chain.comet_rpc import CometRpc, CometRpcError, CometUnreachable
 from dilochain.chain.context import QueryContext, QueryHandler
 from dilochain.chain.errors import TxError, codes
+from dilochain.chain.grpc_errors import Readiness
 from dilochain.chain.modules import (
     auth,
     bank,
@@ -57,12 +58,17 @@ APP_VERSION = version("dilochain")  # pyproject.toml's
 
 
 class Services:
-    """Shared state of all servicers: the app, CometBFT's RPC and the Simulate gate."""
+    """Shared state of all servicers: the app, CometBFT's RPC, the Simulate gate and whether
+    the node's state is current."""
 
-    def __init__(self, app: Application, rpc: CometRpc, simulate_gate: SimulateGate | None = None):
+    def __init__(
+        self, app: Application, rpc: CometRpc, simulate_gate: SimulateGate | None = None,
+        readiness: Readiness | None = None,
+    ):  # fmt: skip
         self.app = app
         self.rpc = rpc
         self.simulate_gate = simulate_gate or SimulateGate()
+        self.readiness = readiness or Readiness()
 
 
 class _UsesServices:
@@ -187,6 +193,8 @@ class TxService(_UsesServices, tx_grpc.ServiceServicer):
 async def _block(services: Services, height: int | None, context) -> tuple[BlockID, Block]:
     try:
         return await services.rpc.block(height)
+    except CometUnreachable as err:  # worth asking again, or another node
+        await context.abort(grpc.StatusCode.UNAVAILABLE, str(err))
     except CometRpcError as err:
         await context.abort(grpc.StatusCode.NOT_FOUND, f"block {height}: {err}")
 
@@ -220,7 +228,7 @@ class TendermintService(_UsesServices, tm_grpc.ServiceServicer):
         )
 
     async def GetSyncing(self, request, context):
-        return tm_q.GetSyncingResponse(syncing=False)
+        return tm_q.GetSyncingResponse(syncing=not self.s.readiness.ready)
 
 
 class ConsensusQuery(_UsesServices, consensus_grpc.QueryServicer):

@@ -24,7 +24,11 @@ from dilochain.chain.abci import AbciHandler, AbciServer
 from dilochain.chain.app import Application
 from dilochain.chain.comet_rpc import CometRpc, CometRpcError
 from dilochain.chain.cometbft import cometbft_binary, die_with_parent, port_free
-from dilochain.chain.grpc_errors import DecodeErrorsAsInvalidArgument
+from dilochain.chain.grpc_errors import (
+    DecodeErrorsAsInvalidArgument,
+    Readiness,
+    UnavailableUntilReady,
+)
 from dilochain.chain.grpc_services import APP_VERSION, Services, register_all
 from dilochain.chain.home import db_path, listen_addresses, load_home
 from dilochain.chain.query_router import QueryRouter
@@ -70,13 +74,13 @@ class ChainNode:
     def _cometbft_log(self) -> Path:
         return self.home / "cometbft.log"
 
-    async def _watch_divergence(self, offset: int, every: float = 1.0) -> None:
+    async def _watch_divergence(self, tail: _LogTail, every: float = 1.0) -> None:
         """Return (setting the failure) once CometBFT logs that this node's state differs from
         the network's: it would otherwise retry block sync forever while the node kept serving
         its own, wrong, state."""
         while True:
             await asyncio.sleep(every)
-            line = _divergence_in(self._cometbft_log, offset)
+            line = tail.divergence()
             if line:
                 self.failure = _diverged(line)
                 return
@@ -94,9 +98,9 @@ class ChainNode:
                 preexec_fn=die_with_parent,
             )
 
-    def _exited(self, code: int, offset: int) -> str:
-        """Why CometBFT exited: the divergence it logged past ``offset``, if any."""
-        line = _divergence_in(self._cometbft_log, offset)
+    def _exited(self, code: int, tail: _LogTail) -> str:
+        """Why CometBFT exited: the divergence it logged last, if any."""
+        line = tail.divergence()
         return (
             _diverged(line)
             if line
@@ -104,11 +108,11 @@ class ChainNode:
         )
 
     async def _wait_rpc(
-        self, rpc: CometRpc, cometbft: asyncio.subprocess.Process, log_offset: int
+        self, rpc: CometRpc, cometbft: asyncio.subprocess.Process, tail: _LogTail
     ) -> None:
         for _ in range(600):
             if cometbft.returncode is not None:
-                raise ChainStartError(self._exited(cometbft.returncode, log_offset))
+                raise ChainStartError(self._exited(cometbft.returncode, tail))
             with contextlib.suppress(CometRpcError):
                 await rpc.status()
                 return
@@ -124,10 +128,12 @@ class ChainNode:
                 raise ChainStartError(f"cannot listen on {address} for CometBFT's {name}: in use")
         rpc = CometRpc(self.rpc_address)
         router = QueryRouter(lambda: self.app.height)
+        readiness = Readiness()
         server = grpc.aio.server(
-            interceptors=[DecodeErrorsAsInvalidArgument()], options=[("grpc.so_reuseport", 0)]
+            interceptors=[UnavailableUntilReady(readiness), DecodeErrorsAsInvalidArgument()],
+            options=[("grpc.so_reuseport", 0)],
         )
-        register_all(server, Services(self.app, rpc), self.home.name, router)
+        register_all(server, Services(self.app, rpc, readiness=readiness), self.home.name, router)
         try:
             port = server.add_insecure_port(self.grpc_address)
         except RuntimeError:
@@ -153,31 +159,25 @@ class ChainNode:
         abci_socket = sockets / "abci.sock"
         await abci.start(abci_socket)
         await server.start()
-        log_offset = _size(self._cometbft_log)  # what this run of CometBFT logs comes after
+        tail = _LogTail(self._cometbft_log, _size(self._cometbft_log))  # this run's lines
         cometbft = await self._start_cometbft(abci_socket)
         try:
-            await self._wait_rpc(rpc, cometbft, log_offset)
+            await self._wait_rpc(rpc, cometbft, tail)
             host = self.grpc_address.rsplit(":", 1)[0]
             log.info("chain %s at height %d", self.app.chain_id, self.app.height)
             ready(f"{host}:{port}", self.rpc_address)
             exited = asyncio.ensure_future(cometbft.wait())
             stopped = asyncio.ensure_future(stop.wait())
             failed = asyncio.ensure_future(fatal.wait())
-            diverged = asyncio.ensure_future(self._watch_divergence(log_offset))
-            watched = [asyncio.ensure_future(_watch_mempool(rpc))] if observer else []
+            diverged = asyncio.ensure_future(self._watch_divergence(tail))
+            watched = [asyncio.ensure_future(_watch_readiness(rpc, readiness))]
+            watched += [asyncio.ensure_future(_watch_mempool(rpc))] if observer else []
             await asyncio.wait({exited, stopped, failed, diverged},
                                return_when=asyncio.FIRST_COMPLETED)  # fmt: skip
             for task in [stopped, failed, diverged, *watched]:
                 task.cancel()
             if cometbft.returncode is not None and not stop.is_set() and not self.failure:
-                line = _divergence_in(self._cometbft_log, log_offset)
-                self.failure = (
-                    _diverged(line)
-                    if line
-                    else (
-                        f"cometbft exited with code {cometbft.returncode}; see {self._cometbft_log}"
-                    )
-                )
+                self.failure = self._exited(cometbft.returncode, tail)
         finally:
             await _terminate(cometbft)
             await rpc.close()
@@ -188,9 +188,15 @@ class ChainNode:
             self.store.close()
 
 
+# What CometBFT logs when this node's own state is not the network's: the handshake finding the
+# app's hash is not the one it committed, block sync refusing a block +2/3 of the validators
+# signed, or consensus committing a block this node deems invalid. (A lone "wrong
+# Block.Header.AppHash" from consensus is another validator's bad proposal, prevoted nil: not
+# this node's divergence.)
 DIVERGENCE = re.compile(
-    r"wrong Block\.Header\.AppHash|AppHash does not match|committed an invalid block"
-    r"|app block height .* is higher than|CONSENSUS FAILURE"
+    r"AppHash does not match|app block height .* is higher than|committed an invalid block"
+    r"|CONSENSUS FAILURE|module=blocksync.*wrong Block\.Header\.AppHash"
+    r"|wrong Block\.Header\.AppHash.*module=blocksync"
 )
 
 
@@ -201,16 +207,27 @@ def _size(path: Path) -> int:
         return 0
 
 
-def _divergence_in(log: Path, offset: int) -> str:
-    """The first line past ``offset`` of CometBFT's log that says the node diverged ('' if
-    none)."""
-    try:
-        with log.open("rb") as f:
-            f.seek(offset)
-            text = f.read().decode("utf-8", "replace")
-    except OSError:
-        return ""
-    return next((ln.strip() for ln in text.splitlines() if DIVERGENCE.search(ln)), "")
+class _LogTail:
+    """The lines a log gains past an offset, read a little at a time (never from the start
+    again, so a long-running node's check costs what its log grew since the last one)."""
+
+    def __init__(self, path: Path, offset: int):
+        self.path = path
+        self.offset = offset
+        self._partial = b""
+
+    def divergence(self) -> str:
+        """The first new complete line that says this node diverged ('' if none)."""
+        try:
+            with self.path.open("rb") as f:
+                f.seek(self.offset)
+                data = f.read(1 << 22)
+        except OSError:
+            return ""
+        self.offset += len(data)
+        *lines, self._partial = (self._partial + data).split(b"\n")
+        text = (ln.decode("utf-8", "replace") for ln in lines)
+        return next((ln.strip() for ln in text if DIVERGENCE.search(ln)), "")
 
 
 def _diverged(line: str) -> str:
@@ -219,6 +236,20 @@ def _diverged(line: str) -> str:
         "stops rather than serve it. Move chain.db away together with CometBFT's data/ "
         "folder and start the node again to sync from its peers, or restore a backup"
     )
+
+
+async def _watch_readiness(rpc: CometRpc, readiness: Readiness, every: float = 0.5) -> None:
+    """Keep ``readiness`` current: ready while CometBFT answers and is not catching up (a node
+    started again replays and block-syncs first; its state meanwhile is old)."""
+    while True:
+        try:
+            catching_up = (await rpc.status())["sync_info"]["catching_up"]
+        except CometRpcError:
+            readiness.ready, readiness.why = False, "this node's CometBFT does not answer"
+        else:
+            readiness.ready = not catching_up
+            readiness.why = "this node is catching up with the chain" if catching_up else ""
+        await asyncio.sleep(every)
 
 
 async def _watch_mempool(rpc: CometRpc, every: float = 1.0) -> None:

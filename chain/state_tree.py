@@ -126,6 +126,7 @@ class StateTree:
         path = _path(key)
         if self._leaves.get(path, (None,))[0] != leaf_hash(key, value):
             raise KeyError(f"{key!r} does not hold that value in the tree")
+        self.root  # noqa: B018 - every inner hash cached from the root down, before any sibling
         steps = []
         position, depth, lo, hi = 1, 0, 0, len(self._paths)
         while hi - lo > 1:

@@ -22,12 +22,14 @@ from cosmpy.protos.cosmos.tx.v1beta1.service_pb2 import BroadcastMode, Broadcast
 from google.protobuf.message import Message
 
 from dilochain.chain.errors import codes
-from dilochain.endpoints import TRANSIENT, FailoverChannel, parse_addresses, shown
+from dilochain.endpoints import FailoverChannel, parse_addresses, shown, transient
 from dilochain.protocol.hashing import tx_hash
 from dilochain.protocol.params import DENOM, FeeParams
 
 log = logging.getLogger(__name__)
 TX_IN_CACHE = codes.TX_IN_MEMPOOL  # CometBFT's mempool already holds these bytes
+# A node that could not take a tx now (its CometBFT unreachable, its mempool full): sent again.
+NOT_NOW = (codes.INTERNAL, codes.MEMPOOL_FULL)
 
 
 class ChainUnreachable(Exception):
@@ -185,11 +187,14 @@ def submit(
             raise TxRefused(f"not included in a block within {waited}s")
         if height is not None and (sent_at is None or height >= sent_at + RESEND_BLOCKS):
             sent_at = _send(client, raw, msgs) or sent_at
-            if sent_at == -1:  # its sequence is taken: by itself, or by another tx
+            if sent_at == -1:  # its sequence is taken: by itself, or by another tx of the key
                 found = _lookup(client, digest)
                 if found is not None:
                     return _outcome(found, msgs)
-                raise TxRefused("another tx of this key took its account sequence")
+                log.info("tx %s %s: another tx took its sequence; signing it again", digest,
+                         _kinds(msgs))  # fmt: skip
+                raw, sent_at = _sign_and_send(client, wallet, msgs, deadline)
+                digest = tx_hash(raw).hex().upper()
         time.sleep(poll)
 
 
@@ -208,7 +213,7 @@ def _sign_and_send(
             details = err.details() or ""
             if err.code() == grpc.StatusCode.NOT_FOUND:  # the signer's account does not exist
                 raise TxRefused(f"{details} (an account exists once it holds funds)") from None
-            if err.code() in TRANSIENT and time.monotonic() + 1 < deadline:  # unreachable
+            if transient(err) and time.monotonic() + 1 < deadline:  # unreachable
                 time.sleep(1.0)
                 continue
             if err.code() != grpc.StatusCode.INVALID_ARGUMENT:
@@ -219,6 +224,8 @@ def _sign_and_send(
         else:
             sent_at = _send(client, raw, msgs)
             taken = sent_at == -1
+            if taken and _lookup(client, tx_hash(raw).hex().upper()) is not None:
+                return raw, None  # a node took it, its answer was lost, and it is in a block
         if not taken:
             return raw, sent_at
         if time.monotonic() + 0.5 > deadline:
@@ -228,8 +235,9 @@ def _sign_and_send(
 
 
 def _send(client: LedgerClient, raw: bytes, msgs: tuple[Message, ...]) -> int | None:
-    """Broadcast ``raw``: the height it was sent at (None if no node took it, -1 if its
-    account sequence is taken). CheckTx's other refusals raise :class:`TxRefused`."""
+    """Broadcast ``raw``: the height it was sent at (None if no node took it now: unreachable,
+    its CometBFT unreachable, its mempool full; -1 if its account sequence is taken).
+    CheckTx's other refusals raise :class:`TxRefused`."""
     try:
         height = client.query_height()
         checked = _broadcast_raw(client, raw, msgs)
@@ -238,6 +246,8 @@ def _send(client: LedgerClient, raw: bytes, msgs: tuple[Message, ...]) -> int | 
         return None
     if checked.code in (0, TX_IN_CACHE):  # in (this node's) mempool
         return height
+    if checked.code in NOT_NOW:
+        return None
     if SEQUENCE_TAKEN in checked.raw_log:
         return -1
     raise TxRefused(checked.raw_log)

@@ -26,7 +26,17 @@ TRANSIENT = frozenset({
 })  # fmt: skip
 ATTEMPT_SECONDS = 5.0  # one attempt at a node: a paused node must not hang a call for long
 PATIENCE_SECONDS = 30.0
+# gRPC waits up to 120 s between reconnects to a node that went away; a node back from a
+# restart should be found within a couple of seconds.
+RECONNECT = [("grpc.initial_reconnect_backoff_ms", 500), ("grpc.min_reconnect_backoff_ms", 500),
+             ("grpc.max_reconnect_backoff_ms", 2000)]  # fmt: skip
 MAX_BACKOFF_SECONDS = 4.0
+
+
+def transient(err: grpc.RpcError) -> bool:
+    """Whether a failed call is worth making again, here or at another node (a message over
+    the size limit is RESOURCE_EXHAUSTED too, and no node will take it)."""
+    return err.code() in TRANSIENT and "larger than max" not in (err.details() or "")
 
 
 class AddressError(ValueError):
@@ -83,7 +93,7 @@ class FailoverChannel(grpc.Channel):
         self.addresses = parse_addresses(addresses)
         self.patience = patience
         self.attempt_seconds = attempt_seconds
-        self._channels = [grpc.insecure_channel(a) for a in self.addresses]
+        self._channels = [grpc.insecure_channel(a, options=RECONNECT) for a in self.addresses]
         self._index = 0
         self._down_since: float | None = None  # monotonic time the current outage began
         self._lock = threading.Lock()
@@ -127,7 +137,7 @@ class FailoverChannel(grpc.Channel):
             try:
                 answer = stub.with_call(request, timeout=attempt, **call)
             except grpc.RpcError as err:
-                if err.code() not in TRANSIENT:
+                if not transient(err):
                     raise
                 self._failed(index, err)
                 tried += 1

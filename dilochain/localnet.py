@@ -148,9 +148,10 @@ class ChainProcess:
         self.rpc_address = ""
         self.metrics_url = ""  # once started with metrics
 
-    def start(self, timeout: float = 60.0, first_block: bool = True) -> str:
+    def start(self, timeout: float = 60.0, first_block: bool = True, wait: bool = True) -> str:
         """Start the process and return its gRPC address once it serves (and, with
-        ``first_block``, once the chain has a block)."""
+        ``first_block``, once the chain has a block); without ``wait``, return at once (a
+        node started again keeps its address)."""
         # Started again, it listens where it did before: its clients know that address.
         cmd = [
             sys.executable, "-m", "dilochain.cli.main", "chain", "start",
@@ -182,6 +183,8 @@ class ChainProcess:
                     found.set()
 
         threading.Thread(target=read, daemon=True).start()
+        if not wait:
+            return self.address
         if not found.wait(timeout):
             self.kill()
             raise ChainStartError(f"the chain did not start; see {self.log_path}")
@@ -254,7 +257,7 @@ class ChainProcess:
 
 
 def _restarted(node: ChainProcess) -> subprocess.Popen:
-    node.start(first_block=False)
+    node.start(wait=False)  # replaying or syncing may take long: supervision goes on meanwhile
     assert node.proc is not None
     return node.proc
 

@@ -98,6 +98,19 @@ class Aggregator:
                     logged = True
                 time.sleep(1.0)
 
+    def _decided_commits(self, round_: int) -> list:
+        """A round's commits once the chain has decided their outcomes. The round is decided
+        when this is asked, but the node that answers may be a block or two behind the one that
+        said so (clients fail over between nodes): a pending outcome is asked for again, for up
+        to ``patience`` seconds."""
+        deadline = time.monotonic() + self.patience
+        while True:
+            found = self.poc.commits(self.run_id, round_)
+            pending = [c for c in found if c.outcome == CommitOutcome.COMMIT_OUTCOME_PENDING]
+            if not self.fail_closed or not pending or time.monotonic() > deadline:
+                return found
+            time.sleep(0.5)
+
     def global_state(self, digest: bytes) -> dict[str, torch.Tensor]:
         """The global state the chain names by ``digest``, fetched and checked: bytes that are
         not a state of the run (most of a round's commits may name anything) are an
@@ -145,11 +158,11 @@ class Aggregator:
         known = view.hash if based_on == view.round else view.parent
         base, params = recorded.get(based_on, known), params_of(view.state)
         deltas = []
-        for c in self.poc.commits(self.run_id, view.round):
+        for c in self._decided_commits(view.round):
             if c.base_hash != base or not aggregated(c, self.fail_closed):
                 continue
             try:
-                delta = decompress(self.fetch(c.pseudo_grad_hash))
+                delta = decompress(self.fetch(c.pseudo_grad_hash), params)
             except CompressionError as err:
                 problem = str(err)
             else:

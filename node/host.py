@@ -33,7 +33,7 @@ from dilochain.artifacts.pruning import Ledger, Retention
 from dilochain.artifacts.store import ArtifactError, LocalArtifactStore
 from dilochain.auto_claim import AutoClaimer
 from dilochain.client import TxRefused, submit
-from dilochain.endpoints import TRANSIENT, shown
+from dilochain.endpoints import shown, transient
 from dilochain.failpoints import armed, failpoint
 from dilochain.node import metrics
 from dilochain.node.aggregation import Aggregator, GlobalView
@@ -217,9 +217,9 @@ class HostNode:
         log.info("fetching run %s's dataset from its hosts into %s", self.cfg.run_id, root)
         return Dataset(root, *pins, fetch=self._fetch_data)
 
-    def _fetch_data(self, digest: str, limit: int) -> bytes:
+    def _fetch_data(self, digest: str, limit: int, out) -> None:
         try:
-            return fetch_from_peers(self._peer_endpoints(), bytes.fromhex(digest), limit)
+            fetch_from_peers(self._peer_endpoints(), bytes.fromhex(digest), limit, out=out)
         except ArtifactError as err:
             raise DataUnavailable(f"the run's dataset: {err}") from None
 
@@ -239,7 +239,7 @@ class HostNode:
             try:
                 info = self.poc.round_info(self.cfg.run_id)
             except grpc.RpcError as err:
-                if err.code() not in TRANSIENT or self._stopping.is_set():
+                if not transient(err) or self._stopping.is_set():
                     raise
                 self._stopping.wait(2.0)
                 continue
@@ -326,7 +326,7 @@ class HostNode:
         if previous is not None:
             residual = decode_state(self.store.get(previous.residual_hash))
             if self.rc.overlap:
-                own = decompress(self.store.get(previous.pseudo_grad_hash))
+                own = decompress(self.store.get(previous.pseudo_grad_hash), params_of(view.state))
             if self.rc.carry_inner_state:
                 carried = decode_state(self.store.get(previous.final_hash))
         start = round_start(view.state, own, self.rc.outer_lr, self.rc.outer_momentum)
@@ -443,14 +443,15 @@ class HostNode:
                 self.aggregator.prefetch(prefetch)
             stop.wait(self.cfg.poll_seconds)
 
-    def reveal(self, round_: int, last_height: int) -> None:
+    def reveal(self, round_: int, last_height: int) -> bool:
         """Reveal every challenged segment of this host's round ``round_`` (with Merkle proofs),
-        waiting for the tx no longer than ``last_height``."""
+        waiting for the tx no longer than ``last_height``; whether nothing is left to reveal
+        (False: the tx was refused or not included, and the next poll tries again)."""
         leaves = self.checkpoint_hashes.get(round_)
         mine = [c for c in self.poc.challenges(self.cfg.run_id, round_)
                 if c.host == self.address and not c.revealed]  # fmt: skip
         if not mine or not leaves:
-            return
+            return True
         msgs = []
         for c in mine:
             end = self.behavior.reveal(leaves[c.segment + 1])
@@ -464,12 +465,14 @@ class HostNode:
                 final_proof=merkle_proof(leaves, len(leaves) - 1),
             ))  # fmt: skip
         if not msgs:
-            return
+            return True
         try:
             self._send(*msgs, until_height=last_height)
-            log.info("round %d: revealed segments %s", round_, [c.segment for c in mine])
         except TxRefused as err:
-            log.warning("round %d reveal refused: %s", round_, err)
+            log.warning("round %d reveal refused: %s; trying again", round_, err)
+            return False
+        log.info("round %d: revealed segments %s", round_, [c.segment for c in mine])
+        return True
 
     def _reveal_window(self, round_: int) -> range:
         """The blocks in which round ``round_``'s challenged segments are revealed."""
@@ -481,15 +484,17 @@ class HostNode:
         window opens (whether it committed is the chain's to say: a commit sent before a crash
         may be included after the restart), until ``done``. It never dies of an error: a
         reveal it misses is a slash, so it logs the error and tries again."""
-        revealed: set[int] = set()
+        revealed: set[int] = set()  # rounds with nothing left to reveal
         while not done.is_set():
             try:
                 next_block = self._round_info().height + 1
                 for window in in_flight(self.run_, self.chain_params, next_block):
                     last = self._reveal_window(window.round)
                     if next_block in last and window.round not in revealed:
-                        self.reveal(window.round, last[-1])
-                        revealed.add(window.round)
+                        if self.reveal(window.round, last[-1]):
+                            revealed.add(window.round)
+                        else:
+                            done.wait(1.0)  # refused: again at the next poll, not at once
             except grpc.RpcError as err:
                 log.warning("reveals: chain error %s; retrying", err.code())
             except Exception:  # logged; the next poll tries again
@@ -683,7 +688,7 @@ class HostNode:
                     outcomes.append(sent.outcome)
                 attempted = round_
             except grpc.RpcError as err:  # an outage: the round is tried again if still open
-                if err.code() not in TRANSIENT:
+                if not transient(err):
                     raise
                 if sent is None or sent.round != done:
                     done = before

@@ -14,7 +14,13 @@ from cosmpy.protos.tendermint.abci import types_pb2 as abci
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dilochain.chain.abci import AbciHandler, AbciServer, decode_frames, encode_frame
+from dilochain.chain.abci import (
+    AbciHandler,
+    AbciServer,
+    decode_frames,
+    encode_frame,
+    request_kind,
+)
 from dilochain.chain.errors import codes
 from dilochain.chain.grpc_services import Services, register_all
 from dilochain.chain.query_router import QueryRouter
@@ -239,6 +245,10 @@ def test_socket_server_answers_in_order_and_survives_garbage(tmp_path):
         return [abci.Response.FromString(f) for f in frames]
 
     echo, garbage, flush = asyncio.run(run())
+    # A request that does not decode is still answered in kind where a client could send it.
+    bad_query = abci.Request(query=abci.RequestQuery(path="x")).SerializeToString()
+    bad_query = bad_query.replace(b"x", b"\xff")
+    assert request_kind(bad_query) == "query"
     assert echo.echo.message == "hi"
     assert "undecodable" in garbage.exception.error
     assert flush.WhichOneof("value") == "flush"

@@ -179,3 +179,34 @@ def test_a_global_state_that_is_not_one_of_the_run_is_an_artifact_error(tmp_path
             aggregator.advance(view)
         with pytest.raises(ArtifactError, match="global state"):
             aggregator.latest()
+
+
+class _Lagging(FakePoc):
+    """A node a block behind: the round's outcomes are pending the first time it is asked."""
+
+    def __init__(self, commits):
+        super().__init__(commits)
+        self.asked = 0
+
+    def commits(self, run_id: str, round: int) -> list[RoundCommit]:
+        self.asked += 1
+        if self.asked > 1:
+            return self._commits
+        pending = [RoundCommit() for _ in self._commits]
+        for mine, theirs in zip(pending, self._commits, strict=True):
+            mine.CopyFrom(theirs)
+            mine.outcome = CommitOutcome.COMMIT_OUTCOME_PENDING
+        return pending
+
+
+def test_outcomes_a_lagging_node_shows_pending_are_asked_for_again(tmp_path):
+    params = {n: p.detach().clone() for n, p in build_model(CFG.model_config, 1).named_parameters()}
+    view = GlobalView(0, initial_global(params))
+    local = LocalArtifactStore(tmp_path)
+    step = {k: torch.full_like(v, 0.01) for k, v in params_of(view.state).items()}
+    commits = [accepted(host="a", base_hash=view.hash,
+                        pseudo_grad_hash=local.put(compress(step, "int8")))]  # fmt: skip
+    poc = _Lagging(commits)
+    store = PeerFetchingStore(local, lambda: [], limit=1 << 30)
+    moved = Aggregator(poc, "r", CFG, store, patience=5).advance(view)
+    assert poc.asked == 2 and moved.hash != view.hash

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import random
 import time
+import urllib.request
 
 import aiohttp
 import pytest
@@ -122,6 +124,12 @@ def test_no_query_stops_the_chain(running_chain):
             answered += 1
             assert answer.get("code", 0) != codes.INTERNAL, (path, answer.get("log"))
     assert answered == len(paths) * len(bodies)
+    # A path that is not UTF-8: CometBFT's URI handler passes raw bytes on (0x…).
+    for raw_path in ("0xff", "0xc3", "0x2fff2f"):
+        url = f"http://{address}/abci_query?path={raw_path}&data=0x00"
+        with urllib.request.urlopen(url, timeout=10) as reply:
+            answer = json.load(reply)["result"]["response"]
+        assert answer["code"] == codes.INVALID_REQUEST, answer
     running_chain.process.wait_for_height(start + 3)
     assert rpc_call(address, "status")["node_info"]["network"] == CHAIN_ID
 

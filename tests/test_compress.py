@@ -172,3 +172,18 @@ def test_compressed_garbage_is_rejected():
     for bad in [b"", b"DLQ1", good[:-1], good + b"x", *map(encode_state, mismatched)]:
         with pytest.raises(CompressionError):
             decompress(bad)
+
+
+def test_declared_sizes_are_checked_against_the_model_before_decoding():
+    """A few kilobytes declaring a billion values (every chunk of a DCT layout is a handful of
+    bytes) is refused against the model's own tensors before anything is allocated."""
+    model = {"w": torch.zeros(4, 25), "b": torch.zeros(7)}
+    honest = compress({"w": torch.randn(4, 25), "b": torch.randn(7)}, "dct-top4")
+    assert decompress(honest, model).keys() == model.keys()
+    parts = decode_state(honest)
+    huge = encode_state({**parts, "shape/w": torch.tensor([1 << 15, 1 << 15])})
+    for bad in (huge, compress({"w": torch.randn(100)}, "int8"),
+                compress({"w": torch.randn(4, 25), "b": torch.randn(7), "c": torch.ones(2)},
+                         "int8")):  # fmt: skip
+        with pytest.raises(CompressionError, match="not the model's"):
+            decompress(bad, model)

@@ -221,12 +221,12 @@ def test_a_dataset_fetched_by_hash_arrives_lazily_and_checked(dataset, tmp_path)
     by_hash = {file_sha256(p): p.read_bytes() for p in source.iterdir()}
     asked: list[str] = []
 
-    def fetch(digest: str, limit: int) -> bytes:
+    def fetch(digest: str, limit: int, out) -> None:
         asked.append(digest)
         if digest not in by_hash:
             raise DataUnavailable(f"{digest[:8]} is on no peer")
         assert len(by_hash[digest]) <= limit
-        return by_hash[digest]
+        out.write(by_hash[digest])
 
     data = Dataset(tmp_path / "fetched", pins.manifest_hash, pins.tokenizer_hash, fetch)
     assert asked == [pins.manifest_hash, pins.tokenizer_hash]  # the shards come when used
@@ -247,3 +247,21 @@ def test_a_dataset_fetched_by_hash_arrives_lazily_and_checked(dataset, tmp_path)
     with pytest.raises(DataError, match="is not the run's shard"):  # no re-hash, no re-fetch
         data.prefetch((0,))
     assert asked.count(missing.sha256) == 3
+
+
+def test_sizes_a_manifest_declares_are_bounded_before_anything_is_fetched(dataset, tmp_path):
+    """A manifest is a stranger's file: a shard of 2^40 tokens (whose fetch limit would follow
+    it) or a million shards is refused as it is read, not fetched."""
+    import json as json_module
+
+    from dilochain.training.manifest import MAX_SHARD_TOKENS, MAX_SHARDS, read_manifest
+
+    source, _ = dataset
+    honest = json_module.loads((source / MANIFEST).read_text())
+    huge = {**honest, "shards": [{**honest["shards"][0], "tokens": 1 << 40}]}
+    many = {**honest, "shards": honest["shards"][:1] * (MAX_SHARDS + 1)}
+    for bad, what in ((huge, str(MAX_SHARD_TOKENS)), (many, str(MAX_SHARDS))):
+        path = tmp_path / "manifest.json"
+        path.write_text(json_module.dumps(bad))
+        with pytest.raises(DataError, match=what):
+            read_manifest(path)

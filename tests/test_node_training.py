@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import math
 import os
 import threading
@@ -188,10 +189,14 @@ def test_blob_service_and_peer_fetch(tmp_path):
     server, endpoint = serve_blobs(served, "127.0.0.1:0")
     fetched, sent = FETCHED_BYTES._value.get(), SERVED_BYTES._value.get()
     try:
-        assert fetch_blob(endpoint, digest, len(big)) == big
+        out = io.BytesIO(b"left over from an earlier try")
+        assert fetch_blob(endpoint, digest, len(big), out) == len(big) and out.getvalue() == big
         assert FETCHED_BYTES._value.get() - fetched == SERVED_BYTES._value.get() - sent == len(big)
         with pytest.raises(ArtifactError, match="more than the"):
-            fetch_blob(endpoint, digest, len(big) - 1)  # an endless stream stops at the limit
+            fetch_blob(endpoint, digest, len(big) - 1, out)  # an endless stream stops there
+        with (tmp_path / "streamed").open("wb") as file:  # into a file, never all in memory
+            assert fetch_from_peers([endpoint], digest, len(big), out=file) == b""
+        assert (tmp_path / "streamed").read_bytes() == big
         mine = PeerFetchingStore(LocalArtifactStore(tmp_path / "b"), lambda: [endpoint], len(big))
         assert mine.get(digest) == big and mine.has(digest)
         with pytest.raises(ArtifactError, match="on no peer"):

@@ -107,3 +107,52 @@ def test_a_halt_closes_no_window():
     started = time.monotonic()
     result = submit(chain, wallet(1), timeout=1, poll=0.05, until_height=15)
     assert result.hash == DIGEST and time.monotonic() - started > 3
+
+
+class Scripted(Chain):
+    """CheckTx answers as ``answers`` say, one per broadcast (the last one repeated); txs in
+    ``included`` are in a block."""
+
+    def __init__(self, heights, answers, included=()):
+        super().__init__(heights)
+        self.answers = list(answers)
+        self.included = set(included)
+
+    def _broadcast(self, request):
+        self.broadcasts.append(request.tx_bytes)
+        code, log = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+        if code == 0:
+            self.included.add(tx_hash(request.tx_bytes).hex().upper())
+        return SimpleNamespace(tx_response=SimpleNamespace(code=code, raw_log=log, txhash=""))
+
+    def query_tx(self, digest: str):
+        if digest in self.included:
+            return SimpleNamespace(code=0, hash=digest, height=self.height, raw_log="")
+        raise NotFoundError()
+
+
+TAKEN = (32, "account sequence mismatch: incorrect account sequence")
+
+
+def test_a_tx_whose_sequence_it_took_itself_is_found_not_signed_again(monkeypatch):
+    """A failover resent the bytes to a node that already has them in a block: that node
+    answers 'incorrect account sequence'; the tx is looked up, not signed twice."""
+    chain = Scripted([10], [TAKEN], included={DIGEST})
+    assert submit(chain, wallet(1), timeout=5, poll=0.05).hash == DIGEST
+    assert chain.broadcasts == [RAW]
+
+
+def test_a_full_mempool_or_an_unreachable_cometbft_is_tried_again(monkeypatch):
+    chain = Scripted(list(range(10, 30)), [(20, "mempool is full"), (1, "connection refused"),
+                                           (0, "")])  # fmt: skip
+    assert submit(chain, wallet(1), timeout=30, poll=0.05, until_height=100).hash == DIGEST
+    assert chain.broadcasts == [RAW, RAW, RAW]
+
+
+def test_a_sequence_another_tx_of_the_key_took_is_signed_again(monkeypatch):
+    signed = iter([b"first", b"second"])
+    monkeypatch.setattr(client_module, "_signed", lambda *args, **kwargs: next(signed))
+    # Taken into a mempool that then lost it; sent again: another tx took its sequence.
+    chain = Scripted(list(range(10, 40)), [(19, "tx already exists in cache"), TAKEN, (0, "")])
+    result = submit(chain, wallet(1), timeout=30, poll=0.05, until_height=100)
+    assert result.hash == tx_hash(b"second").hex().upper()

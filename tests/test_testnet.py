@@ -17,7 +17,7 @@ from cosmpy.aerial.client import LedgerClient
 
 from dilochain.chain.home import genesis_path, node_id, read_config
 from dilochain.chain.testnet import free_port, init_testnet, node_homes, rpc_address
-from dilochain.client import network_config
+from dilochain.client import connect, network_config
 from dilochain.genesis.document import load_genesis
 from dilochain.localnet import LocalNetwork, rpc_call
 from dilochain.protocol.params import DENOM
@@ -75,7 +75,9 @@ def test_four_validators_survive_one_down_and_agree(tmp_path):
         down.start(first_block=False)
         target = nodes[0].height()
         down.wait_for_height(target, timeout=120)
-        restarted = LedgerClient(network_config(CHAIN_ID, down.address))  # a new gRPC port
+        # Its gRPC answers UNAVAILABLE until it is no longer catching up (a failover client,
+        # as connect() gives, waits that out).
+        restarted = connect(down.address, CHAIN_ID)
         assert restarted.query_bank_balance(receiver, DENOM) == 27
 
         # Every application's app hash is the one consensus recorded, at every height checked.
@@ -117,7 +119,7 @@ def test_testnet_commands(tmp_path):
         said = [up.stdout.readline() for _ in range(2)]
         assert said[0].startswith("node1 stopped (killed by SIGKILL); starting it again"), said
         assert said[1].strip() == "node1 started again", said
-        before = _height(homes[1])
+        before = _height(homes[0])  # it started at once; its RPC comes up shortly
         deadline = time.monotonic() + 60
         while _height(homes[1]) <= before + 2 and time.monotonic() < deadline:
             time.sleep(0.2)
@@ -130,7 +132,11 @@ def test_testnet_commands(tmp_path):
 
 
 def _height(home: Path) -> int:
-    return int(rpc_call(rpc_address(home), "status")["sync_info"]["latest_block_height"])
+    """The node's latest height (0 while its RPC does not answer)."""
+    try:
+        return int(rpc_call(rpc_address(home), "status")["sync_info"]["latest_block_height"])
+    except OSError:
+        return 0
 
 
 def _chain_pid(home: Path) -> int:

@@ -238,13 +238,19 @@ def _tensor(parts: Tensors, key: str) -> torch.Tensor:
     return decoded[:numel].view(dims)
 
 
-def decompress(data: bytes) -> Tensors:
-    """The float32 pseudo-gradient that compressed bytes stand for."""
+def decompress(data: bytes, like: Tensors | None = None) -> Tensors:
+    """The float32 pseudo-gradient that compressed bytes stand for. With ``like`` (the model's
+    tensors), the names and shapes the bytes declare must be exactly those before anything is
+    decoded: a few megabytes declaring a billion values cost nothing."""
     try:
         parts = decode_state(data)
     except CodecError as err:
         raise CompressionError(f"not a compressed pseudo-gradient: {err}") from None
     names = {k[len(_SHAPE) :] for k in parts if k.startswith(_SHAPE)}
+    if like is not None:
+        declared = {n: tuple(int(d) for d in parts[_SHAPE + n].reshape(-1)) for n in names}
+        if declared != {n: tuple(t.shape) for n, t in like.items()}:
+            raise CompressionError("its tensors are not the model's (names or shapes differ)")
     expected = set()
     for n in names:
         payload = next((p for p in _PAYLOADS if p[0] + n in parts), _PAYLOADS[0])

@@ -15,6 +15,7 @@ import hashlib
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 import torch
@@ -31,10 +32,12 @@ from dilochain.training.manifest import (
 )
 
 _CHUNK = 1 << 22  # tokens per chunk while checking a shard
-MAX_MANIFEST_BYTES = MAX_TOKENIZER_BYTES = 64 << 20  # what a fetch of either may return
+MAX_MANIFEST_BYTES = 16 << 20  # MAX_SHARDS entries of ~130 bytes, with room to spare
+MAX_TOKENIZER_BYTES = 64 << 20  # the largest Hugging Face tokenizer.json files are ~20 MB
 
-# Fetches a file by its sha256 (hex), at most the given bytes; raises DataUnavailable.
-Fetch = Callable[[str, int], bytes]
+# Fetches a file by its sha256 (hex), at most the given bytes, into the given open file;
+# raises DataUnavailable.
+Fetch = Callable[[str, int, BinaryIO], None]
 
 
 def _seeded(*parts: object) -> torch.Generator:
@@ -69,7 +72,8 @@ class Dataset:
             return
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.part")
-        tmp.write_bytes(self.fetch(digest, size))
+        with tmp.open("wb") as out:  # streamed: a shard need not fit in memory
+            self.fetch(digest, size, out)
         tmp.replace(path)
 
     def files(self) -> list[tuple[Path, str]]:

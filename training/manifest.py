@@ -18,6 +18,10 @@ TOKENIZER = "tokenizer.json"
 FORMAT = "dilochain-dataset/1"
 HEX64 = r"^[0-9a-f]{64}$"
 DTYPES = {"uint16": np.dtype("<u2"), "uint32": np.dtype("<u4")}
+# Bounds no run creator chooses: what a host or verifier fetches, holds and hashes for one
+# shard (at most 512 MB), and how many shards a round's assignment ranks.
+MAX_SHARD_TOKENS = 1 << 27
+MAX_SHARDS = 1 << 16
 
 
 class ShardEntry(BaseModel):
@@ -26,7 +30,7 @@ class ShardEntry(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     file: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=128)
     sha256: str = Field(pattern=HEX64)
-    tokens: int = Field(ge=1)
+    tokens: int = Field(ge=1, le=MAX_SHARD_TOKENS)
 
 
 class Manifest(BaseModel):
@@ -39,7 +43,7 @@ class Manifest(BaseModel):
     dtype: Literal["uint16", "uint32"]
     eos_id: int | None = Field(default=None, ge=0)
     heldout: ShardEntry
-    shards: list[ShardEntry] = Field(min_length=1, max_length=1 << 20)
+    shards: list[ShardEntry] = Field(min_length=1, max_length=MAX_SHARDS)
 
     def to_bytes(self) -> bytes:
         """The manifest file's bytes: sorted keys, one entry per line, so equal manifests are

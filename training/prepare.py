@@ -24,6 +24,7 @@ from dilochain.training.errors import DataError
 from dilochain.training.manifest import (
     DTYPES,
     MANIFEST,
+    MAX_SHARDS,
     TOKENIZER,
     Manifest,
     ShardEntry,
@@ -258,6 +259,9 @@ def _write_shards(
             flush()
     flush()
     files = writer.close()
+    if len(files) - 1 > MAX_SHARDS:
+        raise DataError(f"{len(files) - 1} training shards, more than the {MAX_SHARDS} a dataset "
+                        "may have: make the shards larger (--shard-tokens)")  # fmt: skip
     entries = [ShardEntry(file=p.name, sha256=file_sha256(p),
                           tokens=p.stat().st_size // DTYPES[dtype_name].itemsize)
                for p in files]  # fmt: skip

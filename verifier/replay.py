@@ -119,12 +119,13 @@ class CommitArtifacts:
         """Fetch and decode them; raises ArtifactError, CodecError or CompressionError (and, for
         a start pseudo-gradient that does not fit the base, what the outer step raises)."""
         residual_hash, delta_hash = commit.residual_in_hash, commit.start_delta_hash
-        own = decompress(store.get(delta_hash)) if delta_hash else None
-        base = decode_state(store.get(commit.base_hash))
+        base = decode_state(store.get(commit.base_hash))  # no larger than the fetch limit
+        like = params_of(base)  # what the pseudo-gradients may declare, checked before decoding
+        own = decompress(store.get(delta_hash), like) if delta_hash else None
         return cls(
             start=round_start(base, own, cfg.outer_lr, cfg.outer_momentum),
             final=decode_state(store.get(commit.final_hash)),
-            pseudo_grad=decompress(store.get(commit.pseudo_grad_hash)),
+            pseudo_grad=decompress(store.get(commit.pseudo_grad_hash), like),
             residual_in=decode_state(store.get(residual_hash)) if residual_hash else None,
         )
 

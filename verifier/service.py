@@ -25,7 +25,7 @@ from dilochain.artifacts.pruning import Ledger, Retention
 from dilochain.artifacts.store import ArtifactError, LocalArtifactStore
 from dilochain.auto_claim import AutoClaimer
 from dilochain.client import TxRefused, submit
-from dilochain.endpoints import TRANSIENT, ChainAddresses, shown
+from dilochain.endpoints import ChainAddresses, shown, transient
 from dilochain.logs import LogFormat
 from dilochain.metrics_http import MetricsAddress
 from dilochain.poc_client import InsufficientFunds, PocClient, ensure_bonded
@@ -159,7 +159,7 @@ class VerifierService:
                                         self.params.max_model_parameters)  # fmt: skip
             data = self._local_dataset(run) or Dataset(
                 self.cfg.home / "datasets" / pins[0][:16], *pins,
-                fetch=lambda digest, limit: self._fetch_data(run, digest, limit),
+                fetch=lambda digest, limit, out: self._fetch_data(run, digest, limit, out),
             )  # fmt: skip
             data.check_vocab(model.config.vocab_size)
         except DataUnavailable:
@@ -178,10 +178,10 @@ class VerifierService:
         except DataError:
             return None
 
-    def _fetch_data(self, run: Run, digest: str, limit: int) -> bytes:
+    def _fetch_data(self, run: Run, digest: str, limit: int, out) -> None:
         endpoints = [h.endpoint for h in self.poc.hosts(run_id=run.run_id) if h.endpoint]
         try:
-            return fetch_from_peers(endpoints, bytes.fromhex(digest), limit)
+            fetch_from_peers(endpoints, bytes.fromhex(digest), limit, out=out)
         except ArtifactError as err:
             raise DataUnavailable(f"the run's dataset: {err}") from None
 
@@ -349,7 +349,7 @@ class VerifierService:
                     try:
                         self.verdicts += self.step(pool)
                     except grpc.RpcError as err:  # an outage: try again, never exit on it
-                        if err.code() not in TRANSIENT:
+                        if not transient(err):
                             raise
                         log.warning("chain unreachable (%s); retrying", err.code().name)
                         stop.wait(2.0)

@@ -213,17 +213,21 @@ def _judge_verifiers(ctx: Context, c: Challenge, run_id: str, round_: int) -> No
                        f"{reason} on {c.host} segment {c.segment}")  # fmt: skip
 
 
-def _missed_duties(ctx: Context, c: Challenge) -> None:
-    """A primary verifier that sealed no vote on a challenge others decided loses its verifier
-    reward for the epoch (the challenge was doable: its data and checkpoints were there)."""
-    if c.status not in (FAILED, PASSED):
-        return
-    voted = {v.verifier for v in c.votes}
-    for verifier in c.verifiers[: c.primaries]:
-        if verifier not in voted:
+def _missed_duties(ctx: Context, found: list[Challenge]) -> None:
+    """A primary verifier that sealed no vote on any of the round's challenges it was assigned
+    and others decided was absent: it loses its verifier reward for the epoch. (Those
+    challenges were doable: their data and checkpoints were there. A slow verifier that voted
+    on some of them is not absent.)"""
+    assigned: dict[str, list[Challenge]] = {}
+    for c in found:
+        if c.status in (FAILED, PASSED):
+            for verifier in c.verifiers[: c.primaries]:
+                assigned.setdefault(verifier, []).append(c)
+    for verifier, mine in sorted(assigned.items()):
+        if not any(v.verifier == verifier for c in mine for v in c.votes):
             rewards.mark_missed(ctx, verifier)
-            ctx.emit("verifier_missed_duty", run_id=c.run_id, round=c.round, host=c.host,
-                     segment=c.segment, verifier=verifier)  # fmt: skip
+            ctx.emit("verifier_missed_duty", run_id=mine[0].run_id, round=mine[0].round,
+                     verifier=verifier, challenges=len(mine))  # fmt: skip
 
 
 def resolve(ctx: Context, run: Run, round_: int) -> None:
@@ -233,7 +237,8 @@ def resolve(ctx: Context, run: Run, round_: int) -> None:
     params = ctx.params.poc
     failed_hosts: set[str] = set()
     undecided_hosts: set[str] = set()
-    for c in challenges(ctx.store, run.run_id, round_):
+    found = challenges(ctx.store, run.run_id, round_)
+    for c in found:
         count_votes(c, params.quorum, params.verification_mode)
         c.status = _decide(c, params.quorum)
         _save(ctx.store, c)
@@ -244,7 +249,7 @@ def resolve(ctx: Context, run: Run, round_: int) -> None:
         elif c.status == UNDECIDED:
             undecided_hosts.add(c.host)
         _judge_verifiers(ctx, c, run.run_id, round_)
-        _missed_duties(ctx, c)
+    _missed_duties(ctx, found)
     screened = screening.passed(ctx.store, run.run_id, round_)
     for commit in rounds.commits(ctx.store, run.run_id, round_):
         if commit.host in failed_hosts:

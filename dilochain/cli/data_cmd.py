@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
 
 from dilochain.cli.common import CliError
-from dilochain.training.manifest import MANIFEST, read_manifest
+from dilochain.training.manifest import MANIFEST, MAX_SHARD_TOKENS, read_manifest
 from dilochain.training.prepare import (
     DEFAULT_VOCAB,
     PrepareOptions,
@@ -52,8 +52,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _prepare(args: argparse.Namespace) -> int:
     if not 257 <= args.vocab_size <= 1 << 20:
         raise CliError("--vocab-size must be between 257 and 1048576")
-    if args.shard_tokens < 1024 or args.heldout_tokens < 1024:
-        raise CliError("--shard-tokens and --heldout-tokens must be at least 1024")
+    if not (1024 <= args.shard_tokens <= MAX_SHARD_TOKENS
+            and 1024 <= args.heldout_tokens <= MAX_SHARD_TOKENS):  # fmt: skip
+        raise CliError(f"--shard-tokens and --heldout-tokens must be between 1024 and "
+                       f"{MAX_SHARD_TOKENS} (a shard hosts and verifiers fetch)")  # fmt: skip
     options = PrepareOptions(args.vocab_size, args.text_field, args.shard_tokens,
                              args.heldout_tokens)  # fmt: skip
     files = input_files(args.input)
