@@ -14,6 +14,8 @@ from prometheus_client import Counter
 
 from dilochain.artifacts.store import ArtifactError, ArtifactStore
 from dilochain.protocol.endpoint import endpoint_problem
+from dilochain.protocol.grpc_decode import Undecodable, tolerant
+from dilochain.protocol.hashing import HASH_BYTES
 from dilochain.protocol.pb.node.v1 import blob_pb2, blob_pb2_grpc
 
 CHUNK = 1 << 20
@@ -23,15 +25,27 @@ SERVED_BYTES = Counter("dilochain_artifact_served_bytes", "Artifact bytes sent t
 FETCHED_BYTES = Counter("dilochain_artifact_fetched_bytes", "Artifact bytes fetched from peers")
 
 
-class BlobServicer(blob_pb2_grpc.BlobServicer):
-    """Serves one store's artifacts in 1 MiB chunks."""
+class BlobServicer:
+    """Serves one store's artifacts in 1 MiB chunks. Anyone can call it: a request that does
+    not decode or names no sha256 is INVALID_ARGUMENT, never an internal error."""
 
     def __init__(self, store: ArtifactStore):
         self.store = store
 
+    @staticmethod
+    def _digest(request, context) -> bytes:
+        if isinstance(request, Undecodable):
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.error)
+        if len(request.hash) != HASH_BYTES:
+            size = len(request.hash)
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                          f"a hash is {HASH_BYTES} bytes (sha256), not {size}")  # fmt: skip
+        return request.hash
+
     def Get(self, request, context) -> Iterator[blob_pb2.BlobChunk]:
+        digest = self._digest(request, context)
         try:
-            data = self.store.get(request.hash)
+            data = self.store.get(digest)
         except ArtifactError as err:
             context.abort(grpc.StatusCode.NOT_FOUND, str(err))
         for i in range(0, len(data), CHUNK):
@@ -40,7 +54,16 @@ class BlobServicer(blob_pb2_grpc.BlobServicer):
             yield blob_pb2.BlobChunk(data=chunk)
 
     def Has(self, request, context) -> blob_pb2.HasBlobResponse:
-        return blob_pb2.HasBlobResponse(present=self.store.has(request.hash))
+        return blob_pb2.HasBlobResponse(present=self.store.has(self._digest(request, context)))
+
+    def handler(self) -> grpc.GenericRpcHandler:
+        """The ``dilochain.node.v1.Blob`` service, its requests decoded tolerantly."""
+        decode = tolerant(blob_pb2.GetBlobRequest.FromString)
+        encode = lambda message: message.SerializeToString()  # noqa: E731
+        return grpc.method_handlers_generic_handler("dilochain.node.v1.Blob", {
+            "Get": grpc.unary_stream_rpc_method_handler(self.Get, decode, encode),
+            "Has": grpc.unary_unary_rpc_method_handler(self.Has, decode, encode),
+        })  # fmt: skip
 
 
 def serve_blobs(store: ArtifactStore, address: str) -> tuple[grpc.Server, str]:
@@ -48,7 +71,7 @@ def serve_blobs(store: ArtifactStore, address: str) -> tuple[grpc.Server, str]:
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=4), options=[("grpc.so_reuseport", 0)]
     )
-    blob_pb2_grpc.add_BlobServicer_to_server(BlobServicer(store), server)
+    server.add_generic_rpc_handlers((BlobServicer(store).handler(),))
     try:
         port = server.add_insecure_port(address)
     except RuntimeError:

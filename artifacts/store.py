@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
-from dilochain.protocol.hashing import Buffer, content_hash
+from dilochain.protocol.hashing import HASH_BYTES, Buffer, content_hash
 
 
 class ArtifactError(Exception):
@@ -54,6 +54,8 @@ class LocalArtifactStore:
         root.mkdir(parents=True, exist_ok=True)
 
     def _path(self, digest: bytes) -> Path:
+        if len(digest) != HASH_BYTES:  # else b"" would name the store's own folder
+            raise ArtifactError(f"an artifact hash is {HASH_BYTES} bytes, not {len(digest)}")
         name = digest.hex()
         return self.root / name[:2] / name
 

@@ -8,27 +8,13 @@ state is current instead of reading this one's stale state.
 from __future__ import annotations
 
 import grpc
-from google.protobuf.message import DecodeError
 
-
-class _Undecodable:
-    def __init__(self, error: str):
-        self.error = error
-
-
-def _tolerant(deserialize):
-    def decode(raw: bytes):
-        try:
-            return deserialize(raw)
-        except (DecodeError, ValueError, RuntimeError) as err:
-            return _Undecodable(f"request does not decode: {err}")
-
-    return decode
+from dilochain.protocol.grpc_decode import Undecodable, tolerant
 
 
 def _guarded(behavior):
     async def handle(request, context):
-        if isinstance(request, _Undecodable):
+        if isinstance(request, Undecodable):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.error)
         return await behavior(request, context)
 
@@ -44,7 +30,7 @@ class DecodeErrorsAsInvalidArgument(grpc.aio.ServerInterceptor):
             return handler
         return grpc.unary_unary_rpc_method_handler(
             _guarded(handler.unary_unary),
-            request_deserializer=_tolerant(handler.request_deserializer),
+            request_deserializer=tolerant(handler.request_deserializer),
             response_serializer=handler.response_serializer,
         )
 

@@ -7,6 +7,7 @@ connections, so a query never sees a block half applied. Broadcasts and blocks g
 
 from __future__ import annotations
 
+import re
 from importlib.metadata import version
 
 import grpc
@@ -55,6 +56,7 @@ from dilochain.protocol.pb.poc.v1 import query_pb2 as poc_q
 from dilochain.protocol.pb.poc.v1 import query_pb2_grpc as poc_grpc
 
 APP_VERSION = version("dilochain")  # pyproject.toml's
+_TX_HASH = re.compile(r"[0-9A-Fa-f]{64}")
 
 
 class Services:
@@ -175,13 +177,11 @@ class TxService(_UsesServices, tx_grpc.ServiceServicer):
         return tx_s.BroadcastTxResponse(tx_response=result)
 
     async def GetTx(self, request, context):
-        try:
-            digest = bytes.fromhex(request.hash)
-        except ValueError:
-            await context.abort(
-                grpc.StatusCode.INVALID_ARGUMENT, f"invalid tx hash {request.hash!r}"
-            )
-        stored = self.s.app.store.tx(digest)
+        if not _TX_HASH.fullmatch(request.hash):  # never echo more than a hash's length
+            shown = request.hash[:80]
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                f"invalid tx hash {shown!r}: 64 hex digits")  # fmt: skip
+        stored = self.s.app.store.tx(bytes.fromhex(request.hash))
         if stored is None:
             await context.abort(grpc.StatusCode.NOT_FOUND, f"tx not found: {request.hash}")
         response = TxResponse.FromString(stored.result)

@@ -14,6 +14,7 @@ import os
 import shutil
 import tomllib
 from pathlib import Path
+from typing import Annotated
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import (
@@ -22,7 +23,7 @@ from cryptography.hazmat.primitives.serialization import (
     PrivateFormat,
     PublicFormat,
 )
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from dilochain.chain.cometbft import strip_scheme
 from dilochain.genesis.document import (
@@ -33,6 +34,7 @@ from dilochain.genesis.document import (
     parse_genesis,
     save_genesis,
 )
+from dilochain.protocol.endpoint import endpoint_problem
 
 VALIDATOR_POWER = 10
 
@@ -41,14 +43,24 @@ class HomeError(Exception):
     """A chain home that is missing or unusable."""
 
 
+def _listen_address(text: str) -> str:
+    problem = endpoint_problem(text)
+    if problem is not None:
+        raise ValueError(f"{text[:64]!r}: {problem}")
+    return text
+
+
+ListenAddress = Annotated[str, AfterValidator(_listen_address)]
+
+
 class NodeConfig(BaseModel):
     """The settings of ``config.toml`` that dilochain manages (CometBFT defaults the rest)."""
 
     model_config = ConfigDict(extra="forbid")
 
     moniker: str = "dilochain"
-    rpc_address: str = "127.0.0.1:26657"
-    p2p_address: str = "127.0.0.1:26656"
+    rpc_address: ListenAddress = "127.0.0.1:26657"
+    p2p_address: ListenAddress = "127.0.0.1:26656"
     persistent_peers: list[str] = []
     block_time: str = "1s"  # consensus.timeout_commit
     timeout_propose: str = "1s"
@@ -190,9 +202,14 @@ def read_config(home: Path) -> dict:
 def listen_addresses(home: Path) -> tuple[str, str]:
     """CometBFT's RPC and P2P listen addresses (``host:port``) from ``config.toml``."""
     config, defaults = read_config(home), NodeConfig()
-    rpc = config.get("rpc", {}).get("laddr", defaults.rpc_address)
-    p2p = config.get("p2p", {}).get("laddr", defaults.p2p_address)
-    return strip_scheme(rpc), strip_scheme(p2p)
+    found = []
+    for section, default in (("rpc", defaults.rpc_address), ("p2p", defaults.p2p_address)):
+        address = strip_scheme(str(config.get(section, {}).get("laddr", default)))
+        problem = endpoint_problem(address)
+        if problem is not None:
+            raise HomeError(f"{config_path(home)}: [{section}] laddr {address[:64]!r}: {problem}")
+        found.append(address)
+    return found[0], found[1]
 
 
 def init_home(

@@ -18,7 +18,7 @@ class ReadableStore(Protocol):
 
     def get(self, key: bytes) -> bytes | None: ...
 
-    def iterate(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]: ...
+    def iterate(self, prefix: bytes, start: bytes = b"") -> Iterator[tuple[bytes, bytes]]: ...
 
 
 class GasMeter:
@@ -59,15 +59,15 @@ class CacheStore:
         parent = self.parent
         return parent._lookup(key) if isinstance(parent, CacheStore) else parent.get(key)
 
-    def _merged(self, prefix: bytes) -> dict[bytes, bytes]:
+    def _merged(self, prefix: bytes, start: bytes = b"") -> dict[bytes, bytes]:
         parent = self.parent
         merged = (
-            parent._merged(prefix)
+            parent._merged(prefix, start)
             if isinstance(parent, CacheStore)
-            else dict(parent.iterate(prefix))
+            else dict(parent.iterate(prefix, start))
         )
         for key, value in self.writes.items():
-            if key.startswith(prefix):
+            if key.startswith(prefix) and key >= start:
                 if value is None:
                     merged.pop(key, None)
                 else:
@@ -94,9 +94,10 @@ class CacheStore:
         self.meter.consume(GasMeter.DELETE, "Delete")
         self.writes[key] = None
 
-    def iterate(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
-        """(key, value) pairs under ``prefix`` in key order, this layer's writes merged in."""
-        merged = self._merged(prefix)
+    def iterate(self, prefix: bytes, start: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
+        """(key, value) pairs under ``prefix`` in key order (from ``start`` on), this layer's
+        writes merged in."""
+        merged = self._merged(prefix, start)
         for key in sorted(merged):
             self.meter.consume(GasMeter.ITER_NEXT, "IterNext")
             yield key, merged[key]

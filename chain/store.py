@@ -107,18 +107,20 @@ class ChainStore:
             self._cache[key] = value
         return value
 
-    def iterate(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
-        """Committed (key, value) pairs whose key starts with ``prefix``, in key order."""
+    def iterate(self, prefix: bytes, start: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
+        """Committed (key, value) pairs whose key starts with ``prefix``, in key order, from
+        ``start`` on (a page of a list query)."""
         end = _prefix_end(prefix)
+        low = max(prefix, start)
         with self._lock:
             if end is None:
                 rows = self._db.execute(
-                    "SELECT key, value FROM state WHERE key >= ? ORDER BY key", (prefix,)
+                    "SELECT key, value FROM state WHERE key >= ? ORDER BY key", (low,)
                 ).fetchall()
             else:
                 rows = self._db.execute(
                     "SELECT key, value FROM state WHERE key >= ? AND key < ? ORDER BY key",
-                    (prefix, end),
+                    (low, end),
                 ).fetchall()
         return iter(rows)
 

@@ -31,6 +31,8 @@ from dilochain.protocol.pb.poc.v1.types_pb2 import (
     VestingGrant,
 )
 
+PAGE = 500  # items a page of a list query asks for
+
 
 class InsufficientFunds(Exception):
     """An account cannot pay the collateral it must bond."""
@@ -72,13 +74,24 @@ class PocClient:
                 return None
             raise
 
-    def runs(self) -> list[Run]:
-        """Every run."""
-        return list(self._stub.Runs(q.QueryRunsRequest()).runs)
+    def _all(self, call, request, field: str) -> list:
+        """Every item of a paged list query, page after page."""
+        found, key = [], b""
+        while True:
+            request.pagination.CopyFrom(q.PageRequest(key=key, limit=PAGE))
+            answer = call(request)
+            found += getattr(answer, field)
+            key = answer.pagination.next_key
+            if not key:
+                return found
+
+    def runs(self, active: bool = False) -> list[Run]:
+        """Every run (``active``: only those whose last round has not resolved)."""
+        return self._all(self._stub.Runs, q.QueryRunsRequest(active=active), "runs")
 
     def hosts(self, run_id: str) -> list[Host]:
         """The hosts registered in a run."""
-        return list(self._stub.Hosts(q.QueryHostsRequest(run_id=run_id)).hosts)
+        return self._all(self._stub.Hosts, q.QueryHostsRequest(run_id=run_id), "hosts")
 
     def roster(self, run_id: str, round: int) -> list[str] | None:
         """The hosts of one round, sorted (None until the chain draws it as the round's commit
@@ -92,25 +105,27 @@ class PocClient:
 
     def commits(self, run_id: str, round: int) -> list[RoundCommit]:
         """The commits of one round."""
-        return list(self._stub.Commits(q.QueryCommitsRequest(run_id=run_id, round=round)).commits)
+        request = q.QueryCommitsRequest(run_id=run_id, round=round)
+        return self._all(self._stub.Commits, request, "commits")
 
     def global_checkpoints(self, run_id: str) -> list[GlobalCheckpoint]:
         """The recorded global checkpoint of every round so far."""
         request = q.QueryGlobalCheckpointsRequest(run_id=run_id)
-        return list(self._stub.GlobalCheckpoints(request).checkpoints)
+        return self._all(self._stub.GlobalCheckpoints, request, "checkpoints")
 
     def challenges(self, run_id: str, round: int) -> list[Challenge]:
         """The challenges of one round."""
         request = q.QueryChallengesRequest(run_id=run_id, round=round)
-        return list(self._stub.Challenges(request).challenges)
+        return self._all(self._stub.Challenges, request, "challenges")
 
     def slashes(self, address: str = "") -> list[Slash]:
         """Slashes of ``address`` (of everyone when empty)."""
-        return list(self._stub.Slashes(q.QuerySlashesRequest(address=address)).slashes)
+        request = q.QuerySlashesRequest(address=address)
+        return self._all(self._stub.Slashes, request, "slashes")
 
     def verifiers(self) -> list[Verifier]:
         """Registered verifiers."""
-        return list(self._stub.Verifiers(q.QueryVerifiersRequest()).verifiers)
+        return self._all(self._stub.Verifiers, q.QueryVerifiersRequest(), "verifiers")
 
     def beacon(self, run_id: str, round: int) -> Beacon:
         """A round's beacon: verifiers' commitments and secrets, anchor and seed."""
@@ -126,11 +141,11 @@ class PocClient:
     def screens(self, run_id: str, round: int) -> list[Screen]:
         """The screens of a round's commits (votes so far; ``failed`` from the selection on)."""
         request = q.QueryScreensRequest(run_id=run_id, round=round)
-        return list(self._stub.Screens(request).screens)
+        return self._all(self._stub.Screens, request, "screens")
 
     def vesting(self, address: str) -> list[VestingGrant]:
         """``address``'s claimed rewards still vesting or not yet paid, by epoch."""
-        return list(self._stub.Vesting(q.QueryVestingRequest(address=address)).grants)
+        return self._all(self._stub.Vesting, q.QueryVestingRequest(address=address), "grants")
 
     def claimable(self, address: str, epoch: int) -> Claimable:
         """What ``address`` earned in ``epoch`` and whether it was claimed."""

@@ -1,10 +1,14 @@
-"""Coin amounts written the Cosmos way: ``1000udlc`` or ``5udlc,7stake``."""
+"""Coin amounts written the Cosmos way: ``1000udlc`` or ``5udlc,7stake``: ASCII digits, at most
+2^256 - 1, and no denom "e" + digit (``1e30udlc`` would be 1 of ``e30udlc``)."""
 
 from __future__ import annotations
 
 import re
 
-_COIN = re.compile(r"^(\d+)([a-zA-Z][a-zA-Z0-9/:._-]{2,127})$")
+# ASCII digits only (``\d`` would take any script's digits, which ``int`` then reads).
+_COIN = re.compile(r"^([0-9]+)([a-zA-Z][a-zA-Z0-9/:._-]{2,127})$")
+_EXPONENT = re.compile(r"^[eE][0-9]")  # "1e30udlc" is 1 of "e30udlc", never 10^30 udlc
+MAX_AMOUNT = 2**256 - 1  # the SDK's Int bound
 
 
 def parse_coins(text: str) -> dict[str, int]:
@@ -15,6 +19,11 @@ def parse_coins(text: str) -> dict[str, int]:
         if not match:
             raise ValueError(f"invalid coin {part.strip()!r} (expected an amount like 1000udlc)")
         amount, denom = int(match.group(1)), match.group(2)
+        if _EXPONENT.match(denom):
+            raise ValueError(f"invalid coin {part.strip()!r}: write the amount in base units "
+                             "and digits, without an exponent (e.g. 1000000udlc)")  # fmt: skip
+        if amount > MAX_AMOUNT:
+            raise ValueError(f"invalid coin {part.strip()[:40]!r}: amount above 2^256 - 1")
         if denom in coins:
             raise ValueError(f"denom {denom!r} appears twice in {text!r}")
         coins[denom] = amount

@@ -6,6 +6,7 @@ import hashlib
 from collections.abc import Iterable
 
 Buffer = bytes | memoryview  # bytes, or a view of some (a tensor's memory, say)
+HASH_BYTES = 32  # a content hash's length
 
 
 def content_hash(data: Buffer) -> bytes:

@@ -70,7 +70,12 @@ class PocParams(StrictModel):
     quorum: int = Field(default=2, ge=2)
     slash_fraction: Decimal = Field(default=Decimal("0.3"), ge=0, le=1)
     verifier_slash_fraction: Decimal = Field(default=Decimal("0.05"), ge=0, le=1)
-    min_verifier_collateral: int = Field(default=1_000_000, ge=0)
+    # Withholding a committed beacon secret re-rolls the round's seed; a re-roll can save a
+    # cheating host at most its slash, so it costs the withholder at least that: runs may ask
+    # hosts for no more than beacon_withhold_slash_fraction x min_verifier_collateral /
+    # slash_fraction (checked in MsgCreateRun).
+    beacon_withhold_slash_fraction: Decimal = Field(default=Decimal("0.3"), ge=0, le=1)
+    min_verifier_collateral: int = Field(default=10_000_000, ge=0)
     verification_mode: Literal["exact", "tolerance"] = "exact"
     # Relative L2 distance allowed between a replayed and a revealed checkpoint (tolerance mode)
     # of an fp32 run; bench/replay_tolerance.py measures honest noise and cheats around it.
@@ -98,6 +103,18 @@ class PocParams(StrictModel):
     # A run's model, estimated from its config's sizes, may not be larger: every host and
     # verifier builds it, so a run creator must not choose what that costs them.
     max_model_parameters: int = Field(default=10_000_000_000, ge=1)
+    # Creating a run escrows this plus so much per byte of its config from the creator,
+    # refunded when the run ends: every host and verifier reads, stores and works on every
+    # run, so a run costs its creator what it costs the network while it lasts.
+    run_deposit: int = Field(default=1_000_000, ge=0)
+    run_deposit_per_byte: int = Field(default=100, ge=0)
+    # A run's commit window is at most this many blocks, so a commit stays slashable for at
+    # most round_period(max_round_blocks) blocks: from its commit to its round's resolution.
+    max_round_blocks: int = Field(default=10_000, ge=1)
+    # Unbonding collateral is paid out only after unbonding_period_seconds *and* this many
+    # blocks, at least the longest a commit stays slashable, so withdrawing right after a
+    # commit never escapes its slash (a genesis rule, checked below).
+    unbonding_blocks: int = Field(default=10_100, ge=0)
     # A round's outer step needs at least this many accepted pseudo-gradients; with fewer the
     # global state carries over unchanged (a round a straggler or an outage left thin).
     min_hosts_per_round: int = Field(default=1, ge=1)
@@ -113,6 +130,28 @@ class PocParams(StrictModel):
         if self.quorum > self.verifiers_per_challenge:
             raise ValueError("quorum cannot exceed verifiers_per_challenge")
         return self
+
+    @model_validator(mode="after")
+    def _unbonding_outlasts_a_round(self) -> PocParams:
+        slashable = self.slashable_blocks
+        if self.unbonding_blocks < slashable:
+            raise ValueError(f"unbonding_blocks must be at least {slashable}, the longest a "
+                             "commit stays slashable (max_round_blocks and a round's "
+                             "verification windows): else withdrawing escapes a slash")  # fmt: skip
+        return self
+
+    @property
+    def slashable_blocks(self) -> int:
+        """The longest a commit stays slashable: the longest commit window, then its round's
+        verification; the least ``unbonding_blocks`` may be."""
+        return self.max_round_blocks + verification_blocks(self)
+
+
+def verification_blocks(params) -> int:
+    """Blocks from a round's commit window to its resolution: beacon, reveal, verdict and
+    verdict-opening windows (of :class:`PocParams` or the chain's ``Params`` message)."""
+    return (params.beacon_reveal_blocks + params.reveal_window_blocks
+            + params.verdict_window_blocks + params.verdict_open_blocks)  # fmt: skip
 
 
 class RewardParams(StrictModel):

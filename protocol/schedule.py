@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from dilochain.protocol.params import PocParams
+from dilochain.protocol.params import PocParams, verification_blocks
 from dilochain.protocol.pb.poc.v1.types_pb2 import Run, RunConfig
 
 
@@ -75,13 +75,7 @@ def round_period(round_blocks: int, params: PocParams) -> int:
     """Blocks from one round's start to the next: commit window, beacon window (ending with the
     selection block), reveal window, verdict window, verdict-opening window (ending with the
     resolution block)."""
-    return (
-        round_blocks
-        + params.beacon_reveal_blocks
-        + params.reveal_window_blocks
-        + params.verdict_window_blocks
-        + params.verdict_open_blocks
-    )
+    return round_blocks + verification_blocks(params)
 
 
 def round_stride(run: Run, params: PocParams) -> int:
@@ -96,7 +90,7 @@ def overlap_problem(round_blocks: int, params: PocParams) -> str | None:
     """Why an overlapped run cannot have commit windows of ``round_blocks`` blocks (None if it
     can): a round's verification must end inside the next round's commit window, so that a
     host has round r-1's aggregate when round r+1 begins."""
-    verification = round_period(round_blocks, params) - round_blocks
+    verification = verification_blocks(params)
     if verification < round_blocks:
         return None
     return (f"an overlapped run needs round_blocks above the {verification} blocks a round's "

@@ -110,8 +110,14 @@ def test_cheaters_are_slashed_and_honest_hosts_are_not(tmp_path):
             screens += poc.screens("adv", r)
 
     slashed = {s.address for s in slashes}
-    for found in beacons:  # every verifier (a restarted one too) committed and opened in time
-        assert len(found.entries) == len(VERIFIERS) and all(e.secret for e in found.entries)
+    # Every registered verifier (a restarted one too) committed and opened in time. A lazy one
+    # slashed below the minimum in round 0 is removed (its next commitment refused) until its
+    # service notices, bonds the minimum again and registers anew.
+    honest = {address[h] for h, b in zip(verifier_homes, VERIFIERS, strict=True) if b == "honest"}
+    assert len(beacons[0].entries) == len(VERIFIERS)
+    for found in beacons:
+        assert honest <= {e.verifier for e in found.entries}
+        assert all(e.secret for e in found.entries)
     screened_out = {x.host for x in screens if x.failed}
     for home, behavior in zip(host_homes, HONEST + CHEATS, strict=True):
         a = address[home]
@@ -140,7 +146,8 @@ def test_cheaters_are_slashed_and_honest_hosts_are_not(tmp_path):
             assert bonded[home] == COLLATERAL
             assert "already voted" not in (home / "verifier.log").read_text()  # restart-safe
             continue
-        assert bonded[home] < COLLATERAL, behavior
+        # Slashed (its service may have bonded the minimum again since, to register anew).
+        assert sum(int(s.amount) for s in mine) > 0, behavior
         # Caught on honest hosts' challenges, that passed as always-pass and copy voted.
         caught = [s for s in mine if s.reason.startswith(LAZY_SLASH[behavior])
                   and (s.round, s.reason.rsplit(" on ", 1)[-1]) in passed]  # fmt: skip

@@ -15,7 +15,7 @@ from dilochain.chain.modules import bank, collateral, registry
 from dilochain.chain.modules.collateral import MODULE_ACCOUNT
 from dilochain.protocol import model_config
 from dilochain.protocol.hashing import tx_hash
-from dilochain.protocol.params import DENOM
+from dilochain.protocol.params import DENOM, PocParams
 from dilochain.protocol.pb.poc.v1.tx_pb2 import (
     MsgCreateRun,
     MsgDepositCollateral,
@@ -149,7 +149,10 @@ def test_overdraft_rejected_at_check_and_in_block(chain):
 
 
 def test_collateral_deposit_withdraw_and_unbonding(tmp_path):
-    chain = local_chain(tmp_path, {A: 10_000_000}, poc={"unbonding_period_seconds": 0})
+    poc = {"unbonding_period_seconds": 0, "max_round_blocks": 2, "beacon_reveal_blocks": 2,
+           "reveal_window_blocks": 1, "verdict_window_blocks": 1, "verdict_open_blocks": 2,
+           "unbonding_blocks": 8}  # fmt: skip
+    chain = local_chain(tmp_path, {A: 10_000_000}, poc=poc)
     deposit = MsgDepositCollateral(depositor=A, amount="3000000")
     withdraw = MsgWithdrawCollateral(depositor=A, amount="1000000")
     assert chain.broadcast(signed_tx(ALICE, [deposit], sequence=0, account_number=0)).code == 0
@@ -158,11 +161,25 @@ def test_collateral_deposit_withdraw_and_unbonding(tmp_path):
     assert collateral.bonded(view, A) == 3_000_000
     assert bank.balance(view, MODULE_ACCOUNT, DENOM) == 3_000_000
     assert chain.broadcast(signed_tx(ALICE, [withdraw], sequence=1, account_number=0)).code == 0
-    chain.block()  # unbonding period 0: paid out at the end of the same block
+    chain.block()
+    created = chain.app.height
+    (entry,) = collateral.info(chain.app.committed_view(), A).unbonding
+    assert entry.completion_height == created + 8
+    # Its time (0 s) has come, but it stays slashable for unbonding_blocks blocks.
+    while chain.app.height < created + 7:
+        chain.block()
+        assert len(collateral.info(chain.app.committed_view(), A).unbonding) == 1
+    chain.block()
     view = chain.app.committed_view()
     assert collateral.bonded(view, A) == 2_000_000
     assert collateral.info(view, A).unbonding == []
     assert bank.balance(view, A, DENOM) == 10_000_000 - 2_000_000 - 2 * FEE
+
+
+def test_unbonding_must_outlast_a_slashable_commit():
+    with pytest.raises(ValueError, match="unbonding_blocks must be at least 8"):
+        PocParams(max_round_blocks=2, beacon_reveal_blocks=2, reveal_window_blocks=1,
+                  verdict_window_blocks=1, verdict_open_blocks=2, unbonding_blocks=7)  # fmt: skip
 
 
 def test_unbonding_waits_for_its_completion_time(chain):
@@ -327,6 +344,20 @@ def test_a_run_whose_model_no_one_could_build_is_refused(chain):
         assert result.code == codes.INVALID_REQUEST and message in result.raw_log, result.raw_log
 
 
+def test_a_run_s_host_slash_may_not_exceed_what_withholding_a_secret_costs(chain):
+    """Withholding a beacon secret re-rolls a round's seed, worth at most a cheater's slash: a
+    run may not put more at stake for a host than that costs a verifier (0.3 x 10,000,000)."""
+    results = []
+    for seq, amount in enumerate(["10000001", "10000000"]):
+        config = make_run_config(FAKE_DATA, "tiny", min_collateral=amount)
+        create = MsgCreateRun(creator=A, run_id=f"stake{seq}", config=config)
+        results.append(chain.broadcast(signed_tx(ALICE, [create], sequence=0, account_number=0)))
+    refused, taken = results
+    assert refused.code == codes.INVALID_REQUEST
+    assert "a host's slash (3000000.3) may not exceed" in refused.raw_log, refused.raw_log
+    assert taken.code == 0, taken.raw_log
+
+
 def test_host_endpoints_are_host_port_only(chain):
     """Every peer and verifier dials a host's endpoint: a unix socket, a URL, a 200 KB string
     are refused; names, IPv4 and bracketed IPv6 addresses are taken."""
@@ -358,3 +389,29 @@ def test_host_endpoints_are_host_port_only(chain):
     deposit = MsgDepositCollateral(depositor=A, amount="10")
     result = chain.broadcast(signed_tx(ALICE, [deposit, register], sequence=1, account_number=0))
     assert result.code == codes.INVALID_REQUEST and "endpoint:" in result.raw_log
+
+
+def test_a_run_escrows_a_deposit_that_grows_with_its_config_and_comes_back(chain):
+    """Creating a run costs what it costs the network while it lasts: a deposit of the base
+    plus so much per byte of its config, refunded to the creator when the run ends."""
+    params = chain.app.params.poc
+    config = make_run_config(FAKE_DATA, "tiny", round_blocks=2, total_rounds=1)
+    deposit = registry.run_deposit(params, config)
+    assert deposit == params.run_deposit + params.run_deposit_per_byte * config.ByteSize()
+    before = balance(chain, A)
+    create = MsgCreateRun(creator=A, run_id="paid", config=config)
+    result = chain.broadcast(signed_tx(ALICE, [create], sequence=0, account_number=0))
+    assert result.code == 0
+    chain.block()
+    view = chain.app.committed_view()
+    fee = before - balance(chain, A) - deposit
+    assert 0 < fee < 10_000 and bank.balance(view, registry.RUNS_ACCOUNT, DENOM) == deposit
+    assert registry.get_run(view, "paid").deposit == str(deposit)
+    while registry.active_runs(chain.app.committed_view()):
+        chain.block()
+    assert balance(chain, A) == before - fee
+    assert bank.balance(chain.app.committed_view(), registry.RUNS_ACCOUNT, DENOM) == 0
+    poor = local_chain(chain.app.store.path.parent / "poor", {B: deposit - 1})
+    refused = poor.broadcast(signed_tx(BOB, [MsgCreateRun(creator=B, run_id="x", config=config)],
+                                       sequence=0, account_number=0))  # fmt: skip
+    assert refused.code == codes.INSUFFICIENT_FUNDS

@@ -143,7 +143,7 @@ def test_selection_is_fixed_once_the_commit_window_closes(net, tmp_path):
 
 def test_withholding_a_secret_costs_collateral_and_is_the_only_lever(net, tmp_path):
     """The last verifier to open can choose between two seeds (open or withhold), and pays
-    ``verifier_slash_fraction`` of its collateral for withholding."""
+    ``beacon_withhold_slash_fraction`` of its collateral for withholding."""
     w = window(net)
     for v in VERIFIERS:
         assert commit_beacon(net, v).code == 0
@@ -158,7 +158,7 @@ def test_withholding_a_secret_costs_collateral_and_is_the_only_lever(net, tmp_pa
     bonded = int(collateral.info(net.view, last).bonded)
     (slash,) = slashing.slashes(withheld.view, last)
     assert slash.reason == "withheld its beacon secret"
-    assert int(slash.amount) == bonded * 5 // 100  # verifier_slash_fraction 0.05
+    assert int(slash.amount) == bonded * 3 // 10  # beacon_withhold_slash_fraction 0.3
     assert int(collateral.info(withheld.view, last).bonded) == bonded - int(slash.amount)
     assert beacon.seed(net.view, "r", 0) != beacon.seed(withheld.view, "r", 0)
     assert not slashing.slashes(net.view, last)

@@ -16,6 +16,7 @@ from dilochain.chain.modules import (
     rewards,
     rounds,
     slashing,
+    verifiers,
 )
 from dilochain.protocol import schedule
 from dilochain.protocol import verdict as sealing
@@ -48,7 +49,8 @@ TOKENS = CFG.inner_steps * CFG.batch_size * CFG.seq_len
 LEAVES = [hashlib.sha256(bytes([i])).digest() for i in range(3)]  # H/k = 2 segments
 POC = {"sampling_rate": "1", "beacon_reveal_blocks": 2, "reveal_window_blocks": 2,
        "verdict_window_blocks": 2, "verdict_open_blocks": 2,
-       "verifiers_per_challenge": 3, "quorum": 2, "min_verifier_collateral": 500}  # fmt: skip
+       "verifiers_per_challenge": 3, "quorum": 2, "min_verifier_collateral": 1000,
+       "max_round_blocks": 4, "unbonding_blocks": 12}  # fmt: skip
 
 
 class Chain:
@@ -310,7 +312,43 @@ def test_selection_is_recomputable(net):
 def test_verifier_needs_collateral(tmp_path):
     chain = Chain(tmp_path)
     result = chain.send(VERIFIERS[0], MsgRegisterVerifier(verifier=addr(VERIFIERS[0])))
-    assert result.code == codes.INSUFFICIENT_FUNDS and "needs 500" in result.raw_log
+    assert result.code == codes.INSUFFICIENT_FUNDS and "needs 1000" in result.raw_log
+
+
+def test_a_verifier_slashed_below_the_minimum_is_removed_until_it_registers_again(tmp_path):
+    net = start_round_0(Chain(tmp_path, verifier_slash_fraction="0.9"))
+    v0, v1, v2 = VERIFIERS
+    window = schedule.window_at(registry.get_run(net.view, "r"), net.c.app.params.poc, 2)
+    net.blocks_until(window.selection)
+    for host in (HONEST, CHEAT, LAZY):
+        for segment in (0, 1):
+            assert net.send(host, reveal(host, segment)).code == 0
+            for v in VERIFIERS:
+                assert vote(net, v, host, segment, True).code == 0
+    net.sealed = [m for m in net.sealed if m.verifier != addr(v2)]  # v2 opens none of its votes
+    open_votes(net, window)
+    net.blocks_until(window.resolution)
+    view = net.view
+    assert {s.reason.split(" on ")[0] for s in slashing.slashes(view, addr(v2))} == {
+        "did not open its vote"}  # fmt: skip
+    held = collateral.info(view, addr(v2))
+    assert int(held.bonded) < 1000 and held.locked == "0"  # 90% a vote; its reservation released
+    assert {v.address for v in verifiers.verifiers(view)} == {addr(v0), addr(v1)}
+    # No more duties: round 1's challenges go to the two left.
+    for host in (HONEST, CHEAT, LAZY):
+        assert commit_round(net, host, 1).code == 0
+    one = schedule.round_window(registry.get_run(net.view, "r"), net.c.app.params.poc, 1)
+    net.blocks_until(one.selection)
+    assert all(set(c.verifiers) == {addr(v0), addr(v1)}
+               for c in challenges.challenges(net.view, "r", 1))  # fmt: skip
+    refused = net.send(v2, seal(v2, HONEST, 0, True, round_=1))
+    assert refused.code != 0
+    # Bonding the minimum again and registering brings it back.
+    again = net.send(v2, MsgDepositCollateral(depositor=addr(v2), amount="1000"),
+                     MsgRegisterVerifier(verifier=addr(v2)))  # fmt: skip
+    assert again.code == 0, again.raw_log
+    net.c.block()
+    assert addr(v2) in {v.address for v in verifiers.verifiers(net.view)}
 
 
 def play_round(net, round_, hosts, failing=()):

@@ -88,7 +88,11 @@ def test_chain_start_without_cometbft(tmp_path, capsys, monkeypatch):
         (["chain", "start", "--block-time", "10ms"], "between 50ms and 60s"),
         (["keys", "show", "ghost"], "no key named 'ghost'"),
         (["keys", "list"], "no keyring"),
-        (["chain", "add-genesis-account", ADDRESS, "1e30"], "base units"),
+        (["chain", "add-genesis-account", ADDRESS, "1e30"], "without an exponent"),
+        (["chain", "add-genesis-account", ADDRESS, "1e30udlc"], "without an exponent"),
+        (["chain", "add-genesis-account", ADDRESS, "\u0665udlc"], "invalid coin"),
+        (["chain", "init", "--chain-id", "n-1", "--rpc-address", "localhost"], "--rpc-address"),
+        (["chain", "init", "--chain-id", "n-1", "--p2p-address", "h:0"], "--p2p-address"),
     ],
 )
 def test_user_errors_are_one_line(tmp_path, capsys, argv, needle):

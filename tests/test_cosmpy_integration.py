@@ -13,6 +13,7 @@ from cosmpy.aerial.tx import Transaction
 from cosmpy.protos.cosmos.bank.v1beta1 import query_pb2 as bank_q
 from cosmpy.protos.cosmos.bank.v1beta1.tx_pb2 import MsgSend
 from cosmpy.protos.cosmos.base.v1beta1.coin_pb2 import Coin
+from cosmpy.protos.cosmos.tx.v1beta1 import service_pb2 as tx_s
 from cosmpy.protos.cosmos.tx.v1beta1.service_pb2 import BroadcastMode, BroadcastTxRequest
 
 from dilochain.chain.errors import codes
@@ -158,6 +159,16 @@ def test_garbage_requests_are_invalid_argument(running_chain):
             balance(bank_q.QueryBalanceRequest(address="d" * 3_000_000, denom=DENOM), timeout=10)
         assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert len(err.value.details()) < 300 and "3000000 chars" in err.value.details()
+        get_tx = channel.unary_unary(
+            "/cosmos.tx.v1beta1.Service/GetTx",
+            request_serializer=tx_s.GetTxRequest.SerializeToString,
+            response_deserializer=tx_s.GetTxResponse.FromString,
+        )
+        for bad in ("ab" * 1_500_000, "zz" * 32, "ab" * 31):
+            with pytest.raises(grpc.RpcError) as err:
+                get_tx(tx_s.GetTxRequest(hash=bad), timeout=10)
+            assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert len(err.value.details()) < 200 and "64 hex digits" in err.value.details()
 
 
 def test_every_tx_sent_is_logged_with_its_hash_and_codes(running_chain, caplog):

@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import torch
+from tokenizers import Tokenizer, models, pre_tokenizers
 
 from dilochain.testutil import shipped_data
 from dilochain.training.dataset import (
@@ -214,6 +215,28 @@ def test_data_prepare_cli(tmp_path):
                            capture_output=True, text=True, timeout=120)  # fmt: skip
     assert again.returncode == 1 and "Traceback" not in again.stderr
     assert again.stderr.startswith("error: ") and "exists and is not empty" in again.stderr
+
+
+def test_hostile_inputs_to_prepare_are_one_line_errors(tmp_path):
+    """JSON nested past the recursion limit, an --out that is a file, a tokenizer whose ids lie
+    outside its vocabulary (they would wrap around in the shards' dtype)."""
+    texts = _texts(tmp_path)
+    deep = tmp_path / "deep.jsonl"
+    deep.write_text("[" * 100_000 + "]" * 100_000 + "\n")
+    with pytest.raises(DataError, match=r"deep\.jsonl:1: JSON nested too deeply"):
+        list(documents([deep], "text"))
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(DataError, match="exists and is not a folder"):
+        _prepare([texts], tmp_path / "file")
+    sparse = tmp_path / "sparse.json"
+    words = Tokenizer(models.WordLevel({"[UNK]": 0, "the": 1}, unk_token="[UNK]"))
+    words.pre_tokenizer = pre_tokenizers.Whitespace()
+    words.save(str(sparse))
+    doc = json.loads(sparse.read_text())
+    doc["model"]["vocab"]["the"] = 70_000  # past uint16, in a vocabulary of 2
+    sparse.write_text(json.dumps(doc))
+    with pytest.raises(DataError, match="token id 70000, outside its vocabulary of 2"):
+        _prepare([texts], tmp_path / "sparse", tokenizer=sparse)
 
 
 def test_a_dataset_fetched_by_hash_arrives_lazily_and_checked(dataset, tmp_path):

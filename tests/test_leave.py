@@ -76,7 +76,8 @@ def test_a_leaving_host_is_held_until_its_round_resolves_then_unbonds(net):
     # Round 1: its commit is refused; after the unbonding period the collateral is paid back.
     assert commit_round(net, HONEST, 1).code != 0
     balance = bank.balance(net.view, addr(HONEST), DENOM)
-    while net.c.app.last_block_time_ns // 10**9 < entry.completion_time_unix:
+    while (net.c.app.last_block_time_ns // 10**9 < entry.completion_time_unix
+           or net.c.app.height < entry.completion_height):  # fmt: skip
         net.c.block()
     net.c.block()
     assert bank.balance(net.view, addr(HONEST), DENOM) == balance + BOND

@@ -73,7 +73,9 @@ def test_start_reads_the_home_config_and_logs_json(running_chain, run_id, operat
            "--key", "op", "--run", "ghost", "--chain", running_chain.address]  # fmt: skip
     init = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     assert init.returncode == 0, init.stderr
-    one_line_error(node(home, chain=running_chain.address), "unknown run 'ghost'")
+    # The config serves metrics on 127.0.0.1:9464; a test must not take a fixed port.
+    result = node(home, "--metrics-address", "", chain=running_chain.address)
+    one_line_error(result, "unknown run 'ghost'")
     # Flags override the file; JSON log lines for collectors.
     env = {**os.environ, "DILOCHAIN_KEYRING_PASSWORD": PASSWORD}
     cmd = [
@@ -238,7 +240,7 @@ def test_run_create_pins_model_tokenizer_and_data_and_checks_them_first(
                          "--round-blocks", "30", "--outer-lr", "0.5", "--inner-lr", "1e-3",
                          "--reset-inner-state", chain=chain)  # fmt: skip
     assert created.returncode == 0, created.stderr[-2000:]
-    assert "qwen2 model" in created.stdout
+    assert "qwen2 model" in created.stdout and "udlc escrowed until it ends" in created.stdout
     with PocClient(chain) as poc:
         assert all(poc.run(f"bad{i}") is None for i in range(len(mistakes)))
         run = poc.run("qwen-run")

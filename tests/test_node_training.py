@@ -8,6 +8,7 @@ import math
 import os
 import threading
 
+import grpc
 import pytest
 import torch
 from hypothesis import given, settings
@@ -24,6 +25,7 @@ from dilochain.artifacts.blob_service import (
 )
 from dilochain.artifacts.store import ArtifactError, LocalArtifactStore
 from dilochain.chain.testnet import free_port
+from dilochain.protocol.pb.node.v1 import blob_pb2, blob_pb2_grpc
 from dilochain.testutil import shipped_data
 from dilochain.training.diloco import (
     initial_global,
@@ -206,6 +208,32 @@ def test_blob_service_and_peer_fetch(tmp_path):
         with pytest.raises(ArtifactError):
             other.get(digest)
         assert not other.has(digest)
+    finally:
+        server.stop(grace=0)
+
+
+def test_the_blob_service_answers_garbage_and_malformed_hashes_in_kind(tmp_path):
+    """Anyone can call a host's blob service: bytes that are no request, and hashes of any
+    length, are INVALID_ARGUMENT (never INTERNAL, never a path outside the store)."""
+    served = LocalArtifactStore(tmp_path / "a")
+    digest = served.put(b"x")
+    server, endpoint = serve_blobs(served, "127.0.0.1:0")
+    try:
+        with grpc.insecure_channel(endpoint) as channel:
+            has = channel.unary_unary("/dilochain.node.v1.Blob/Has")  # raw bytes in and out
+            get = channel.unary_stream("/dilochain.node.v1.Blob/Get")
+            for call in (lambda b: has(b, timeout=10), lambda b: list(get(b, timeout=10))):
+                with pytest.raises(grpc.RpcError) as err:
+                    call(b"\xff\xff\xff")
+                assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+                assert "does not decode" in err.value.details()
+                for bad in (b"", b"\x01", b"\x02" * 33, b"\x03" * 100_000):
+                    with pytest.raises(grpc.RpcError) as err:
+                        call(blob_pb2.GetBlobRequest(hash=bad).SerializeToString())
+                    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+                    assert "a hash is 32 bytes" in err.value.details()
+            stub = blob_pb2_grpc.BlobStub(channel)
+            assert stub.Has(blob_pb2.GetBlobRequest(hash=digest), timeout=10).present
     finally:
         server.stop(grace=0)
 

@@ -36,7 +36,7 @@ def test_duties_commit_and_open_the_beacon_every_round(running_chain, caplog, tm
         start_delay_blocks=3,
     )
     submit(client, creator, MsgCreateRun(creator=str(creator.address()), run_id="b", config=cfg))
-    submit(client, verifier, MsgDepositCollateral(depositor=address, amount="1000000"),
+    submit(client, verifier, MsgDepositCollateral(depositor=address, amount="10000000"),
            MsgRegisterVerifier(verifier=address))  # fmt: skip
     poc = PocClient(running_chain.address)
 

@@ -79,8 +79,9 @@ def test_cache_view_equals_applied_writes(base, writes):
         def get(self, key):
             return base.get(key)
 
-        def iterate(self, prefix):
-            return iter(sorted((k, v) for k, v in base.items() if k.startswith(prefix)))
+        def iterate(self, prefix, start=b""):
+            return iter(sorted((k, v) for k, v in base.items()
+                               if k.startswith(prefix) and k >= start))  # fmt: skip
 
     cache = CacheStore(Dict())
     for key, value in writes.items():

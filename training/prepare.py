@@ -55,8 +55,10 @@ def load_tokenizer(path: Path) -> Tokenizer:
     not one."""
     try:
         return Tokenizer.from_file(str(path))
-    except Exception as err:  # the Rust library raises bare Exceptions
-        first = str(err).splitlines()[0]
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as err:  # bare Exceptions, and pyo3's PanicException (a BaseException)
+        first = (str(err).splitlines() or [type(err).__name__])[0]
         raise DataError(f"{path}: not a tokenizers tokenizer.json ({first})") from None
 
 
@@ -111,6 +113,8 @@ def _jsonl_file(path: Path, field: str, advance: Advance) -> Iterator[str]:
                 record = json.loads(line)
             except ValueError:
                 raise DataError(f"{path}:{number}: not a JSON line") from None
+            except RecursionError:
+                raise DataError(f"{path}:{number}: JSON nested too deeply") from None
             text = record.get(field) if isinstance(record, dict) else None
             if not isinstance(text, str):
                 raise DataError(f"{path}:{number}: no text field {field!r}")
@@ -217,6 +221,8 @@ def prepare(
 ) -> Pins:
     """Write a dataset folder from ``docs`` (called once per pass over the input); trains a
     tokenizer unless ``tokenizer_file`` is given. The folder appears complete or not at all."""
+    if out.exists() and not out.is_dir():
+        raise DataError(f"{out}: exists and is not a folder")
     if out.exists() and any(out.iterdir()):
         raise DataError(f"{out}: exists and is not empty")
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -249,8 +255,11 @@ def _write_shards(
 
     def flush() -> None:
         for encoding in tokenizer.encode_batch(batch, add_special_tokens=False):
-            ids = encoding.ids + ([eos] if eos is not None else [])
-            writer.write(np.asarray(ids, dtype=np.int64))
+            ids = np.asarray(encoding.ids + ([eos] if eos is not None else []), dtype=np.int64)
+            if len(ids) and ids.max() >= vocab:  # it would wrap around in the shard's dtype
+                raise DataError(f"the tokenizer gives token id {ids.max()}, outside its "
+                                f"vocabulary of {vocab}")  # fmt: skip
+            writer.write(ids)
         batch.clear()
 
     for doc in docs:

@@ -87,7 +87,7 @@ class RoundDuties:
         """Do whatever the next block's place in each run's schedule calls for, in every round
         in flight (several when rounds overlap); a run whose duties fail (hostile input, a bug)
         is logged and the others go on."""
-        for run in self.poc.runs():
+        for run in self.poc.runs(active=True):
             try:
                 self._run_duties(run)
             except grpc.RpcError:

@@ -6,6 +6,7 @@ long and must not wait for a replay."""
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 import time
@@ -52,6 +53,9 @@ from dilochain.verifier.round_duties import RoundDuties, send_batched
 from dilochain.verifier.screening import screen_commit
 
 log = logging.getLogger(__name__)
+# Every so many passes a verifier checks it is still registered (a slash below the minimum
+# removes it): ~15 s at the default poll.
+REGISTRATION_CHECK_PASSES = 50
 
 
 class VerifierConfig(BaseModel):
@@ -137,6 +141,18 @@ class VerifierService:
         except TxRefused as err:
             raise VerifierError(f"verifier registration refused: {err}") from None
         log.info("registered as a verifier")
+
+    def _stay_registered(self) -> None:
+        """Register again after a slash left this verifier below the minimum and the chain
+        removed it (topping its bond up from its balance); if it cannot, say so and go on."""
+        if any(v.address == self.address for v in self.poc.verifiers()):
+            return
+        log.warning("no longer a registered verifier (a slash left less than the minimum "
+                    "bonded); bonding the minimum again and registering")  # fmt: skip
+        try:
+            self.ensure_registered()
+        except VerifierError as err:
+            log.error("%s; checking again later", err)
 
     def _dataset(self, run: Run) -> Dataset | None:
         """The run's dataset, if this verifier can work for the run (it has or can fetch the
@@ -283,7 +299,7 @@ class VerifierService:
         (the round-duties thread opens them). A run whose work fails in a way no other run's
         does (hostile artifacts, a bug) is logged and passed over; the others go on."""
         voted = 0
-        for run in self.poc.runs():
+        for run in self.poc.runs(active=True):
             try:
                 voted += self._work_on(run, pool)
             except grpc.RpcError:
@@ -345,8 +361,12 @@ class VerifierService:
             if self.cfg.auto_claim:
                 AutoClaimer(self.poc, self.address, self._send).start(done)
             with ThreadPoolExecutor(max_workers=self.cfg.jobs) as pool:
-                while not stop.is_set():
+                for passes in itertools.count(1):
+                    if stop.is_set():
+                        break
                     try:
+                        if passes % REGISTRATION_CHECK_PASSES == 0:
+                            self._stay_registered()
                         self.verdicts += self.step(pool)
                     except grpc.RpcError as err:  # an outage: try again, never exit on it
                         if not transient(err):

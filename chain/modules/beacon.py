@@ -6,7 +6,7 @@ the round's *anchor*, recorded one block later: its proposer chose it without kn
 secret. In the beacon window that follows (``beacon_reveal_blocks`` blocks, ending with the
 selection block) verifiers open their secrets (``MsgRevealBeacon``). At the end of the
 selection block the seed is ``mix(anchor, opened secrets)``; a verifier that committed and
-did not open is slashed ``verifier_slash_fraction``. Once the last commitment is in, the only
+did not open is slashed ``beacon_withhold_slash_fraction``. Once the last commitment is in, the only
 choice left to anyone is a committed verifier's to withhold its secret, which costs it that
 slash (docs/DESIGN.md weighs this last-revealer bias).
 """
@@ -75,7 +75,7 @@ def _close(ctx: Context, run: Run, round_: int) -> None:
              committed=len(found.entries), opened=len(opened))  # fmt: skip
     for entry in found.entries:
         if not entry.secret:
-            slashing.slash(ctx, entry.verifier, ctx.params.poc.verifier_slash_fraction,
+            slashing.slash(ctx, entry.verifier, ctx.params.poc.beacon_withhold_slash_fraction,
                            run.run_id, round_, "withheld its beacon secret")  # fmt: skip
 
 
@@ -92,9 +92,8 @@ def end_block(ctx: Context) -> None:
 
 
 # ---- messages -------------------------------------------------------------------------------
-def _open_round(ctx: Context, run_id: str, round_: int, verifier: str) -> schedule.Window:
+def _open_round(ctx: Context, run_id: str, round_: int) -> schedule.Window:
     run = registry.require_run(ctx.store, run_id)
-    verifiers.require_verifier(ctx.store, verifier)
     if round_ >= run.config.total_rounds:
         raise TxError(codes.INVALID_REQUEST, f"run {run_id!r} has no round {round_}")
     return schedule.round_window(run, ctx.params.poc, round_)
@@ -109,7 +108,8 @@ def require_beacon_window(ctx: Context, window: schedule.Window, what: str) -> N
 
 
 def _handle_commit(ctx: Context, msg: MsgCommitBeacon) -> MsgCommitBeaconResponse:
-    window = _open_round(ctx, msg.run_id, msg.round, msg.verifier)
+    window = _open_round(ctx, msg.run_id, msg.round)
+    verifiers.require_verifier(ctx.store, msg.verifier)
     if not window.start <= ctx.height <= window.end:
         raise TxError(codes.INVALID_REQUEST, f"beacon commitments for round {msg.round} are "
                       f"taken in blocks {window.start}-{window.end}")  # fmt: skip
@@ -125,8 +125,9 @@ def _handle_commit(ctx: Context, msg: MsgCommitBeacon) -> MsgCommitBeaconRespons
 
 
 def _handle_reveal(ctx: Context, msg: MsgRevealBeacon) -> MsgRevealBeaconResponse:
-    require_beacon_window(ctx, _open_round(ctx, msg.run_id, msg.round, msg.verifier),
-                          "beacon secrets")  # fmt: skip
+    # No registration check: a commitment made while registered may be opened after a slash
+    # removed the verifier (else that removal would cost it a second slash).
+    require_beacon_window(ctx, _open_round(ctx, msg.run_id, msg.round), "beacon secrets")
     key = _entry_key(msg.run_id, msg.round, msg.verifier)
     raw = ctx.store.get(key)
     if raw is None:

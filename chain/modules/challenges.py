@@ -32,6 +32,7 @@ from dilochain.chain.modules import (
     slashing,
     verifiers,
 )
+from dilochain.chain.pagination import page
 from dilochain.chain.state import CacheStore
 from dilochain.protocol import schedule
 from dilochain.protocol import verdict as sealing
@@ -386,8 +387,9 @@ MSGS = [
 def _query_challenges(
     ctx: QueryContext, request: q.QueryChallengesRequest
 ) -> q.QueryChallengesResponse:
-    found = challenges(ctx.store, request.run_id, request.round)
-    return q.QueryChallengesResponse(challenges=found)
+    prefix = _prefix(request.run_id, request.round)
+    found, pages = page(ctx.store, prefix, request.pagination, Challenge.FromString)
+    return q.QueryChallengesResponse(challenges=found, pagination=pages)
 
 
 QUERIES: dict[str, QueryHandler] = {

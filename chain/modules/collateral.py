@@ -2,7 +2,9 @@
 
 Bonded collateral sits in the module account (so total supply is unchanged) and is what a later
 slash takes from. A withdrawal starts an unbonding entry paid out at the end of the first block
-whose time passes its completion time. The registry locks the minimum a registered host must keep.
+whose time passes its completion time and that is ``unbonding_blocks`` past the withdrawal (so
+it outlasts every commit that can still be slashed). The registry locks the minimum a registered
+host must keep.
 """
 
 from __future__ import annotations
@@ -50,14 +52,15 @@ def _queue_key(completion: int, address: str, entry_id: int) -> bytes:
     return b"unbq/%012d/" % completion + address.encode() + b"/%d" % entry_id
 
 
-def _entry_value(amount: int, created: int) -> bytes:
-    return b"%d/%d" % (amount, created)
+def _entry_value(amount: int, created: int, due: int) -> bytes:
+    return b"%d/%d/%d" % (amount, created, due)
 
 
-def _parse_entry(value: bytes) -> tuple[int, int]:
-    """(amount, height the withdrawal was made at) of an unbonding entry."""
-    amount, created = value.split(b"/")
-    return int(amount), int(created)
+def _parse_entry(value: bytes) -> tuple[int, int, int]:
+    """(amount, height the withdrawal was made at, first height it may be paid at) of an
+    unbonding entry."""
+    amount, created, due = value.split(b"/")
+    return int(amount), int(created), int(due)
 
 
 def bonded(store: CacheStore, address: str) -> int:
@@ -97,12 +100,12 @@ def slash(ctx: Context, address: str, fraction, infraction_height: int | None = 
     set_int(ctx.store, _bonded_key(address), have - amount)
     if infraction_height is not None:
         for key, value in ctx.store.iterate(b"unb/" + address.encode() + b"/"):
-            held, created = _parse_entry(value)
+            held, created, due = _parse_entry(value)
             if created < infraction_height:
                 continue
             taken = int(held * fraction)
             completion, entry_id = (int(part) for part in key.split(b"/")[-2:])
-            value = _entry_value(held - taken, created)
+            value = _entry_value(held - taken, created, due)
             ctx.store.set(key, value)
             ctx.store.set(_queue_key(completion, address, entry_id), value)
             amount += taken
@@ -114,12 +117,12 @@ def slash(ctx: Context, address: str, fraction, infraction_height: int | None = 
 def info(store: CacheStore, address: str) -> CollateralInfo:
     """Bonded and unbonding collateral of ``address``."""
     prefix = b"unb/" + address.encode() + b"/"
-    entries = [
-        UnbondingEntry(
-            amount=str(_parse_entry(value)[0]), completion_time_unix=int(key.split(b"/")[-2])
-        )
-        for key, value in store.iterate(prefix)
-    ]
+    entries = []
+    for key, value in store.iterate(prefix):
+        amount, _, due = _parse_entry(value)
+        completion = int(key.split(b"/")[-2])
+        entries.append(UnbondingEntry(amount=str(amount), completion_time_unix=completion,
+                                      completion_height=due))  # fmt: skip
     return CollateralInfo(
         address=address,
         bonded=str(bonded(store, address)),
@@ -162,21 +165,26 @@ def start_unbonding(ctx: Context, who: str, amount: int) -> int:
     completion = ctx.time_s + ctx.params.poc.unbonding_period_seconds
     entry_id = get_int(store, _NEXT_ID)
     set_int(store, _NEXT_ID, entry_id + 1)
-    store.set(_entry_key(who, completion, entry_id), _entry_value(amount, ctx.height))
-    store.set(_queue_key(completion, who, entry_id), _entry_value(amount, ctx.height))
+    value = _entry_value(amount, ctx.height, ctx.height + ctx.params.poc.unbonding_blocks)
+    store.set(_entry_key(who, completion, entry_id), value)
+    store.set(_queue_key(completion, who, entry_id), value)
     ctx.emit("withdraw_collateral", depositor=who, amount=amount, completion_time=completion)
     return completion
 
 
 def end_block(ctx: Context) -> None:
-    """Pay out every unbonding entry whose completion time has passed."""
+    """Pay out every unbonding entry whose completion time has passed and that has waited
+    ``unbonding_blocks`` blocks (the longest a commit before it stays slashable)."""
     denom = ctx.params.poc.collateral_denom
     due = []
     for key, value in ctx.store.iterate(b"unbq/"):
         _, completion, address, entry_id = key.decode().split("/")
         if int(completion) > ctx.time_s:
             break
-        due.append((key, int(completion), address, int(entry_id), _parse_entry(value)[0]))
+        amount, _, due_height = _parse_entry(value)
+        if ctx.height < due_height:
+            continue  # its time has come, its blocks not yet
+        due.append((key, int(completion), address, int(entry_id), amount))
     for key, completion, address, entry_id, amount in due:
         ctx.store.delete(key)
         ctx.store.delete(_entry_key(address, completion, entry_id))

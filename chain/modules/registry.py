@@ -6,9 +6,11 @@ import re
 
 from dilochain.chain.context import Context, MsgSpec, QueryContext, QueryHandler, parse_amount
 from dilochain.chain.errors import TxError, codes
-from dilochain.chain.modules import collateral
+from dilochain.chain.modules import bank, collateral
+from dilochain.chain.pagination import page
 from dilochain.chain.state import CacheStore
 from dilochain.protocol import model_config
+from dilochain.protocol.address import module_address
 from dilochain.protocol.compression import compression_problem
 from dilochain.protocol.endpoint import endpoint_problem
 from dilochain.protocol.params import PocParams
@@ -26,6 +28,7 @@ from dilochain.protocol.pb.poc.v1.types_pb2 import Params as ParamsProto
 from dilochain.protocol.schedule import overlap_problem, rosters_drawn_at, window_at
 
 _RUN_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+RUNS_ACCOUNT = module_address("runs")  # where run deposits wait for their runs to end
 
 
 def _run_key(run_id: str) -> bytes:
@@ -62,14 +65,24 @@ def _active_key(run_id: str) -> bytes:
 def active_runs(store: CacheStore) -> list[Run]:
     """Runs whose last round has not resolved yet: the only ones end-of-block work visits, so a
     block's work does not grow with the number of finished runs."""
-    found = (get_run(store, k[len(b"active/") :].decode()) for k, _ in store.iterate(b"active/"))
+    found = (get_run(store, v.decode()) for _, v in store.iterate(b"active/"))
     return [run for run in found if run is not None]
 
 
+def run_deposit(params: PocParams, config: RunConfig) -> int:
+    """What creating a run with ``config`` escrows (``run_deposit`` + per byte of config)."""
+    return params.run_deposit + params.run_deposit_per_byte * config.ByteSize()
+
+
 def retire(ctx: Context, run: Run) -> None:
-    """Take a finished run out of the active set (it stays queryable)."""
+    """Take a finished run out of the active set (it stays queryable) and refund its deposit."""
     ctx.store.delete(_active_key(run.run_id))
     ctx.emit("run_finished", run_id=run.run_id)
+    if run.deposit and int(run.deposit):
+        denom = ctx.params.poc.collateral_denom
+        bank.send(ctx, RUNS_ACCOUNT, run.creator, {denom: int(run.deposit)})
+        ctx.emit("run_deposit_refunded", run_id=run.run_id, creator=run.creator,
+                 amount=f"{run.deposit}{denom}")  # fmt: skip
 
 
 def hosts(store: CacheStore, run_id: str) -> list[Host]:
@@ -115,7 +128,11 @@ def _validate_config(cfg: RunConfig, params: PocParams) -> None:
         if not ok:
             raise TxError(codes.INVALID_REQUEST, f"config: {what}")
 
-    parse_amount(cfg.min_collateral, "config.min_collateral")
+    host_slash = params.slash_fraction * parse_amount(cfg.min_collateral, "config.min_collateral")
+    withhold = params.beacon_withhold_slash_fraction * params.min_verifier_collateral
+    need(host_slash <= withhold, f"min_collateral: a host's slash ({host_slash:f}) may not exceed "
+         f"what withholding a beacon secret costs a verifier ({withhold:f}), or re-rolling a "
+         "round's seed would pay for a cheater")  # fmt: skip
     try:
         model_config.check_budget(cfg.model_config, params.max_model_parameters)
     except model_config.ModelConfigError as err:
@@ -123,6 +140,8 @@ def _validate_config(cfg: RunConfig, params: PocParams) -> None:
     need(cfg.seq_len > 0, "seq_len must be positive")
     need(cfg.batch_size > 0 and cfg.round_blocks > 0 and cfg.total_rounds > 0,
          "batch_size, round_blocks and total_rounds must be positive")  # fmt: skip
+    need(cfg.round_blocks <= params.max_round_blocks,
+         f"round_blocks above the chain's maximum {params.max_round_blocks}")  # fmt: skip
     need(cfg.inner_steps > 0, "inner_steps must be positive")
     # A segment's middle state, which only a replay computes, fingerprints a verifier's vote.
     need(cfg.checkpoint_interval >= 2, "checkpoint_interval must be at least 2")
@@ -238,16 +257,21 @@ def _handle_create_run(ctx: Context, msg: MsgCreateRun) -> MsgCreateRunResponse:
     limit = ctx.params.poc.max_active_runs
     if sum(1 for _ in ctx.store.iterate(b"active/")) >= limit:
         raise TxError(codes.INVALID_REQUEST, f"the chain already runs its maximum of {limit} runs")
+    deposit = run_deposit(ctx.params.poc, msg.config)
+    if deposit:
+        bank.send(ctx, msg.creator, RUNS_ACCOUNT, {ctx.params.poc.collateral_denom: deposit})
     run = Run(
         run_id=msg.run_id,
         creator=msg.creator,
         config=msg.config,
         created_height=ctx.height,
         start_height=ctx.height + 1 + msg.config.start_delay_blocks,
+        deposit=str(deposit),
     )
     ctx.store.set(_run_key(msg.run_id), run.SerializeToString())
-    ctx.store.set(_active_key(msg.run_id), b"1")
-    ctx.emit("create_run", run_id=msg.run_id, creator=msg.creator)
+    ctx.store.set(_active_key(msg.run_id), msg.run_id.encode())
+    ctx.emit("create_run", run_id=msg.run_id, creator=msg.creator,
+             deposit=f"{deposit}{ctx.params.poc.collateral_denom}")  # fmt: skip
     return MsgCreateRunResponse()
 
 
@@ -292,12 +316,19 @@ def _query_run(ctx: QueryContext, request: q.QueryRunRequest) -> q.QueryRunRespo
 
 
 def _query_runs(ctx: QueryContext, request: q.QueryRunsRequest) -> q.QueryRunsResponse:
-    return q.QueryRunsResponse(runs=runs(ctx.store))
+    if request.active:  # what verifiers work on: bounded by max_active_runs
+        found, pages = page(ctx.store, b"active/", request.pagination,
+                            lambda run_id: require_run(ctx.store, run_id.decode()))  # fmt: skip
+    else:
+        found, pages = page(ctx.store, b"run/", request.pagination, Run.FromString)
+    return q.QueryRunsResponse(runs=found, pagination=pages)
 
 
 def _query_hosts(ctx: QueryContext, request: q.QueryHostsRequest) -> q.QueryHostsResponse:
     require_run(ctx.store, request.run_id)
-    return q.QueryHostsResponse(hosts=hosts(ctx.store, request.run_id))
+    prefix = b"host/" + request.run_id.encode() + b"/"
+    found, pages = page(ctx.store, prefix, request.pagination, Host.FromString)
+    return q.QueryHostsResponse(hosts=found, pagination=pages)
 
 
 def _query_roster(ctx: QueryContext, request: q.QueryRosterRequest) -> q.QueryRosterResponse:

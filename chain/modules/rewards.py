@@ -25,6 +25,7 @@ from dilochain.chain.address import require_address
 from dilochain.chain.context import Context, MsgSpec, QueryContext, QueryHandler, get_int, set_int
 from dilochain.chain.errors import TxError, codes
 from dilochain.chain.modules import bank
+from dilochain.chain.pagination import page
 from dilochain.chain.state import CacheStore
 from dilochain.protocol.params import Params
 from dilochain.protocol.pb.poc.v1 import query_pb2 as q
@@ -245,8 +246,11 @@ def _query_claimable(
 
 def _query_vesting(ctx: QueryContext, request: q.QueryVestingRequest) -> q.QueryVestingResponse:
     address = require_address(request.address, "address")
-    found = grants(ctx.store, ctx.params, address, ctx.height)
-    return q.QueryVestingResponse(grants=found)
+    found, pages = page(ctx.store, _grant_prefix(address), request.pagination,
+                        VestingGrant.FromString)  # fmt: skip
+    for grant in found:
+        grant.vested = str(_vested(ctx.params, grant, ctx.height))
+    return q.QueryVestingResponse(grants=found, pagination=pages)
 
 
 QUERIES: dict[str, QueryHandler] = {

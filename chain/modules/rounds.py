@@ -17,6 +17,7 @@ from collections import Counter
 from dilochain.chain.context import Context, MsgSpec, QueryContext, QueryHandler
 from dilochain.chain.errors import TxError, codes
 from dilochain.chain.modules import registry
+from dilochain.chain.pagination import page
 from dilochain.chain.state import CacheStore
 from dilochain.protocol.merkle import verify_merkle_proof
 from dilochain.protocol.pb.poc.v1 import query_pb2 as q
@@ -172,14 +173,17 @@ def _query_round_info(
 
 
 def _query_commits(ctx: QueryContext, request: q.QueryCommitsRequest) -> q.QueryCommitsResponse:
-    return q.QueryCommitsResponse(commits=commits(ctx.store, request.run_id, request.round))
+    prefix = _round_prefix(request.run_id, request.round)
+    found, pages = page(ctx.store, prefix, request.pagination, RoundCommit.FromString)
+    return q.QueryCommitsResponse(commits=found, pagination=pages)
 
 
 def _query_global_checkpoints(
     ctx: QueryContext, request: q.QueryGlobalCheckpointsRequest
 ) -> q.QueryGlobalCheckpointsResponse:
-    found = global_checkpoints(ctx.store, request.run_id)
-    return q.QueryGlobalCheckpointsResponse(checkpoints=found)
+    prefix = b"global/" + request.run_id.encode() + b"/"
+    found, pages = page(ctx.store, prefix, request.pagination, GlobalCheckpoint.FromString)
+    return q.QueryGlobalCheckpointsResponse(checkpoints=found, pagination=pages)
 
 
 QUERIES: dict[str, QueryHandler] = {

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dilochain.chain.context import Context, MsgSpec, QueryContext, QueryHandler
 from dilochain.chain.errors import TxError, codes
 from dilochain.chain.modules import beacon, registry, rounds, verifiers
+from dilochain.chain.pagination import page
 from dilochain.chain.state import CacheStore
 from dilochain.protocol import schedule
 from dilochain.protocol.pb.poc.v1 import query_pb2 as q
@@ -84,7 +85,9 @@ MSGS = [MsgSpec(MsgSubmitScreen, "verifier", _handle_screen)]
 
 
 def _query_screens(ctx: QueryContext, request: q.QueryScreensRequest) -> q.QueryScreensResponse:
-    return q.QueryScreensResponse(screens=screens(ctx.store, request.run_id, request.round))
+    prefix = _prefix(request.run_id, request.round)
+    found, pages = page(ctx.store, prefix, request.pagination, Screen.FromString)
+    return q.QueryScreensResponse(screens=found, pagination=pages)
 
 
 QUERIES: dict[str, QueryHandler] = {"Screens": _query_screens}

@@ -6,7 +6,8 @@ from __future__ import annotations
 from decimal import Decimal
 
 from dilochain.chain.context import Context, QueryContext, QueryHandler, get_int, set_int
-from dilochain.chain.modules import collateral, rewards
+from dilochain.chain.modules import collateral, rewards, verifiers
+from dilochain.chain.pagination import page
 from dilochain.chain.state import CacheStore
 from dilochain.protocol.pb.poc.v1 import query_pb2 as q
 from dilochain.protocol.pb.poc.v1.types_pb2 import Slash
@@ -22,6 +23,7 @@ def slash(
     ``infraction_height``), forfeit its unvested rewards, and record why."""
     amount = collateral.slash(ctx, address, fraction, infraction_height)
     rewards.forfeit_unvested(ctx, address)
+    verifiers.remove_if_uncovered(ctx, address)
     seq = get_int(ctx.store, _SEQ)
     set_int(ctx.store, _SEQ, seq + 1)
     record = Slash(address=address, run_id=run_id, round=round_, amount=str(amount),
@@ -30,14 +32,19 @@ def slash(
     ctx.emit("slash", address=address, run_id=run_id, round=round_, amount=amount, reason=reason)
 
 
+def _slash_prefix(address: str = "") -> bytes:
+    return b"slash/" + (address.encode() + b"/" if address else b"")
+
+
 def slashes(store: CacheStore, address: str = "") -> list[Slash]:
     """Slashes of one address (or all), oldest first per address."""
-    prefix = b"slash/" + (address.encode() + b"/" if address else b"")
-    return [Slash.FromString(v) for _, v in store.iterate(prefix)]
+    return [Slash.FromString(v) for _, v in store.iterate(_slash_prefix(address))]
 
 
 def _query_slashes(ctx: QueryContext, request: q.QuerySlashesRequest) -> q.QuerySlashesResponse:
-    return q.QuerySlashesResponse(slashes=slashes(ctx.store, request.address))
+    prefix = _slash_prefix(request.address)
+    found, pages = page(ctx.store, prefix, request.pagination, Slash.FromString)
+    return q.QuerySlashesResponse(slashes=found, pagination=pages)
 
 
 QUERIES: dict[str, QueryHandler] = {"Slashes": _query_slashes}

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dilochain.chain.context import Context, MsgSpec, QueryContext, QueryHandler
 from dilochain.chain.errors import TxError, codes
 from dilochain.chain.modules import collateral
+from dilochain.chain.pagination import page
 from dilochain.chain.state import CacheStore
 from dilochain.protocol.pb.poc.v1 import query_pb2 as q
 from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgRegisterVerifier, MsgRegisterVerifierResponse
@@ -45,13 +46,28 @@ def _handle_register_verifier(
     return MsgRegisterVerifierResponse()
 
 
+def remove_if_uncovered(ctx: Context, address: str) -> None:
+    """After a slash: a verifier left with less bonded collateral than the minimum is removed
+    (its reservation released), so it gets no more challenges or beacon duties until it bonds
+    enough and registers again, as a jailed host must. Commitments it sealed before (beacon
+    secrets, votes) it may still open."""
+    need = ctx.params.poc.min_verifier_collateral
+    if not is_verifier(ctx.store, address) or collateral.bonded(ctx.store, address) >= need:
+        return
+    ctx.store.delete(_key(address))
+    collateral.release(ctx.store, address, need)
+    ctx.emit("remove_verifier", verifier=address,
+             bonded=collateral.bonded(ctx.store, address))  # fmt: skip
+
+
 MSGS = [MsgSpec(MsgRegisterVerifier, "verifier", _handle_register_verifier)]
 
 
 def _query_verifiers(
     ctx: QueryContext, request: q.QueryVerifiersRequest
 ) -> q.QueryVerifiersResponse:
-    return q.QueryVerifiersResponse(verifiers=verifiers(ctx.store))
+    found, pages = page(ctx.store, b"verifier/", request.pagination, Verifier.FromString)
+    return q.QueryVerifiersResponse(verifiers=found, pagination=pages)
 
 
 QUERIES: dict[str, QueryHandler] = {"Verifiers": _query_verifiers}

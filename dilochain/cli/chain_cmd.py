@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import re
 import signal
 from pathlib import Path
 
@@ -68,12 +67,17 @@ def block_time_flag(text: str) -> str:
 
 
 def _init(args: argparse.Namespace) -> int:
-    config = NodeConfig(
-        moniker=args.moniker or args.home.name or "dilochain",
-        rpc_address=args.rpc_address,
-        p2p_address=args.p2p_address,
-        block_time=block_time_flag(args.block_time),
-    )
+    try:
+        config = NodeConfig(
+            moniker=args.moniker or args.home.name or "dilochain",
+            rpc_address=args.rpc_address,
+            p2p_address=args.p2p_address,
+            block_time=block_time_flag(args.block_time),
+        )
+    except ValidationError as err:
+        first = err.errors()[0]
+        flag = "--" + str(first["loc"][0]).replace("_", "-")
+        raise CliError(f"{flag}: {first['msg'].removeprefix('Value error, ')}") from None
     doc = init_home(args.home, args.chain_id, overwrite=args.overwrite, config=config)
     print(f"initialised chain {doc.chain_id} in {args.home}")
     return 0
@@ -92,11 +96,6 @@ def _add_genesis_account(args: argparse.Namespace) -> int:
         coins = parse_coins(args.amount)
     except ValueError as err:
         raise CliError(str(err)) from None
-    if any(re.fullmatch(r"[eE][0-9]+", denom) for denom in coins):  # 1e30 read as 1 "e30"
-        raise CliError(
-            f"invalid amount {args.amount!r}: write it in base units with a denom, "
-            "e.g. 1000000000udlc"
-        )
     save_genesis(load_genesis(path).with_account(address, coins), path)
     print(f"added {args.amount} to {address}")
     return 0

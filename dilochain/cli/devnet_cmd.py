@@ -124,9 +124,11 @@ def _genesis_params() -> dict:
         "verdict_open_blocks": 6,
         "verifiers_per_challenge": 2,
         "quorum": 2,
-        "min_verifier_collateral": 5_000_000,
+        "min_verifier_collateral": HOST_COLLATERAL,  # a withheld beacon secret costs a host's slash
         "unbonding_period_seconds": 10,  # a leaving host's collateral is back within the demo
+        "max_round_blocks": ROUND_BLOCKS,
     }
+    poc["unbonding_blocks"] = PocParams(**poc).slashable_blocks
     period = round_period(ROUND_BLOCKS, PocParams(**poc))
     return {
         "poc": poc,

@@ -209,11 +209,12 @@ def _leave(args: argparse.Namespace) -> int:
         raise CliError(f"leaving run {cfg.run_id!r} refused: {err}") from None
     release = response.events.get("leave_run", {}).get("release_height", "?")
     with PocClient(cfg.chain) as poc:
-        unbonding = poc.params().unbonding_period_seconds
+        params = poc.params()
     print(f"{host} left run {cfg.run_id} at block {response.height} (tx {response.hash}).\n"
           f"Its collateral stays held until block {release}, when the round it left in is "
           f"resolved (a slash for that round is taken first);\nthen all its free collateral "
-          f"unbonds and is paid back {unbonding} s later. A running `node start` reveals "
+          f"unbonds and is paid back {params.unbonding_blocks} blocks and at least "
+          f"{params.unbonding_period_seconds} s later. A running `node start` reveals "
           "what it owes for that round, then stops.")  # fmt: skip
     return 0
 

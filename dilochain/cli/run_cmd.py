@@ -124,10 +124,13 @@ def _create(args: argparse.Namespace) -> int:
     creator = str(wallet.address())
     client = connect(chain_nodes(args))
     try:
-        submit(client, wallet, MsgCreateRun(creator=creator, run_id=args.run_id, config=cfg))
+        done = submit(client, wallet, MsgCreateRun(creator=creator, run_id=args.run_id,
+                                                   config=cfg))  # fmt: skip
     except TxRefused as err:
         raise CliError(f"run {args.run_id!r} refused: {err}") from None
+    escrowed = done.events.get("create_run", {}).get("deposit", "")
     print(f"run {args.run_id} created: {model.config.model_type} model, "
           f"{parameter_count(model):,} parameters, data manifest {pins.manifest_hash[:12]}…, "
-          f"tokenizer {pins.tokenizer_hash[:12]}…")  # fmt: skip
+          f"tokenizer {pins.tokenizer_hash[:12]}…"
+          + (f"; {escrowed} escrowed until it ends" if escrowed else ""))  # fmt: skip
     return 0

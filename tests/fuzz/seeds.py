@@ -8,6 +8,7 @@ import sys
 import torch
 from cosmpy.protos.cosmos.bank.v1beta1.tx_pb2 import MsgSend
 from cosmpy.protos.cosmos.base.v1beta1.coin_pb2 import Coin
+from tokenizers import Tokenizer, models, pre_tokenizers
 
 from dilochain.chain.app import MSG_SPECS
 from dilochain.genesis.document import GenesisDoc
@@ -27,7 +28,7 @@ from dilochain.protocol.pb.poc.v1.tx_pb2 import (
     MsgWithdrawCollateral,
     MsgWithdrawVested,
 )
-from dilochain.testutil import FAKE_DATA, safetensors_declaring, signed_tx
+from dilochain.testutil import FAKE_DATA, safetensors_declaring, shipped_data, signed_tx
 from dilochain.training.compress import compress
 from dilochain.training.run_config import make_run_config
 from dilochain.training.tensor_codec import decode_state, encode_state
@@ -71,6 +72,16 @@ def _seeds() -> dict[str, list[bytes]]:
     parts = decode_state(compress(small, "int8"))
     overflow = encode_state({**parts, "shape/a": torch.tensor([(1 << 63) - 1] * 20)})
     genesis = GenesisDoc(chain_id="fuzz-1").with_account(alice, {DENOM: 5})
+    tiny = json.loads(config.model_config)
+    words = Tokenizer(models.WordLevel({"[UNK]": 0, "the": 1}, unk_token="[UNK]"))
+    words.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer_json = words.to_str().encode()
+    hostile_states = [
+        encode_state({"param/model.norm.weight": torch.ones(32)}),  # too few entries
+        encode_state({"evil": torch.ones(2)}),
+        encode_state({"param/model.norm.weight": torch.full((32,), float("nan")),
+                      "momentum/model.norm.weight": torch.zeros(32, dtype=torch.float64)}),
+    ]  # fmt: skip
     return {
         "tx": [signed_tx(FUNDED[0], [m], sequence=0, account_number=0) for m in messages]
         + [b"", b"\x0a\x00", b"\xff" * 40],
@@ -91,6 +102,25 @@ def _seeds() -> dict[str, list[bytes]]:
             for body in (b"", b"\x0a\x04fuzz", b"\xff" * 5)
         ]
         + [b"\xff\x0d/no.such/path" + b"\x0a\x01x", b"\xfe\x05/a/b/"],
+        "model_config": [
+            config.model_config.encode(),
+            json.dumps({**tiny, "num_attention_heads": 0}, sort_keys=True).encode(),
+            json.dumps({**tiny, "auto_map": {"AutoModelForCausalLM": "x.Y"}}).encode(),
+            json.dumps({**tiny, "model_type": "gpt2", "n_head": 3}, sort_keys=True).encode(),
+            b"{}",
+        ],
+        "manifest": [
+            (shipped_data()[0].root / "manifest.json").read_bytes(),
+            b'{"format": "dilochain-dataset/1", "shards": []}',
+            b"[" * 5000,
+        ],
+        "tokenizer": [
+            tokenizer_json,
+            tokenizer_json.replace(b'"the":1', b'"the":99999999999'),
+            b"{}",
+            b"",
+        ],
+        "global_state": [*hostile_states, encode_state({}), b"\x00" * 9],
         "node_config": [
             json.dumps({"home": "/tmp/h", "run_id": "r", "key": "k"}).encode(),
             b'{"home": 1}',

@@ -118,6 +118,68 @@ def genesis(data: bytes) -> None:
         parse_genesis(json.loads(data), "fuzz")
 
 
+# The fuzzed model configs are built for real when the chain would take them: keep them small.
+FUZZ_PARAMETER_BUDGET = 2_000_000
+
+
+def model_config(data: bytes) -> None:
+    """A run's model config (hostile: anyone creates runs): the chain's check, then the build
+    every host and verifier makes, ModelConfigError at most."""
+    from dilochain.protocol.model_config import ModelConfigError, check_budget
+    from dilochain.training.model import build_checked_model
+
+    text = data.decode("utf-8", "replace")
+    with contextlib.suppress(ModelConfigError):
+        check_budget(text, FUZZ_PARAMETER_BUDGET)
+        build_checked_model(text, 0, FUZZ_PARAMETER_BUDGET)
+
+
+def _read_as_file(data: bytes, name: str, read: Callable[[Path], object]) -> None:
+    """``read`` the bytes as a file named ``name``: DataError at most."""
+    from dilochain.training.dataset import DataError
+
+    with tempfile.TemporaryDirectory(prefix="dilochain-fuzz-") as folder:
+        path = Path(folder) / name
+        path.write_bytes(data)
+        with contextlib.suppress(DataError):
+            read(path)
+
+
+def manifest(data: bytes) -> None:
+    """A run's data manifest (fetched from peers, pinned by the run): DataError at most."""
+    from dilochain.training.dataset import read_manifest
+
+    _read_as_file(data, "manifest.json", read_manifest)
+
+
+def tokenizer(data: bytes) -> None:
+    """A ``tokenizer.json`` given to ``data prepare``: DataError at most (the Rust library's
+    errors, panics included, become one)."""
+    from dilochain.training.prepare import load_tokenizer
+
+    _read_as_file(data, "tokenizer.json", load_tokenizer)
+
+
+@cache
+def _tiny_params():
+    from dilochain.testutil import FAKE_DATA
+    from dilochain.training.model import build_model
+    from dilochain.training.run_config import make_run_config
+
+    model = build_model(make_run_config(FAKE_DATA, "tiny").model_config, 0)
+    return {name: p.detach() for name, p in model.named_parameters()}
+
+
+def global_state(data: bytes) -> None:
+    """Bytes a round's commits named as the run's global state: CodecError where they do not
+    decode, else a problem or None from the check hosts make before using them."""
+    from dilochain.training.diloco import global_state_problem
+
+    with contextlib.suppress(CodecError):
+        problem = global_state_problem(decode_state(data), _tiny_params())
+        assert problem is None or isinstance(problem, str)
+
+
 def node_config(data: bytes) -> None:
     """A node's configuration as JSON: a validation error at most."""
     with contextlib.suppress(ValidationError):
@@ -127,5 +189,7 @@ def node_config(data: bytes) -> None:
 TARGETS: dict[str, Callable[[bytes], None]] = {
     "tx": tx, "msg": msg, "pseudo_gradient": pseudo_gradient, "checkpoint": checkpoint,
     "genesis": genesis, "node_config": node_config, "abci_query": abci_query,
+    "model_config": model_config, "manifest": manifest, "tokenizer": tokenizer,
+    "global_state": global_state,
 }  # fmt: skip
 CORPUS = Path(__file__).parent / "corpus"

@@ -6,6 +6,28 @@ from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Map
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class PageRequest(_message.Message):
+    __slots__ = ("key", "offset", "limit", "count_total", "reverse")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    COUNT_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    REVERSE_FIELD_NUMBER: _ClassVar[int]
+    key: bytes
+    offset: int
+    limit: int
+    count_total: bool
+    reverse: bool
+    def __init__(self, key: _Optional[bytes] = ..., offset: _Optional[int] = ..., limit: _Optional[int] = ..., count_total: bool = ..., reverse: bool = ...) -> None: ...
+
+class PageResponse(_message.Message):
+    __slots__ = ("next_key", "total")
+    NEXT_KEY_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    next_key: bytes
+    total: int
+    def __init__(self, next_key: _Optional[bytes] = ..., total: _Optional[int] = ...) -> None: ...
+
 class QueryParamsRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
@@ -41,26 +63,36 @@ class QueryRunResponse(_message.Message):
     def __init__(self, run: _Optional[_Union[_types_pb2.Run, _Mapping]] = ...) -> None: ...
 
 class QueryRunsRequest(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("pagination", "active")
+    PAGINATION_FIELD_NUMBER: _ClassVar[int]
+    ACTIVE_FIELD_NUMBER: _ClassVar[int]
+    pagination: PageRequest
+    active: bool
+    def __init__(self, pagination: _Optional[_Union[PageRequest, _Mapping]] = ..., active: bool = ...) -> None: ...
 
 class QueryRunsResponse(_message.Message):
-    __slots__ = ("runs",)
+    __slots__ = ("runs", "pagination")
     RUNS_FIELD_NUMBER: _ClassVar[int]
+    PAGINATION_FIELD_NUMBER: _ClassVar[int]
     runs: _containers.RepeatedCompositeFieldContainer[_types_pb2.Run]
-    def __init__(self, runs: _Optional[_Iterable[_Union[_types_pb2.Run, _Mapping]]] = ...) -> None: ...
+    pagination: PageResponse
+    def __init__(self, runs: _Optional[_Iterable[_Union[_types_pb2.Run, _Mapping]]] = ..., pagination: _Optional[_Union[PageResponse, _Mapping]] = ...) -> None: ...
 
 class QueryHostsRequest(_message.Message):
-    __slots__ = ("run_id",)
+    __slots__ = ("run_id", "pagination")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    PAGINATION_FIELD_NUMBER: _ClassVar[int]
     run_id: str
-    def __init__(self, run_id: _Optional[str] = ...) -> None: ...
+    pagination: PageRequest
+    def __init__(self, run_id: _Optional[str] = ..., pagination: _Optional[_Union[PageRequest, _Mapping]] = ...) -> None: ...
 
 class QueryHostsResponse(_message.Message):
-    __slots__ = ("hosts",)
+    __slots__ = ("hosts", "pagination")
     HOSTS_FIELD_NUMBER: _ClassVar[int]
+    PAGINATION_FIELD_NUMBER: _ClassVar[int]
     hosts: _containers.RepeatedCompositeFieldContainer[_types_pb2.Host]
-    def __init__(self, hosts: _Optional[_Iterable[_Union[_types_pb2.Host, _Mapping]]] = ...) -> None: ...
+    pagination: PageResponse
+    def __init__(self, hosts: _Optional[_Iterable[_Union[_types_pb2.Host, _Mapping]]] = ..., pagination: _Optional[_Union[PageResponse, _Mapping]] = ...) -> None: ...
 
 class QueryRosterRequest(_message.Message):
     __slots__ = ("run_id", "round")
@@ -105,66 +137,86 @@ class QueryRoundInfoResponse(_message.Message):
     def __init__(self, height: _Optional[int] = ..., round: _Optional[int] = ..., window_start: _Optional[int] = ..., window_end: _Optional[int] = ..., finished: bool = ..., selection_height: _Optional[int] = ..., resolution_height: _Optional[int] = ..., verdict_open_height: _Optional[int] = ...) -> None: ...
 
 class QueryCommitsRequest(_message.Message):
-    __slots__ = ("run_id", "round")
+    __slots__ = ("run_id", "round", "pagination")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     ROUND_FIELD_NUMBER: _ClassVar[int]
+    PAGINATION_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     round: int
-    def __init__(self, run_id: _Optional[str] = ..., round: _Optional[int] = ...) -> None: ...
+    pagination: PageRequest
+    def __init__(self, run_id: _Optional[str] = ..., round: _Optional[int] = ..., pagination: _Optional[_Union[PageRequest, _Mapping]] = ...) -> None: ...
 
 class QueryCommitsResponse(_message.Message):
-    __slots__ = ("commits",)
+    __slots__ = ("commits", "pagination")
     COMMITS_FIELD_NUMBER: _ClassVar[int]
+    PAGINATION_FIELD_NUMBER: _ClassVar[int]
     commits: _containers.RepeatedCompositeFieldContainer[_types_pb2.RoundCommit]
-    def __init__(self, commits: _Optional[_Iterable[_Union[_types_pb2.RoundCommit, _Mapping]]] = ...) -> None: ...
+    pagination: PageResponse
+    def __init__(self, commits: _Optional[_Iterable[_Union[_types_pb2.RoundCommit, _Mapping]]] = ..., pagination: _Optional[_Union[PageResponse, _Mapping]] = ...) -> None: ...
 
 class QueryGlobalCheckpointsRequest(_message.Message):
-    __slots__ = ("run_id",)
+    __slots__ = ("run_id", "pagination")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    PAGINATION_FIELD_NUMBER: _ClassVar[int]
     run_id: str
-    def __init__(self, run_id: _Optional[str] = ...) -> None: ...
+    pagination: PageRequest
+    def __init__(self, run_id: _Optional[str] = ..., pagination: _Optional[_Union[PageRequest, _Mapping]] = ...) -> None: ...
 
 class QueryGlobalCheckpointsResponse(_message.Message):
-    __slots__ = ("checkpoints",)
+    __slots__ = ("checkpoints", "pagination")
     CHECKPOINTS_FIELD_NUMBER: _ClassVar[int]
+    PAGINATION_FIELD_NUMBER: _ClassVar[int]
     checkpoints: _containers.RepeatedCompositeFieldContainer[_types_pb2.GlobalCheckpoint]
-    def __init__(self, checkpoints: _Optional[_Iterable[_Union[_types_pb2.GlobalCheckpoint, _Mapping]]] = ...) -> None: ...
+    pagination: PageResponse
+    def __init__(self, checkpoints: _Optional[_Iterable[_Union[_types_pb2.GlobalCheckpoint, _Mapping]]] = ..., pagination: _Optional[_Union[PageResponse, _Mapping]] = ...) -> None: ...
 
 class QueryChallengesRequest(_message.Message):
-    __slots__ = ("run_id", "round")
+    __slots__ = ("run_id", "round", "pagination")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     ROUND_FIELD_NUMBER: _ClassVar[int]
+    PAGINATION_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     round: int
-    def __init__(self, run_id: _Optional[str] = ..., round: _Optional[int] = ...) -> None: ...
+    pagination: PageRequest
+    def __init__(self, run_id: _Optional[str] = ..., round: _Optional[int] = ..., pagination: _Optional[_Union[PageRequest, _Mapping]] = ...) -> None: ...
 
 class QueryChallengesResponse(_message.Message):
-    __slots__ = ("challenges",)
+    __slots__ = ("challenges", "pagination")
     CHALLENGES_FIELD_NUMBER: _ClassVar[int]
+    PAGINATION_FIELD_NUMBER: _ClassVar[int]
     challenges: _containers.RepeatedCompositeFieldContainer[_types_pb2.Challenge]
-    def __init__(self, challenges: _Optional[_Iterable[_Union[_types_pb2.Challenge, _Mapping]]] = ...) -> None: ...
+    pagination: PageResponse
+    def __init__(self, challenges: _Optional[_Iterable[_Union[_types_pb2.Challenge, _Mapping]]] = ..., pagination: _Optional[_Union[PageResponse, _Mapping]] = ...) -> None: ...
 
 class QuerySlashesRequest(_message.Message):
-    __slots__ = ("address",)
+    __slots__ = ("address", "pagination")
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    PAGINATION_FIELD_NUMBER: _ClassVar[int]
     address: str
-    def __init__(self, address: _Optional[str] = ...) -> None: ...
+    pagination: PageRequest
+    def __init__(self, address: _Optional[str] = ..., pagination: _Optional[_Union[PageRequest, _Mapping]] = ...) -> None: ...
 
 class QuerySlashesResponse(_message.Message):
-    __slots__ = ("slashes",)
+    __slots__ = ("slashes", "pagination")
     SLASHES_FIELD_NUMBER: _ClassVar[int]
+    PAGINATION_FIELD_NUMBER: _ClassVar[int]
     slashes: _containers.RepeatedCompositeFieldContainer[_types_pb2.Slash]
-    def __init__(self, slashes: _Optional[_Iterable[_Union[_types_pb2.Slash, _Mapping]]] = ...) -> None: ...
+    pagination: PageResponse
+    def __init__(self, slashes: _Optional[_Iterable[_Union[_types_pb2.Slash, _Mapping]]] = ..., pagination: _Optional[_Union[PageResponse, _Mapping]] = ...) -> None: ...
 
 class QueryVerifiersRequest(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("pagination",)
+    PAGINATION_FIELD_NUMBER: _ClassVar[int]
+    pagination: PageRequest
+    def __init__(self, pagination: _Optional[_Union[PageRequest, _Mapping]] = ...) -> None: ...
 
 class QueryVerifiersResponse(_message.Message):
-    __slots__ = ("verifiers",)
+    __slots__ = ("verifiers", "pagination")
     VERIFIERS_FIELD_NUMBER: _ClassVar[int]
+    PAGINATION_FIELD_NUMBER: _ClassVar[int]
     verifiers: _containers.RepeatedCompositeFieldContainer[_types_pb2.Verifier]
-    def __init__(self, verifiers: _Optional[_Iterable[_Union[_types_pb2.Verifier, _Mapping]]] = ...) -> None: ...
+    pagination: PageResponse
+    def __init__(self, verifiers: _Optional[_Iterable[_Union[_types_pb2.Verifier, _Mapping]]] = ..., pagination: _Optional[_Union[PageResponse, _Mapping]] = ...) -> None: ...
 
 class QueryEpochRequest(_message.Message):
     __slots__ = ("epoch", "current")
@@ -209,27 +261,35 @@ class QueryBeaconResponse(_message.Message):
     def __init__(self, beacon: _Optional[_Union[_types_pb2.Beacon, _Mapping]] = ...) -> None: ...
 
 class QueryVestingRequest(_message.Message):
-    __slots__ = ("address",)
+    __slots__ = ("address", "pagination")
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    PAGINATION_FIELD_NUMBER: _ClassVar[int]
     address: str
-    def __init__(self, address: _Optional[str] = ...) -> None: ...
+    pagination: PageRequest
+    def __init__(self, address: _Optional[str] = ..., pagination: _Optional[_Union[PageRequest, _Mapping]] = ...) -> None: ...
 
 class QueryVestingResponse(_message.Message):
-    __slots__ = ("grants",)
+    __slots__ = ("grants", "pagination")
     GRANTS_FIELD_NUMBER: _ClassVar[int]
+    PAGINATION_FIELD_NUMBER: _ClassVar[int]
     grants: _containers.RepeatedCompositeFieldContainer[_types_pb2.VestingGrant]
-    def __init__(self, grants: _Optional[_Iterable[_Union[_types_pb2.VestingGrant, _Mapping]]] = ...) -> None: ...
+    pagination: PageResponse
+    def __init__(self, grants: _Optional[_Iterable[_Union[_types_pb2.VestingGrant, _Mapping]]] = ..., pagination: _Optional[_Union[PageResponse, _Mapping]] = ...) -> None: ...
 
 class QueryScreensRequest(_message.Message):
-    __slots__ = ("run_id", "round")
+    __slots__ = ("run_id", "round", "pagination")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     ROUND_FIELD_NUMBER: _ClassVar[int]
+    PAGINATION_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     round: int
-    def __init__(self, run_id: _Optional[str] = ..., round: _Optional[int] = ...) -> None: ...
+    pagination: PageRequest
+    def __init__(self, run_id: _Optional[str] = ..., round: _Optional[int] = ..., pagination: _Optional[_Union[PageRequest, _Mapping]] = ...) -> None: ...
 
 class QueryScreensResponse(_message.Message):
-    __slots__ = ("screens",)
+    __slots__ = ("screens", "pagination")
     SCREENS_FIELD_NUMBER: _ClassVar[int]
+    PAGINATION_FIELD_NUMBER: _ClassVar[int]
     screens: _containers.RepeatedCompositeFieldContainer[_types_pb2.Screen]
-    def __init__(self, screens: _Optional[_Iterable[_Union[_types_pb2.Screen, _Mapping]]] = ...) -> None: ...
+    pagination: PageResponse
+    def __init__(self, screens: _Optional[_Iterable[_Union[_types_pb2.Screen, _Mapping]]] = ..., pagination: _Optional[_Union[PageResponse, _Mapping]] = ...) -> None: ...

@@ -83,18 +83,20 @@ class RunConfig(_message.Message):
     def __init__(self, min_collateral: _Optional[str] = ..., max_hosts: _Optional[int] = ..., seed: _Optional[int] = ..., round_blocks: _Optional[int] = ..., total_rounds: _Optional[int] = ..., model_config: _Optional[str] = ..., seq_len: _Optional[int] = ..., batch_size: _Optional[int] = ..., inner_steps: _Optional[int] = ..., checkpoint_interval: _Optional[int] = ..., inner_lr: _Optional[float] = ..., warmup_steps: _Optional[int] = ..., weight_decay: _Optional[float] = ..., grad_clip: _Optional[float] = ..., outer_lr: _Optional[float] = ..., outer_momentum: _Optional[float] = ..., compression: _Optional[str] = ..., tokenizer_hash: _Optional[str] = ..., data_manifest_hash: _Optional[str] = ..., precision: _Optional[str] = ..., start_delay_blocks: _Optional[int] = ..., overlap: bool = ..., carry_inner_state: bool = ...) -> None: ...
 
 class Run(_message.Message):
-    __slots__ = ("run_id", "creator", "config", "created_height", "start_height")
+    __slots__ = ("run_id", "creator", "config", "created_height", "start_height", "deposit")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     CREATOR_FIELD_NUMBER: _ClassVar[int]
     CONFIG_FIELD_NUMBER: _ClassVar[int]
     CREATED_HEIGHT_FIELD_NUMBER: _ClassVar[int]
     START_HEIGHT_FIELD_NUMBER: _ClassVar[int]
+    DEPOSIT_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     creator: str
     config: RunConfig
     created_height: int
     start_height: int
-    def __init__(self, run_id: _Optional[str] = ..., creator: _Optional[str] = ..., config: _Optional[_Union[RunConfig, _Mapping]] = ..., created_height: _Optional[int] = ..., start_height: _Optional[int] = ...) -> None: ...
+    deposit: str
+    def __init__(self, run_id: _Optional[str] = ..., creator: _Optional[str] = ..., config: _Optional[_Union[RunConfig, _Mapping]] = ..., created_height: _Optional[int] = ..., start_height: _Optional[int] = ..., deposit: _Optional[str] = ...) -> None: ...
 
 class RoundCommit(_message.Message):
     __slots__ = ("run_id", "round", "host", "ckpt_root", "pseudo_grad_hash", "data_seed", "tokens", "loss", "base_hash", "height", "excluded", "eval_loss", "final_hash", "residual_hash", "residual_in_hash", "start_delta_hash", "inner_in_hash", "outcome")
@@ -287,12 +289,14 @@ class Roster(_message.Message):
     def __init__(self, hosts: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class UnbondingEntry(_message.Message):
-    __slots__ = ("amount", "completion_time_unix")
+    __slots__ = ("amount", "completion_time_unix", "completion_height")
     AMOUNT_FIELD_NUMBER: _ClassVar[int]
     COMPLETION_TIME_UNIX_FIELD_NUMBER: _ClassVar[int]
+    COMPLETION_HEIGHT_FIELD_NUMBER: _ClassVar[int]
     amount: str
     completion_time_unix: int
-    def __init__(self, amount: _Optional[str] = ..., completion_time_unix: _Optional[int] = ...) -> None: ...
+    completion_height: int
+    def __init__(self, amount: _Optional[str] = ..., completion_time_unix: _Optional[int] = ..., completion_height: _Optional[int] = ...) -> None: ...
 
 class CollateralInfo(_message.Message):
     __slots__ = ("address", "bonded", "unbonding", "locked")
@@ -307,7 +311,7 @@ class CollateralInfo(_message.Message):
     def __init__(self, address: _Optional[str] = ..., bonded: _Optional[str] = ..., unbonding: _Optional[_Iterable[_Union[UnbondingEntry, _Mapping]]] = ..., locked: _Optional[str] = ...) -> None: ...
 
 class Params(_message.Message):
-    __slots__ = ("collateral_denom", "unbonding_period_seconds", "sampling_rate", "reveal_window_blocks", "verdict_window_blocks", "verifiers_per_challenge", "quorum", "slash_fraction", "verifier_slash_fraction", "min_verifier_collateral", "verification_mode", "tolerance", "pseudo_grad_tolerance", "max_segments_per_round", "max_inner_steps", "max_total_rounds", "max_start_delay_blocks", "max_active_runs", "beacon_reveal_blocks", "screen_loss_margin", "verdict_open_blocks", "tolerance_bf16", "min_hosts_per_round", "fail_closed", "max_model_parameters")
+    __slots__ = ("collateral_denom", "unbonding_period_seconds", "sampling_rate", "reveal_window_blocks", "verdict_window_blocks", "verifiers_per_challenge", "quorum", "slash_fraction", "verifier_slash_fraction", "min_verifier_collateral", "verification_mode", "tolerance", "pseudo_grad_tolerance", "max_segments_per_round", "max_inner_steps", "max_total_rounds", "max_start_delay_blocks", "max_active_runs", "beacon_reveal_blocks", "screen_loss_margin", "verdict_open_blocks", "tolerance_bf16", "min_hosts_per_round", "fail_closed", "max_model_parameters", "run_deposit", "run_deposit_per_byte", "max_round_blocks", "unbonding_blocks", "beacon_withhold_slash_fraction")
     COLLATERAL_DENOM_FIELD_NUMBER: _ClassVar[int]
     UNBONDING_PERIOD_SECONDS_FIELD_NUMBER: _ClassVar[int]
     SAMPLING_RATE_FIELD_NUMBER: _ClassVar[int]
@@ -333,6 +337,11 @@ class Params(_message.Message):
     MIN_HOSTS_PER_ROUND_FIELD_NUMBER: _ClassVar[int]
     FAIL_CLOSED_FIELD_NUMBER: _ClassVar[int]
     MAX_MODEL_PARAMETERS_FIELD_NUMBER: _ClassVar[int]
+    RUN_DEPOSIT_FIELD_NUMBER: _ClassVar[int]
+    RUN_DEPOSIT_PER_BYTE_FIELD_NUMBER: _ClassVar[int]
+    MAX_ROUND_BLOCKS_FIELD_NUMBER: _ClassVar[int]
+    UNBONDING_BLOCKS_FIELD_NUMBER: _ClassVar[int]
+    BEACON_WITHHOLD_SLASH_FRACTION_FIELD_NUMBER: _ClassVar[int]
     collateral_denom: str
     unbonding_period_seconds: int
     sampling_rate: str
@@ -358,7 +367,12 @@ class Params(_message.Message):
     min_hosts_per_round: int
     fail_closed: bool
     max_model_parameters: int
-    def __init__(self, collateral_denom: _Optional[str] = ..., unbonding_period_seconds: _Optional[int] = ..., sampling_rate: _Optional[str] = ..., reveal_window_blocks: _Optional[int] = ..., verdict_window_blocks: _Optional[int] = ..., verifiers_per_challenge: _Optional[int] = ..., quorum: _Optional[int] = ..., slash_fraction: _Optional[str] = ..., verifier_slash_fraction: _Optional[str] = ..., min_verifier_collateral: _Optional[int] = ..., verification_mode: _Optional[str] = ..., tolerance: _Optional[str] = ..., pseudo_grad_tolerance: _Optional[str] = ..., max_segments_per_round: _Optional[int] = ..., max_inner_steps: _Optional[int] = ..., max_total_rounds: _Optional[int] = ..., max_start_delay_blocks: _Optional[int] = ..., max_active_runs: _Optional[int] = ..., beacon_reveal_blocks: _Optional[int] = ..., screen_loss_margin: _Optional[str] = ..., verdict_open_blocks: _Optional[int] = ..., tolerance_bf16: _Optional[str] = ..., min_hosts_per_round: _Optional[int] = ..., fail_closed: bool = ..., max_model_parameters: _Optional[int] = ...) -> None: ...
+    run_deposit: int
+    run_deposit_per_byte: int
+    max_round_blocks: int
+    unbonding_blocks: int
+    beacon_withhold_slash_fraction: str
+    def __init__(self, collateral_denom: _Optional[str] = ..., unbonding_period_seconds: _Optional[int] = ..., sampling_rate: _Optional[str] = ..., reveal_window_blocks: _Optional[int] = ..., verdict_window_blocks: _Optional[int] = ..., verifiers_per_challenge: _Optional[int] = ..., quorum: _Optional[int] = ..., slash_fraction: _Optional[str] = ..., verifier_slash_fraction: _Optional[str] = ..., min_verifier_collateral: _Optional[int] = ..., verification_mode: _Optional[str] = ..., tolerance: _Optional[str] = ..., pseudo_grad_tolerance: _Optional[str] = ..., max_segments_per_round: _Optional[int] = ..., max_inner_steps: _Optional[int] = ..., max_total_rounds: _Optional[int] = ..., max_start_delay_blocks: _Optional[int] = ..., max_active_runs: _Optional[int] = ..., beacon_reveal_blocks: _Optional[int] = ..., screen_loss_margin: _Optional[str] = ..., verdict_open_blocks: _Optional[int] = ..., tolerance_bf16: _Optional[str] = ..., min_hosts_per_round: _Optional[int] = ..., fail_closed: bool = ..., max_model_parameters: _Optional[int] = ..., run_deposit: _Optional[int] = ..., run_deposit_per_byte: _Optional[int] = ..., max_round_blocks: _Optional[int] = ..., unbonding_blocks: _Optional[int] = ..., beacon_withhold_slash_fraction: _Optional[str] = ...) -> None: ...
 
 class BeaconEntry(_message.Message):
     __slots__ = ("verifier", "commitment", "secret")
