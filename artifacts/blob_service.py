@@ -21,8 +21,11 @@ from dilochain.protocol.pb.node.v1 import blob_pb2, blob_pb2_grpc
 CHUNK = 1 << 20
 ATTEMPTS = 3  # passes over a hash's peers before a fetch gives up
 BACKOFF_SECONDS = 0.25  # before the second pass; doubled before each later one
-SERVED_BYTES = Counter("dilochain_artifact_served_bytes", "Artifact bytes sent to peers")
-FETCHED_BYTES = Counter("dilochain_artifact_fetched_bytes", "Artifact bytes fetched from peers")
+# Registered by the roles that move artifacts (node, verifier: metrics_http.role_registry).
+SERVED_BYTES = Counter("dilochain_artifact_served_bytes", "Artifact bytes sent to peers",
+                       registry=None)  # fmt: skip
+FETCHED_BYTES = Counter("dilochain_artifact_fetched_bytes", "Artifact bytes fetched from peers",
+                        registry=None)  # fmt: skip
 
 
 class BlobServicer:

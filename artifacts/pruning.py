@@ -92,11 +92,16 @@ class Ledger:
     def prune(
         self, store: LocalArtifactStore, resolved: int, retention: Retention, dry_run: bool = False
     ) -> list[tuple[Entry, int]]:
-        """Delete what :func:`prunable` allows (unless ``dry_run``); (entry, bytes) of each."""
+        """Delete what :func:`prunable` allows (unless ``dry_run``); (entry, bytes) of each,
+        an artifact listed under several entries (a state that carried over) counted once."""
         with self._locked():
             entries = self.entries()
             going = prunable(entries, resolved, retention)
-            sizes = [(e, store.size(bytes.fromhex(e.hash))) for e in going]
+            counted: set[str] = set()
+            sizes = []
+            for e in going:
+                sizes.append((e, 0 if e.hash in counted else store.size(bytes.fromhex(e.hash))))
+                counted.add(e.hash)
             if dry_run or not going:
                 return sizes
             for e in going:

@@ -22,12 +22,10 @@ import math
 import os
 import tempfile
 import time
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
 from cosmpy.aerial.client import LedgerClient
-from prometheus_client.parser import text_string_to_metric_families
 from rich.console import Console
 from rich.table import Table
 
@@ -41,14 +39,14 @@ from dilochain.localnet import (
     spawn_verifier,
     wait_until_ready,
 )
+from dilochain.metrics_http import scrape
 from dilochain.poc_client import PocClient
 from dilochain.protocol.params import DENOM
 from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgCreateRun
 from dilochain.protocol.schedule import round_window
 from dilochain.testutil import CHAIN_ID, shipped_data, wallet
-from dilochain.training.model import build_model
 from dilochain.training.run_config import make_run_config
-from dilochain.training.train_step import fresh_inner_state, set_deterministic, train_step
+from dilochain.training.train_step import seconds_per_step
 
 PASSWORD = "pw"
 BLOCK_SECONDS = 0.2
@@ -67,12 +65,7 @@ NODE_SLOWER = 1.15
 
 def training(url: str) -> tuple[float, float]:
     """A host's (``dilochain_node_training_seconds_total``, ``…_inner_steps_total``)."""
-    with urllib.request.urlopen(url, timeout=5) as response:
-        text = response.read().decode()
-    found = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            found[sample.name] = sample.value
+    found = scrape(url)
     return (found.get("dilochain_node_training_seconds_total", 0.0),
             found.get("dilochain_node_inner_steps_total", 0.0))  # fmt: skip
 
@@ -143,21 +136,6 @@ def measure(root: Path, overlap: bool, args, window: int, rounds: int) -> Measur
     )
 
 
-def step_seconds_here(threads: int, steps: int = 12) -> float:
-    """Seconds per ``small`` inner step in this process, after two steps to warm up."""
-    set_deterministic(threads)
-    data, pins = shipped_data()
-    cfg = make_run_config(pins, "small")
-    model = build_model(cfg.model_config, cfg.seed)
-    state = fresh_inner_state(model, cfg, {n: p.detach() for n, p in model.named_parameters()})
-    for _ in range(2):
-        train_step(state, cfg, data, (0,), 1, 0)
-    started = time.perf_counter()
-    for _ in range(steps):
-        train_step(state, cfg, data, (0,), 1, 0)
-    return (time.perf_counter() - started) / steps
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--h", type=int, default=60, help="inner steps per round")
@@ -174,7 +152,8 @@ def main() -> None:
     console = Console()
     window = args.window
     if not window:
-        step = step_seconds_here(args.threads)
+        data, pins = shipped_data()
+        step = seconds_per_step(make_run_config(pins, "small"), data, args.threads)
         window = math.ceil(args.h * step * NODE_SLOWER / args.fill / BLOCK_SECONDS)
         console.print(f"small preset: {step:.3f} s per inner step here; H = {args.h}")
     console.print(f"{args.hosts} host(s), {VERIFIERS} verifiers")

@@ -51,6 +51,7 @@ def _listen_address(text: str) -> str:
 
 
 ListenAddress = Annotated[str, AfterValidator(_listen_address)]
+OptionalListenAddress = Annotated[str, AfterValidator(lambda t: t and _listen_address(t))]
 
 
 class NodeConfig(BaseModel):
@@ -61,6 +62,8 @@ class NodeConfig(BaseModel):
     moniker: str = "dilochain"
     rpc_address: ListenAddress = "127.0.0.1:26657"
     p2p_address: ListenAddress = "127.0.0.1:26656"
+    # CometBFT's own Prometheus metrics (consensus rounds, peers, mempool); empty: off.
+    cometbft_metrics_address: OptionalListenAddress = "127.0.0.1:26660"
     persistent_peers: list[str] = []
     block_time: str = "1s"  # consensus.timeout_commit
     timeout_propose: str = "1s"
@@ -179,7 +182,10 @@ def write_config(home: Path, config: NodeConfig) -> None:
             "peer_gossip_sleep_duration": "10ms",
         },
         "tx_index": {"indexer": "kv"},
-        "instrumentation": {"prometheus": False},
+        "instrumentation": {
+            "prometheus": bool(config.cometbft_metrics_address),
+            "prometheus_listen_addr": config.cometbft_metrics_address,
+        },
     }
     lines = ["# Written by dilochain; CometBFT's defaults apply to every key not listed."]
     for section, values in sections.items():

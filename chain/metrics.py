@@ -6,15 +6,20 @@ from __future__ import annotations
 from prometheus_client import Counter, Gauge, Histogram
 
 from dilochain.chain.app import FinalizedBlock
+from dilochain.metrics_http import role_registry
 
-HEIGHT = Gauge("dilochain_chain_height", "Height of the last committed block")
+REGISTRY = role_registry("chain")
+HEIGHT = Gauge("dilochain_chain_height", "Height of the last committed block", registry=REGISTRY)
 BLOCK_INTERVAL = Histogram(
     "dilochain_chain_block_interval_seconds",
     "Block time minus the previous block's time",
     buckets=(0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30),
+    registry=REGISTRY,
 )
-MEMPOOL_TXS = Gauge("dilochain_chain_mempool_txs", "Txs waiting in CometBFT's mempool")
-TXS = Counter("dilochain_chain_txs", "Txs executed in blocks, by result code", labelnames=("code",))
+MEMPOOL_TXS = Gauge("dilochain_chain_mempool_txs", "Txs waiting in CometBFT's mempool",
+                    registry=REGISTRY)  # fmt: skip
+TXS = Counter("dilochain_chain_txs", "Txs executed in blocks, by result code",
+              labelnames=("code",), registry=REGISTRY)  # fmt: skip
 
 
 class BlockObserver:

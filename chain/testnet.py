@@ -27,13 +27,17 @@ def _ephemeral_low() -> int:
         return 49152
 
 
+_RANDOM = random.SystemRandom()
+
+
 def free_port() -> int:
     """A loopback TCP port that is free now, below the kernel's ephemeral range: a port
     written into a config is bound only later, and an ephemeral one can meanwhile become some
     connection's source port (found as "bind: address already in use" when a testnet node
     started after its peers)."""
     low = _ephemeral_low()
-    candidates = [random.randrange(max(1024, low - 20000), low) for _ in range(200)]
+    # Not the global generator: a test that seeds it would make every call draw the same ports.
+    candidates = [_RANDOM.randrange(max(1024, low - 20000), low) for _ in range(200)]
     for port in [*candidates, 0]:  # 0 last: all taken, any free one
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
             try:
@@ -44,12 +48,23 @@ def free_port() -> int:
     raise OSError("no free loopback port")
 
 
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct ports, each :func:`free_port` now."""
+    ports: list[int] = []
+    while len(ports) < count:
+        if (port := free_port()) not in ports:
+            ports.append(port)
+    return ports
+
+
 def loopback_config(moniker: str, block_time: str) -> NodeConfig:
-    """A node's config with its RPC and P2P on free loopback ports."""
+    """A node's config with its RPC, P2P and CometBFT metrics on free loopback ports."""
+    rpc, p2p, metrics = free_ports(3)
     return NodeConfig(
         moniker=moniker,
-        rpc_address=f"127.0.0.1:{free_port()}",
-        p2p_address=f"127.0.0.1:{free_port()}",
+        rpc_address=f"127.0.0.1:{rpc}",
+        p2p_address=f"127.0.0.1:{p2p}",
+        cometbft_metrics_address=f"127.0.0.1:{metrics}",
         block_time=block_time,
     )
 

@@ -15,10 +15,15 @@ from collections.abc import Callable
 
 import grpc
 from cosmpy.aerial.tx_helpers import TxResponse
+from prometheus_client import Counter
 
 from dilochain.client import TxRefused
 from dilochain.poc_client import PocClient
 from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgClaimReward, MsgWithdrawVested
+
+# Registered by the roles that claim (node, verifier: metrics_http.role_registry).
+REWARDS_PAID = Counter("dilochain_rewards_paid_udlc", "Rewards this process claimed and was paid",
+                       registry=None)  # fmt: skip
 
 log = logging.getLogger(__name__)
 Send = Callable[..., TxResponse]  # signs and submits msgs in one tx; raises TxRefused
@@ -81,7 +86,9 @@ class AutoClaimer:
             return self._failed(what, str(err))
         found = response.events.get(event, {})
         amount = found.get("amount", "0udlc")
-        self.paid += int("".join(ch for ch in amount if ch.isdigit()) or 0)
+        paid = int("".join(ch for ch in amount if ch.isdigit()) or 0)
+        self.paid += paid
+        REWARDS_PAID.inc(paid)
         log.info("auto-claim: %s: paid %s now, %s vesting (tx %s)", what, amount,
                  found.get("vesting", "nothing"), response.hash)  # fmt: skip
         self.attempts = 0

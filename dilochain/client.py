@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+import urllib.request
 from collections.abc import Sequence
 from decimal import Decimal
 
@@ -64,8 +65,24 @@ def query_chain_id(addresses: str | Sequence[str], timeout: float = 3.0) -> str:
         except grpc.RpcError:
             raise ChainUnreachable(
                 f"no dilochain node answers at {shown(channel.addresses)}"
+                + _hint(channel.addresses)
             ) from None
     return info.default_node_info.network
+
+
+def _hint(addresses: Sequence[str]) -> str:
+    """What the addresses are, when they are not a chain node's gRPC: a CometBFT RPC port
+    (answers HTTP ``/status``) or nothing at all."""
+    for address in addresses:
+        try:
+            with urllib.request.urlopen(f"http://{address}/status", timeout=1.0) as reply:
+                if "node_info" in reply.read(1 << 16).decode("utf-8", "replace"):
+                    return (f" ({address} is CometBFT's RPC; --chain wants a node's gRPC "
+                            "address, which `chain start` prints; 127.0.0.1:9090 by "
+                            "default)")  # fmt: skip
+        except (OSError, ValueError):
+            continue
+    return " (is `dilochain chain start` running, and is this the gRPC address it printed?)"
 
 
 def connect(addresses: str | Sequence[str], chain_id: str | None = None) -> LedgerClient:

@@ -1,12 +1,16 @@
 """Prometheus metrics over HTTP for every long-running process (node, verifier, chain): one
-listen-address type for their configs and one way to serve the process's registry."""
+listen-address type for their configs, one registry per role (so a host never exports the
+chain's gauges at zero because the CLI imported the chain's module), one way to serve it."""
 
 from __future__ import annotations
 
 import logging
+import urllib.request
 from typing import Annotated
 
-from prometheus_client import start_http_server
+from prometheus_client import CollectorRegistry, Gauge, ProcessCollector, start_http_server
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.registry import Collector
 from pydantic import AfterValidator
 
 log = logging.getLogger(__name__)
@@ -22,6 +26,22 @@ def _listen_address(text: str) -> str:
     return text
 
 
+def role_registry(role: str, *shared: Collector) -> CollectorRegistry:
+    """The registry a ``role`` (node, verifier, chain) serves: its own metrics register into
+    it; ``shared`` collectors (artifact bytes, rewards claimed) are added; and every role
+    exports ``dilochain_build_info{version,role}`` and the process's CPU and memory."""
+    from dilochain import __version__
+
+    registry = CollectorRegistry()
+    ProcessCollector(registry=registry)
+    info = Gauge("dilochain_build_info", "The dilochain release this process runs",
+                 ("version", "role"), registry=registry)  # fmt: skip
+    info.labels(__version__, role).set(1)
+    for collector in shared:
+        registry.register(collector)
+    return registry
+
+
 class MetricsError(Exception):
     """The metrics address cannot be served (in use, not local…)."""
 
@@ -32,10 +52,11 @@ MetricsAddress = Annotated[str, AfterValidator(_listen_address)]
 class MetricsServer:
     """The process's metrics, served at ``http://ADDRESS/metrics`` until :meth:`close`."""
 
-    def __init__(self, address: str):
+    def __init__(self, address: str, registry: CollectorRegistry):
         host, _, port = address.rpartition(":")
         try:
-            self._server, self._thread = start_http_server(int(port), addr=host)
+            self._server, self._thread = start_http_server(int(port), addr=host,
+                                                           registry=registry)  # fmt: skip
         except OSError as err:
             raise MetricsError(f"cannot serve metrics on {address}: {err.strerror}") from None
         self.address = f"{host}:{self._server.server_port}"
@@ -48,6 +69,18 @@ class MetricsServer:
         self._thread.join(5)
 
 
-def serve_metrics(address: str) -> MetricsServer | None:
-    """Serve metrics at ``address`` (None for an empty address: metrics off)."""
-    return MetricsServer(address) if address else None
+def serve_metrics(address: str, registry: CollectorRegistry) -> MetricsServer | None:
+    """Serve ``registry`` at ``address`` (None for an empty address: metrics off)."""
+    return MetricsServer(address, registry) if address else None
+
+
+def scrape(url: str, timeout: float = 5.0) -> dict[str, float]:
+    """Every sample of the metrics page at ``url``, summed by sample name (OSError when it
+    does not answer)."""
+    with urllib.request.urlopen(url, timeout=timeout) as response:
+        text = response.read().decode()
+    out: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            out[sample.name] = out.get(sample.name, 0.0) + sample.value
+    return out

@@ -116,6 +116,7 @@ class HostNode:
         self.wallet = wallet
         self.behavior = behavior
         self.address = str(wallet.address())
+        metrics.INFO.labels(cfg.run_id, self.address).set(1)
         self.poc = PocClient(cfg.chain)
         self.run_ = self._query_run()
         self.rc = self.run_.config
@@ -547,7 +548,7 @@ class HostNode:
             if step == halfway:
                 failpoint("node.mid_training", round_)
             if progress is not None:
-                progress(step, loss, rate)
+                progress(step, loss, rate, round_)
 
         job = RoundJob(
             self.model, self.rc, self.data, self.address, round_, start, residual, carried,
@@ -624,7 +625,9 @@ class HostNode:
         """Train until the run's last round or ``stop``; returns rounds committed. Reveals
         run in a thread beside it. Unless stopped, the node ends once the last round it trained
         is decided: until then verifiers fetch that round's checkpoints from its blob service
-        (in an overlapped run that is well after the run's last commit window)."""
+        (in an overlapped run that is well after the run's last commit window), and meanwhile
+        it fetches the pseudo-gradients of the rounds it has not aggregated; once the run's last
+        round is decided it aggregates it too, so every host ends holding the final state."""
         self._stopping = stop
         view, attempted = self._load()
         self._committer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="commits")
@@ -633,16 +636,33 @@ class HostNode:
                                     name="reveals", daemon=True)  # fmt: skip
         revealer.start()
         try:
-            committed = self._rounds(view, attempted, stop, progress)
+            committed, view = self._rounds(view, attempted, stop, progress)
             if self.checkpoint_hashes:  # its last reveals and replays, unless it is told to stop
-                self._wait_for_height(self._decided(max(self.checkpoint_hashes)), stop)
+                last = max(self.checkpoint_hashes)
+                self._wait_for_height(self._decided(last), stop, range(view.round, last + 1))
+                if not stop.is_set() and last == self.rc.total_rounds - 1:
+                    self._final_state(view)
             return committed
         finally:
             self._committer.shutdown(wait=True)
             revealing.set()
             revealer.join()
 
-    def _rounds(self, view: GlobalView, attempted: int, stop: threading.Event, progress) -> int:
+    def _final_state(self, view: GlobalView) -> None:
+        """Aggregate the rounds after ``view`` up to the run's end: θ_R, which no round
+        records, lands in this host's store (what ``dilochain export`` reads)."""
+        try:
+            while view.round < self.rc.total_rounds:
+                view = self.aggregator.advance(view)
+        except (ArtifactError, grpc.RpcError) as err:
+            log.warning("the run's final state is not computed here: %s", err)
+            return
+        log.info("run %s final state %s (after round %d)", self.cfg.run_id,
+                 view.hash.hex()[:12], view.round - 1)  # fmt: skip
+
+    def _rounds(
+        self, view: GlobalView, attempted: int, stop: threading.Event, progress
+    ) -> tuple[int, GlobalView]:
         """Round after round, from the first whose commit window is still ahead or open: wait
         for its roster (drawn once the state it builds on is decided), bring the view up to
         that state, then train, publish and commit it. So in an overlapped run a host that
@@ -672,6 +692,7 @@ class HostNode:
                     self._wait_for_height(drawn, stop, range(view.round, round_))
                     continue
                 done = round_
+                self._account_metrics()
                 mine = any(c.host == self.address
                            for c in self.poc.commits(self.cfg.run_id, round_))  # fmt: skip
                 roster = None if mine else self._roster(round_)
@@ -694,7 +715,12 @@ class HostNode:
                     done = before
                 log.warning("chain unreachable (%s); retrying", err.code().name)
                 stop.wait(2.0)
-        return sum(outcome.result() for outcome in outcomes)
+        return sum(outcome.result() for outcome in outcomes), view
+
+    def _account_metrics(self) -> None:
+        """This host's collateral and what was slashed from it, once a round."""
+        metrics.COLLATERAL.set(int(self.poc.collateral(address=self.address).bonded))
+        metrics.SLASHED.set(sum(int(s.amount) for s in self.poc.slashes(self.address)))
 
     def _too_late(self, round_: int) -> bool:
         """Whether this host is too late for round ``round_`` at its pace (``Pace.skip``): then
@@ -742,7 +768,10 @@ class HostNode:
             raise NodeError(str(err)) from None
         done = threading.Event()
         try:
-            self.ensure_registered(endpoint)
+            if self._round_info().finished:  # serve and reveal what it owes, lock nothing new
+                log.info("run %s has finished: not registering", self.cfg.run_id)
+            else:
+                self.ensure_registered(endpoint)
             if self.cfg.auto_claim:
                 AutoClaimer(self.poc, self.address, self._send).start(done)
             return self.run(stop, progress)

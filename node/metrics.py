@@ -7,30 +7,51 @@ from collections.abc import Callable
 
 from prometheus_client import Counter, Gauge, Histogram
 
-INNER_STEPS = Counter("dilochain_node_inner_steps", "Inner steps trained")
-TOKENS_PER_SECOND = Gauge("dilochain_node_tokens_per_second", "Training throughput this round")
-LOSS = Gauge("dilochain_node_loss", "Training loss of the last inner step")
-EVAL_LOSS = Gauge("dilochain_node_eval_loss", "Held-out loss of the newest global state")
-ROUND = Gauge("dilochain_node_round", "The round the node trains or waits in")
-ROUNDS_COMMITTED = Counter("dilochain_node_rounds_committed", "Rounds committed on chain")
+from dilochain.artifacts.blob_service import FETCHED_BYTES, SERVED_BYTES
+from dilochain.auto_claim import REWARDS_PAID
+from dilochain.metrics_http import role_registry
+
+REGISTRY = role_registry("node", SERVED_BYTES, FETCHED_BYTES, REWARDS_PAID)
+INFO = Gauge("dilochain_node_info", "The run this node trains and the address it signs with",
+             ("run_id", "address"), registry=REGISTRY)  # fmt: skip
+INNER_STEPS = Counter("dilochain_node_inner_steps", "Inner steps trained", registry=REGISTRY)
+TOKENS = Counter("dilochain_node_tokens", "Tokens trained on (rate() is throughput)",
+                 registry=REGISTRY)  # fmt: skip
+LOSS = Gauge("dilochain_node_loss", "Training loss of the last inner step", registry=REGISTRY)
+EVAL_LOSS = Gauge("dilochain_node_eval_loss", "Held-out loss of the newest global state",
+                  registry=REGISTRY)  # fmt: skip
+ROUND = Gauge("dilochain_node_round", "The round the node trains or waits in", registry=REGISTRY)
+ROUNDS_COMMITTED = Counter("dilochain_node_rounds_committed", "Rounds committed on chain",
+                           registry=REGISTRY)  # fmt: skip
 PROOF_SECONDS = Counter(
     "dilochain_node_proof_work_seconds",
     "Seconds spent encoding, hashing and storing checkpoints and pseudo-gradients",
+    registry=REGISTRY,
 )
 COMMIT_LATENCY = Histogram(
     "dilochain_node_commit_latency_seconds",
     "From broadcasting a round's commit to its block",
     buckets=(0.25, 0.5, 1, 2, 4, 8, 16, 32),
+    registry=REGISTRY,
 )
 BYTES_PUBLISHED = Counter(
-    "dilochain_node_published_bytes", "Bytes of checkpoints, pseudo-gradients and residuals"
+    "dilochain_node_published_bytes",
+    "Bytes of checkpoints, pseudo-gradients and residuals",
+    registry=REGISTRY,
 )
-TRAINING_SECONDS = Counter("dilochain_node_training_seconds", "Seconds in inner steps")
+TRAINING_SECONDS = Counter("dilochain_node_training_seconds", "Seconds in inner steps",
+                           registry=REGISTRY)  # fmt: skip
 UTILISATION = Gauge(
-    "dilochain_node_utilisation", "Seconds in inner steps / wall-clock seconds since start"
+    "dilochain_node_utilisation_ratio",
+    "Seconds in inner steps / wall-clock seconds since start",
+    registry=REGISTRY,
 )
+COLLATERAL = Gauge("dilochain_node_collateral_udlc", "This host's bonded collateral",
+                   registry=REGISTRY)  # fmt: skip
+SLASHED = Gauge("dilochain_node_slashed_udlc", "Collateral slashed from this host, in all",
+                registry=REGISTRY)  # fmt: skip
 
-Progress = Callable[[int, float, float], None]  # (step, loss, tokens/s)
+Progress = Callable[[int, float, float, int], None]  # (step, loss, tokens/s, round)
 
 
 class StepMeter:
@@ -49,7 +70,7 @@ class StepMeter:
         """Time in inner steps over wall-clock time since the node started."""
         return self.training_seconds / max(1e-9, time.monotonic() - self.started)
 
-    def __call__(self, step: int, loss: float, rate: float) -> None:
+    def __call__(self, step: int, loss: float, rate: float, round_: int = 0) -> None:
         if step == 1:
             self._round_seconds = 0.0
         # ``rate`` is tokens since the round's first step over the seconds since then.
@@ -59,6 +80,6 @@ class StepMeter:
         self._round_seconds = elapsed
         INNER_STEPS.inc()
         LOSS.set(loss)
-        TOKENS_PER_SECOND.set(rate)
+        TOKENS.inc(self.tokens_per_step)
         if self.inner is not None:
-            self.inner(step, loss, rate)
+            self.inner(step, loss, rate, round_)

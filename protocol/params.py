@@ -103,6 +103,9 @@ class PocParams(StrictModel):
     # A run's model, estimated from its config's sizes, may not be larger: every host and
     # verifier builds it, so a run creator must not choose what that costs them.
     max_model_parameters: int = Field(default=10_000_000_000, ge=1)
+    # Tokens in one inner step (batch_size x seq_len): what a step's activations cost every
+    # host and every verifier replaying it, chosen by the run creator, so bounded here.
+    max_step_tokens: int = Field(default=1 << 20, ge=1)
     # Creating a run escrows this plus so much per byte of its config from the creator,
     # refunded when the run ends: every host and verifier reads, stores and works on every
     # run, so a run costs its creator what it costs the network while it lasts.

@@ -297,6 +297,16 @@ def test_run_parameters_and_message_counts_are_bounded(chain):
     create = MsgCreateRun(creator=A, run_id="one-step", config=config)
     result = chain.broadcast(signed_tx(ALICE, [create], sequence=0, account_number=0))
     assert result.code == codes.INVALID_REQUEST and "at least 2" in result.raw_log
+    hostile = [({"batch_size": 4096, "seq_len": 4096}, "1048576 tokens a step"),
+               ({"inner_lr": float("inf")}, "must be finite"),
+               ({"grad_clip": float("nan")}, "must be finite")]  # fmt: skip
+    for change, message in hostile:
+        config = make_run_config(FAKE_DATA, "tiny")
+        for name, value in change.items():
+            setattr(config, name, value)
+        create = MsgCreateRun(creator=A, run_id="hostile", config=config)
+        result = chain.broadcast(signed_tx(ALICE, [create], sequence=0, account_number=0))
+        assert result.code == codes.INVALID_REQUEST and message in result.raw_log, result.raw_log
     crowd = signed_tx(ALICE, [send(B, 1)] * 65, sequence=0, account_number=0, gas_limit=10**7)
     for answer in (chain.broadcast(crowd), chain.app.simulate(crowd)):
         assert answer.code == codes.INVALID_REQUEST and "at most 64 per tx" in answer.raw_log

@@ -20,6 +20,7 @@ from cosmpy.protos.cosmos.base.v1beta1.coin_pb2 import Coin
 from cosmpy.protos.cosmos.ics23.v1 import proofs_pb2 as ics23
 
 from dilochain.chain.errors import codes
+from dilochain.chain.home import read_config
 from dilochain.chain.modules import bank
 from dilochain.chain.store_query import STORE_PATH
 from dilochain.localnet import rpc_call
@@ -41,6 +42,15 @@ def wait_for_tx(address: str, digest: bytes, timeout: float = 30.0) -> dict:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.1)
+
+
+def test_cometbft_serves_its_own_prometheus_metrics(running_chain):
+    """CometBFT's instrumentation is on (its own address in config.toml): consensus height and
+    rounds, which the application cannot see, are scraped there."""
+    address = read_config(running_chain.home)["instrumentation"]["prometheus_listen_addr"]
+    with urllib.request.urlopen(f"http://{address}/metrics", timeout=10) as reply:
+        text = reply.read().decode()
+    assert "cometbft_consensus_height" in text
 
 
 def test_status_broadcast_tx_block_and_search(running_chain):

@@ -12,18 +12,17 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 from cosmpy.aerial.client import LedgerClient
 from cosmpy.protos.cosmos.bank.v1beta1 import query_pb2 as bank_q
-from prometheus_client.parser import text_string_to_metric_families
 
 from dilochain.cli.devnet_cmd import HOST_COLLATERAL, PASSWORD
 from dilochain.client import TxRefused, network_config, submit
 from dilochain.keyring import Keyring
 from dilochain.localnet import ChainProcess
+from dilochain.metrics_http import scrape
 from dilochain.poc_client import PocClient
 from dilochain.protocol.params import DENOM
 from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgClaimReward
@@ -33,6 +32,8 @@ FAILED = ChallengeStatus.CHALLENGE_STATUS_FAILED
 
 pytestmark = pytest.mark.integration
 ROUNDS = 6  # --churn: join in round 1, crash in round 2, leave after round 3
+# Fixed rather than sized to the machine: a busy CI machine must not make rounds miss windows.
+INNER_STEPS = 32
 
 
 # What must move in each process's metrics while the devnet runs (sum over a family's samples).
@@ -40,24 +41,14 @@ MOVING = {
     "validator-0": ["dilochain_chain_height", "dilochain_chain_txs_total"],
     "host-0": ["dilochain_node_inner_steps_total", "dilochain_node_rounds_committed_total",
                "dilochain_node_published_bytes_total", "dilochain_node_proof_work_seconds_total",
-               "dilochain_node_utilisation", "dilochain_node_training_seconds_total",
-               "dilochain_node_commit_latency_seconds_count",
+               "dilochain_node_utilisation_ratio", "dilochain_node_training_seconds_total",
+               "dilochain_node_commit_latency_seconds_count", "dilochain_node_tokens_total",
+               "dilochain_node_collateral_udlc",
                "dilochain_artifact_fetched_bytes_total"],
     "verifier-0": ["dilochain_verifier_screens_total", "dilochain_verifier_jobs_total",
                    "dilochain_verifier_replay_seconds_count",
                    "dilochain_artifact_fetched_bytes_total"],
 }  # fmt: skip
-
-
-def scrape(url: str) -> dict[str, float]:
-    """Every sample of a /metrics page, summed by sample name."""
-    with urllib.request.urlopen(url, timeout=5) as response:
-        text = response.read().decode()
-    out: dict[str, float] = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            out[sample.name] = out.get(sample.name, 0.0) + sample.value
-    return out
 
 
 class DevnetOutput:
@@ -102,7 +93,8 @@ def _metrics_move(out: DevnetOutput) -> dict[str, dict[str, tuple[float, float]]
 def test_devnet_up_catches_the_cheater_and_pays_everyone(tmp_path):
     summary_path = tmp_path / "summary.json"
     cmd = [sys.executable, "-m", "dilochain.cli.main", "devnet", "up", "--dir", str(tmp_path / "d"),
-           "--rounds", str(ROUNDS), "--json", str(summary_path), "--churn"]  # fmt: skip
+           "--rounds", str(ROUNDS), "--json", str(summary_path), "--churn",
+           "--inner-steps", str(INNER_STEPS)]  # fmt: skip
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env={**os.environ, "PYTHONUNBUFFERED": "1"})  # fmt: skip
     out = DevnetOutput(proc)
@@ -128,7 +120,7 @@ def test_devnet_up_catches_the_cheater_and_pays_everyone(tmp_path):
         poc = PocClient(chain.address)
         client = LedgerClient(network_config(summary["chain_id"], chain.address))
         checkpoints = poc.global_checkpoints(run_id=summary["run_id"])
-        assert [g.round for g in checkpoints] == list(range(ROUNDS))
+        assert [g.round for g in checkpoints] == list(range(ROUNDS))  # --churn: not overlapped
         assert all(g.agreeing == g.commits >= 2 for g in checkpoints)
         for r in range(ROUNDS):  # both verifiers took part in every round's beacon
             found = poc.beacon(summary["run_id"], r)
@@ -273,9 +265,38 @@ def _dashboard_shows_the_run(
         assert "slashed" in row.get_attribute("class").split() and "slashed" in row.text
         marked = page.find_elements("css selector", f"{run} table.hosts tr.slashed")
         assert len(marked) == 1  # only the cheater is marked
-        for member in honest:  # and honest hosts show the rewards they claimed
-            cells = page.find_elements("css selector", f'{run} tr[data-address="{member}"] td')
-            assert cells[-1].text.endswith("udlc"), [c.text for c in cells]
+        # Honest hosts show the rewards they claimed, in DLC, the exact udlc in the tooltip.
+        hosts = {r["data-address"]: r for r in _rows(page, f"{run} table.hosts tbody tr")}
+        for member in honest:
+            exact = hosts[member]["claimed title"]  # "1,234,567 udlc"
+            assert _dlc_as_udlc(hosts[member]["claimed"]) == int(
+                exact.removesuffix(" udlc").replace(",", "")
+            )
+        # The run is over: its progress says so, and the last round's challenges (or "none").
+        assert _rows(page, f"{run} .progress")[0]["stage"] == "finished"
+        with PocClient(chain_address) as poc:
+            last = poc.challenges(summary["run_id"], ROUNDS - 1)
+        challenges = _rows(page, f"{run} table.challenges tbody tr")
+        if last:
+            assert [c["segment"] for c in challenges] == [str(c.segment) for c in last]
+        else:
+            assert challenges == [{"data-address": "", "row class": "empty", "none": "none"}]
+        # Both verifiers, seen in the last round's beacon at least, idle now the run is over.
+        members = {m["name"]: m for m in summary["members"]}
+        verifiers = _rows(page, "#verifiers table.verifiers tbody tr")
+        assert {v["data-address"] for v in verifiers} == {
+            members[f"verifier-{i}"]["address"] for i in range(2)
+        }
+        for v in verifiers:
+            assert v["status"] == "idle (no run in progress)", v
+            assert v["seen"].startswith(f"run {summary['run_id']}, round {ROUNDS - 1}: "), v
+            assert v["collateral"].endswith(" DLC") and v["earned"].endswith(" DLC"), v
+        # Slashes in DLC, raw udlc nowhere on the page, and no table without a row.
+        slashes = _rows(page, "#slashes tbody tr")
+        assert slashes and all(s["amount"].endswith(" DLC") for s in slashes)
+        assert "udlc" not in page.execute_script("return document.querySelector('main').innerText")
+        empty = page.execute_script("return document.querySelectorAll('main tbody:empty').length")
+        assert empty == 0
         # It refreshes in place: the height moves on without a reload.
         page.execute_script("window.notReloaded = true")
         wait.until(lambda p: int(p.find_element("id", "height").text) > first)
@@ -285,3 +306,29 @@ def _dashboard_shows_the_run(
             page.quit()
         server.terminate()
         server.wait(30)
+
+
+# Each row a selector finds as {cell class: its text, "CLASS title": the tooltip of what it
+# holds, "data-address": the row's, "row class": its class}, all read at once (the page redraws
+# every second).
+_ROWS_JS = """return Array.from(document.querySelectorAll(arguments[0]), (tr) => {
+  const row = {"data-address": tr.dataset.address || "", "row class": tr.className};
+  for (const cell of tr.children) {
+    row[cell.className] = cell.innerText;
+    const titled = cell.querySelector("[title]");
+    if (titled) row[cell.className + " title"] = titled.title;
+  }
+  return row;
+});"""
+
+
+def _rows(page, selector: str) -> list[dict[str, str]]:
+    """The rows (or other elements) ``selector`` finds on the page, as :data:`_ROWS_JS` reads
+    them."""
+    return page.execute_script(_ROWS_JS, selector)
+
+
+def _dlc_as_udlc(text: str) -> int:
+    """udlc in an amount the dashboard shows ("1,234.5 DLC")."""
+    whole, _, frac = text.removesuffix(" DLC").replace(",", "").partition(".")
+    return int(whole) * 10**6 + int(frac.ljust(6, "0"))

@@ -68,6 +68,7 @@ def _check_export(folder, cfg, data, state, digest):
     )
     theirs = AutoModelForCausalLM.from_pretrained(folder)
     tokenizer = AutoTokenizer.from_pretrained(folder)
+    assert tokenizer.model_max_length == cfg.seq_len
     run_tokenizer = Tokenizer.from_file(str(data / "tokenizer.json"))
     text = "The for statement is used to iterate over the elements of a sequence"
     ids = tokenizer(text, return_tensors="pt").input_ids
@@ -152,14 +153,15 @@ def test_hosts_train_rounds_and_agree_on_global_checkpoints(tmp_path):
         rosters = {r: poc.roster("net", r) for r in range(ROUNDS)}
         slashes = list(poc.slashes())
         hosts_held = poc.hosts(run_id="net")
-        # The last recorded global state, as a Hugging Face model folder.
+        # The run has finished: by default the state its last round made, which no round
+        # records (computed from the last recorded one), as a Hugging Face model folder.
         exported = subprocess.run(
             [sys.executable, "-m", "dilochain.cli.main", "export", "--chain", chain.address,
-             "--run", "net", "--artifacts", str(homes[0] / "artifacts"),
-             "--out", str(tmp_path / "export")],
+             "--run", "net", "--home", str(homes[0]), "--out", str(tmp_path / "export")],
             capture_output=True, text=True, timeout=120,
         )  # fmt: skip
         assert exported.returncode == 0, exported.stderr[-2000:]
+        assert "final state" in exported.stdout and not exported.stderr
     assert sorted(h.address for h in hosts_held) == sorted(hosts)
     assert sorted(records) == list(range(ROUNDS))
     for r, record in records.items():
@@ -208,9 +210,10 @@ def test_hosts_train_rounds_and_agree_on_global_checkpoints(tmp_path):
                 continue
             store = next(s for s in stores if s.has(c.pseudo_grad_hash))
             deltas.append(decompress(store.get(c.pseudo_grad_hash)))
-        if r == ROUNDS - 1:
-            _check_export(tmp_path / "export", cfg, data, state, records[r].hash)
         if len(deltas) >= MIN_HOSTS:  # else θ and the outer momentum carry over unchanged
             state = outer_step(state, deltas, cfg.outer_lr, cfg.outer_momentum)
+    _check_export(tmp_path / "export", cfg, data, state, state_hash(state))
+    card = (tmp_path / "export" / "README.md").read_text()
+    assert "dilochain run `net`" in card and pins.manifest_hash in card and "| 0 |" in card
     assert records[1].hash == records[0].hash  # three hosts in round 0: below the quorum
     assert state_hash(state) != records[0].hash  # the last round had four: the model moved

@@ -3,13 +3,18 @@ computes the same logits as the node's model."""
 
 from __future__ import annotations
 
+import json
+
+import pytest
 import torch
 from safetensors.torch import load_file
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from dilochain.protocol import model_config
 from dilochain.testutil import shipped_data
 from dilochain.training.diloco import initial_global
-from dilochain.training.export import export_pretrained
+from dilochain.training.export import PROBES, export_pretrained
 from dilochain.training.model import build_model, load_params
 from dilochain.training.run_config import make_run_config
 
@@ -40,3 +45,36 @@ def test_exported_model_opens_with_from_pretrained_and_matches(tmp_path):
     assert generated.shape == (1, prompt.shape[1] + 3)
     assert tokenizer.decode(generated[0]).startswith("Exceptions are raised")
     assert tokenizer.eos_token == "<|endoftext|>" and theirs.config.eos_token_id == 0
+
+
+@pytest.mark.parametrize("model_type", ["llama", "qwen2", "mistral"])
+def test_every_model_type_s_exported_tokenizer_gives_the_training_ids(tmp_path, model_type):
+    """transformers picks a tokenizer class by model type (Qwen2Tokenizer rebuilds its own
+    normaliser and split whatever tokenizer.json says): a run's tokenizer gives the same ids
+    through every one, and the export says so; its length limit is the run's seq_len."""
+    settings = {**json.loads(CFG.model_config), "model_type": model_type}
+    model = build_model(model_config.canonical(settings), CFG.seed)
+    state = initial_global({n: p.detach().clone() for n, p in model.named_parameters()})
+    assert export_pretrained(model, state, DATA.root / "tokenizer.json", tmp_path, 32) == []
+    theirs, ours = AutoTokenizer.from_pretrained(tmp_path), Tokenizer.from_file(
+        str(DATA.root / "tokenizer.json"))  # fmt: skip
+    for text in [*PROBES, "Tabs\tand\r\nnewlines, 3.14159 and ½ and e\u0301"]:
+        assert theirs(text, add_special_tokens=False)["input_ids"] == ours.encode(text).ids, text
+    assert theirs.model_max_length == 32
+
+
+def test_a_tokenizer_qwen2_cannot_reproduce_is_reported(tmp_path):
+    """A GPT-2-style tokenizer (what runs used before) under a Qwen2 model: the export names a
+    text whose ids differ instead of shipping a silently different tokenizer."""
+    old = Tokenizer(models.BPE())
+    old.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    old.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=["<|endoftext|>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  show_progress=False)  # fmt: skip
+    old.train_from_iterator(["Copyright (C) 2007 and 2008, 12345 " * 50], trainer=trainer)
+    old.save(str(tmp_path / "old.json"))
+    settings = {**json.loads(CFG.model_config), "model_type": "qwen2", "vocab_size": 300}
+    model = build_model(model_config.canonical(settings), CFG.seed)
+    state = initial_global({n: p.detach().clone() for n, p in model.named_parameters()})
+    assert export_pretrained(model, state, tmp_path / "old.json", tmp_path / "out")

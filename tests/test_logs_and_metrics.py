@@ -60,21 +60,32 @@ def test_bad_metrics_addresses(bad):
         TypeAdapter(MetricsAddress).validate_python(bad)
 
 
-def scrape(address: str) -> dict[str, float]:
+def scrape(address: str, labelled: bool = False) -> dict:
     with urllib.request.urlopen(f"http://{address}/metrics", timeout=5) as response:
         families = text_string_to_metric_families(response.read().decode())
+    if labelled:
+        return {(s.name, tuple(sorted(s.labels.items()))): s.value for f in families
+                for s in f.samples}  # fmt: skip
     return {s.name: s.value for f in families for s in f.samples if not s.labels}
 
 
 def test_the_server_serves_what_the_process_measures():
-    assert serve_metrics("") is None
-    server = MetricsServer("127.0.0.1:0")
+    assert serve_metrics("", node_metrics.REGISTRY) is None
+    server = MetricsServer("127.0.0.1:0", node_metrics.REGISTRY)
     try:
         before = scrape(server.address)["dilochain_node_inner_steps_total"]
         node_metrics.INNER_STEPS.inc(3)
-        assert scrape(server.address)["dilochain_node_inner_steps_total"] == before + 3
+        found = scrape(server.address)
+        assert found["dilochain_node_inner_steps_total"] == before + 3
+        # Only the node's own metrics and the shared ones: no chain gauge stuck at zero.
+        assert "dilochain_artifact_fetched_bytes_total" in found
+        assert "process_resident_memory_bytes" in found
+        assert not any(name.startswith(("dilochain_chain_", "dilochain_verifier_"))
+                       for name in found)  # fmt: skip
+        build = [k for k in scrape(server.address, labelled=True) if k[0] == "dilochain_build_info"]
+        assert build and ("role", "node") in build[0][1]
         with pytest.raises(MetricsError, match="cannot serve metrics on"):
-            MetricsServer(server.address)  # in use
+            MetricsServer(server.address, node_metrics.REGISTRY)  # in use
     finally:
         server.close()
 
@@ -87,12 +98,13 @@ def test_step_meter_counts_steps_and_utilisation():
     meter.started = time.monotonic() - 10.0  # the node has been up 10 s
     meter(1, 5.0, 100.0)  # 1 step of 100 tokens at 100 tok/s: 1 s in this round
     meter(2, 4.0, 100.0)  # 2 s in this round
-    meter(1, 3.0, 50.0)  # a new round: 2 s
+    meter(1, 3.0, 50.0, 7)  # a new round (7): 2 s
     assert meter.training_seconds == pytest.approx(4.0)
     assert node_metrics.TRAINING_SECONDS._value.get() - trained == pytest.approx(4.0)
     assert 0.35 < meter.utilisation() < 0.41
     assert node_metrics.INNER_STEPS._value.get() == steps + 3
     assert node_metrics.LOSS._value.get() == 3.0 and len(calls) == 3
+    assert calls[-1] == (1, 3.0, 50.0, 7)  # the bar is named by the chain's round
 
 
 def test_block_observer_counts_heights_intervals_and_tx_codes():

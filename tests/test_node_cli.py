@@ -65,6 +65,9 @@ def test_unknown_run_and_unreachable_chain(running_chain, operator):
     home, _ = operator
     one_line_error(node(home, "--run", "ghost", chain=running_chain.address), "unknown run 'ghost'")
     one_line_error(node(home, "--run", "ghost", chain="127.0.0.1:1"), "no dilochain node answers")
+    one_line_error(node(home, "--run", "ghost", chain="127.0.0.1:1"), "is `dilochain chain start`")
+    rpc = running_chain.process.rpc_address  # a mistake newcomers make: CometBFT's port
+    one_line_error(node(home, "--run", "ghost", chain=rpc), f"{rpc} is CometBFT's RPC")
 
 
 def test_start_reads_the_home_config_and_logs_json(running_chain, run_id, operator):
@@ -170,6 +173,8 @@ def test_status_and_rewards_commands(running_chain, run_id, operator):
     assert status.returncode == 0 and run_id in status.stdout and "dilochain-test" in status.stdout
     show = cli("rewards", "show", "--address", address, "--chain", running_chain.address)
     assert show.returncode == 0 and "rewards of" in show.stdout and "still vesting" in show.stdout
+    # Piped, nothing is cut to fit 80 columns (amounts and addresses used to end in "…").
+    assert "…" not in status.stdout + show.stdout and address in show.stdout
     env = {"DILOCHAIN_KEYRING_PASSWORD": PASSWORD}
     claim = cli("rewards", "claim", "--epoch", "0", "--key", "op", "--home", str(home),
                 "--chain", running_chain.address, env=env)  # fmt: skip
@@ -230,17 +235,22 @@ def test_run_create_pins_model_tokenizer_and_data_and_checks_them_first(
           "--data-manifest", str(data.root / "manifest.json")], "made with another tokenizer"),
         (["--data", str(tmp_path / "nowhere")], "nowhere/manifest.json: no such file"),
         (["--model-config", str(tmp_path / "missing.json")], "missing.json"),
+        (["--model-config", str(tmp_path / "qwen.json")], "needs --seq-len and --batch-size"),
+        (["--model-config", str(tmp_path / "qwen.json"), "--seq-len", "128", "--batch-size", "2"],
+         "above the model's max_position_embeddings 64"),
         (["--overlap", "--round-blocks", "5"], "an overlapped run needs round_blocks above"),
         (["--outer-momentum", "1.0"], "outer_momentum"),
     ]  # fmt: skip
     for i, (args, needle) in enumerate(mistakes):
         one_line_error(run_create(home, "--run-id", f"bad{i}", *args, chain=chain), needle)
     created = run_create(home, "--run-id", "qwen-run", "--data", str(data.root), "--model-config",
-                         str(tmp_path / "qwen.json"), "--rounds", "3", "--overlap",
+                         str(tmp_path / "qwen.json"), "--seq-len", "48", "--batch-size", "2",
+                         "--rounds", "3", "--overlap",
                          "--round-blocks", "30", "--outer-lr", "0.5", "--inner-lr", "1e-3",
                          "--reset-inner-state", chain=chain)  # fmt: skip
     assert created.returncode == 0, created.stderr[-2000:]
     assert "qwen2 model" in created.stdout and "udlc escrowed until it ends" in created.stdout
+    assert "3 rounds of 8 inner steps on batches of 2 sequences of 48 tokens" in created.stdout
     with PocClient(chain) as poc:
         assert all(poc.run(f"bad{i}") is None for i in range(len(mistakes)))
         run = poc.run("qwen-run")
@@ -248,6 +258,7 @@ def test_run_create_pins_model_tokenizer_and_data_and_checks_them_first(
     assert run.config.tokenizer_hash == pins.tokenizer_hash
     assert run.config.model_config == model_config.canonical(qwen)
     assert run.config.total_rounds == 3 and run.config.overlap and run.config.round_blocks == 30
+    assert (run.config.seq_len, run.config.batch_size) == (48, 2)
     assert run.config.outer_lr == 0.5 and abs(run.config.inner_lr - 1e-3) < 1e-9
     assert not run.config.carry_inner_state
 
@@ -298,3 +309,24 @@ def test_prune_dry_run_then_prune(running_chain, operator):
     assert done.returncode == 0 and "deleted" in done.stdout, done.stderr
     assert len(list((home / "artifacts").glob("??/*"))) == 1
     assert [e.kind for e in ledger.entries()] == ["global"]
+
+
+def test_start_on_a_finished_run_locks_no_collateral(running_chain, operator):
+    """A node started on a run that has finished serves what it may owe and ends (exit 0),
+    without registering: it used to bond and lock the run's collateral again."""
+    creator = running_chain.wallets[1]
+    cfg = make_run_config(shipped_data()[1], "tiny", min_collateral="5000000", round_blocks=2,
+                          total_rounds=1)  # fmt: skip
+    msg = MsgCreateRun(creator=str(creator.address()), run_id="done-run", config=cfg)
+    broadcast(running_chain.client, creator, msg).wait_to_complete(poll_period=0.1)
+    with PocClient(running_chain.address) as poc:
+        info = poc.round_info("done-run")
+        running_chain.process.wait_for_height(info.resolution_height + 1, timeout=120)
+        assert poc.round_info("done-run").finished
+        home, address = operator
+        result = node(home, "--run", "done-run", "--metrics-address", "",
+                      chain=running_chain.address)  # fmt: skip
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert "run done-run has finished: not registering" in result.stderr
+        assert poc.collateral(address=address).locked == "0"
+        assert address not in {h.address for h in poc.hosts(run_id="done-run")}

@@ -43,7 +43,12 @@ def test_init_writes_commented_toml_with_the_given_flags(tmp_path, capsys, kind)
     code, _, err = run(capsys, kind, "init", "--home", str(tmp_path))
     one_line_error(code, err, f"{path} exists")
     assert run(capsys, kind, "init", "--home", str(tmp_path), "--overwrite")[0] == 0
-    assert "key" not in tomllib.loads(path.read_text())  # unset: commented out
+    text = path.read_text()
+    assert "key" not in tomllib.loads(text)  # unset: commented out
+    # Uncommenting any commented-out key leaves valid TOML (with an example value).
+    uncommented = "\n".join(line[2:] if line.startswith("# ") and " = " in line else line
+                            for line in text.splitlines())  # fmt: skip
+    assert tomllib.loads(uncommented)["key"] == "operator"
 
 
 def test_init_refuses_a_bad_value(tmp_path, capsys):

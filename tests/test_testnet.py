@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -16,7 +17,13 @@ import pytest
 from cosmpy.aerial.client import LedgerClient
 
 from dilochain.chain.home import genesis_path, node_id, read_config
-from dilochain.chain.testnet import free_port, init_testnet, node_homes, rpc_address
+from dilochain.chain.testnet import (
+    free_port,
+    init_testnet,
+    loopback_config,
+    node_homes,
+    rpc_address,
+)
 from dilochain.client import connect, network_config
 from dilochain.genesis.document import load_genesis
 from dilochain.localnet import LocalNetwork, rpc_call
@@ -38,6 +45,16 @@ def _app_agrees(node, reference) -> None:
     app_hash = base64.b64decode(info.get("last_block_app_hash", "")).hex().upper()
     reference.wait_for_height(height + 1)
     assert _header_app_hash(reference.rpc_address, height + 1) == app_hash, node.home.name
+
+
+def test_a_nodes_ports_differ_and_do_not_follow_the_global_random_seed():
+    configs = []
+    for _ in range(2):
+        random.seed(7)  # as pytest-randomly does before each test
+        configs.append(loopback_config("n", "200ms"))
+    ports = [c.rpc_address for c in configs] + [c.p2p_address for c in configs]
+    ports += [c.cometbft_metrics_address for c in configs]
+    assert len(set(ports)) == 6
 
 
 def test_four_validators_survive_one_down_and_agree(tmp_path):

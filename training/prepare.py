@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
 from dilochain.training.errors import DataError
 from dilochain.training.manifest import (
@@ -103,6 +103,14 @@ def _text_file(path: Path, advance: Advance) -> Iterator[str]:
         yield text
 
 
+def _no_text(record: object, field: str) -> str:
+    if not isinstance(record, dict):
+        return f"a JSON {type(record).__name__}, not an object with a text field {field!r}"
+    found = ", ".join(repr(k) for k in list(record)[:8]) or "none"
+    what = "is not text" if field in record else "is missing"
+    return f"field {field!r} {what} (keys: {found}); choose another with --text-field"
+
+
 def _jsonl_file(path: Path, field: str, advance: Advance) -> Iterator[str]:
     with path.open("rb") as f:
         for number, line in enumerate(f, 1):
@@ -117,7 +125,7 @@ def _jsonl_file(path: Path, field: str, advance: Advance) -> Iterator[str]:
                 raise DataError(f"{path}:{number}: JSON nested too deeply") from None
             text = record.get(field) if isinstance(record, dict) else None
             if not isinstance(text, str):
-                raise DataError(f"{path}:{number}: no text field {field!r}")
+                raise DataError(f"{path}:{number}: {_no_text(record, field)}")
             if text.strip():
                 yield text
 
@@ -155,10 +163,23 @@ def documents(files: list[Path], field: str, advance: Advance = lambda n: None) 
             yield from _text_file(path, advance)
 
 
+# The pre-tokenizer split of Qwen2 (and GPT-4): transformers' Qwen2Tokenizer rebuilds exactly
+# this pipeline (NFC, this split, byte-level without its own regex) whatever tokenizer.json
+# says, so a run's tokenizer built this way gives the ids it trained on in every export.
+SPLIT_REGEX = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|"""
+               r""" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+""")  # fmt: skip
+
+
 def train_tokenizer(docs: Iterator[str], vocab_size: int) -> Tokenizer:
-    """A byte-level BPE tokenizer (GPT-2 style) with ``<|endoftext|>`` as token 0."""
+    """A byte-level BPE tokenizer with ``<|endoftext|>`` as token 0, its text NFC-normalised
+    and split as Qwen2's (:data:`SPLIT_REGEX`): what every model type's Hugging Face tokenizer
+    class reproduces from the exported files."""
     tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.normalizer = normalizers.NFC()
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(SPLIT_REGEX), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+    ])  # fmt: skip
     tokenizer.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size, special_tokens=[EOS], show_progress=False,
@@ -204,7 +225,8 @@ class _ShardWriter:
             self.handle.close()
         if len(self.files) < 2:
             raise DataError(f"the input has too few tokens: need more than the "
-                            f"{self.options.heldout_tokens} held-out tokens")  # fmt: skip
+                            f"{self.options.heldout_tokens} held-out tokens "
+                            "(--heldout-tokens)")  # fmt: skip
         if len(self.files) > 2 and self.filled < self.options.shard_tokens // 2:
             last = self.files.pop()
             with self.files[-1].open("ab") as target, last.open("rb") as tail:
@@ -277,6 +299,12 @@ def _write_shards(
     return Manifest(tokenizer_sha256=file_sha256(work / TOKENIZER), vocab_size=vocab,
                     dtype=dtype_name, eos_id=eos, heldout=entries[0],
                     shards=entries[1:])  # fmt: skip
+
+
+def auto_heldout_tokens(input_bytes: int) -> int:
+    """Held-out tokens for inputs of ``input_bytes``: about 5% of their tokens (at ~4 bytes a
+    token), at least 1,024 and at most 2^20, so a small corpus still leaves most to train on."""
+    return min(1 << 20, max(1024, input_bytes // 80))
 
 
 DEFAULT_OPTIONS = PrepareOptions(shard_tokens=16_384, heldout_tokens=12_288)

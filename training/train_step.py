@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import math
 import os
+import statistics
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -168,6 +170,30 @@ def eval_loss(model: CausalLM, batches: list[torch.Tensor]) -> float:
     model.eval()
     device = next(model.parameters()).device
     return sum(float(lm_loss(model, b.to(device))) for b in batches) / len(batches)
+
+
+def seconds_per_step(
+    cfg: RunConfig, data: Dataset, threads: int = 1, steps: int = 12, warmup: int = 3
+) -> float:
+    """The median seconds of one inner step of the run ``cfg`` on ``data`` in this process,
+    on ``threads`` torch threads (as a host trains with ``--threads``), from a fresh model."""
+    from dilochain.training.model import build_model
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        model = build_model(cfg.model_config, cfg.seed)
+        state = fresh_inner_state(model, cfg, {n: p.detach() for n, p in model.named_parameters()})
+        shards = data.shards_of(cfg.seed, "timing")
+        times = []
+        for i in range(warmup + steps):
+            started = time.perf_counter()
+            train_step(state, cfg, data, shards, 0, 0)
+            if i >= warmup:
+                times.append(time.perf_counter() - started)
+        return statistics.median(times)
+    finally:
+        torch.set_num_threads(before)
 
 
 def set_deterministic(threads: int) -> None:

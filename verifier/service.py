@@ -85,6 +85,7 @@ class VerifierService:
         self.client = client
         self.wallet = wallet
         self.address = str(wallet.address())
+        metrics.INFO.labels(self.address).set(1)
         if cfg.device == "cuda" and not torch.cuda.is_available():
             raise VerifierError("--device cuda: no CUDA device is available")
         self.poc = PocClient(cfg.chain)
@@ -144,7 +145,10 @@ class VerifierService:
 
     def _stay_registered(self) -> None:
         """Register again after a slash left this verifier below the minimum and the chain
-        removed it (topping its bond up from its balance); if it cannot, say so and go on."""
+        removed it (topping its bond up from its balance); if it cannot, say so and go on.
+        Its collateral metrics are brought up to date on the way."""
+        metrics.COLLATERAL.set(int(self.poc.collateral(address=self.address).bonded))
+        metrics.SLASHED.set(sum(int(s.amount) for s in self.poc.slashes(self.address)))
         if any(v.address == self.address for v in self.poc.verifiers()):
             return
         log.warning("no longer a registered verifier (a slash left less than the minimum "

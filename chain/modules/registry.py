@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 from dilochain.chain.context import Context, MsgSpec, QueryContext, QueryHandler, parse_amount
@@ -140,6 +141,9 @@ def _validate_config(cfg: RunConfig, params: PocParams) -> None:
     need(cfg.seq_len > 0, "seq_len must be positive")
     need(cfg.batch_size > 0 and cfg.round_blocks > 0 and cfg.total_rounds > 0,
          "batch_size, round_blocks and total_rounds must be positive")  # fmt: skip
+    need(cfg.batch_size * cfg.seq_len <= params.max_step_tokens,
+         f"batch_size x seq_len above the chain's maximum {params.max_step_tokens} tokens a "
+         "step")  # fmt: skip
     need(cfg.round_blocks <= params.max_round_blocks,
          f"round_blocks above the chain's maximum {params.max_round_blocks}")  # fmt: skip
     need(cfg.inner_steps > 0, "inner_steps must be positive")
@@ -156,6 +160,9 @@ def _validate_config(cfg: RunConfig, params: PocParams) -> None:
          f"total_rounds above the chain's maximum {params.max_total_rounds}")  # fmt: skip
     most = params.max_start_delay_blocks
     need(cfg.start_delay_blocks <= most, f"start_delay_blocks above the chain's maximum {most}")
+    floats = (cfg.inner_lr, cfg.outer_lr, cfg.outer_momentum, cfg.weight_decay, cfg.grad_clip)
+    need(all(math.isfinite(x) for x in floats), "learning rates, momentum, weight_decay and "
+         "grad_clip must be finite numbers")  # fmt: skip
     need(cfg.inner_lr > 0 and cfg.outer_lr > 0 and 0 <= cfg.outer_momentum < 1,
          "learning rates must be positive and outer_momentum in [0, 1)")  # fmt: skip
     need(cfg.weight_decay >= 0 and cfg.grad_clip >= 0, "weight_decay and grad_clip must be >= 0")

@@ -31,6 +31,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     init.add_argument("--moniker", help="node name (default: the home's folder name)")
     init.add_argument("--rpc-address", default="127.0.0.1:26657", help="CometBFT RPC")
     init.add_argument("--p2p-address", default="127.0.0.1:26656", help="CometBFT P2P")
+    init.add_argument("--cometbft-metrics-address", default="127.0.0.1:26660",
+                      help="CometBFT's own Prometheus metrics (empty: off)")  # fmt: skip
     init.add_argument("--block-time", default="1s", help="CometBFT's timeout_commit")
     acct = chain.add_parser("add-genesis-account", help="fund an account in genesis")
     acct.add_argument("address", help="bech32 address, or the name of a key in the keyring")
@@ -42,7 +44,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--metrics-address",
         default="",
         type=_metrics_address,
-        help="serve Prometheus metrics here, e.g. 127.0.0.1:26660 (default: none)",
+        help="serve the application's Prometheus metrics here, e.g. 127.0.0.1:9466 (CometBFT "
+        "serves its own on 26660)",
     )
     add_log_format(start)
     for p in (init, acct, start):
@@ -72,6 +75,7 @@ def _init(args: argparse.Namespace) -> int:
             moniker=args.moniker or args.home.name or "dilochain",
             rpc_address=args.rpc_address,
             p2p_address=args.p2p_address,
+            cometbft_metrics_address=args.cometbft_metrics_address,
             block_time=block_time_flag(args.block_time),
         )
     except ValidationError as err:
@@ -102,11 +106,12 @@ def _add_genesis_account(args: argparse.Namespace) -> int:
 
 
 def _start(args: argparse.Namespace) -> int:
+    from dilochain.chain.metrics import REGISTRY
     from dilochain.chain.server import ChainNode
 
     block_time = block_time_flag(args.block_time) if args.block_time else None
     node = ChainNode(args.home, args.grpc_address, block_time, args.metrics_address)
-    metrics = serve_metrics(args.metrics_address)
+    metrics = serve_metrics(args.metrics_address, REGISTRY)
 
     def ready(grpc_address: str, rpc_address: str) -> None:
         print(f"{RPC_LISTENING}{rpc_address}", flush=True)

@@ -21,6 +21,34 @@ CHAIN_HELP = ("a chain node's gRPC address, host:port; repeat the flag (or separ
               "by commas) to fail over between nodes")  # fmt: skip
 
 
+# Piped output has no width to fit: wide enough that no amount or address is ever cut.
+PIPED_WIDTH = 1000
+
+
+def wide_console():
+    """A rich console for standard output that does not fit piped output to 80 columns."""
+    from rich.console import Console
+
+    return Console(width=None if sys.stdout.isatty() else PIPED_WIDTH)
+
+
+def folded(*renderables: object) -> tuple[object, ...]:
+    """``renderables`` with every table's cells folding onto more lines in a narrow terminal
+    instead of ending in "…"."""
+    from rich.table import Table
+
+    for item in renderables:
+        if isinstance(item, Table):
+            for column in item.columns:
+                column.overflow = "fold"
+    return renderables
+
+
+def print_tables(*renderables: object) -> None:
+    """Print to standard output without cutting a value (:func:`folded`, :func:`wide_console`)."""
+    wide_console().print(*folded(*renderables))
+
+
 class CliError(Exception):
     """A mistake the user can fix; printed as one line, exit code 1."""
 
@@ -78,12 +106,15 @@ def signing_wallet(home: Path, key: str):
     return ring.wallet(key, keyring_password())
 
 
-def read_secret(prompt: str, confirm: bool = False) -> str:
-    """A secret from the terminal, or one line of piped standard input."""
+def read_secret(prompt: str, confirm: bool = False, env: str = "") -> str:
+    """A secret from the terminal, or one line of piped standard input (``env``: the variable
+    that could have given it, named when neither does)."""
     if not sys.stdin.isatty():
         line = sys.stdin.readline()
         if not line:
-            raise CliError(f"{prompt.rstrip(': ')} expected on standard input")
+            where = f", or set {env}" if env else ""
+            raise CliError(f"{prompt.rstrip(': ')} expected: no terminal to ask on; pipe it "
+                           f"to standard input{where}")  # fmt: skip
         return line.rstrip("\n")
     value = getpass.getpass(prompt)
     if confirm and getpass.getpass("Repeat " + prompt[0].lower() + prompt[1:]) != value:
@@ -95,4 +126,4 @@ def keyring_password(confirm: bool = False) -> str:
     """The keyring password: ``$DILOCHAIN_KEYRING_PASSWORD`` or asked for."""
     if PASSWORD_ENV in os.environ:
         return os.environ[PASSWORD_ENV]
-    return read_secret("Keyring password: ", confirm)
+    return read_secret("Keyring password: ", confirm, PASSWORD_ENV)

@@ -27,13 +27,14 @@ M = TypeVar("M", bound=BaseModel)
 
 @dataclass(frozen=True)
 class Setting:
-    """One key of a config file: its flag, what ``init`` writes (None: commented out) and
-    the comment above it."""
+    """One key of a config file: its flag, what ``init`` writes (None: commented out, showing
+    ``example``, a value that is valid TOML once uncommented) and the comment above it."""
 
     key: str
     flag: str
     sample: object
     help: str
+    example: object = ""
 
 
 def service_settings(signs: str, metrics_address: str) -> list[Setting]:
@@ -42,7 +43,8 @@ def service_settings(signs: str, metrics_address: str) -> list[Setting]:
         Setting("chain", "--chain", DEFAULT_CHAIN,
                 "The chain's gRPC address (txs, queries), or a list of several nodes' addresses\n"
                 'to fail over between, e.g. ["10.0.0.1:9090", "10.0.0.2:9090"].'),
-        Setting("key", "--key", None, f"The key in this home's keyring: it {signs} and is paid."),
+        Setting("key", "--key", None, f"The key in this home's keyring: it {signs} and is paid.",
+                "operator"),
         Setting("metrics_address", "--metrics-address", metrics_address,
                 "Prometheus metrics at http://ADDRESS/metrics (empty: none)."),
         Setting("auto_claim", "--auto-claim", True,
@@ -125,7 +127,7 @@ def write_config(path: Path, title: str, settings: list[Setting], values: dict) 
         lines += [f"# {line}" for line in s.help.splitlines()]
         value = values.get(s.key, s.sample)
         if value is None:
-            lines.append(f"# {s.key} = ")
+            lines.append(f"# {s.key} = {_toml(s.example)}")
         else:
             lines.append(f"{s.key} = {_toml(value)}")
         lines.append("")

@@ -14,6 +14,7 @@ from dilochain.training.manifest import MANIFEST, MAX_SHARD_TOKENS, read_manifes
 from dilochain.training.prepare import (
     DEFAULT_VOCAB,
     PrepareOptions,
+    auto_heldout_tokens,
     documents,
     input_files,
     prepare,
@@ -44,12 +45,25 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="use this tokenizer.json instead of training one",
     )
     p.add_argument("--text-field", default="text", help="JSONL key / Parquet column of the text")
-    p.add_argument("--shard-tokens", type=int, default=PrepareOptions.shard_tokens)
-    p.add_argument("--heldout-tokens", type=int, default=PrepareOptions.heldout_tokens)
+    p.add_argument(
+        "--shard-tokens",
+        type=int,
+        default=PrepareOptions.shard_tokens,
+        help="tokens in each training shard file",
+    )
+    p.add_argument(
+        "--heldout-tokens",
+        type=int,
+        default=None,
+        help="tokens held out for evaluation (default: about 5%% of the input, 1024 to 1048576)",
+    )
     p.set_defaults(func=_prepare)  # fmt: skip
 
 
 def _prepare(args: argparse.Namespace) -> int:
+    files = input_files(args.input)
+    if args.heldout_tokens is None:
+        args.heldout_tokens = auto_heldout_tokens(sum(f.stat().st_size for f in files))
     if not 257 <= args.vocab_size <= 1 << 20:
         raise CliError("--vocab-size must be between 257 and 1048576")
     if not (1024 <= args.shard_tokens <= MAX_SHARD_TOKENS
@@ -58,7 +72,6 @@ def _prepare(args: argparse.Namespace) -> int:
                        f"{MAX_SHARD_TOKENS} (a shard hosts and verifiers fetch)")  # fmt: skip
     options = PrepareOptions(args.vocab_size, args.text_field, args.shard_tokens,
                              args.heldout_tokens)  # fmt: skip
-    files = input_files(args.input)
     passes = 1 if args.tokenizer else 2  # training the tokenizer reads the input once more
     total = passes * sum(f.stat().st_size for f in files)
     console = Console()

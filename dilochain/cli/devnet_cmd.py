@@ -1,21 +1,26 @@
 """``dilochain devnet up``: the whole network on one machine, in one command.
 
 Starts a devnet chain on CometBFT (one validator, or ``--validators N`` peered on loopback),
-funds keys, creates a run, starts three honest hosts, one dishonest host and two verifiers as
-separate processes (each talking to a validator in turn), serves the dashboard and shows live
-progress. Hosts and verifiers claim their rewards themselves as epochs close (auto-claim); once
-the run is over the devnet claims what is left, and prints a summary: the loss curve (also a
-PNG), the cheater caught and slashed, every claim paid and by whom. With ``--churn`` a fifth
-host joins mid-run, one host is killed and restarted and one leaves
-(:mod:`dilochain.cli.devnet_churn`); the summary lists them by round.
+funds keys, creates a run (overlapped rounds of the ``demo`` preset, its inner steps sized to
+fill this machine's windows: :mod:`dilochain.cli.devnet_sizing`), starts three honest hosts, one
+dishonest host and two verifiers as separate processes (each talking to a validator in turn),
+serves the dashboard and shows live progress. Hosts and verifiers claim their rewards
+themselves as epochs close (auto-claim); once the run is over the devnet claims what is left,
+and prints a summary: the loss curve to the final state (also a PNG), the cheater caught and
+slashed, every claim paid and by whom, each host's share of wall-clock in inner steps. With
+``--churn`` a fifth host joins mid-run, one host is killed and restarted and one leaves
+(:mod:`dilochain.cli.devnet_churn`); the summary lists them by round. ``--keep`` leaves the
+chain and the dashboard up afterwards.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import tempfile
 import time
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -27,7 +32,7 @@ from dilochain.chain.home import genesis_path
 from dilochain.chain.testnet import init_testnet
 from dilochain.chain_view import eval_curve
 from dilochain.cli.chain_cmd import block_time_flag
-from dilochain.cli.common import CliError, add_log_format, parse_duration
+from dilochain.cli.common import CliError, add_log_format, folded, parse_duration, wide_console
 from dilochain.cli.devnet_churn import (
     CRASH_IN,
     CRASHER,
@@ -39,6 +44,7 @@ from dilochain.cli.devnet_churn import (
     Churn,
     ChurnEvent,
 )
+from dilochain.cli.devnet_sizing import SEGMENTS, Utilisation, size_rounds, usable_cores
 from dilochain.cli.status_cmd import tables
 from dilochain.client import TxRefused, connect, submit
 from dilochain.dashboard.server import Dashboard
@@ -56,16 +62,26 @@ from dilochain.localnet import (
 from dilochain.poc_client import PocClient
 from dilochain.protocol.params import DENOM, PocParams
 from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgClaimReward, MsgCreateRun
-from dilochain.protocol.schedule import round_period
+from dilochain.protocol.schedule import round_window
 
 CHAIN_ID = "dilochain-devnet"
 RUN_ID = "devnet-run"
 PASSWORD = "devnet"
 HOST_COLLATERAL = 10_000_000
-ROUND_BLOCKS = 15
+# Overlapped rounds: the last round is verified (36 blocks) while this one trains in its commit
+# window; the other 8 blocks are a host's lead, which absorbs the variation of its steps.
+ROUND_BLOCKS = 44
+# --churn: rounds one after another (a commit window, then its verification), so a host killed
+# while training round r has nothing of an earlier round left to serve to verifiers. (In an
+# overlapped run round r-1 is verified while r trains: a crash then costs the host round r-1.)
+CHURN_ROUND_BLOCKS = 15
 # Hosts are started (and wait for the run) and verifiers registered before the run is created;
 # this covers a host's loading the run's model and registering.
-START_DELAY_SECONDS = 10
+START_DELAY_SECONDS = 4
+SAMPLING_RATE = 0.1
+VERDICT_BLOCKS = 20  # a verifier's replays of a round: the cheater's every segment, and samples
+HOST_NICENESS = 19
+VERIFIERS_PER_CHALLENGE = 2
 ROLES = [
     ("host-0", "honest"), ("host-1", "honest"), ("host-2", "honest"), ("host-3", "random-pg"),
     ("verifier-0", "verifier"), ("verifier-1", "verifier"),
@@ -83,6 +99,7 @@ class Member:
     slashed: int = 0
     collateral: int = 0
     claims: list[dict] = field(default_factory=list)
+    busy: float | None = None  # a host's share of wall-clock in inner steps (round 1 to last)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -92,10 +109,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     up = devnet.add_parser("up", help="chain, 4 hosts (one dishonest), 2 verifiers, rewards")
     up.add_argument("--dir", type=Path, default=None, help="keep everything here (default: temp)")
-    up.add_argument("--rounds", type=int, default=6)
+    up.add_argument("--rounds", type=int, default=10)
     up.add_argument("--block-time", default="200ms", help="CometBFT's timeout_commit")
     up.add_argument("--validators", type=int, default=1, help="CometBFT validators (1-7)")
     up.add_argument("--json", type=Path, default=None, help="also write the summary here")
+    up.add_argument("--inner-steps", type=int, default=0,
+                    help="inner steps a round (default: as many as fill a round's window on "
+                         "this machine)")  # fmt: skip
+    up.add_argument(
+        "--keep",
+        action="store_true",
+        help="leave the chain and dashboard running after the run (Ctrl-C stops)",
+    )
     up.add_argument("--churn", action="store_true",
                     help=f"hosts come and go: {JOINER} joins in round {JOIN_AT}, {CRASHER} is "
                          f"killed (SIGKILL) in round {CRASH_IN} and restarted, {LEAVER} leaves "
@@ -117,22 +142,23 @@ def _nodes_from(addresses: list[str], first: int) -> str:
 
 def _genesis_params() -> dict:
     poc = {
-        "sampling_rate": "0.5",
-        "beacon_reveal_blocks": 8,
-        "reveal_window_blocks": 4,
-        "verdict_window_blocks": 8,
-        "verdict_open_blocks": 6,
-        "verifiers_per_challenge": 2,
+        # A cheater's failed screen has all its segments replayed whatever the draw; honest
+        # hosts' replays share the hosts' cores here (on a real network, verifiers' own).
+        "sampling_rate": str(SAMPLING_RATE),
+        "beacon_reveal_blocks": 10,  # every verifier screens every commit in it
+        "reveal_window_blocks": 3,
+        "verdict_window_blocks": VERDICT_BLOCKS,
+        "verdict_open_blocks": 3,
+        "verifiers_per_challenge": VERIFIERS_PER_CHALLENGE,
         "quorum": 2,
         "min_verifier_collateral": HOST_COLLATERAL,  # a withheld beacon secret costs a host's slash
         "unbonding_period_seconds": 10,  # a leaving host's collateral is back within the demo
         "max_round_blocks": ROUND_BLOCKS,
     }
     poc["unbonding_blocks"] = PocParams(**poc).slashable_blocks
-    period = round_period(ROUND_BLOCKS, PocParams(**poc))
     return {
         "poc": poc,
-        "rewards": {"epoch_blocks": 2 * period, "reward_per_epoch": 1_000_000_000,
+        "rewards": {"epoch_blocks": 2 * ROUND_BLOCKS, "reward_per_epoch": 1_000_000_000,
                     "vesting_epochs": 2},
     }  # fmt: skip
 
@@ -142,17 +168,18 @@ def _up(args: argparse.Namespace) -> int:
         raise CliError("--rounds must be between 1 and 100")
     if not 1 <= args.validators <= 7:
         raise CliError("--validators must be between 1 and 7")
+    if args.inner_steps and (args.inner_steps < 2 * SEGMENTS or args.inner_steps % SEGMENTS):
+        raise CliError(f"--inner-steps must be a multiple of {SEGMENTS}, at least {2 * SEGMENTS}")
     if args.churn and args.rounds < MIN_ROUNDS:
         raise CliError(f"--churn needs --rounds {MIN_ROUNDS} or more")
     block_time = parse_duration(block_time_flag(args.block_time))
-    console = Console()
+    console = wide_console()
     with tempfile.TemporaryDirectory(prefix="dilochain-devnet-") as tmp:
         root = (args.dir or Path(tmp)).resolve()
         # The plot outlives a temporary work directory: it then goes to the current directory.
         png = (args.dir.resolve() if args.dir else Path.cwd()) / "devnet_loss_curve.png"
         try:
-            summary = _run(console, root, args.rounds, args.validators, args.block_time,
-                           block_time, png, args.dashboard, args.churn)  # fmt: skip
+            summary = _run(console, root, args, block_time, png)
         except CliError as err:
             hint = "" if args.dir else " (rerun with --dir DIR to keep the logs)"
             raise CliError(f"{err}{hint}") from None
@@ -162,19 +189,14 @@ def _up(args: argparse.Namespace) -> int:
 
 
 def _run(
-    console: Console,
-    root: Path,
-    rounds: int,
-    validators: int,
-    block_time_text: str,
-    block_time: float,
-    png: Path,
-    dashboard_address: str,
-    churn: bool = False,
+    console: Console, root: Path, args: argparse.Namespace, block_time: float, png: Path
 ) -> dict:
+    from dilochain.training.dataset import Dataset
     from dilochain.training.prepare import default_dataset, pins_of
     from dilochain.training.run_config import make_run_config
+    from dilochain.training.train_step import seconds_per_step
 
+    rounds, validators, churn = args.rounds, args.validators, args.churn
     members = []
     roles = [*ROLES, (JOINER, "honest")] if churn else ROLES
     for name, behavior in [("creator", "creator"), *roles]:
@@ -182,26 +204,36 @@ def _run(
         info, _ = Keyring(home / "keyring").add("k", PASSWORD)
         members.append(Member(name, behavior, info.address, str(home)))
     funded = {m.address: {DENOM: 10**12} for m in members}
-    homes = init_testnet(root / "chain", validators, CHAIN_ID, funded, block_time_text,
+    homes = init_testnet(root / "chain", validators, CHAIN_ID, funded, args.block_time,
                          **_genesis_params())  # fmt: skip
     genesis = load_genesis(genesis_path(homes[0]))
     data = default_dataset(root)  # prepared once; every host and verifier reads it (--data)
     cfg = make_run_config(
         pins_of(data),
-        "tiny",
-        round_blocks=ROUND_BLOCKS,
+        "demo",
+        round_blocks=CHURN_ROUND_BLOCKS if churn else ROUND_BLOCKS,
         total_rounds=rounds,
+        overlap=not churn,
         start_delay_blocks=int(START_DELAY_SECONDS / block_time),
         min_collateral=str(HOST_COLLATERAL),
     )
+    hosts_at_once = sum(name.startswith("host") for name, _ in ROLES)
+    step = 0.0
+    if not args.inner_steps:
+        with console.status("timing an inner step on this machine"):
+            step = seconds_per_step(cfg, Dataset(data, cfg.data_manifest_hash, cfg.tokenizer_hash))
     wallets = {m.name: Keyring(Path(m.home) / "keyring").wallet("k", PASSWORD) for m in members}
-    with LocalNetwork(homes, metrics_address="127.0.0.1:0") as network:
+    with LocalNetwork(homes, metrics_address="127.0.0.1:0") as network, ExitStack() as stack:
         addresses = [node.address for node in network.nodes]
-        console.print(f"[bold]devnet[/] {CHAIN_ID} on {validators} CometBFT validator(s), gRPC "
-                      f"{', '.join(addresses)}; work dir {root}")  # fmt: skip
+        console.print(f"[bold]devnet[/] {CHAIN_ID} on {validators} CometBFT validator(s): gRPC "
+                      f"(--chain) {', '.join(addresses)}; CometBFT RPC "
+                      f"{', '.join(n.rpc_address for n in network.nodes)}; work dir {root}; "
+                      f"keyring password {PASSWORD!r}", soft_wrap=True)  # fmt: skip
         client = connect(addresses, CHAIN_ID)
-        dashboard = Dashboard(addresses, dashboard_address)
+        started = (time.monotonic(), client.query_height())
+        dashboard = Dashboard(addresses, args.dashboard)
         console.print(f"[bold]dashboard[/] at http://{dashboard.start()}/")
+        stack.callback(dashboard.stop)
         hosts = [m for m in members if m.name.startswith("host")]
         verifiers = [m for m in members if m.name.startswith("verifier")]
         metrics = ["--metrics-address", "127.0.0.1:0"]
@@ -210,9 +242,14 @@ def _run(
 
         def spawn_host(name: str, env: dict[str, str]):
             m = next(m for m in hosts if m.name == name)
-            return spawn_node(Path(m.home), RUN_ID, "k", validator_of[name], PASSWORD,
+            proc = spawn_node(Path(m.home), RUN_ID, "k", validator_of[name], PASSWORD,
                               "--behavior", m.behavior, "--wait-for-run", "--data", str(data),
                               *metrics, env=env)  # fmt: skip
+            # Hosts train all the time; the chain's and the verifiers' work comes in bursts
+            # that have windows of a few blocks: those go first (set before the node starts
+            # a thread, which inherits it).
+            os.setpriority(os.PRIO_PROCESS, proc.pid, HOST_NICENESS)
+            return proc
 
         def leave_args(name: str):
             home = Path(next(m.home for m in hosts if m.name == name))
@@ -247,20 +284,30 @@ def _run(
                     raise CliError(str(err).splitlines()[0]) from None
             _print_metrics(console, network, [m for m in members[1:] if m.name in node_procs
                                               or m in verifiers])  # fmt: skip
+            if args.inner_steps:
+                cfg.inner_steps = args.inner_steps
+                cfg.checkpoint_interval = max(2, args.inner_steps // SEGMENTS)
+            else:  # seconds a block while hosts and verifiers started: the pace under load
+                blocks = client.query_height() - started[1]
+                block_seconds = max(block_time, (time.monotonic() - started[0]) / max(1, blocks))
+                _size(console, cfg, step, block_seconds, hosts_at_once, len(verifiers))
             submit(client, wallets["creator"], MsgCreateRun(creator=members[0].address,
                                                             run_id=RUN_ID, config=cfg))  # fmt: skip
+            busy = _utilisation(PocClient(addresses), hosts, node_procs)
             with Live(console=console, refresh_per_second=1) as live:
                 while (any(p.poll() is None for p in node_procs.values())
                        or (scenario is not None and scenario.pending())):  # fmt: skip
                     live.update(Group(*tables(addresses, RUN_ID)))
+                    busy.tick(client.query_height())
                     if scenario is not None:
                         scenario.step(node_procs)
                     supervisor.check()
                     time.sleep(1)
                 live.update(Group(*tables(addresses, RUN_ID)))
             _await_auto_claims(console, PocClient(addresses), verifiers)
+            for m in hosts:
+                m.busy = busy.shares().get(m.name)
         finally:
-            dashboard.stop()
             verifier_procs = [supervisor.children[m.name].proc or p
                               for p, m in zip(verifier_procs, verifiers, strict=True)]  # fmt: skip
             for proc in verifier_procs:
@@ -275,7 +322,94 @@ def _run(
         for member in members[1:]:
             member.claims = _claims_of(poc, member.address, claimed_here)
         events = scenario.summary(rounds) if scenario is not None else []
-        return _summary(console, homes[0], poc, members, genesis, rounds, png, events)
+        final = _final_loss(console, poc, data, Path(hosts[0].home) / "artifacts")
+        summary = _summary(console, homes[0], poc, members, genesis, png, events, final)
+        _next_steps(console, network, root, args.keep)
+        if args.keep:
+            _keep_running(console, network)
+        return summary
+
+
+def _size(
+    console: Console, cfg, step_seconds: float, block_seconds: float, hosts: int, verifiers: int
+) -> None:
+    """Set ``cfg``'s inner steps to fill a window with ``hosts`` hosts on this machine's cores,
+    the replays of their commits beside them, and few enough that each verifier replays its
+    share within the verdict window (the cheater's every segment, the honest hosts' sampled
+    ones, each by two verifiers; hosts yield the cores to it), and say so."""
+    # Steps replayed for each a host trains: sampled ones, and the cheater's every one until
+    # it is caught (round 0), when each verifier replays them all.
+    sampled = VERIFIERS_PER_CHALLENGE * SAMPLING_RATE
+    load = (hosts - 1) * (1 + sampled) + 0.5  # once the cheater is out; +the chain, screens
+    worst = VERIFIERS_PER_CHALLENGE * (1 + (hosts - 1) * SAMPLING_RATE) / verifiers
+    replay = (VERDICT_BLOCKS * block_seconds, worst)
+    window = cfg.round_blocks * block_seconds
+    sizing = size_rounds(step_seconds, window, load, usable_cores(), replay)
+    cfg.inner_steps = sizing.inner_steps
+    cfg.checkpoint_interval = sizing.checkpoint_interval
+    console.print(f"[bold]rounds[/] sized to this machine: "
+                  f"{sizing.describe(hosts, usable_cores())}", soft_wrap=True)  # fmt: skip
+
+
+def _utilisation(poc: PocClient, hosts: list[Member], running: dict) -> Utilisation:
+    """A meter of the ``running`` hosts' utilisation from round 1's start to the last round's."""
+    run, params = poc.run(RUN_ID), poc.params()
+    first, last = (round_window(run, params, r).start for r in (1, run.config.total_rounds - 1))
+    urls = {m.name: metrics_url_in(Path(m.home) / "node.log") for m in hosts if m.name in running}
+    return Utilisation(urls, first, last)
+
+
+def _final_loss(console: Console, poc: PocClient, data: Path, artifacts: Path) -> float | None:
+    """Held-out loss of the run's final global state (θ after its last round, which no host
+    evaluates), computed from a host's artifacts as ``dilochain export`` does, on the held-out
+    batches a host evaluates each round's base on."""
+    from dilochain.artifacts.store import ArtifactError
+    from dilochain.cli.export_cmd import state_at
+    from dilochain.training.dataset import Dataset
+    from dilochain.training.diloco import params_of
+    from dilochain.training.model import load_params
+    from dilochain.training.train_step import eval_loss
+
+    run = poc.run(RUN_ID)
+    cfg = run.config
+    try:
+        model, view, _ = state_at(poc, run, cfg.total_rounds, artifacts)
+    except (CliError, ArtifactError) as err:
+        console.print(f"[yellow]no final state to evaluate: {err}")
+        return None
+    load_params(model, params_of(view.state))
+    corpus = Dataset(data, cfg.data_manifest_hash, cfg.tokenizer_hash)
+    return eval_loss(model, corpus.heldout_batches(4, cfg.batch_size, cfg.seq_len))
+
+
+def _next_steps(console: Console, network: LocalNetwork, root: Path, keep: bool) -> None:
+    """What to try next on the network (while it runs, with ``--keep``)."""
+    if not keep:
+        console.print("rerun with [bold]--keep[/] to explore the network afterwards "
+                      "(status, dashboard, export to Hugging Face, rewards)")  # fmt: skip
+        return
+    chain = network.nodes[0].address
+    host = root / "host-0"
+    console.print(
+        "[bold]next steps[/] (the network keeps running; Ctrl-C stops it):\n"
+        f"  dilochain status --chain {chain}\n"
+        f"  dilochain export --chain {chain} --run {RUN_ID} --home {host} --out ./devnet-model\n"
+        f"  DILOCHAIN_KEYRING_PASSWORD={PASSWORD} dilochain rewards show --chain {chain} "
+        f"--home {host} --key k\n"
+        f"  curl http://{network.nodes[0].rpc_address}/status   # CometBFT RPC",
+        soft_wrap=True,
+    )
+
+
+def _keep_running(console: Console, network: LocalNetwork) -> None:
+    """Block until Ctrl-C (or a validator stops for good)."""
+    supervisor = network.supervisor(lambda line: console.print(f"[yellow]{line}[/]"))
+    try:
+        while True:
+            supervisor.check()
+            time.sleep(1)
+    except KeyboardInterrupt:
+        console.print("stopping the devnet")
 
 
 def _print_metrics(console: Console, network: LocalNetwork, started: list[Member]) -> None:
@@ -351,20 +485,23 @@ def _summary(
     poc,
     members: list[Member],
     genesis,
-    rounds: int,
     png: Path,
     events: list[ChurnEvent],
+    final: float | None,
 ) -> dict:
     slashes = list(poc.slashes())
     for m in members:
         m.slashed = sum(int(s.amount) for s in slashes if s.address == m.address)
         m.collateral = int(poc.collateral(address=m.address).bonded)
+    rounds = poc.run(RUN_ID).config.total_rounds
     curve = eval_curve(poc, RUN_ID, rounds)
+    if final is not None:  # the state the last round made, at x = total rounds
+        curve.append((rounds, final))
     _plot(curve, png)
     checkpoints = poc.global_checkpoints(run_id=RUN_ID)
-    loss = Table("round", "eval loss (median of hosts' reports)", title="loss curve")
+    loss = Table("round", "held-out loss of the global state it started from", title="loss curve")
     for r, value in curve:
-        loss.add_row(str(r), f"{value:.4f}")
+        loss.add_row(str(r) if r < rounds else "final", f"{value:.4f}")
     people = Table(
         "member",
         "behavior",
@@ -373,6 +510,7 @@ def _summary(
         "rewards claimed",
         "paid (vested)",
         "auto-claimed",
+        "in inner steps",
         title="summary",
     )
     for m in members[1:]:
@@ -383,24 +521,29 @@ def _summary(
                        f"{claimed}udlc in {len(m.claims)} claims" if m.claims else "-",
                        f"{paid}udlc" if m.claims else "-",
                        f"{sum(c['by'] == 'auto-claim' for c in m.claims)} of {len(m.claims)}",
+                       "-" if m.busy is None else f"{m.busy:.1%}",
                        )  # fmt: skip
-    console.print(loss, people)
+    console.print(*folded(loss, people))
     if events:
         changes = Table("round", "member", "event", "detail", title="hosts that came and went")
         for e in events:
             changes.add_row(str(e.round), e.member, e.event, e.detail)
-        console.print(changes)
+        console.print(*folded(changes))
     agreeing = all(g.agreeing == g.commits for g in checkpoints)
     agreement = "all hosts agreeing" if agreeing else "DISAGREEMENT"
     console.print(f"global checkpoints: {len(checkpoints)} rounds recorded, {agreement}; "
                   f"loss curve: {png}")  # fmt: skip
+    if len(curve) > 1:
+        (_, first), (_, last) = curve[0], curve[-1]
+        console.print(f"held-out loss {first:.3f} -> {last:.3f}: "
+                      f"{100 * (1 - last / first):.1f}% lower")  # fmt: skip
     cheaters = [m for m in members if m.behavior not in ("honest", "verifier", "creator")]
     for m in cheaters:
         verdict = "caught and slashed" if m.slashed else "NOT caught"
         console.print(f"dishonest {m.name} ({m.behavior}): {verdict}")
     return {
         "chain_home": str(chain_home), "chain_id": CHAIN_ID, "run_id": RUN_ID,
-        "rounds": rounds, "png": str(png), "loss_curve": curve,
+        "rounds": rounds, "png": str(png), "loss_curve": curve, "final_loss": final,
         "genesis_supply": sum(
             c.amount for a in genesis.accounts for c in a.coins if c.denom == DENOM
         ),

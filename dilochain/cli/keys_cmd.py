@@ -5,10 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from rich.console import Console
 from rich.table import Table
 
-from dilochain.cli.common import default_home, keyring, keyring_password, read_secret
+from dilochain.cli.common import default_home, keyring, keyring_password, print_tables, read_secret
 from dilochain.keyring import KeyInfo
 
 
@@ -60,5 +59,5 @@ def _list(args: argparse.Namespace) -> int:
     table = Table("name", "address")
     for info in keyring(args.home).list():
         table.add_row(info.name, info.address)
-    Console().print(table)
+    print_tables(table)
     return 0

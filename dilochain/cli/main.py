@@ -57,7 +57,29 @@ def build_parser() -> argparse.ArgumentParser:
     export_cmd.register(sub)
     dashboard_cmd.register(sub)
     testnet_cmd.register(sub)
+    _show_defaults(parser)
     return parser
+
+
+class _DefaultsHelp(argparse.HelpFormatter):
+    """Help that ends each option's line with its default, where it has a telling one."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if ("%(default)" in text or not action.option_strings or default is argparse.SUPPRESS
+                or default in (None, False, "", ())):  # fmt: skip
+            return text
+        return f"{text} (default: %(default)s)" if text else "default: %(default)s"
+
+
+def _show_defaults(parser: argparse.ArgumentParser) -> None:
+    """Every parser of the tree prints defaults in its ``--help``."""
+    parser.formatter_class = _DefaultsHelp
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                _show_defaults(child)
 
 
 USER_ERRORS = (

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
-from dilochain.cli.common import CliError, signing_wallet
+from dilochain.cli.common import CliError, print_tables, signing_wallet
 from dilochain.cli.config_file import (
     Setting,
     add_config_command,
@@ -32,15 +32,16 @@ from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgLeaveRun
 CONFIG_NAME = "node.toml"
 SETTINGS = [
     *service_settings("signs", "127.0.0.1:9464"),
-    Setting("run_id", "--run", None, "The run this host trains."),
+    Setting("run_id", "--run", None, "The run this host trains.", "my-run"),
     Setting("device", "--device", "cpu", "Where to train: cpu or cuda."),
     Setting("threads", "--threads", 1, "torch CPU threads per rank."),
     Setting("nproc_per_node", "--nproc-per-node", 1,
             "Local processes training each step data-parallel (one GPU each on cuda);\n"
             "the run's batch size must divide by it."),
     Setting("data", "--data", None, "The run's prepared dataset folder (default: the shipped one;\n"
-            "a run whose data is elsewhere is fetched from its hosts)."),
-    Setting("artifacts", "--artifacts", None, "Artifact directory (default: HOME/artifacts)."),
+            "a run whose data is elsewhere is fetched from its hosts).", "/srv/dilochain/data"),
+    Setting("artifacts", "--artifacts", None, "Artifact directory (default: HOME/artifacts).",
+            "/srv/dilochain/artifacts"),
     Setting("blob_address", "--blob-address", "127.0.0.1:0",
             "Where this host serves its artifacts to verifiers and peers (port 0: any)."),
     Setting("keep_global_states", "--keep-global-states", 4,
@@ -143,20 +144,22 @@ def _wait_for_run(chain: str, run_id: str, stop: threading.Event, poll: float) -
 
 
 class RoundProgress:
-    """A progress bar per round: step, loss, tokens/s."""
+    """A progress bar per round, named by the chain's round number: step, loss, tokens/s."""
 
-    def __init__(self, progress: Progress, steps: int):
+    def __init__(self, progress: Progress, steps: int, total_rounds: int):
         self.progress = progress
         self.steps = steps
+        self.total_rounds = total_rounds
         self.task = None
-        self.round = 0
 
-    def __call__(self, step: int, loss: float, rate: float) -> None:
+    def __call__(self, step: int, loss: float, rate: float, round_: int) -> None:
         if step == 1:
             self.task = self.progress.add_task(
-                f"round {self.round}", total=self.steps, loss=loss, rate=rate
+                f"round {round_} of {self.total_rounds}",
+                total=self.steps,
+                loss=loss,
+                rate=rate,
             )
-            self.round += 1
         self.progress.update(self.task, completed=step, loss=loss, rate=rate)
 
 
@@ -179,7 +182,9 @@ def _start(args: argparse.Namespace) -> int:
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    metrics = serve_metrics(cfg.metrics_address)
+    from dilochain.node.metrics import REGISTRY
+
+    metrics = serve_metrics(cfg.metrics_address, REGISTRY)
     try:
         if args.wait_for_run and not _wait_for_run(cfg.chain, cfg.run_id, stop, cfg.poll_seconds):
             return 0
@@ -188,7 +193,9 @@ def _start(args: argparse.Namespace) -> int:
             committed = node.serve_and_run(stop)
         else:
             with Progress(*COLUMNS, console=Console(stderr=True), transient=False) as progress:
-                committed = node.serve_and_run(stop, RoundProgress(progress, node.rc.inner_steps))
+                committed = node.serve_and_run(
+                    stop, RoundProgress(progress, node.rc.inner_steps, node.rc.total_rounds)
+                )
     finally:
         if metrics is not None:
             metrics.close()
@@ -243,7 +250,7 @@ def _prune(args: argparse.Namespace) -> int:
             rounds = sorted({e.round for e, _ in mine})
             table.add_row(kind, f"{rounds[0]}-{rounds[-1]}", str(len(mine)),
                           f"{sum(size for _, size in mine) / 1e6:.1f}")  # fmt: skip
-    Console().print(table)
+    print_tables(table)
     print(f"{'would free' if args.dry_run else 'freed'} "
           f"{sum(size for _, size in gone) / 1e6:.1f} MB; {store.total_bytes() / 1e6:.1f} MB "
           f"stored in {store.root}")  # fmt: skip

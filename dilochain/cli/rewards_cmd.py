@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from rich.console import Console
 from rich.table import Table
 
 from dilochain.cli.common import (
@@ -15,6 +14,7 @@ from dilochain.cli.common import (
     chain_nodes,
     default_home,
     keyring,
+    print_tables,
     signing_wallet,
 )
 from dilochain.client import TxRefused, connect, submit
@@ -63,7 +63,7 @@ def _show(args: argparse.Namespace) -> int:
     connect(chain_nodes(args))  # a clear error if no chain answers
     with PocClient(chain_nodes(args)) as poc:
         tables = [_rewards_table(poc, address, args.epoch), _vesting_table(poc, address)]
-    Console().print(*tables)
+    print_tables(*tables)
     return 0
 
 
@@ -124,5 +124,5 @@ def _claim(args: argparse.Namespace) -> int:
     table.add_row("-" if args.epoch is None else str(args.epoch), claimer,
                   found.get("amount", "?"), found.get("vesting", "-"), response.hash,
                   str(response.height))  # fmt: skip
-    Console().print(table)
+    print_tables(table)
     return 0

@@ -50,7 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--preset",
         choices=sorted(PRESETS),
         default="small",
-        help="model and batch shape when no --model-config is given",
+        help="model and batch shape (with --model-config: give --seq-len and --batch-size)",
     )
     p.add_argument(
         "--model-config", type=Path, default=None, help="a Hugging Face config.json of a causal LM"
@@ -117,6 +117,14 @@ def _create(args: argparse.Namespace) -> int:
     if model.config.vocab_size < pins.vocab_size:
         raise CliError(f"the model's vocab_size {model.config.vocab_size} is smaller than the "
                        f"tokenizer's vocabulary {pins.vocab_size}")  # fmt: skip
+    if args.model_config and (args.seq_len is None or args.batch_size is None):
+        shape = f"{cfg.seq_len} and {cfg.batch_size}"
+        raise CliError(f"--model-config needs --seq-len and --batch-size (the {args.preset!r} "
+                       f"preset's {shape} are for its own model)")  # fmt: skip
+    positions = getattr(model.config, "max_position_embeddings", None)
+    if positions is not None and cfg.seq_len > positions:
+        raise CliError(f"--seq-len {cfg.seq_len} is above the model's max_position_embeddings "
+                       f"{positions}")  # fmt: skip
     store = LocalArtifactStore(args.home / "artifacts")  # a node on this home serves them
     store.put(tokenizer.read_bytes())
     store.put(manifest.read_bytes())
@@ -130,7 +138,9 @@ def _create(args: argparse.Namespace) -> int:
         raise CliError(f"run {args.run_id!r} refused: {err}") from None
     escrowed = done.events.get("create_run", {}).get("deposit", "")
     print(f"run {args.run_id} created: {model.config.model_type} model, "
-          f"{parameter_count(model):,} parameters, data manifest {pins.manifest_hash[:12]}…, "
+          f"{parameter_count(model):,} parameters, {cfg.total_rounds} rounds of "
+          f"{cfg.inner_steps} inner steps on batches of {cfg.batch_size} "
+          f"sequences of {cfg.seq_len} tokens, data manifest {pins.manifest_hash[:12]}…, "
           f"tokenizer {pins.tokenizer_hash[:12]}…"
           + (f"; {escrowed} escrowed until it ends" if escrowed else ""))  # fmt: skip
     return 0

@@ -6,11 +6,10 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from rich.console import Console
 from rich.table import Table
 
 from dilochain.chain_view import chain_view
-from dilochain.cli.common import add_chain_flag, chain_nodes
+from dilochain.cli.common import add_chain_flag, chain_nodes, print_tables
 from dilochain.client import connect
 from dilochain.poc_client import PocClient
 
@@ -60,7 +59,5 @@ def render(view: dict) -> list[Table]:
 
 
 def _status(args: argparse.Namespace) -> int:
-    console = Console()
-    for table in tables(chain_nodes(args), args.run_id):
-        console.print(table)
+    print_tables(*tables(chain_nodes(args), args.run_id))
     return 0

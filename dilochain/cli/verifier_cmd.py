@@ -91,7 +91,9 @@ def _run(args: argparse.Namespace) -> int:
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    metrics = serve_metrics(cfg.metrics_address)
+    from dilochain.verifier.metrics import REGISTRY
+
+    metrics = serve_metrics(cfg.metrics_address, REGISTRY)
     try:
         verdicts = VerifierService(cfg, client, wallet).run(stop)
     finally:
