@@ -8,9 +8,11 @@
    beacon seeds): a cheater faking a fraction f of its segments over m segments is caught
    when any faked segment is challenged. Prints the measured rate beside 1 - (1 - p)^(f*m).
 3. Screening: times one screen of a commit (pseudo-gradient against base - final checkpoint,
-   held-out loss test) against the host's round, and for every cheat in ``node/cheats.py``
-   (a real round on the 'tiny' preset) the rate at which it is caught by screening alone, by
-   sampling alone at the default rate, and by both (a failed screen replays every segment).
+   held-out loss test) against the host's round (times a commit's committee of screeners, or
+   times every verifier of a network of ``--network-verifiers``), and for every cheat in
+   ``node/cheats.py`` (a real round on the 'tiny' preset) the rate at which it is caught by
+   screening alone, by sampling alone at the default rate, and by both (a failed screen
+   replays every segment).
 
     .venv/bin/python -m bench.verification [--trials 2000]
 """
@@ -146,6 +148,8 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=2000)
     parser.add_argument("--threads", type=int, default=min(2, os.cpu_count() or 1))
     parser.add_argument("--anchors", type=int, default=5, help="beacon anchors per cheat screen")
+    parser.add_argument("--network-verifiers", type=int, default=50,
+                        help="verifiers of a network, for the cost of all screening")  # fmt: skip
     args = parser.parse_args()
     set_deterministic(args.threads)
     console = Console()
@@ -168,9 +172,14 @@ def main() -> None:
             table.add_row(f"{rate:g}", f"{cost:.1%}", f"{faked} of {segments}",
                           f"{measured:.2%}", f"{analytic:.2%}")  # fmt: skip
     console.print(table)
+    screeners = defaults.screeners_per_commit
+    replays = float(defaults.sampling_rate) * verifiers * verify_s / per_segment_training
     console.print(f"one screen: {screen_s:.3f}s = {screen_s / round_s:.2%} of the host's round; "
-                  f"every verifier screens every commit: {verifiers} x = "
-                  f"{verifiers * screen_s / round_s:.2%} of training")  # fmt: skip
+                  f"with {args.network_verifiers} verifiers each screening every commit: "
+                  f"{args.network_verifiers * screen_s / round_s:.1%} of training; with each "
+                  f"commit screened by a committee of {screeners} (screeners_per_commit): "
+                  f"{screeners * screen_s / round_s:.1%}, plus replays at the default rate "
+                  f"{replays:.1%}: {screeners * screen_s / round_s + replays:.1%}")  # fmt: skip
     rate = float(defaults.sampling_rate)
     cheats = Table("cheat", "screening alone", f"sampling alone (p={rate:g})", "both",
                    title="detection per round ('tiny' preset, m=2 segments)")  # fmt: skip

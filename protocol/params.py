@@ -66,6 +66,9 @@ class PocParams(StrictModel):
     # (the last one is the resolution block). A vote left unopened is slashed.
     verdict_open_blocks: int = Field(default=5, ge=2)
     verifiers_per_challenge: int = Field(default=3, ge=1)
+    # Each commit is screened by this many verifiers drawn from the beacon anchor (0: by every
+    # verifier), so screening grows with hosts, not hosts x verifiers (protocol/committee.py).
+    screeners_per_commit: int = Field(default=7, ge=0)
     # At least 2: a vote counts only where another verifier's replay corroborates it.
     quorum: int = Field(default=2, ge=2)
     slash_fraction: Decimal = Field(default=Decimal("0.3"), ge=0, le=1)
@@ -132,6 +135,8 @@ class PocParams(StrictModel):
     def _quorum_reachable(self) -> PocParams:
         if self.quorum > self.verifiers_per_challenge:
             raise ValueError("quorum cannot exceed verifiers_per_challenge")
+        if 0 < self.screeners_per_commit < self.quorum:
+            raise ValueError("screeners_per_commit cannot be below the quorum (0: every verifier)")
         return self
 
     @model_validator(mode="after")

@@ -125,19 +125,21 @@ def test_devnet_up_catches_the_cheater_and_pays_everyone(tmp_path):
         for r in range(ROUNDS):  # both verifiers took part in every round's beacon
             found = poc.beacon(summary["run_id"], r)
             assert len(found.entries) == 2 and all(e.secret for e in found.entries)
-        # Screening: the cheater's random pseudo-gradient fails round 0's screen, so every one of
-        # its segments is replayed and it is caught then, whatever the sampling drew.
+        # Screening: the cheater's random pseudo-gradient fails round 0's screen on contradicting
+        # artifacts, so its last segment is replayed (with what sampling drew; every replay
+        # checks the pseudo-gradient) and it is caught then.
         screens = {x.host: x for x in poc.screens(summary["run_id"], 0)}
         cheater_address = members["host-3"]["address"]
         assert screens[cheater_address].failed and len(screens[cheater_address].votes) == 2
+        assert screens[cheater_address].inconsistent
         honest = [members[f"host-{i}"]["address"] for i in range(3)]
         assert all(not screens[a].failed and len(screens[a].votes) == 2 for a in honest)
         staying = [members[name]["address"] for name in ("host-0", "host-1", "host-4")]
         cfg = poc.run(summary["run_id"]).config
         caught = [c for c in poc.challenges(summary["run_id"], 0) if c.host == cheater_address]
         segments = cfg.inner_steps // cfg.checkpoint_interval
-        assert [c.segment for c in caught] == list(range(segments))
-        assert all(c.status == FAILED for c in caught)
+        assert segments - 1 in [c.segment for c in caught]
+        assert caught and all(c.status == FAILED for c in caught)
 
         cheater = members["host-3"]
         slashes = [s for s in poc.slashes(address=cheater["address"])]
@@ -212,7 +214,11 @@ def test_devnet_up_catches_the_cheater_and_pays_everyone(tmp_path):
         for name, epoch in auto:
             log = Path(members[name]["home"]) / ("node.log" if name.startswith("host")
                                                  else "verifier.log")  # fmt: skip
-            assert log.read_text().count(f"auto-claim: epoch {epoch} claimed") == 1
+            # Once; or not yet logged when the devnet stopped it, the claim in a block already
+            # (the devnet stops verifiers once the chain shows every closed epoch claimed).
+            text = log.read_text()
+            said = text.count(f"auto-claim: epoch {epoch} claimed")
+            assert said == 1 or (said == 0 and "MsgClaimReward broadcast" in text.splitlines()[-2])
 
         # A second claim of the same epoch is refused.
         host0 = members["host-0"]

@@ -40,6 +40,7 @@ def test_an_honest_round_passes_and_lowers_the_loss(tmp_path, base):
 def test_a_random_or_copied_pseudo_gradient_fails_the_consistency_check(tmp_path, base):
     random_pg = screened(tmp_path / "a", base, cheated("random-pg", base))
     assert not random_pg.passed and "start minus final" in random_pg.reason
+    assert random_pg.inconsistent  # any replay of the commit finds it: one segment decides
     theirs = honest(base, OTHER)
     mine = CopyPseudoGrad().train(job(base, peer_pseudo_grad=lambda: theirs.pseudo_grad))
     copied = screened(tmp_path / "b", base, mine)
@@ -63,6 +64,7 @@ def test_a_consistent_but_poisoning_pseudo_gradient_fails_the_loss_test(tmp_path
     result.checkpoint_hashes[-1] = hashlib.sha256(encode_state(final)).digest()
     verdict = screened(tmp_path, base, result)
     assert not verdict.passed and "raises the held-out loss" in verdict.reason
+    assert not verdict.inconsistent  # a statistical test: every segment is replayed
     assert verdict.distance > MARGIN
 
 
@@ -71,7 +73,7 @@ def test_missing_artifacts_fail_the_screen(tmp_path, base):
     store, commit, _ = publish_round(tmp_path, CFG, base, result, "dilo1host")
     commit.final_hash = b"\x00" * 32
     verdict = screen_commit(CFG, DATA, commit, ANCHOR, store, TOLERANT, MARGIN)
-    assert not verdict.passed and "unavailable" in verdict.reason
+    assert not verdict.passed and "unavailable" in verdict.reason and not verdict.inconsistent
 
 
 def _second_round(base, residual, cfg=CFG):

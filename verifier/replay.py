@@ -56,6 +56,8 @@ class Verdict:
     reason: str
     distance: float = 0.0
     fingerprint: bytes = b""  # of the replay's middle state; empty when no replay ran
+    # Failed on artifacts that contradict each other, which any replay of the commit finds.
+    inconsistent: bool = False
 
     @property
     def evidence_hash(self) -> bytes:

@@ -16,7 +16,7 @@ from google.protobuf.message import Message
 from dilochain.client import TxRefused
 from dilochain.poc_client import PocClient
 from dilochain.protocol import beacon as encoding
-from dilochain.protocol import schedule
+from dilochain.protocol import committee, schedule
 from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgCommitBeacon, MsgRevealBeacon, MsgSubmitScreen
 from dilochain.protocol.pb.poc.v1.types_pb2 import Beacon, BeaconEntry, RoundCommit, Run
 from dilochain.verifier.ballots import BallotBox
@@ -150,7 +150,13 @@ class RoundDuties:
             return
         voted = {s.host for s in self.poc.screens(run.run_id, window.round)
                  if any(v.verifier == self.address for v in s.votes)}  # fmt: skip
-        todo = [c for c in self.poc.commits(run.run_id, window.round) if c.host not in voted]
+        candidates = committee.eligible(
+            ((v.address, v.registered_height) for v in self.poc.verifiers()), window.start
+        )
+        size = self.params.screeners_per_commit
+        todo = [c for c in self.poc.commits(run.run_id, window.round) if c.host not in voted
+                and self.address in committee.screen_committee(
+                    beacon.anchor, run.run_id, window.round, c.host, candidates, size)]  # fmt: skip
         votes = self.screener(run, window.round, beacon.anchor, todo) if todo else []
         self._act(run.run_id, window, "screen", *votes)
 

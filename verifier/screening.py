@@ -6,6 +6,8 @@ segment of the commit replayed."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 
 from dilochain.artifacts.store import ArtifactError, ArtifactStore
@@ -53,7 +55,7 @@ def screen_commit(
     mismatch = artifacts.final_mismatch(cfg)
     mismatch = mismatch or pseudo_grad_mismatch(artifacts, commit, cfg.compression, policy)
     if mismatch is not None:
-        return mismatch
+        return dataclasses.replace(mismatch, inconsistent=True)
     base_params, pseudo_grad = artifacts.start, artifacts.pseudo_grad
     applied = {n: base_params[n] - pseudo_grad[n].to(base_params[n].dtype) for n in base_params}
     tokens = data.heldout_sample(int.from_bytes(anchor[:8], "big"),

@@ -295,6 +295,7 @@ class VerifierService:
             votes.append(MsgSubmitScreen(
                 verifier=self.address, run_id=run.run_id, round=round_, host=commit.host,
                 passed=verdict.passed, evidence_hash=verdict.evidence_hash,
+                inconsistent=verdict.inconsistent,
             ))  # fmt: skip
         return votes
 

@@ -112,18 +112,22 @@ def _ranked(seed: bytes, host: str, segment: int, pool: list[str], *preferred: s
 
 def select(ctx: Context, run: Run, round_: int) -> None:
     """Create the round's challenges: every segment of a commit whose screen failed (on a
-    fail-closed chain: whose screen no quorum passed), and each other segment with probability
-    ``sampling_rate`` under the beacon seed. Each is assigned ``verifiers_per_challenge``
-    verifiers, those that opened the round's beacon secret (alive) first."""
+    fail-closed chain: whose screen no quorum passed) — only its last when a quorum failed it on
+    contradicting artifacts, which every segment's replay checks — and each other segment with
+    probability ``sampling_rate`` under the beacon seed. Each is assigned
+    ``verifiers_per_challenge`` verifiers, those that opened the round's beacon secret (alive)
+    first."""
     params, seed = ctx.params.poc, beacon.seed(ctx.store, run.run_id, round_)
-    failed, passed = screening.decide(ctx, run.run_id, round_)
+    failed, passed, inconsistent = screening.decide(ctx, run.run_id, round_)
+    last = rounds.segments(run) - 1
     pool = [v.address for v in verifiers.verifiers(ctx.store)]
     alive = beacon.opened(ctx.store, run.run_id, round_)
     for commit in rounds.commits(ctx.store, run.run_id, round_):
         whole = commit.host not in passed if params.fail_closed else commit.host in failed
         for segment in range(rounds.segments(run)):
             sampled = is_challenged(seed, commit.host, segment, params.sampling_rate)
-            if not sampled and not whole:
+            forced = whole and (segment == last or commit.host not in inconsistent)
+            if not sampled and not forced:
                 continue
             ranked = _ranked(seed, commit.host, segment, pool, alive)
             assigned = ranked[: params.verifiers_per_challenge]

@@ -1,9 +1,10 @@
-"""Screening: every commit of every round is checked by the verifiers before challenges are drawn.
+"""Screening: every commit of every round is checked by verifiers before challenges are drawn.
 
 Each commit opens its final checkpoint (the last leaf of its ``ckpt_root``). Between the end of
-the commit window and the selection block, registered verifiers screen it cheaply (its
-pseudo-gradient against base - final checkpoint, and a held-out loss test on a batch drawn
-from the round's beacon anchor, which nobody knew while committing) and vote
+the commit window and the selection block, the commit's committee (``screeners_per_commit``
+verifiers drawn from the round's beacon anchor, :mod:`dilochain.protocol.committee`) screens
+it cheaply (its pseudo-gradient against base - final checkpoint, and a held-out loss test on a
+batch drawn from the anchor, which nobody knew while committing) and votes
 (``MsgSubmitScreen``). At the selection block a commit that a quorum failed has every one of
 its segments challenged: the screen never slashes on its own, the full replay decides, so an
 honest host that fails the statistical loss test is re-executed and paid. On a fail-closed
@@ -18,6 +19,7 @@ from dilochain.chain.errors import TxError, codes
 from dilochain.chain.modules import beacon, registry, rounds, verifiers
 from dilochain.chain.pagination import page
 from dilochain.chain.state import CacheStore
+from dilochain.protocol import committee as committees
 from dilochain.protocol import schedule
 from dilochain.protocol.pb.poc.v1 import query_pb2 as q
 from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgSubmitScreen, MsgSubmitScreenResponse
@@ -38,21 +40,25 @@ def _save(store: CacheStore, screen: Screen) -> None:
               screen.SerializeToString())  # fmt: skip
 
 
-def decide(ctx: Context, run_id: str, round_: int) -> tuple[set[str], set[str]]:
-    """At the selection block: mark and return the hosts whose screen a quorum failed, and
-    those whose screen a quorum passed (a host in neither was not screened by a quorum)."""
-    failed, passed = set(), set()
+def decide(ctx: Context, run_id: str, round_: int) -> tuple[set[str], set[str], set[str]]:
+    """At the selection block: mark and return the hosts whose screen a quorum failed, those
+    whose screen a quorum passed (a host in neither was not screened by a quorum), and those a
+    quorum failed on contradicting artifacts (which one replayed segment decides)."""
+    failed, passed, inconsistent = set(), set(), set()
     quorum = ctx.params.poc.quorum
     for screen in screens(ctx.store, run_id, round_):
         screen.failed = sum(not v.passed for v in screen.votes) >= quorum
         screen.passed = not screen.failed and sum(v.passed for v in screen.votes) >= quorum
+        screen.inconsistent = sum(v.inconsistent for v in screen.votes) >= quorum
         _save(ctx.store, screen)
+        if screen.inconsistent:
+            inconsistent.add(screen.host)
         if screen.failed:
             failed.add(screen.host)
             ctx.emit("screen_failed", run_id=run_id, round=round_, host=screen.host)
         elif screen.passed:
             passed.add(screen.host)
-    return failed, passed
+    return failed, passed, inconsistent
 
 
 def passed(store: CacheStore, run_id: str, round_: int) -> set[str]:
@@ -60,13 +66,33 @@ def passed(store: CacheStore, run_id: str, round_: int) -> set[str]:
     return {s.host for s in screens(store, run_id, round_) if s.passed}
 
 
+def committee(store: CacheStore, params, run_id: str, round_: int, window_start: int,
+              host: str) -> set[str]:  # fmt: skip
+    """The verifiers that screen ``host``'s commit of the round (empty before the anchor)."""
+    anchor = beacon.get(store, run_id, round_).anchor
+    if not anchor:
+        return set()
+    candidates = committees.eligible(
+        ((v.address, v.registered_height) for v in verifiers.verifiers(store)), window_start
+    )
+    return committees.screen_committee(anchor, run_id, round_, host, candidates,
+                                       params.screeners_per_commit)  # fmt: skip
+
+
 def _handle_screen(ctx: Context, msg: MsgSubmitScreen) -> MsgSubmitScreenResponse:
     run = registry.require_run(ctx.store, msg.run_id)
     verifiers.require_verifier(ctx.store, msg.verifier)
-    beacon.require_beacon_window(ctx, schedule.round_window(run, ctx.params.poc, msg.round),
-                                 "screens")  # fmt: skip
+    window = schedule.round_window(run, ctx.params.poc, msg.round)
+    beacon.require_beacon_window(ctx, window, "screens")
     if not any(c.host == msg.host for c in rounds.commits(ctx.store, msg.run_id, msg.round)):
         raise TxError(codes.NOT_FOUND, f"{msg.host} did not commit round {msg.round}")
+    if not beacon.get(ctx.store, msg.run_id, msg.round).anchor:
+        raise TxError(codes.INVALID_REQUEST, f"screens of round {msg.round} are taken from "
+                      f"block {window.end + 2}, once its anchor is recorded")  # fmt: skip
+    chosen = committee(ctx.store, ctx.params.poc, msg.run_id, msg.round, window.start, msg.host)
+    if msg.verifier not in chosen:
+        raise TxError(codes.UNAUTHORIZED, f"{msg.verifier} is not on the screening committee of "
+                      f"{msg.host}'s round {msg.round} commit")  # fmt: skip
     key = _prefix(msg.run_id, msg.round) + msg.host.encode()
     raw = ctx.store.get(key)
     screen = Screen.FromString(raw) if raw else Screen(run_id=msg.run_id, round=msg.round,
@@ -74,7 +100,8 @@ def _handle_screen(ctx: Context, msg: MsgSubmitScreen) -> MsgSubmitScreenRespons
     if any(v.verifier == msg.verifier for v in screen.votes):
         raise TxError(codes.INVALID_REQUEST, f"{msg.verifier} already screened this commit")
     screen.votes.append(Vote(verifier=msg.verifier, passed=msg.passed,
-                             evidence_hash=msg.evidence_hash))  # fmt: skip
+                             evidence_hash=msg.evidence_hash,
+                             inconsistent=msg.inconsistent and not msg.passed))  # fmt: skip
     _save(ctx.store, screen)
     ctx.emit("screen", run_id=msg.run_id, round=msg.round, host=msg.host, verifier=msg.verifier,
              passed=msg.passed)  # fmt: skip

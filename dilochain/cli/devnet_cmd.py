@@ -68,9 +68,9 @@ CHAIN_ID = "dilochain-devnet"
 RUN_ID = "devnet-run"
 PASSWORD = "devnet"
 HOST_COLLATERAL = 10_000_000
-# Overlapped rounds: the last round is verified (36 blocks) while this one trains in its commit
+# Overlapped rounds: the last round is verified (28 blocks) while this one trains in its commit
 # window; the other 8 blocks are a host's lead, which absorbs the variation of its steps.
-ROUND_BLOCKS = 44
+ROUND_BLOCKS = 36
 # --churn: rounds one after another (a commit window, then its verification), so a host killed
 # while training round r has nothing of an earlier round left to serve to verifiers. (In an
 # overlapped run round r-1 is verified while r trains: a crash then costs the host round r-1.)
@@ -79,7 +79,8 @@ CHURN_ROUND_BLOCKS = 15
 # this covers a host's loading the run's model and registering.
 START_DELAY_SECONDS = 4
 SAMPLING_RATE = 0.1
-VERDICT_BLOCKS = 20  # a verifier's replays of a round: the cheater's every segment, and samples
+PROOF_WORK = 0.25  # a host's checkpoint hashing and writing, per second of steps (2 cores)
+VERDICT_BLOCKS = 12  # a verifier replays a round's sampled segments and a caught cheater's last
 HOST_NICENESS = 19
 VERIFIERS_PER_CHALLENGE = 2
 ROLES = [
@@ -221,7 +222,8 @@ def _run(
     step = 0.0
     if not args.inner_steps:
         with console.status("timing an inner step on this machine"):
-            step = seconds_per_step(cfg, Dataset(data, cfg.data_manifest_hash, cfg.tokenizer_hash))
+            corpus = Dataset(data, cfg.data_manifest_hash, cfg.tokenizer_hash)
+            step = seconds_per_step(cfg, corpus, steps=30, warmup=5)
     wallets = {m.name: Keyring(Path(m.home) / "keyring").wallet("k", PASSWORD) for m in members}
     with LocalNetwork(homes, metrics_address="127.0.0.1:0") as network, ExitStack() as stack:
         addresses = [node.address for node in network.nodes]
@@ -335,13 +337,15 @@ def _size(
 ) -> None:
     """Set ``cfg``'s inner steps to fill a window with ``hosts`` hosts on this machine's cores,
     the replays of their commits beside them, and few enough that each verifier replays its
-    share within the verdict window (the cheater's every segment, the honest hosts' sampled
-    ones, each by two verifiers; hosts yield the cores to it), and say so."""
-    # Steps replayed for each a host trains: sampled ones, and the cheater's every one until
-    # it is caught (round 0), when each verifier replays them all.
+    share within the verdict window (the sampled segments and the caught cheater's last, each
+    by two verifiers; hosts yield the cores to it), and say so."""
+    # Steps replayed for each a host trains: sampled ones, and in the round the cheater is
+    # caught (round 0: its screen fails on contradicting artifacts) its last segment too.
     sampled = VERIFIERS_PER_CHALLENGE * SAMPLING_RATE
-    load = (hosts - 1) * (1 + sampled) + 0.5  # once the cheater is out; +the chain, screens
-    worst = VERIFIERS_PER_CHALLENGE * (1 + (hosts - 1) * SAMPLING_RATE) / verifiers
+    # Once the cheater is out: each host's steps, its proof work (hashing and writing
+    # checkpoints beside them) and its replays; and a core for the chain and the screens.
+    load = (hosts - 1) * (1 + PROOF_WORK + sampled) + 1
+    worst = VERIFIERS_PER_CHALLENGE * (1 / SEGMENTS + hosts * SAMPLING_RATE) / verifiers
     replay = (VERDICT_BLOCKS * block_seconds, worst)
     window = cfg.round_blocks * block_seconds
     sizing = size_rounds(step_seconds, window, load, usable_cores(), replay)

@@ -253,20 +253,22 @@ class MsgWithdrawVestedResponse(_message.Message):
     def __init__(self, amount: _Optional[str] = ...) -> None: ...
 
 class MsgSubmitScreen(_message.Message):
-    __slots__ = ("verifier", "run_id", "round", "host", "passed", "evidence_hash")
+    __slots__ = ("verifier", "run_id", "round", "host", "passed", "evidence_hash", "inconsistent")
     VERIFIER_FIELD_NUMBER: _ClassVar[int]
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     ROUND_FIELD_NUMBER: _ClassVar[int]
     HOST_FIELD_NUMBER: _ClassVar[int]
     PASSED_FIELD_NUMBER: _ClassVar[int]
     EVIDENCE_HASH_FIELD_NUMBER: _ClassVar[int]
+    INCONSISTENT_FIELD_NUMBER: _ClassVar[int]
     verifier: str
     run_id: str
     round: int
     host: str
     passed: bool
     evidence_hash: bytes
-    def __init__(self, verifier: _Optional[str] = ..., run_id: _Optional[str] = ..., round: _Optional[int] = ..., host: _Optional[str] = ..., passed: bool = ..., evidence_hash: _Optional[bytes] = ...) -> None: ...
+    inconsistent: bool
+    def __init__(self, verifier: _Optional[str] = ..., run_id: _Optional[str] = ..., round: _Optional[int] = ..., host: _Optional[str] = ..., passed: bool = ..., evidence_hash: _Optional[bytes] = ..., inconsistent: bool = ...) -> None: ...
 
 class MsgSubmitScreenResponse(_message.Message):
     __slots__ = ()

@@ -175,14 +175,16 @@ class Claimable(_message.Message):
     def __init__(self, address: _Optional[str] = ..., epoch: _Optional[int] = ..., amount: _Optional[str] = ..., claimed: bool = ..., host_work: _Optional[str] = ..., verifier_work: _Optional[str] = ..., forfeited: bool = ...) -> None: ...
 
 class Vote(_message.Message):
-    __slots__ = ("verifier", "passed", "evidence_hash")
+    __slots__ = ("verifier", "passed", "evidence_hash", "inconsistent")
     VERIFIER_FIELD_NUMBER: _ClassVar[int]
     PASSED_FIELD_NUMBER: _ClassVar[int]
     EVIDENCE_HASH_FIELD_NUMBER: _ClassVar[int]
+    INCONSISTENT_FIELD_NUMBER: _ClassVar[int]
     verifier: str
     passed: bool
     evidence_hash: bytes
-    def __init__(self, verifier: _Optional[str] = ..., passed: bool = ..., evidence_hash: _Optional[bytes] = ...) -> None: ...
+    inconsistent: bool
+    def __init__(self, verifier: _Optional[str] = ..., passed: bool = ..., evidence_hash: _Optional[bytes] = ..., inconsistent: bool = ...) -> None: ...
 
 class SealedVote(_message.Message):
     __slots__ = ("verifier", "commitment", "opened", "passed", "fingerprint", "evidence_hash", "counted")
@@ -311,7 +313,7 @@ class CollateralInfo(_message.Message):
     def __init__(self, address: _Optional[str] = ..., bonded: _Optional[str] = ..., unbonding: _Optional[_Iterable[_Union[UnbondingEntry, _Mapping]]] = ..., locked: _Optional[str] = ...) -> None: ...
 
 class Params(_message.Message):
-    __slots__ = ("collateral_denom", "unbonding_period_seconds", "sampling_rate", "reveal_window_blocks", "verdict_window_blocks", "verifiers_per_challenge", "quorum", "slash_fraction", "verifier_slash_fraction", "min_verifier_collateral", "verification_mode", "tolerance", "pseudo_grad_tolerance", "max_segments_per_round", "max_inner_steps", "max_total_rounds", "max_start_delay_blocks", "max_active_runs", "beacon_reveal_blocks", "screen_loss_margin", "verdict_open_blocks", "tolerance_bf16", "min_hosts_per_round", "fail_closed", "max_model_parameters", "run_deposit", "run_deposit_per_byte", "max_round_blocks", "unbonding_blocks", "beacon_withhold_slash_fraction", "max_step_tokens")
+    __slots__ = ("collateral_denom", "unbonding_period_seconds", "sampling_rate", "reveal_window_blocks", "verdict_window_blocks", "verifiers_per_challenge", "quorum", "slash_fraction", "verifier_slash_fraction", "min_verifier_collateral", "verification_mode", "tolerance", "pseudo_grad_tolerance", "max_segments_per_round", "max_inner_steps", "max_total_rounds", "max_start_delay_blocks", "max_active_runs", "beacon_reveal_blocks", "screen_loss_margin", "verdict_open_blocks", "tolerance_bf16", "min_hosts_per_round", "fail_closed", "max_model_parameters", "run_deposit", "run_deposit_per_byte", "max_round_blocks", "unbonding_blocks", "beacon_withhold_slash_fraction", "max_step_tokens", "screeners_per_commit")
     COLLATERAL_DENOM_FIELD_NUMBER: _ClassVar[int]
     UNBONDING_PERIOD_SECONDS_FIELD_NUMBER: _ClassVar[int]
     SAMPLING_RATE_FIELD_NUMBER: _ClassVar[int]
@@ -343,6 +345,7 @@ class Params(_message.Message):
     UNBONDING_BLOCKS_FIELD_NUMBER: _ClassVar[int]
     BEACON_WITHHOLD_SLASH_FRACTION_FIELD_NUMBER: _ClassVar[int]
     MAX_STEP_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    SCREENERS_PER_COMMIT_FIELD_NUMBER: _ClassVar[int]
     collateral_denom: str
     unbonding_period_seconds: int
     sampling_rate: str
@@ -374,7 +377,8 @@ class Params(_message.Message):
     unbonding_blocks: int
     beacon_withhold_slash_fraction: str
     max_step_tokens: int
-    def __init__(self, collateral_denom: _Optional[str] = ..., unbonding_period_seconds: _Optional[int] = ..., sampling_rate: _Optional[str] = ..., reveal_window_blocks: _Optional[int] = ..., verdict_window_blocks: _Optional[int] = ..., verifiers_per_challenge: _Optional[int] = ..., quorum: _Optional[int] = ..., slash_fraction: _Optional[str] = ..., verifier_slash_fraction: _Optional[str] = ..., min_verifier_collateral: _Optional[int] = ..., verification_mode: _Optional[str] = ..., tolerance: _Optional[str] = ..., pseudo_grad_tolerance: _Optional[str] = ..., max_segments_per_round: _Optional[int] = ..., max_inner_steps: _Optional[int] = ..., max_total_rounds: _Optional[int] = ..., max_start_delay_blocks: _Optional[int] = ..., max_active_runs: _Optional[int] = ..., beacon_reveal_blocks: _Optional[int] = ..., screen_loss_margin: _Optional[str] = ..., verdict_open_blocks: _Optional[int] = ..., tolerance_bf16: _Optional[str] = ..., min_hosts_per_round: _Optional[int] = ..., fail_closed: bool = ..., max_model_parameters: _Optional[int] = ..., run_deposit: _Optional[int] = ..., run_deposit_per_byte: _Optional[int] = ..., max_round_blocks: _Optional[int] = ..., unbonding_blocks: _Optional[int] = ..., beacon_withhold_slash_fraction: _Optional[str] = ..., max_step_tokens: _Optional[int] = ...) -> None: ...
+    screeners_per_commit: int
+    def __init__(self, collateral_denom: _Optional[str] = ..., unbonding_period_seconds: _Optional[int] = ..., sampling_rate: _Optional[str] = ..., reveal_window_blocks: _Optional[int] = ..., verdict_window_blocks: _Optional[int] = ..., verifiers_per_challenge: _Optional[int] = ..., quorum: _Optional[int] = ..., slash_fraction: _Optional[str] = ..., verifier_slash_fraction: _Optional[str] = ..., min_verifier_collateral: _Optional[int] = ..., verification_mode: _Optional[str] = ..., tolerance: _Optional[str] = ..., pseudo_grad_tolerance: _Optional[str] = ..., max_segments_per_round: _Optional[int] = ..., max_inner_steps: _Optional[int] = ..., max_total_rounds: _Optional[int] = ..., max_start_delay_blocks: _Optional[int] = ..., max_active_runs: _Optional[int] = ..., beacon_reveal_blocks: _Optional[int] = ..., screen_loss_margin: _Optional[str] = ..., verdict_open_blocks: _Optional[int] = ..., tolerance_bf16: _Optional[str] = ..., min_hosts_per_round: _Optional[int] = ..., fail_closed: bool = ..., max_model_parameters: _Optional[int] = ..., run_deposit: _Optional[int] = ..., run_deposit_per_byte: _Optional[int] = ..., max_round_blocks: _Optional[int] = ..., unbonding_blocks: _Optional[int] = ..., beacon_withhold_slash_fraction: _Optional[str] = ..., max_step_tokens: _Optional[int] = ..., screeners_per_commit: _Optional[int] = ...) -> None: ...
 
 class BeaconEntry(_message.Message):
     __slots__ = ("verifier", "commitment", "secret")
@@ -417,17 +421,19 @@ class VestingGrant(_message.Message):
     def __init__(self, address: _Optional[str] = ..., epoch: _Optional[int] = ..., total: _Optional[str] = ..., vested: _Optional[str] = ..., paid: _Optional[str] = ..., forfeited: _Optional[str] = ...) -> None: ...
 
 class Screen(_message.Message):
-    __slots__ = ("run_id", "round", "host", "votes", "failed", "passed")
+    __slots__ = ("run_id", "round", "host", "votes", "failed", "passed", "inconsistent")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     ROUND_FIELD_NUMBER: _ClassVar[int]
     HOST_FIELD_NUMBER: _ClassVar[int]
     VOTES_FIELD_NUMBER: _ClassVar[int]
     FAILED_FIELD_NUMBER: _ClassVar[int]
     PASSED_FIELD_NUMBER: _ClassVar[int]
+    INCONSISTENT_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     round: int
     host: str
     votes: _containers.RepeatedCompositeFieldContainer[Vote]
     failed: bool
     passed: bool
-    def __init__(self, run_id: _Optional[str] = ..., round: _Optional[int] = ..., host: _Optional[str] = ..., votes: _Optional[_Iterable[_Union[Vote, _Mapping]]] = ..., failed: bool = ..., passed: bool = ...) -> None: ...
+    inconsistent: bool
+    def __init__(self, run_id: _Optional[str] = ..., round: _Optional[int] = ..., host: _Optional[str] = ..., votes: _Optional[_Iterable[_Union[Vote, _Mapping]]] = ..., failed: bool = ..., passed: bool = ..., inconsistent: bool = ...) -> None: ...

@@ -1,0 +1,35 @@
+"""Screening committees, shared by the chain (which takes screens only from a commit's committee)
+and verifiers (which screen only the commits whose committee they are on).
+
+A commit is screened by ``screeners_per_commit`` verifiers instead of by every one: per round
+the network screens hosts x that many commits and sends as many screen votes, whatever the
+number of verifiers. The committee of a host's commit is drawn from the round's beacon anchor
+(the hash of the block after the commit window, which nobody knew while committing) among the
+verifiers registered before the round's commit window opened, so a key registered once the
+anchor is known cannot place itself on it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+
+_TAG = b"dilochain-screen-committee/v1"
+
+
+def eligible(verifiers: Iterable[tuple[str, int]], window_start: int) -> list[str]:
+    """The addresses of ``verifiers`` (address, registered height) registered before the block
+    ``window_start`` (the round's commit window's first)."""
+    return [address for address, height in verifiers if height < window_start]
+
+
+def screen_committee(
+    anchor: bytes, run_id: str, round_: int, host: str, candidates: Iterable[str], size: int
+) -> set[str]:
+    """The verifiers among ``candidates`` that screen ``host``'s commit of the round: the
+    ``size`` ranked first by SHA-256 of (anchor, run, round, host, verifier); all of them when
+    ``size`` is 0 or covers them."""
+    ranked = sorted(set(candidates), key=lambda verifier: hashlib.sha256(
+        b"\x00".join([_TAG, anchor, run_id.encode(), b"%d" % round_, host.encode(),
+                      verifier.encode()])).digest())  # fmt: skip
+    return set(ranked if size == 0 else ranked[:size])
