@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import logging
 import urllib.request
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from prometheus_client import CollectorRegistry, Gauge, ProcessCollector, start_http_server
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 from pydantic import AfterValidator
+
+if TYPE_CHECKING:
+    from dilochain.poc_client import PocClient
 
 log = logging.getLogger(__name__)
 METRICS_LISTENING = "metrics at http://"  # the line a process logs once it serves metrics
@@ -40,6 +43,13 @@ def role_registry(role: str, *shared: Collector) -> CollectorRegistry:
     for collector in shared:
         registry.register(collector)
     return registry
+
+
+def set_standing(poc: PocClient, address: str, collateral: Gauge, slashed: Gauge) -> None:
+    """Set a role's ``collateral`` and ``slashed`` gauges to what the chain says of
+    ``address``: its bonded collateral, and all that was ever slashed from it."""
+    collateral.set(int(poc.collateral(address=address).bonded))
+    slashed.set(sum(int(s.amount) for s in poc.slashes(address)))
 
 
 class MetricsError(Exception):

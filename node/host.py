@@ -35,6 +35,7 @@ from dilochain.auto_claim import AutoClaimer
 from dilochain.client import TxRefused, submit
 from dilochain.endpoints import shown, transient
 from dilochain.failpoints import armed, failpoint
+from dilochain.metrics_http import set_standing
 from dilochain.node import metrics
 from dilochain.node.aggregation import Aggregator, GlobalView
 from dilochain.node.behaviors import Behavior, RoundJob
@@ -80,7 +81,7 @@ from dilochain.training.model import (
 from dilochain.training.prepare import default_dataset
 from dilochain.training.round_work import RoundResult
 from dilochain.training.tensor_codec import Encoding, decode_state
-from dilochain.training.train_step import eval_loss, set_deterministic
+from dilochain.training.train_step import EVAL_BATCHES, eval_loss, set_deterministic
 
 log = logging.getLogger(__name__)
 
@@ -135,7 +136,8 @@ class HostNode:
         self.data.check_vocab(self.model.config.vocab_size)
         if cfg.compile:
             self._compile(params.verification_mode)
-        self.heldout = self.data.heldout_batches(4, self.rc.batch_size, self.rc.seq_len)
+        self.heldout = self.data.heldout_batches(EVAL_BATCHES, self.rc.batch_size,
+                                                 self.rc.seq_len)  # fmt: skip
         self.ranks = self._ranks(params.verification_mode)
         self.local = LocalArtifactStore(cfg.artifact_dir)
         for path, digest in self.data.files():  # served by hash to peers (and `dilochain export`)
@@ -719,8 +721,7 @@ class HostNode:
 
     def _account_metrics(self) -> None:
         """This host's collateral and what was slashed from it, once a round."""
-        metrics.COLLATERAL.set(int(self.poc.collateral(address=self.address).bonded))
-        metrics.SLASHED.set(sum(int(s.amount) for s in self.poc.slashes(self.address)))
+        set_standing(self.poc, self.address, metrics.COLLATERAL, metrics.SLASHED)
 
     def _too_late(self, round_: int) -> bool:
         """Whether this host is too late for round ``round_`` at its pace (``Pace.skip``): then

@@ -59,5 +59,9 @@ def test_utilisation_is_training_seconds_over_wall_clock_between_the_two_heights
         meter.tick(21)
         (t0, _), (t1, _) = meter.samples
         assert meter.shares() == {"host-0": pytest.approx(3.0 / (t1 - t0))}
+        missed = Utilisation({"host-0": url}, 10, 20)  # first looked at past the last block
+        missed.tick(20)
+        missed.tick(21)
+        assert missed.samples == [] and missed.shares() == {}
     finally:
         server.close()

@@ -25,7 +25,7 @@ from dilochain.protocol.pb.poc.v1.types_pb2 import RunConfig
 from dilochain.training.dataset import Dataset
 from dilochain.training.diloco import PARAM
 from dilochain.training.distributed import DataParallel
-from dilochain.training.model import CausalLM, lm_loss, load_params
+from dilochain.training.model import CausalLM, build_model, lm_loss, load_params
 
 EXP_AVG, EXP_AVG_SQ, STEP = "exp_avg/", "exp_avg_sq/", "step"  # and PARAM, shared with diloco
 ADAM_STEP = "adam_step"  # AdamW's step count (its bias correction): the round's step + carried
@@ -164,6 +164,9 @@ def run_segment(
     return [train_step(state, cfg, data, shards, data_seed, round_) for _ in range(steps)]
 
 
+EVAL_BATCHES = 4  # held-out batches a round's base global state is evaluated on
+
+
 @torch.no_grad()
 def eval_loss(model: CausalLM, batches: list[torch.Tensor]) -> float:
     """Mean held-out loss."""
@@ -177,8 +180,6 @@ def seconds_per_step(
 ) -> float:
     """The median seconds of one inner step of the run ``cfg`` on ``data`` in this process,
     on ``threads`` torch threads (as a host trains with ``--threads``), from a fresh model."""
-    from dilochain.training.model import build_model
-
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:

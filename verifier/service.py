@@ -28,7 +28,7 @@ from dilochain.auto_claim import AutoClaimer
 from dilochain.client import TxRefused, submit
 from dilochain.endpoints import ChainAddresses, shown, transient
 from dilochain.logs import LogFormat
-from dilochain.metrics_http import MetricsAddress
+from dilochain.metrics_http import MetricsAddress, set_standing
 from dilochain.poc_client import InsufficientFunds, PocClient, ensure_bonded
 from dilochain.protocol import schedule
 from dilochain.protocol.model_config import ModelConfigError
@@ -147,8 +147,7 @@ class VerifierService:
         """Register again after a slash left this verifier below the minimum and the chain
         removed it (topping its bond up from its balance); if it cannot, say so and go on.
         Its collateral metrics are brought up to date on the way."""
-        metrics.COLLATERAL.set(int(self.poc.collateral(address=self.address).bonded))
-        metrics.SLASHED.set(sum(int(s.amount) for s in self.poc.slashes(self.address)))
+        set_standing(self.poc, self.address, metrics.COLLATERAL, metrics.SLASHED)
         if any(v.address == self.address for v in self.poc.verifiers()):
             return
         log.warning("no longer a registered verifier (a slash left less than the minimum "

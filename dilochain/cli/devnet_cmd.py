@@ -143,10 +143,10 @@ def _nodes_from(addresses: list[str], first: int) -> str:
 
 def _genesis_params() -> dict:
     poc = {
-        # A cheater's failed screen has all its segments replayed whatever the draw; honest
+        # A cheater's failed screen has its segments replayed whatever the draw; honest
         # hosts' replays share the hosts' cores here (on a real network, verifiers' own).
         "sampling_rate": str(SAMPLING_RATE),
-        "beacon_reveal_blocks": 10,  # every verifier screens every commit in it
+        "beacon_reveal_blocks": 10,  # each commit's committee screens it in these
         "reveal_window_blocks": 3,
         "verdict_window_blocks": VERDICT_BLOCKS,
         "verdict_open_blocks": 3,
@@ -288,7 +288,7 @@ def _run(
                                               or m in verifiers])  # fmt: skip
             if args.inner_steps:
                 cfg.inner_steps = args.inner_steps
-                cfg.checkpoint_interval = max(2, args.inner_steps // SEGMENTS)
+                cfg.checkpoint_interval = args.inner_steps // SEGMENTS
             else:  # seconds a block while hosts and verifiers started: the pace under load
                 blocks = client.query_height() - started[1]
                 block_seconds = max(block_time, (time.monotonic() - started[0]) / max(1, blocks))
@@ -372,7 +372,7 @@ def _final_loss(console: Console, poc: PocClient, data: Path, artifacts: Path) -
     from dilochain.training.dataset import Dataset
     from dilochain.training.diloco import params_of
     from dilochain.training.model import load_params
-    from dilochain.training.train_step import eval_loss
+    from dilochain.training.train_step import EVAL_BATCHES, eval_loss
 
     run = poc.run(RUN_ID)
     cfg = run.config
@@ -383,7 +383,7 @@ def _final_loss(console: Console, poc: PocClient, data: Path, artifacts: Path) -
         return None
     load_params(model, params_of(view.state))
     corpus = Dataset(data, cfg.data_manifest_hash, cfg.tokenizer_hash)
-    return eval_loss(model, corpus.heldout_batches(4, cfg.batch_size, cfg.seq_len))
+    return eval_loss(model, corpus.heldout_batches(EVAL_BATCHES, cfg.batch_size, cfg.seq_len))
 
 
 def _next_steps(console: Console, network: LocalNetwork, root: Path, keep: bool) -> None:
@@ -406,7 +406,7 @@ def _next_steps(console: Console, network: LocalNetwork, root: Path, keep: bool)
 
 
 def _keep_running(console: Console, network: LocalNetwork) -> None:
-    """Block until Ctrl-C (or a validator stops for good)."""
+    """Block until Ctrl-C, starting again validators that stop."""
     supervisor = network.supervisor(lambda line: console.print(f"[yellow]{line}[/]"))
     try:
         while True:

@@ -79,9 +79,11 @@ class Utilisation:
     samples: list[tuple[float, dict[str, float]]] = field(default_factory=list)
 
     def tick(self, height: int) -> None:
-        """Sample every host once the chain reaches ``first``, and again at ``last``."""
+        """Sample every host once the chain reaches ``first``, and again at ``last``; a first
+        sample not taken before ``last`` measures nothing, so none is taken."""
         due = [self.first, self.last][len(self.samples) :]
-        if due and height >= due[0] and self.first < self.last:
+        late = not self.samples and height >= self.last
+        if due and height >= due[0] and not late:
             self.samples.append((time.monotonic(), self._read()))
 
     def _read(self) -> dict[str, float]:

@@ -6,11 +6,11 @@ import argparse
 import dataclasses
 import json
 import logging
-import statistics
 import sys
 import tempfile
 from pathlib import Path
 
+from dilochain.chain_view import eval_curve
 from dilochain.cli.common import CliError, add_chain_flag, chain_nodes, default_home
 from dilochain.poc_client import PocClient
 from dilochain.protocol import schedule
@@ -69,9 +69,7 @@ def _export(args: argparse.Namespace) -> int:
                 f"{err}; the run's hosts no longer serve it: give --home (or "
                 "--artifacts) of a node of the run"
             ) from None
-        losses = {r: statistics.median(c.loss for c in found)
-                  for r in range(min(target + 1, total))
-                  if (found := [c for c in poc.commits(args.run_id, r) if c.loss > 0])}  # fmt: skip
+        losses = dict(eval_curve(poc, args.run_id, min(target + 1, total)))
     digest = view.hash.hex()
     notes = ExportNotes(run_id=args.run_id, round=target, total_rounds=total,
                         global_state_sha256=digest,

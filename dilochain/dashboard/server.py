@@ -69,13 +69,16 @@ class ChainReader:
         self.poc.close()
 
 
-def unreachable(addresses: Sequence[str], err: BaseException) -> str:
-    """What the page says when reading the view failed with ``err``."""
-    if isinstance(err, grpc.RpcError):
-        cause = err.code().name
-    else:
-        cause = f"{type(err).__name__}: {str(err)[:160]}"
+def unreachable(addresses: Sequence[str], cause: str) -> str:
+    """What the page says when reading the view failed for ``cause``."""
     return f"chain unreachable at {shown(addresses)} ({cause}); retrying"
+
+
+def cause_of(err: BaseException) -> str:
+    """A read's failure in a few words: the gRPC code, else the exception."""
+    if isinstance(err, grpc.RpcError):
+        return err.code().name
+    return f"{type(err).__name__}: {str(err)[:160]}"
 
 
 class Dashboard:
@@ -104,7 +107,7 @@ class Dashboard:
         try:
             view = self.reader.read()
         except Exception as err:  # every failure of the chain client is an outage to show
-            error = unreachable(self.reader.addresses, err)
+            error = unreachable(self.reader.addresses, cause_of(err))
             if not self._down:
                 log.warning("dashboard: %s", error)
             self._down = True
@@ -127,8 +130,7 @@ class Dashboard:
         try:
             return await asyncio.wait_for(asyncio.shield(self._pending), WAIT_SECONDS)
         except TimeoutError:
-            nodes = shown(self.reader.addresses)
-            return f"chain unreachable at {nodes} (no answer in {WAIT_SECONDS:g} s); retrying"
+            return unreachable(self.reader.addresses, f"no answer in {WAIT_SECONDS:g} s")
 
     async def _api_view(self, _request: web.Request) -> web.Response:
         outcome = await self._latest()
