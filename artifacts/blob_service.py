@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import logging
 import time
 from collections.abc import Callable, Iterator
 from concurrent import futures
@@ -17,6 +18,8 @@ from dilochain.protocol.endpoint import endpoint_problem
 from dilochain.protocol.grpc_decode import Undecodable, tolerant
 from dilochain.protocol.hashing import HASH_BYTES
 from dilochain.protocol.pb.node.v1 import blob_pb2, blob_pb2_grpc
+
+log = logging.getLogger(__name__)
 
 CHUNK = 1 << 20
 ATTEMPTS = 3  # passes over a hash's peers before a fetch gives up
@@ -90,6 +93,14 @@ class PeerUnavailable(ArtifactError):
     asking again. Any other :class:`ArtifactError` of a peer (corrupt bytes, too many) is not."""
 
 
+class PeerUnreachable(PeerUnavailable):
+    """No connection to a peer, or no answer in time (a host restarting, a network outage);
+    not a peer that answered that it lacks the artifact."""
+
+
+_UNREACHABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED}
+
+
 def fetch_blob(endpoint: str, digest: bytes, limit: int, out: BinaryIO,
                timeout: float = 60.0) -> int:  # fmt: skip
     """Fetch an artifact from a host's blob service into ``out`` (emptied first), hashing while
@@ -111,7 +122,8 @@ def fetch_blob(endpoint: str, digest: bytes, limit: int, out: BinaryIO,
                 hasher.update(chunk.data)
                 received += len(chunk.data)
         except grpc.RpcError as err:
-            raise PeerUnavailable(f"{endpoint}: {err.details() or err.code()}") from None
+            kind = PeerUnreachable if err.code() in _UNREACHABLE else PeerUnavailable
+            raise kind(f"{endpoint}: {err.details() or err.code()}") from None
     if hasher.digest() != digest:
         raise ArtifactError(f"artifact {digest.hex()[:16]}… from {endpoint} is corrupt")
     FETCHED_BYTES.inc(received)
@@ -136,12 +148,27 @@ class PeerFetchingStore:
         """Whether the local store has it."""
         return self.local.has(digest)
 
+    def delete(self, digest: bytes) -> None:
+        """Remove the local copy."""
+        self.local.delete(digest)
+
     def get(self, digest: bytes, attempts: int = ATTEMPTS) -> bytes:
-        """Local bytes, or the first peer's that hash right (see :func:`fetch_from_peers`)."""
+        """Local bytes, or the first peer's that hash right (see :func:`fetch_from_peers`). A
+        local copy that no longer hashes right (a damaged disk, a bad restore) is replaced by
+        a peer's; if no peer has it, the error says both."""
         self.touched.add(digest)
+        damaged = ""
         if self.local.has(digest):
-            return self.local.get(digest)
-        data = fetch_from_peers(self.peers(), digest, self.limit, attempts)
+            try:
+                return self.local.get(digest)
+            except ArtifactError as err:
+                damaged = f"{err}, and "
+                log.warning("%s: fetching it again from the run's peers", err)
+                self.local.delete(digest)
+        try:
+            data = fetch_from_peers(self.peers(), digest, self.limit, attempts)
+        except ArtifactError as err:
+            raise type(err)(f"{damaged}{err}") from None
         self.local.put(data, digest)  # hash-checked by the fetch
         return data
 
@@ -156,7 +183,7 @@ def fetch_from_peers(
     exponential backoff between them; a peer that sent bad bytes is not asked again.
     :class:`ArtifactError` says why each failed."""
     sink = out if out is not None else io.BytesIO()
-    errors: dict[str, str] = {}
+    errors: dict[str, ArtifactError] = {}
     left = [e for e in dict.fromkeys(endpoints) if endpoint_problem(e) is None]  # never unix:…
     for attempt in range(attempts):
         if attempt:
@@ -166,14 +193,19 @@ def fetch_from_peers(
                 fetch_blob(endpoint, digest, limit, sink)
                 return b"" if out is not None else sink.getvalue()
             except PeerUnavailable as err:
-                errors[endpoint] = str(err)
+                errors[endpoint] = err
             except ArtifactError as err:
-                errors[endpoint] = str(err)
+                errors[endpoint] = err
                 left.remove(endpoint)
         if not left:
             break
     tries = f" after {attempt + 1} tries" if attempt else ""
-    raise ArtifactError(
+    # A peer that could not be reached (the host restarting, say) may serve it later, unless
+    # one sent bad bytes; peers that answered that they lack it will not.
+    worth_waiting = set(errors) <= set(left) and any(
+        isinstance(err, PeerUnreachable) for err in errors.values()
+    )
+    raise (PeerUnreachable if worth_waiting else ArtifactError)(
         f"artifact {digest.hex()[:16]}… is on no peer{tries} "
-        f"({'; '.join(errors.values()) or 'no peers'})"
+        f"({'; '.join(map(str, errors.values())) or 'no peers'})"
     )

@@ -36,6 +36,10 @@ class ArtifactStore(Protocol):
         """Whether the store holds ``digest``."""
         ...
 
+    def delete(self, digest: bytes) -> None:
+        """Remove ``digest`` (nothing if absent)."""
+        ...
+
 
 def check_digest(digest: bytes, data: bytes, where: str) -> bytes:
     """Return ``data`` if it hashes to ``digest``; else raise a corrupt-artifact error."""

@@ -192,7 +192,7 @@ class AbciHandler:
         return abci.Response(init_chain=abci.ResponseInitChain(app_hash=app_hash))
 
     def _check_tx(self, req: abci.RequestCheckTx) -> abci.Response:
-        result = self.app.check_tx(req.tx)
+        result = self.app.check_tx(req.tx, recheck=req.type == abci.CheckTxType.RECHECK)
         return abci.Response(
             check_tx=abci.ResponseCheckTx(
                 code=result.code,
@@ -290,7 +290,10 @@ class _Connection(asyncio.Protocol):
         self.queue.put_nowait(None)
 
     async def _serve(self) -> None:
+        """Answer each frame in order; answers to frames that arrived together (CometBFT sends
+        the mempool's CheckTxs in bursts) leave in one write."""
         assert self.transport is not None
+        answers: list[bytes] = []
         while (frame := await self.queue.get()) is not None:
             try:
                 request = abci.Request.FromString(frame)
@@ -304,8 +307,10 @@ class _Connection(asyncio.Protocol):
                 )
             else:
                 response = await self.handler.handle(request)
-            if not self.transport.is_closing():
-                self.transport.write(encode_frame(response.SerializeToString()))
+            answers.append(encode_frame(response.SerializeToString()))
+            if self.queue.empty() and not self.transport.is_closing():
+                self.transport.write(b"".join(answers))
+                answers.clear()
 
 
 class AbciServer:

@@ -28,9 +28,11 @@ _PUBKEY_TYPE = "/" + PubKey.DESCRIPTOR.full_name
 
 
 class Mode(Enum):
-    """Why a tx runs: mempool admission, block execution or gas estimation."""
+    """Why a tx runs: mempool admission, the mempool's recheck after a block, block execution or
+    gas estimation."""
 
     CHECK = "check"
+    RECHECK = "recheck"
     DELIVER = "deliver"
     SIMULATE = "simulate"
 

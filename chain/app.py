@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
 from cosmpy.protos.cosmos.base.abci.v1beta1.abci_pb2 import TxMsgData, TxResponse
 from google.protobuf.any_pb2 import Any
 
 from dilochain.chain.ante import Mode, SignatureCache, run_ante
-from dilochain.chain.context import Context, MsgSpec
+from dilochain.chain.context import Context, MsgSpec, block_timestamp
 from dilochain.chain.errors import CODESPACE, TxError, codes
 from dilochain.chain.modules import (
     bank,
@@ -33,8 +32,8 @@ from dilochain.chain.modules import (
 )
 from dilochain.chain.state import CacheStore, GasMeter
 from dilochain.chain.state_tree import StateTree
-from dilochain.chain.store import ChainStore, StoredBlock, StoredTx, StoreError
-from dilochain.chain.tx import decode_tx
+from dilochain.chain.store import ChainStore, StoredBlock, StoreError
+from dilochain.chain.tx import DecodedTxCache
 from dilochain.genesis.document import AppState, GenesisDoc
 from dilochain.protocol.hashing import tx_hash
 
@@ -99,6 +98,7 @@ class Application:
         self.params = genesis.params
         self.registry = {spec.type_url: spec for spec in MSG_SPECS}
         self.sig_cache = SignatureCache()
+        self.decoded = DecodedTxCache(self.registry, self.params.auth)
         self.check_state = CacheStore(store)
         self._pending: tuple[FinalizedBlock, CacheStore] | None = None
         self.tree = self._verified_tree()
@@ -179,8 +179,11 @@ class Application:
 
     # ---- txs ---------------------------------------------------------------------------------
     def _run_tx(self, parent: CacheStore, raw: bytes, height: int, time_ns: int, mode: Mode):
+        """Run one tx over ``parent``. Events are built only where they are delivered (blocks
+        and simulations, not the mempool); a recheck runs the ante checks alone, as the
+        Cosmos SDK's ReCheckTx: only sequences and fee balances change between blocks."""
         try:
-            tx = decode_tx(raw, self.registry, self.params.auth)
+            tx = self.decoded.decode(raw)
         except TxError as err:
             return tx_failure(err.code, err.log)
         gas_wanted = tx.gas_limit
@@ -188,13 +191,17 @@ class Application:
         limit = self.params.auth.simulate_gas_limit if mode is Mode.SIMULATE else gas_wanted
         meter = GasMeter(limit)
         ante_store = CacheStore(parent, meter)
-        ctx = Context(ante_store, height, time_ns, self.chain_id, self.params)
+        events = [] if mode in (Mode.DELIVER, Mode.SIMULATE) else None
+        ctx = Context(ante_store, height, time_ns, self.chain_id, self.params, events)
         try:
             run_ante(ctx, tx, mode, self.sig_cache)
         except TxError as err:
             return tx_failure(err.code, err.log, gas_wanted, meter.consumed)
+        if mode is Mode.RECHECK:
+            ante_store.write()
+            return TxResponse(code=0, gas_wanted=gas_wanted, gas_used=meter.consumed)
         msg_ctx = ctx.with_store(ante_store.child())
-        msg_ctx.events = []
+        msg_ctx.events = [] if events is not None else None
         responses = []
         try:
             for index, (spec, msg) in enumerate(tx.msgs):
@@ -213,7 +220,7 @@ class Application:
             ante_store.write()
             result = tx_failure(err.code, f"failed to execute message; {err.log}", gas_wanted)
             result.gas_used = meter.consumed
-            result.events.extend(ctx.events)
+            result.events.extend(ctx.events or [])
             return result
         except Exception as err:  # a handler bug must not stop the chain
             log.exception("message handler failed")
@@ -227,13 +234,15 @@ class Application:
             data=TxMsgData(msg_responses=responses).SerializeToString().hex().upper(),
             gas_wanted=gas_wanted,
             gas_used=meter.consumed,
-            events=[*ctx.events, *msg_ctx.events],
+            events=[*(ctx.events or []), *(msg_ctx.events or [])],
         )
 
-    def check_tx(self, raw: bytes) -> TxResponse:
-        """Mempool admission: the full tx against the check state (kept on success)."""
+    def check_tx(self, raw: bytes, recheck: bool = False) -> TxResponse:
+        """Mempool admission against the check state (kept on success): the full tx, or
+        with ``recheck`` (a tx left in the mempool after a block) its ante checks alone."""
         layer = self.check_state.child(GasMeter())
-        result = self._run_tx(layer, raw, self.height + 1, self.last_block_time_ns, Mode.CHECK)
+        mode = Mode.RECHECK if recheck else Mode.CHECK
+        result = self._run_tx(layer, raw, self.height + 1, self.last_block_time_ns, mode)
         if result.code == 0:
             layer.write()
         result.txhash = tx_hash(raw).hex().upper()
@@ -252,7 +261,7 @@ class Application:
             if size + len(raw) > max_tx_bytes:
                 break
             try:
-                decode_tx(raw, self.registry, self.params.auth)
+                self.decoded.decode(raw)
             except TxError:
                 continue
             picked.append(raw)
@@ -279,8 +288,7 @@ class Application:
         if self._pending is not None:  # finalized again without a commit: start over
             self.tree = StateTree(self.store.iterate(b""))
         state = CacheStore(self.store)
-        seconds = time_ns // 1_000_000_000
-        timestamp = datetime.fromtimestamp(seconds, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        timestamp = block_timestamp(time_ns)
         results = []
         for raw in txs:
             result = self._run_tx(state, raw, height, time_ns, Mode.DELIVER)
@@ -302,23 +310,18 @@ class Application:
         return finalized
 
     def commit(self) -> None:
-        """Persist the finalized block, its txs and its state changes in one transaction."""
+        """Persist the finalized block and its state changes in one transaction."""
         if self._pending is None:
             raise ValueError("commit without a finalize_block")
         finalized, state = self._pending
         block = finalized.block
-        stored_txs = [
-            StoredTx(tx_hash(raw), block.height, index, raw, result.SerializeToString())
-            for index, (raw, result) in enumerate(
-                zip(finalized.txs, finalized.results, strict=True)
-            )
-        ]
         meta = {
             "height": str(block.height).encode(),
             "app_hash": finalized.app_hash,
             "time_ns": str(block.time_ns).encode(),
             "last_block_hash": block.hash,
         }
-        self.store.commit(state.writes, meta, block, stored_txs)
+        self.store.commit(state.writes, meta, block)
+        self.decoded.discard(finalized.txs)
         self._pending = None
         self.check_state = CacheStore(self.store)

@@ -5,9 +5,14 @@ from __future__ import annotations
 import base64
 
 import aiohttp
+from cosmpy.protos.cosmos.base.abci.v1beta1.abci_pb2 import TxResponse
+from cosmpy.protos.cosmos.tx.v1beta1.tx_pb2 import Tx
+from cosmpy.protos.tendermint.abci.types_pb2 import Event, EventAttribute
 from cosmpy.protos.tendermint.types.block_pb2 import Block
 from cosmpy.protos.tendermint.types.types_pb2 import BlockID, Data, Header, PartSetHeader
 from cosmpy.protos.tendermint.version.types_pb2 import Consensus
+
+from dilochain.chain.context import block_timestamp
 
 
 class CometRpcError(Exception):
@@ -44,6 +49,31 @@ def header_from_json(data: dict) -> Header:
         setattr(header, name, bytes.fromhex(data[name]))
     header.time.FromJsonString(data["time"])
     return header
+
+
+def tx_response_from_json(found: dict, time_ns: int) -> TxResponse:
+    """A ``TxResponse`` (tx packed in) from CometBFT's ``tx`` result and its block's time."""
+    result = found["tx_result"]
+    response = TxResponse(
+        height=int(found["height"]),
+        txhash=found["hash"].upper(),
+        codespace=result.get("codespace", ""),
+        code=int(result.get("code") or 0),
+        data=base64.b64decode(result.get("data") or "").hex().upper(),
+        raw_log=result.get("log", ""),
+        gas_wanted=int(result.get("gas_wanted") or 0),
+        gas_used=int(result.get("gas_used") or 0),
+        timestamp=block_timestamp(time_ns),
+        events=[
+            Event(type=event["type"], attributes=[
+                EventAttribute(key=a["key"], value=a.get("value", ""), index=bool(a.get("index")))
+                for a in event.get("attributes") or []
+            ])
+            for event in result.get("events") or []
+        ],
+    )  # fmt: skip
+    response.tx.Pack(Tx.FromString(base64.b64decode(found["tx"])), type_url_prefix="/")
+    return response
 
 
 class CometRpc:
@@ -89,6 +119,10 @@ class CometRpc:
             data=Data(txs=[base64.b64decode(tx) for tx in data["data"]["txs"] or []]),
         )
         return _block_id(result["block_id"]), block
+
+    async def tx(self, digest: bytes) -> dict:
+        """CometBFT's indexed record of the committed tx with hash ``digest``."""
+        return await self.call("tx", hash=base64.b64encode(digest).decode())
 
     async def mempool_size(self) -> int:
         """How many txs wait in the mempool."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from cosmpy.protos.tendermint.abci.types_pb2 import Event, EventAttribute
@@ -24,7 +25,7 @@ class Context:
     time_ns: int
     chain_id: str
     params: Params
-    events: list[Event] = field(default_factory=list)
+    events: list[Event] | None = field(default_factory=list)  # None: not recorded (CheckTx)
     last_block_hash: bytes = b""
 
     @property
@@ -33,7 +34,9 @@ class Context:
         return self.time_ns // 1_000_000_000
 
     def emit(self, kind: str, **attributes: Any) -> None:
-        """Record an ABCI event."""
+        """Record an ABCI event (unless this context records none)."""
+        if self.events is None:
+            return
         self.events.append(
             Event(
                 type=kind,
@@ -49,6 +52,11 @@ class Context:
             store, self.height, self.time_ns, self.chain_id, self.params, self.events,
             self.last_block_hash,
         )  # fmt: skip
+
+
+def block_timestamp(time_ns: int) -> str:
+    """A block time as the Cosmos SDK writes it in a ``TxResponse`` (RFC 3339, seconds)."""
+    return datetime.fromtimestamp(time_ns // 1_000_000_000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 Handler = Callable[[Context, Any], Message]

@@ -13,9 +13,13 @@ from importlib.metadata import version
 import grpc
 from cosmpy.protos.cosmos.auth.v1beta1 import query_pb2 as auth_q
 from cosmpy.protos.cosmos.auth.v1beta1 import query_pb2_grpc as auth_grpc
+from cosmpy.protos.cosmos.auth.v1beta1.auth_pb2 import Params as AuthParams
 from cosmpy.protos.cosmos.bank.v1beta1 import query_pb2 as bank_q
 from cosmpy.protos.cosmos.bank.v1beta1 import query_pb2_grpc as bank_grpc
+from cosmpy.protos.cosmos.bank.v1beta1.bank_pb2 import Params as BankParams
 from cosmpy.protos.cosmos.base.abci.v1beta1.abci_pb2 import GasInfo, Result, TxResponse
+from cosmpy.protos.cosmos.base.node.v1beta1 import query_pb2 as node_q
+from cosmpy.protos.cosmos.base.node.v1beta1 import query_pb2_grpc as node_grpc
 from cosmpy.protos.cosmos.base.tendermint.v1beta1 import query_pb2 as tm_q
 from cosmpy.protos.cosmos.base.tendermint.v1beta1 import query_pb2_grpc as tm_grpc
 from cosmpy.protos.cosmos.base.v1beta1.coin_pb2 import Coin
@@ -28,9 +32,17 @@ from cosmpy.protos.tendermint.p2p.types_pb2 import DefaultNodeInfo
 from cosmpy.protos.tendermint.types.block_pb2 import Block
 from cosmpy.protos.tendermint.types.params_pb2 import BlockParams, ConsensusParams
 from cosmpy.protos.tendermint.types.types_pb2 import BlockID
+from google.protobuf.descriptor import ServiceDescriptor
+from google.protobuf.timestamp_pb2 import Timestamp
+from grpc_reflection.v1alpha import reflection
 
 from dilochain.chain.app import Application, tx_failure
-from dilochain.chain.comet_rpc import CometRpc, CometRpcError, CometUnreachable
+from dilochain.chain.comet_rpc import (
+    CometRpc,
+    CometRpcError,
+    CometUnreachable,
+    tx_response_from_json,
+)
 from dilochain.chain.context import QueryContext, QueryHandler
 from dilochain.chain.errors import TxError, codes
 from dilochain.chain.grpc_errors import Readiness
@@ -50,7 +62,7 @@ from dilochain.chain.modules import (
 from dilochain.chain.query_router import QueryRouter
 from dilochain.chain.simulate_gate import SimulateBusy, SimulateGate
 from dilochain.chain.store_query import STORE_PATH, query_key
-from dilochain.protocol.address import decode_address
+from dilochain.protocol.address import ADDRESS_PREFIX, decode_address
 from dilochain.protocol.hashing import tx_hash
 from dilochain.protocol.pb.poc.v1 import query_pb2 as poc_q
 from dilochain.protocol.pb.poc.v1 import query_pb2_grpc as poc_grpc
@@ -96,14 +108,33 @@ async def _valid_address(address: str, context: grpc.aio.ServicerContext) -> str
 class AuthQuery(_UsesServices, auth_grpc.QueryServicer):
     """cosmos.auth.v1beta1.Query."""
 
-    async def Account(self, request, context):
+    async def _account(self, request, context):
         address = await _valid_address(request.address, context)
         account = auth.get_account(self.view, address)
         if account is None:
             await context.abort(grpc.StatusCode.NOT_FOUND, f"account {address} not found")
+        return account
+
+    async def Account(self, request, context):
         response = auth_q.QueryAccountResponse()
-        response.account.Pack(account, type_url_prefix="/")
+        response.account.Pack(await self._account(request, context), type_url_prefix="/")
         return response
+
+    async def AccountInfo(self, request, context):
+        return auth_q.QueryAccountInfoResponse(info=await self._account(request, context))
+
+    async def Params(self, request, context):
+        limits = self.s.app.params.auth
+        return auth_q.QueryParamsResponse(params=AuthParams(
+            max_memo_characters=limits.max_memo_characters,
+            tx_sig_limit=limits.max_msgs_per_tx,  # a tx has a signer per distinct message signer
+            tx_size_cost_per_byte=limits.tx_size_cost_per_byte,
+            sig_verify_cost_ed25519=0,  # ed25519 account keys are not accepted
+            sig_verify_cost_secp256k1=limits.sig_verify_cost_secp256k1,
+        ))  # fmt: skip
+
+    async def Bech32Prefix(self, request, context):
+        return auth_q.Bech32PrefixResponse(bech32_prefix=ADDRESS_PREFIX)
 
 
 class BankQuery(_UsesServices, bank_grpc.QueryServicer):
@@ -130,6 +161,28 @@ class BankQuery(_UsesServices, bank_grpc.QueryServicer):
     async def SupplyOf(self, request, context):
         amount = bank.supply(self.view, request.denom)
         return bank_q.QuerySupplyOfResponse(amount=Coin(denom=request.denom, amount=str(amount)))
+
+    # Nothing in a bank balance is locked (collateral and vesting rewards are held by the poc
+    # module until released): every balance is spendable.
+    async def SpendableBalances(self, request, context):
+        balances = (await self.AllBalances(request, context)).balances
+        return bank_q.QuerySpendableBalancesResponse(balances=balances)
+
+    async def SpendableBalanceByDenom(self, request, context):
+        balance = (await self.Balance(request, context)).balance
+        return bank_q.QuerySpendableBalanceByDenomResponse(balance=balance)
+
+    async def Params(self, request, context):
+        return bank_q.QueryParamsResponse(params=BankParams(default_send_enabled=True))
+
+    async def DenomsMetadata(self, request, context):
+        return bank_q.QueryDenomsMetadataResponse(metadatas=[bank.DENOM_METADATA])
+
+    async def DenomMetadata(self, request, context):
+        if request.denom != bank.DENOM_METADATA.base:
+            await context.abort(grpc.StatusCode.NOT_FOUND,
+                                f"client metadata for denom {request.denom[:128]!r}")  # fmt: skip
+        return bank_q.QueryDenomMetadataResponse(metadata=bank.DENOM_METADATA)
 
 
 def _mempool_code(error: str) -> int:
@@ -181,12 +234,17 @@ class TxService(_UsesServices, tx_grpc.ServiceServicer):
             shown = request.hash[:80]
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
                                 f"invalid tx hash {shown!r}: 64 hex digits")  # fmt: skip
-        stored = self.s.app.store.tx(bytes.fromhex(request.hash))
-        if stored is None:
+        # As the Cosmos SDK, from CometBFT's tx index: the application keeps no copy of txs.
+        try:
+            found = await self.s.rpc.tx(bytes.fromhex(request.hash))
+        except CometUnreachable as err:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, str(err))
+        except CometRpcError:
             await context.abort(grpc.StatusCode.NOT_FOUND, f"tx not found: {request.hash}")
-        response = TxResponse.FromString(stored.result)
-        tx = Tx.FromString(stored.raw)
-        response.tx.Pack(tx, type_url_prefix="/")
+        block = self.s.app.store.block(int(found["height"]))
+        response = tx_response_from_json(found, block.time_ns if block else 0)
+        tx = Tx()
+        response.tx.Unpack(tx)
         return tx_s.GetTxResponse(tx=tx, tx_response=response)
 
 
@@ -197,6 +255,21 @@ async def _block(services: Services, height: int | None, context) -> tuple[Block
         await context.abort(grpc.StatusCode.UNAVAILABLE, str(err))
     except CometRpcError as err:
         await context.abort(grpc.StatusCode.NOT_FOUND, f"block {height}: {err}")
+
+
+class NodeService(_UsesServices, node_grpc.ServiceServicer):
+    """cosmos.base.node.v1beta1.Service: what wallets ask before they price a fee."""
+
+    async def Config(self, request, context):
+        fees = self.s.app.params.fees
+        return node_q.ConfigResponse(minimum_gas_price=f"{fees.min_gas_price}{fees.fee_denom}")
+
+    async def Status(self, request, context):
+        app = self.s.app
+        return node_q.StatusResponse(
+            earliest_store_height=1, height=app.height, app_hash=app.app_hash,
+            timestamp=Timestamp(seconds=app.last_block_time_ns // 1_000_000_000),
+        )  # fmt: skip
 
 
 class TendermintService(_UsesServices, tm_grpc.ServiceServicer):
@@ -282,9 +355,9 @@ def _service(module, name: str):
 
 def register_all(
     server: grpc.aio.Server, services: Services, moniker: str, router: QueryRouter
-) -> None:
+) -> list[ServiceDescriptor]:
     """Add every servicer to ``server``, and every query servicer to ``router`` (abci_query),
-    with raw state keys and their proofs at ``/store/main/key``."""
+    with raw state keys and their proofs at ``/store/main/key``; the services served."""
     queries = [
         (AuthQuery(services), auth_grpc.add_QueryServicer_to_server, _service(auth_q, "Query")),
         (BankQuery(services), bank_grpc.add_QueryServicer_to_server, _service(bank_q, "Query")),
@@ -296,5 +369,15 @@ def register_all(
         add(servicer, server)
         router.add(servicer, descriptor)
     router.add_raw(STORE_PATH, lambda key, prove: query_key(services.app, key, prove))
-    tx_grpc.add_ServiceServicer_to_server(TxService(services), server)
+    tx_service, node = TxService(services), NodeService(services)
+    # Simulate through abci_query too: cosmjs estimates gas (fee "auto") that way.
+    router.add(tx_service, _service(tx_s, "Service"), only={"Simulate"})
+    router.add(node, _service(node_q, "Service"))
+    tx_grpc.add_ServiceServicer_to_server(tx_service, server)
+    node_grpc.add_ServiceServicer_to_server(node, server)
     tm_grpc.add_ServiceServicer_to_server(TendermintService(services, moniker), server)
+    served = [descriptor for _, _, descriptor in queries]
+    served += [_service(m, "Service") for m in (tx_s, node_q, tm_q)]
+    names = [service.full_name for service in served]
+    reflection.enable_server_reflection([*names, reflection.SERVICE_NAME], server)
+    return served

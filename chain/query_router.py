@@ -103,10 +103,15 @@ class QueryRouter:
         """Route ``path`` to ``answer(data, prove)``."""
         self._raw[path] = answer
 
-    def add(self, servicer: object, service: ServiceDescriptor) -> None:
-        """Route every method of ``service`` that ``servicer`` implements."""
+    def add(
+        self, servicer: object, service: ServiceDescriptor, only: set[str] | None = None
+    ) -> None:
+        """Route every method of ``service`` that ``servicer`` implements (of ``only``, if
+        given)."""
         base = _generated_base(servicer)
         for method in service.methods:
+            if only is not None and method.name not in only:
+                continue
             handler = getattr(servicer, method.name)
             if base is not None and getattr(type(servicer), method.name) is getattr(
                 base, method.name, None

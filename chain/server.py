@@ -32,6 +32,7 @@ from dilochain.chain.grpc_errors import (
 from dilochain.chain.grpc_services import APP_VERSION, Services, register_all
 from dilochain.chain.home import db_path, listen_addresses, load_home
 from dilochain.chain.query_router import QueryRouter
+from dilochain.chain.rest_gateway import RestGateway
 from dilochain.chain.store import ChainStore, StoreError
 
 log = logging.getLogger(__name__)
@@ -47,7 +48,7 @@ class ChainNode:
 
     def __init__(
         self, home: Path, grpc_address: str, block_time: str | None = None,
-        metrics_address: str = "",
+        metrics_address: str = "", rest_address: str = "",
     ):  # fmt: skip
         genesis = load_home(home)
         self.home = home
@@ -61,6 +62,8 @@ class ChainNode:
         self.grpc_address = grpc_address
         self.block_time = block_time
         self.metrics_address = metrics_address  # empty: no metrics
+        self.rest_address = rest_address  # empty: no REST server
+        self.rest_listening = ""  # where the REST server listens, once it does
         self.stopped_height = 0
         self.failure = ""
 
@@ -119,6 +122,21 @@ class ChainNode:
             await asyncio.sleep(0.1)
         raise ChainStartError(f"CometBFT's RPC at {self.rpc_address} did not answer in 60 s")
 
+    async def _start_rest(self, served: list, grpc_port: int) -> RestGateway | None:
+        """The REST gateway onto this node's gRPC server, listening (None when off)."""
+        if not self.rest_address:
+            return None
+        host = self.grpc_address.rsplit(":", 1)[0]
+        gateway = RestGateway(served, f"{'127.0.0.1' if host == '0.0.0.0' else host}:{grpc_port}")
+        try:
+            self.rest_listening = await gateway.start(self.rest_address)
+        except OSError as err:
+            await gateway.stop()
+            self.store.close()
+            raise ChainStartError(f"cannot listen on {self.rest_address} for the REST server "
+                                  f"({err.strerror or err})") from None  # fmt: skip
+        return gateway
+
     async def serve(self, stop: asyncio.Event, ready: Callable[[str, str], None]) -> None:
         """Serve until ``stop`` is set or CometBFT exits; ``ready`` gets the gRPC and RPC
         addresses once both serve."""
@@ -133,7 +151,8 @@ class ChainNode:
             interceptors=[UnavailableUntilReady(readiness), DecodeErrorsAsInvalidArgument()],
             options=[("grpc.so_reuseport", 0)],
         )
-        register_all(server, Services(self.app, rpc, readiness=readiness), self.home.name, router)
+        served = register_all(server, Services(self.app, rpc, readiness=readiness),
+                              self.home.name, router)  # fmt: skip
         try:
             port = server.add_insecure_port(self.grpc_address)
         except RuntimeError:
@@ -143,6 +162,7 @@ class ChainNode:
             raise ChainStartError(
                 f"cannot listen on {self.grpc_address} (address in use or invalid)"
             )
+        gateway = await self._start_rest(served, port)
         observer = metrics.BlockObserver() if self.metrics_address else None
         fatal = asyncio.Event()
 
@@ -180,6 +200,8 @@ class ChainNode:
                 self.failure = self._exited(cometbft.returncode, tail)
         finally:
             await _terminate(cometbft)
+            if gateway is not None:
+                await gateway.stop()
             await rpc.close()
             await server.stop(grace=1)
             await abci.stop()

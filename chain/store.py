@@ -1,10 +1,10 @@
 """The chain's embedded store: SQLite in WAL mode, one transaction per committed block.
 
 Tables: ``state`` (the key-value state of all modules), ``blocks`` (hash, time and proposer
-of each block), ``txs``
-(raw txs with their results, indexed by hash) and ``meta`` (last height and app hash).
-A block's state writes, its block row and its txs land in a single SQLite transaction, so a
-``kill -9`` at any moment leaves either all of a block or none of it.
+of each block) and ``meta`` (last height and app hash). Txs and their results are CometBFT's
+(its block store and tx index), as in the Cosmos SDK. A block's state writes and its block row
+land in a single SQLite transaction, so a ``kill -9`` at any moment leaves either all of a
+block or none of it.
 """
 
 from __future__ import annotations
@@ -22,11 +22,6 @@ CREATE TABLE IF NOT EXISTS blocks (
     height INTEGER PRIMARY KEY, hash BLOB NOT NULL, time_ns INTEGER NOT NULL,
     proposer BLOB NOT NULL
 );
-CREATE TABLE IF NOT EXISTS txs (
-    hash BLOB PRIMARY KEY, height INTEGER NOT NULL, idx INTEGER NOT NULL,
-    raw BLOB NOT NULL, result BLOB NOT NULL
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS txs_by_block ON txs (height, idx);
 """
 
 
@@ -38,17 +33,6 @@ class StoredBlock:
     hash: bytes
     time_ns: int
     proposer: bytes
-
-
-@dataclass(frozen=True)
-class StoredTx:
-    """A committed tx: its raw bytes and its serialized result."""
-
-    hash: bytes
-    height: int
-    index: int
-    raw: bytes
-    result: bytes
 
 
 def _prefix_end(prefix: bytes) -> bytes | None:
@@ -146,9 +130,8 @@ class ChainStore:
         writes: dict[bytes, bytes | None],
         meta: dict[str, bytes],
         block: StoredBlock | None = None,
-        txs: list[StoredTx] = (),  # type: ignore[assignment]
     ) -> None:
-        """Atomically apply state ``writes``, ``meta`` updates, a block and its txs."""
+        """Atomically apply state ``writes``, ``meta`` updates and a block."""
         with self._lock:
             cur = self._db.cursor()
             cur.execute("BEGIN IMMEDIATE")
@@ -169,11 +152,6 @@ class ChainStore:
                         "INSERT INTO blocks (height, hash, time_ns, proposer) VALUES (?, ?, ?, ?)",
                         (block.height, block.hash, block.time_ns, block.proposer),
                     )
-                cur.executemany(
-                    "INSERT OR REPLACE INTO txs (hash, height, idx, raw, result) "
-                    "VALUES (?, ?, ?, ?, ?)",
-                    [(t.hash, t.height, t.index, t.raw, t.result) for t in txs],
-                )
                 cur.execute("COMMIT")
             except BaseException:
                 cur.execute("ROLLBACK")
@@ -191,19 +169,3 @@ class ChainStore:
                 "SELECT height, hash, time_ns, proposer FROM blocks WHERE height = ?", (height,)
             ).fetchone()
         return StoredBlock(*row) if row else None
-
-    def block_txs(self, height: int) -> list[bytes]:
-        """Raw txs of the block at ``height``, in block order."""
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT raw FROM txs WHERE height = ? ORDER BY idx", (height,)
-            ).fetchall()
-        return [r[0] for r in rows]
-
-    def tx(self, tx_hash: bytes) -> StoredTx | None:
-        """The committed tx with this hash."""
-        with self._lock:
-            row = self._db.execute(
-                "SELECT hash, height, idx, raw, result FROM txs WHERE hash = ?", (tx_hash,)
-            ).fetchone()
-        return StoredTx(*row) if row else None

@@ -63,6 +63,6 @@ class InProcessChain:
         pending = [raw for digest, raw in self.mempool.items() if digest not in included]
         self.mempool.clear()
         for raw in pending:  # CometBFT's recheck
-            if app.check_tx(raw).code == 0:
+            if app.check_tx(raw, recheck=True).code == 0:
                 self.mempool[tx_hash(raw)] = raw
         return finalized.results

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
 
 from cosmpy.protos.cosmos.tx.v1beta1.tx_pb2 import AuthInfo, TxBody, TxRaw
@@ -101,3 +102,38 @@ def decode_tx(raw: bytes, registry: dict[str, MsgSpec], params: AuthParams) -> D
         msgs=msgs,
         signers=signers,
     )
+
+
+class DecodedTxCache:
+    """Txs decoded once and reused by CheckTx, the mempool's rechecks, PrepareProposal and
+    FinalizeBlock (a tx's decoding depends on its bytes and the fixed genesis params alone).
+
+    Least recently used entries go first past ``size``; a block's txs are dropped once it is
+    committed. Txs that fail to decode are not kept: they never reach the mempool.
+    """
+
+    def __init__(self, registry: dict[str, MsgSpec], params: AuthParams, size: int = 50_000):
+        self._registry = registry
+        self._params = params
+        self._size = size
+        self._decoded: OrderedDict[bytes, DecodedTx] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._decoded)
+
+    def decode(self, raw: bytes) -> DecodedTx:
+        """:func:`decode_tx` of ``raw``, from the cache when it was decoded before."""
+        tx = self._decoded.get(raw)
+        if tx is not None:
+            self._decoded.move_to_end(raw)
+            return tx
+        tx = decode_tx(raw, self._registry, self._params)
+        self._decoded[raw] = tx
+        if len(self._decoded) > self._size:
+            self._decoded.popitem(last=False)
+        return tx
+
+    def discard(self, raws: list[bytes]) -> None:
+        """Forget ``raws`` (the txs of a committed block)."""
+        for raw in raws:
+            self._decoded.pop(raw, None)

@@ -23,6 +23,7 @@ from dilochain.supervisor import Supervisor
 
 LISTENING = "gRPC server listening on "
 RPC_LISTENING = "CometBFT RPC listening on "
+REST_LISTENING = "REST server listening on "
 
 
 def init_localnet(
@@ -146,6 +147,7 @@ class ChainProcess:
         self.proc: subprocess.Popen | None = None
         self.address = ""
         self.rpc_address = ""
+        self.rest_address = ""  # host:port of its REST server
         self.metrics_url = ""  # once started with metrics
 
     def start(self, timeout: float = 60.0, first_block: bool = True, wait: bool = True) -> str:
@@ -156,6 +158,7 @@ class ChainProcess:
         cmd = [
             sys.executable, "-m", "dilochain.cli.main", "chain", "start",
             "--home", str(self.home), "--grpc-address", self.address or "127.0.0.1:0",
+            "--rest-address", self.rest_address or "127.0.0.1:0",
         ]  # fmt: skip
         if self.block_time:
             cmd += ["--block-time", self.block_time]
@@ -176,6 +179,8 @@ class ChainProcess:
             for line in self.proc.stdout:
                 if line.startswith(RPC_LISTENING):
                     self.rpc_address = line[len(RPC_LISTENING) :].strip()
+                if line.startswith(REST_LISTENING):
+                    self.rest_address = line[len(REST_LISTENING) :].strip()
                 if line.startswith(METRICS_LISTENING):
                     self.metrics_url = "http://" + line[len(METRICS_LISTENING) :].strip()
                 if line.startswith(LISTENING) and not found.is_set():

@@ -25,7 +25,7 @@ def _listen_address(text: str) -> str:
         return text
     host, sep, port = text.rpartition(":")
     if not sep or not host or not port.isdigit() or int(port) > 65535:
-        raise ValueError(f"{text!r} is not host:port (or empty for no metrics)")
+        raise ValueError(f"{text!r} is not host:port (or empty for none)")
     return text
 
 

@@ -36,6 +36,13 @@ class Window:
     resolution: int
     handover: int
 
+    @property
+    def screen_patience(self) -> int:
+        """The middle of the screening (beacon) window: before it a verifier waits for a
+        host's artifacts that no peer serves (a host restarting) instead of failing its screen,
+        as before ``handover`` for a replay."""
+        return self.end + 1 + (self.selection - self.end) // 2
+
 
 def derive_data_seed(seed: int, host: str, round_: int) -> int:
     """The data seed of (run seed, host, round): drives the host's shard and batch order."""

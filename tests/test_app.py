@@ -59,6 +59,54 @@ def test_send_moves_tokens_and_charges_fee(chain):
     assert {e.type for e in result.events} >= {"tx", "message", "transfer"}
 
 
+def test_a_tx_is_decoded_once_and_events_are_built_only_for_blocks(chain, monkeypatch):
+    from dilochain.chain import tx as tx_module
+
+    decodes = []
+    real = tx_module.decode_tx
+    monkeypatch.setattr(tx_module, "decode_tx", lambda *a: decodes.append(1) or real(*a))
+    raw = signed_tx(ALICE, [send(B, 5)], sequence=0, account_number=0)
+    checked = chain.broadcast(raw)
+    assert checked.code == 0 and not checked.events  # CheckTx's events are dropped by CometBFT
+    (result,) = chain.block()  # PrepareProposal and FinalizeBlock reuse the decoded tx
+    assert result.code == 0 and {e.type for e in result.events} >= {"tx", "transfer"}
+    assert len(decodes) == 1
+    assert len(chain.app.decoded) == 0  # a committed block's txs are dropped from the cache
+
+
+def test_decoded_tx_cache_is_bounded_and_keeps_no_failures():
+    from dilochain.chain.app import MSG_SPECS
+    from dilochain.chain.errors import TxError
+    from dilochain.chain.tx import DecodedTxCache
+    from dilochain.protocol.params import AuthParams
+
+    cache = DecodedTxCache({spec.type_url: spec for spec in MSG_SPECS}, AuthParams(), size=2)
+    raws = [signed_tx(ALICE, [send(B, 1)], sequence=n, account_number=0) for n in range(3)]
+    first = cache.decode(raws[0])
+    assert cache.decode(raws[0]) is first
+    cache.decode(raws[1])
+    cache.decode(raws[2])  # the least recently used (raws[0]) goes
+    assert len(cache) == 2 and cache.decode(raws[0]) is not first
+    with pytest.raises(TxError):
+        cache.decode(b"\xff garbage")
+    assert len(cache) == 2
+
+
+def test_a_recheck_runs_the_ante_checks_alone(chain):
+    """As the SDK's ReCheckTx: what a block can change for a mempool tx is its sequence and
+    the fee balance; a message that would now fail is answered when the block runs it."""
+    stale = signed_tx(ALICE, [send(B, 10)], sequence=0, account_number=0)
+    assert chain.broadcast(stale).code == 0
+    chain.mempool.clear()  # another tx of the same sequence makes the block instead
+    include_unchecked(chain, signed_tx(ALICE, [send(B, 10)], sequence=0, account_number=0,
+                                       memo="first"))  # fmt: skip
+    assert chain.app.check_tx(stale, recheck=True).code == codes.WRONG_SEQUENCE
+    overdraft = signed_tx(ALICE, [send(B, 10**9)], sequence=1, account_number=0)
+    assert chain.app.check_tx(overdraft).code == codes.INSUFFICIENT_FUNDS
+    assert chain.app.check_tx(overdraft, recheck=True).code == 0  # the message is not run
+    assert chain.app.check_tx(overdraft).code == codes.WRONG_SEQUENCE  # the recheck took seq 1
+
+
 def test_sequences_allow_several_txs_per_block(chain):
     for seq in range(3):
         raw = signed_tx(ALICE, [send(B, 10)], sequence=seq, account_number=0)

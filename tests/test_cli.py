@@ -42,6 +42,17 @@ def assert_one_line_error(code: int, err: str, needle: str) -> None:
     assert err.count("\n") == 1 and err.startswith("error: ") and needle in err, err
 
 
+@pytest.mark.parametrize(
+    ("udlc", "shown"),
+    [(0, "0 DLC"), (1, "0.000001 DLC"), (10_000_000, "10 DLC"), (1_234_567_890, "1,234.56789 DLC"),
+     ("600000000", "600 DLC")],
+)  # fmt: skip
+def test_amounts_are_shown_in_dlc_exactly(udlc, shown):
+    from dilochain.cli.common import dlc
+
+    assert dlc(udlc) == shown
+
+
 def test_init_and_add_genesis_account(tmp_path, capsys):
     home = str(tmp_path / "h")
     assert run(capsys, "chain", "init", "--home", home, "--chain-id", "net-1")[0] == 0
@@ -179,10 +190,10 @@ def test_keys_recover_from_stdin(tmp_path):
     assert "or set DILOCHAIN_KEYRING_PASSWORD" in nothing.stderr
 
 
-def _start(home, address: str) -> subprocess.Popen:
+def _start(home, address: str, rest: str = "127.0.0.1:0") -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "dilochain.cli.main", "chain", "start", "--home", str(home),
-         "--grpc-address", address, "--block-time", "100ms"],
+         "--grpc-address", address, "--rest-address", rest, "--block-time", "100ms"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
 
@@ -193,6 +204,7 @@ def test_start_prints_addresses_and_stops_on_sigint(tmp_path):
     _init(home)
     proc = _start(home, "127.0.0.1:0")
     assert proc.stdout.readline() == f"CometBFT RPC listening on {rpc_address(home)}\n"
+    assert proc.stdout.readline().startswith("REST server listening on 127.0.0.1:")
     assert proc.stdout.readline().startswith("gRPC server listening on 127.0.0.1:")
     assert rpc_status(rpc_address(home))["node_info"]["network"] == "net-1"
     proc.send_signal(signal.SIGINT)
@@ -202,15 +214,17 @@ def test_start_prints_addresses_and_stops_on_sigint(tmp_path):
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("which", ["grpc", "rpc"])
+@pytest.mark.parametrize("which", ["grpc", "rpc", "rest"])
 def test_port_in_use(tmp_path, which):
     home = tmp_path / "h"
     _init(home)
     with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0 if which == "grpc" else int(rpc_address(home).split(":")[1])))
+        taken.bind(("127.0.0.1", int(rpc_address(home).split(":")[1]) if which == "rpc" else 0))
         taken.listen()
+        taken_address = f"127.0.0.1:{taken.getsockname()[1]}"
         port = taken.getsockname()[1]
-        proc = _start(home, f"127.0.0.1:{port}" if which == "grpc" else "127.0.0.1:0")
+        proc = _start(home, taken_address if which == "grpc" else "127.0.0.1:0",
+                      taken_address if which == "rest" else "127.0.0.1:0")  # fmt: skip
         _, err = proc.communicate(timeout=30)
     assert proc.returncode == 1
     assert "Traceback" not in err and "add_port.cc" not in err  # no gRPC core line before it

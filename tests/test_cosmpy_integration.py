@@ -126,6 +126,13 @@ def test_simulate_estimates_enough_gas(running_chain):
     )  # fmt: skip
     submitted = broadcast(client, alice, *tx.msgs).wait_to_complete(poll_period=POLL)
     assert submitted.response.gas_used <= submitted.response.gas_wanted
+    # GetTx answers from CometBFT's tx index, with the block's events and time.
+    response = client.query_tx(submitted.tx_hash)
+    assert response.height == submitted.response.height and response.code == 0
+    assert response.events["transfer"]["recipient"] == str(wallet(999).address())
+    assert response.events["message"]["sender"] == str(alice.address())
+    block_time = client.query_block(response.height).time
+    assert response.timestamp == block_time.replace(microsecond=0)
     assert client.query_bank_balance(wallet(999).address(), DENOM) == 5
     assert bob  # bob is untouched by this test
 
@@ -203,3 +210,111 @@ def test_two_signers_of_one_key_both_land(running_chain, caplog):
     assert len({r.hash for r in responses}) == 2
     assert client.query_account(carol.address()).sequence == before + 2
     assert any("signing again" in r.getMessage() for r in caplog.records)
+
+
+def test_the_queries_wallets_and_explorers_ask_at_start_up(running_chain):
+    """What Keplr, cosmjs and explorers call first: auth and bank params, the address prefix,
+    denom metadata, spendable balances, the node's minimum gas price, server reflection, and
+    Simulate through ``abci_query`` (how cosmjs prices fee "auto")."""
+    import base64
+
+    from cosmpy.protos.cosmos.auth.v1beta1 import query_pb2 as auth_q
+    from cosmpy.protos.cosmos.auth.v1beta1 import query_pb2_grpc as auth_grpc
+    from cosmpy.protos.cosmos.bank.v1beta1 import query_pb2_grpc as bank_grpc
+    from cosmpy.protos.cosmos.base.node.v1beta1 import query_pb2 as node_q
+    from cosmpy.protos.cosmos.base.node.v1beta1 import query_pb2_grpc as node_grpc
+    from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
+        ProtoReflectionDescriptorDatabase,
+    )
+
+    from dilochain.localnet import rpc_call
+
+    sender = running_chain.wallets[3]
+    address = str(sender.address())
+    with grpc.insecure_channel(running_chain.address) as channel:
+        auth = auth_grpc.QueryStub(channel)
+        bank = bank_grpc.QueryStub(channel)
+        assert auth.Bech32Prefix(auth_q.Bech32PrefixRequest()).bech32_prefix == "dilo"
+        assert auth.Params(auth_q.QueryParamsRequest()).params.sig_verify_cost_secp256k1 == 1000
+        info = auth.AccountInfo(auth_q.QueryAccountInfoRequest(address=address)).info
+        assert info.address == address
+        (meta,) = bank.DenomsMetadata(bank_q.QueryDenomsMetadataRequest()).metadatas
+        assert (meta.base, meta.display, meta.denom_units[1].exponent) == (DENOM, "dlc", 6)
+        assert bank.DenomMetadata(bank_q.QueryDenomMetadataRequest(denom=DENOM)).metadata == meta
+        with pytest.raises(grpc.RpcError) as err:
+            bank.DenomMetadata(bank_q.QueryDenomMetadataRequest(denom="nope"))
+        assert err.value.code() == grpc.StatusCode.NOT_FOUND
+        spendable = bank.SpendableBalances(bank_q.QuerySpendableBalancesRequest(address=address))
+        held = bank.AllBalances(bank_q.QueryAllBalancesRequest(address=address))
+        assert list(spendable.balances) == list(held.balances) and held.balances
+        assert bank.Params(bank_q.QueryParamsRequest()).params.default_send_enabled
+        config = node_grpc.ServiceStub(channel).Config(node_q.ConfigRequest())
+        assert config.minimum_gas_price == f"0.025{DENOM}"
+        services = set(ProtoReflectionDescriptorDatabase(channel).get_services())
+        assert {"cosmos.bank.v1beta1.Query", "cosmos.tx.v1beta1.Service",
+                "dilochain.poc.v1.Query"} <= services  # fmt: skip
+    send = MsgSend(from_address=address, to_address=str(wallet(998).address()),
+                   amount=[Coin(denom=DENOM, amount="1")])  # fmt: skip
+    raw = signed_tx(sender, [send], sequence=info.sequence, account_number=info.account_number)
+    request = tx_s.SimulateRequest(tx_bytes=raw).SerializeToString().hex()
+    path = "/cosmos.tx.v1beta1.Service/Simulate"
+    rpc = running_chain.process.rpc_address
+    answer = rpc_call(rpc, "abci_query", path=path, data=request)["response"]
+    assert answer.get("code", 0) == 0, answer
+    simulated = tx_s.SimulateResponse.FromString(base64.b64decode(answer["value"]))
+    assert 0 < simulated.gas_info.gas_used < 200_000
+
+
+def test_the_rest_server_maps_every_service_as_the_sdk_s_gateway_does(running_chain):
+    """REST (LCD) as Keplr and explorers use it: the SDK's paths and JSON (proto field names,
+    int64 as strings), a broadcast by POST, dilochain's own queries, errors as grpc-gateway's."""
+    import base64
+    import json
+    import urllib.error
+    import urllib.request
+
+    base = f"http://{running_chain.process.rest_address}"
+
+    def call(path: str, body: dict | None = None) -> tuple[int, dict]:
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(base + path, data,
+                                         {"Content-Type": "application/json"})  # fmt: skip
+        try:
+            with urllib.request.urlopen(request, timeout=10) as reply:
+                return reply.status, json.load(reply)
+        except urllib.error.HTTPError as err:
+            return err.code, json.load(err)
+
+    sender = running_chain.wallets[2]
+    address = str(sender.address())
+    status, held = call(f"/cosmos/bank/v1beta1/balances/{address}")
+    assert status == 200 and held["balances"][0]["denom"] == DENOM
+    assert int(held["balances"][0]["amount"]) > 0
+    status, found = call(f"/cosmos/auth/v1beta1/accounts/{address}")
+    account = found["account"]
+    assert account["@type"] == "/cosmos.auth.v1beta1.BaseAccount" and account["address"] == address
+    status, latest = call("/cosmos/base/tendermint/v1beta1/blocks/latest")
+    assert status == 200 and int(latest["block"]["header"]["height"]) >= 1
+    status, params = call("/dilochain/poc/v1/params")
+    assert status == 200 and "screeners_per_commit" in params["params"]
+    status, runs = call("/dilochain/poc/v1/runs?pagination.limit=2")
+    assert status == 200 and runs["runs"] == []
+    # A broadcast by POST, as Keplr sends it, and the tx looked up by hash.
+    send = MsgSend(from_address=address, to_address=str(wallet(997).address()),
+                   amount=[Coin(denom=DENOM, amount="3")])  # fmt: skip
+    raw = signed_tx(sender, [send], sequence=int(account["sequence"]),
+                    account_number=int(account["account_number"]))  # fmt: skip
+    status, sent = call("/cosmos/tx/v1beta1/txs", {"tx_bytes": base64.b64encode(raw).decode(),
+                                                   "mode": "BROADCAST_MODE_SYNC"})  # fmt: skip
+    assert status == 200 and sent["tx_response"]["code"] == 0, sent
+    running_chain.client.wait_for_query_tx(sent["tx_response"]["txhash"])
+    status, got = call(f"/cosmos/tx/v1beta1/txs/{sent['tx_response']['txhash']}")
+    assert status == 200 and got["tx_response"]["code"] == 0
+    assert int(got["tx_response"]["height"]) > 0
+    # Errors: grpc-gateway's statuses and body.
+    status, error = call(f"/cosmos/auth/v1beta1/accounts/{wallet(424243).address()}")
+    assert status == 404 and error["code"] == grpc.StatusCode.NOT_FOUND.value[0]
+    assert "not found" in error["message"] and error["details"] == []
+    assert call("/cosmos/bank/v1beta1/balances/nobody")[0] == 400
+    assert call("/dilochain/poc/v1/runs?pagination.limit=lots")[0] == 400
+    assert call("/dilochain/poc/v1/runs?no_such_field=1")[0] == 400

@@ -175,6 +175,7 @@ def test_status_and_rewards_commands(running_chain, run_id, operator):
     assert show.returncode == 0 and "rewards of" in show.stdout and "still vesting" in show.stdout
     # Piped, nothing is cut to fit 80 columns (amounts and addresses used to end in "…").
     assert "…" not in status.stdout + show.stdout and address in show.stdout
+    assert "udlc" not in status.stdout + show.stdout and " DLC" in status.stdout  # amounts in DLC
     env = {"DILOCHAIN_KEYRING_PASSWORD": PASSWORD}
     claim = cli("rewards", "claim", "--epoch", "0", "--key", "op", "--home", str(home),
                 "--chain", running_chain.address, env=env)  # fmt: skip

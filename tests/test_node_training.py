@@ -19,6 +19,7 @@ from dilochain.artifacts.blob_service import (
     FETCHED_BYTES,
     SERVED_BYTES,
     PeerFetchingStore,
+    PeerUnreachable,
     fetch_blob,
     fetch_from_peers,
     serve_blobs,
@@ -39,6 +40,7 @@ from dilochain.training.round_work import checkpoint_steps, train_round
 from dilochain.training.run_config import make_run_config
 from dilochain.training.tensor_codec import CodecError, decode_state, encode_state, state_hash
 from dilochain.training.train_step import load_inner_state, run_segment, set_deterministic
+from dilochain.verifier.replay import artifact_failure
 
 DATA, PINS = shipped_data()
 CFG = make_run_config(PINS, "tiny")
@@ -201,13 +203,27 @@ def test_blob_service_and_peer_fetch(tmp_path):
         assert (tmp_path / "streamed").read_bytes() == big
         mine = PeerFetchingStore(LocalArtifactStore(tmp_path / "b"), lambda: [endpoint], len(big))
         assert mine.get(digest) == big and mine.has(digest)
-        with pytest.raises(ArtifactError, match="on no peer"):
+        with pytest.raises(ArtifactError, match="on no peer") as err:  # the host lacks it
             mine.get(b"\x01" * 32)
+        assert not artifact_failure(err.value).unavailable
+        down = PeerFetchingStore(LocalArtifactStore(tmp_path / "d"),
+                                 lambda: [f"127.0.0.1:{free_port()}"], len(big))  # fmt: skip
+        with pytest.raises(PeerUnreachable) as err:  # a host restarting: asked again later
+            down.get(digest, attempts=1)
+        assert artifact_failure(err.value).unavailable
+        # A local copy damaged on disk is replaced by a peer's, not an error.
+        (tmp_path / "b" / digest.hex()[:2] / digest.hex()).write_bytes(b"bit rot")
+        assert mine.get(digest) == big and mine.local.get(digest) == big
         (tmp_path / "a" / digest.hex()[:2] / digest.hex()).write_bytes(b"evil")
         other = PeerFetchingStore(LocalArtifactStore(tmp_path / "c"), lambda: [endpoint], 1 << 30)
-        with pytest.raises(ArtifactError):
+        with pytest.raises(ArtifactError) as err:
             other.get(digest)
         assert not other.has(digest)
+        assert not artifact_failure(err.value).unavailable  # bad bytes are a verdict at once
+        # Damaged here and nowhere intact: the error says both.
+        (tmp_path / "b" / digest.hex()[:2] / digest.hex()).write_bytes(b"bit rot")
+        with pytest.raises(ArtifactError, match=r"from .* is corrupt .*, and .* on no peer"):
+            mine.get(digest, attempts=1)
     finally:
         server.stop(grace=0)
 

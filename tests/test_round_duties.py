@@ -6,25 +6,29 @@ from __future__ import annotations
 
 import logging
 import time
+from types import SimpleNamespace
 
 import pytest
 
 from dilochain.client import submit
 from dilochain.poc_client import PocClient
 from dilochain.protocol import beacon as encoding
+from dilochain.protocol.params import PocParams
 from dilochain.protocol.pb.poc.v1.tx_pb2 import (
     MsgCreateRun,
     MsgDepositCollateral,
     MsgRegisterVerifier,
+    MsgSubmitScreen,
 )
-from dilochain.testutil import FAKE_DATA
+from dilochain.protocol.pb.poc.v1.types_pb2 import Beacon, RoundCommit, Run
+from dilochain.protocol.schedule import Window
+from dilochain.testutil import FAKE_DATA, wallet
 from dilochain.training.run_config import make_run_config
 from dilochain.verifier.ballots import BallotBox
 from dilochain.verifier.round_duties import RoundDuties, beacon_secret
 
-pytestmark = pytest.mark.integration
 
-
+@pytest.mark.integration
 def test_duties_commit_and_open_the_beacon_every_round(running_chain, caplog, tmp_path):
     client, (creator, verifier, *_) = running_chain.client, running_chain.wallets
     address = str(verifier.address())
@@ -66,3 +70,73 @@ def test_duties_commit_and_open_the_beacon_every_round(running_chain, caplog, tm
     assert not poc.slashes(address)
     assert "refused" not in caplog.text and not screened
     poc.close()
+
+
+def test_a_screen_waits_for_an_unreachable_host_until_the_window_s_middle(tmp_path):
+    """A host restarting serves nothing for a while: its committee's screeners ask again
+    until the middle of the screening window instead of failing it at once; then its
+    unavailability is the verdict."""
+    me, host = wallet(71), str(wallet(72).address())
+    poc = SimpleNamespace(
+        params=lambda: PocParams(screeners_per_commit=0),  # every verifier screens
+        screens=lambda run_id, round_: [],
+        verifiers=lambda: [SimpleNamespace(address=str(me.address()), registered_height=1)],
+        commits=lambda run_id, round_: [RoundCommit(host=host, round=0)],
+    )
+    asked = []
+
+    def screener(run, round_, anchor, todo, patient):
+        asked.append(patient)
+        vote = MsgSubmitScreen(verifier=str(me.address()), run_id=run.run_id, round=round_,
+                               host=host, passed=False)  # fmt: skip
+        return [] if patient else [vote]
+
+    sent = []
+    duties = RoundDuties(poc, me, lambda *msgs, until_height: sent.extend(msgs), screener,
+                         BallotBox(tmp_path / "ballots.sqlite", str(me.address())))  # fmt: skip
+    window = Window(0, start=10, end=13, selection=23, opening=40, resolution=42, handover=33)
+    assert window.screen_patience == 19
+    run, beacon = Run(run_id="r"), Beacon(anchor=b"\x01" * 32)
+    for next_block in (15, 18):
+        duties._screen(run, window, beacon, next_block)
+        assert ("r", 0, "screen") not in duties._done and not sent  # asked again next poll
+    duties._screen(run, window, beacon, 19)
+    assert asked == [True, True, False] and len(sent) == 1
+    assert ("r", 0, "screen") in duties._done
+
+
+@pytest.mark.integration
+def test_a_replay_waits_for_an_unreachable_host_until_the_handover(
+    running_chain, tmp_path, monkeypatch
+):
+    """A challenged host restarting serves nothing for a while: its verifiers ask again each
+    pass until the verdict window's handover; from then on, unavailability is the verdict."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from dilochain.protocol.pb.poc.v1.types_pb2 import Challenge
+    from dilochain.verifier import service as service_module
+    from dilochain.verifier.replay import Verdict
+    from dilochain.verifier.service import VerifierConfig, VerifierService
+
+    cfg = VerifierConfig(home=tmp_path / "v", key="k", chain=(running_chain.address,))
+    service = VerifierService(cfg, running_chain.client, running_chain.wallets[1])
+    window = Window(0, start=10, end=13, selection=23, opening=40, resolution=42, handover=33)
+    challenge = Challenge(run_id="r", round=0, host="h", segment=2)
+    height = {"now": 20}
+    sealed = []
+    monkeypatch.setattr(service_module.schedule, "in_flight", lambda run, params, h: [window])
+    monkeypatch.setattr(service.poc, "round_info",
+                        lambda run_id: SimpleNamespace(height=height["now"]))  # fmt: skip
+    monkeypatch.setattr(service, "_dataset", lambda run: object())
+    monkeypatch.setattr(service, "prune", lambda run, resolved: None)
+    monkeypatch.setattr(service, "pending", lambda run, round_: [challenge])
+    monkeypatch.setattr(service, "_timed_check", lambda run, data, c: Verdict(
+        False, "artifact unavailable or malformed: on no peer", unavailable=True))  # fmt: skip
+    monkeypatch.setattr(service, "_send", lambda *msgs, until_height: sealed.extend(msgs))
+    with ThreadPoolExecutor(1) as pool:
+        for now in (20, 31):  # next blocks 21 and 32: before the handover (33)
+            height["now"] = now
+            assert service._work_on(Run(run_id="r"), pool) == 0 and not sealed
+        height["now"] = 32
+        assert service._work_on(Run(run_id="r"), pool) == 1
+    assert [(m.host, m.segment) for m in sealed] == [("h", 2)]

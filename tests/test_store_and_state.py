@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from dilochain.chain.errors import TxError, codes
 from dilochain.chain.state import CacheStore, GasMeter
-from dilochain.chain.store import ChainStore, StoredBlock, StoredTx
+from dilochain.chain.store import ChainStore, StoredBlock
 
 
 @pytest.fixture
@@ -23,16 +23,13 @@ def store(tmp_path):
 def test_commit_is_atomic_and_persistent(tmp_path):
     store = ChainStore(tmp_path / "s.db")
     block = StoredBlock(1, b"h" * 32, b"header", b"sig")
-    tx = StoredTx(b"t" * 32, 1, 0, b"raw", b"result")
-    store.commit({b"a": b"1", b"b": b"2"}, {"height": b"1"}, block, [tx])
+    store.commit({b"a": b"1", b"b": b"2"}, {"height": b"1"}, block)
     with pytest.raises(sqlite3.IntegrityError):  # a duplicate block row aborts the commit
-        store.commit({b"a": b"changed"}, {"height": b"2"}, block, [])
+        store.commit({b"a": b"changed"}, {"height": b"2"}, block)
     store.close()
     reopened = ChainStore(tmp_path / "s.db")
     assert reopened.get(b"a") == b"1" and reopened.height == 1
     assert reopened.block(1) == block
-    assert reopened.tx(b"t" * 32) == tx
-    assert reopened.block_txs(1) == [b"raw"]
     reopened.close()
 
 

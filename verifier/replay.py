@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
+from dilochain.artifacts.blob_service import PeerUnreachable
 from dilochain.artifacts.store import ArtifactError, ArtifactStore
 from dilochain.protocol.pb.poc.v1.types_pb2 import Challenge, RoundCommit, RunConfig
 from dilochain.protocol.verdict import fingerprint_step
@@ -58,11 +59,21 @@ class Verdict:
     fingerprint: bytes = b""  # of the replay's middle state; empty when no replay ran
     # Failed on artifacts that contradict each other, which any replay of the commit finds.
     inconsistent: bool = False
+    # Failed because a peer could not be reached for an artifact: worth asking again while
+    # time allows.
+    unavailable: bool = False
 
     @property
     def evidence_hash(self) -> bytes:
         """sha256 of the report, submitted with the vote."""
         return hashlib.sha256(f"{self.passed}|{self.reason}|{self.distance:.3e}".encode()).digest()
+
+
+def artifact_failure(err: Exception) -> Verdict:
+    """The verdict on a commit whose artifacts could not be had or decoded (unavailable when
+    a peer could not be reached and none sent bad bytes: a host restarting is asked again)."""
+    return Verdict(False, f"artifact unavailable or malformed: {err}",
+                   unavailable=isinstance(err, PeerUnreachable))  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -160,7 +171,7 @@ def verify_challenge(
             return Verdict(False, "revealed final checkpoint is not the committed one")
         artifacts = CommitArtifacts.fetch(store, commit, cfg)
     except (ArtifactError, CodecError, CompressionError) as err:
-        return Verdict(False, f"artifact unavailable or malformed: {err}")
+        return artifact_failure(err)
     if int(start.get(STEP, torch.tensor(-1))) != challenge.segment * k:
         return Verdict(False, "start checkpoint is not at the segment's first step")
     if (mismatch := artifacts.final_mismatch(cfg)) is not None:
@@ -175,7 +186,7 @@ def verify_challenge(
             inner_in = commit.inner_in_hash
             carried = decode_state(store.get(inner_in)) if inner_in else None
         except (ArtifactError, CodecError) as err:
-            return Verdict(False, f"artifact unavailable or malformed: {err}")
+            return artifact_failure(err)
         if (mismatch := start_mismatch(start, artifacts.start, carried, policy)) is not None:
             return mismatch
     shards = data.shards_of(cfg.seed, commit.host, roster)

@@ -25,7 +25,9 @@ log = logging.getLogger(__name__)
 MSGS_PER_TX = 32
 
 # (run, round, the round's beacon anchor, commits to screen) -> one vote per commit
-Screener = Callable[[Run, int, bytes, list[RoundCommit]], list[MsgSubmitScreen]]
+# (run, round, the round's beacon anchor, commits to screen, whether to wait for unreachable
+# artifacts rather than fail their commits) -> one vote per commit screened
+Screener = Callable[[Run, int, bytes, list[RoundCommit], bool], list[MsgSubmitScreen]]
 
 
 def beacon_secret(wallet: Wallet, run_id: str, round_: int) -> bytes:
@@ -74,13 +76,16 @@ class RoundDuties:
         self._done: set[tuple[str, int, str]] = set()
         self._failing: set[tuple[str, str]] = set()  # (run, error) already logged
 
-    def _act(self, run_id: str, window: schedule.Window, action: str, *msgs: Message) -> None:
+    def _act(
+        self, run_id: str, window: schedule.Window, action: str, *msgs: Message,
+        complete: bool = True,
+    ) -> None:  # fmt: skip
         """Send an action's messages, waiting for them no later than the action's window ends;
-        it is done once none was refused (else it is tried again at the next poll while its
-        window is open)."""
+        it is done once none was refused and it is ``complete`` (else it is tried again at the
+        next poll while its window is open)."""
         what = f"{action} of {run_id} round {window.round}"
         last = {"commit": window.end, "open": window.resolution}.get(action, window.selection)
-        if not send_batched(self.send, list(msgs), what, last):
+        if not send_batched(self.send, list(msgs), what, last) and complete:
             self._done.add((run_id, window.round, action))
 
     def step(self) -> None:
@@ -125,7 +130,7 @@ class RoundDuties:
         mine = next((e for e in beacon.entries if e.verifier == self.address), None)
         for action in todo:
             if action == "screen":
-                self._screen(run, window, beacon)
+                self._screen(run, window, beacon, next_block)
             else:
                 self._beacon(run, window, action, mine)
 
@@ -145,7 +150,7 @@ class RoundDuties:
             msg = MsgRevealBeacon(**fields, secret=secret)
         self._act(run.run_id, window, action, msg)
 
-    def _screen(self, run: Run, window: schedule.Window, beacon: Beacon) -> None:
+    def _screen(self, run: Run, window: schedule.Window, beacon: Beacon, next_block: int) -> None:
         if not beacon.anchor:  # recorded one block after the commit window
             return
         voted = {s.host for s in self.poc.screens(run.run_id, window.round)
@@ -157,8 +162,11 @@ class RoundDuties:
         todo = [c for c in self.poc.commits(run.run_id, window.round) if c.host not in voted
                 and self.address in committee.screen_committee(
                     beacon.anchor, run.run_id, window.round, c.host, candidates, size)]  # fmt: skip
-        votes = self.screener(run, window.round, beacon.anchor, todo) if todo else []
-        self._act(run.run_id, window, "screen", *votes)
+        patient = next_block < window.screen_patience
+        votes = self.screener(run, window.round, beacon.anchor, todo, patient) if todo else []
+        # A commit left unvoted while patient (its host unreachable) is screened again.
+        self._act(run.run_id, window, "screen", *votes,
+                  complete=not patient or len(votes) == len(todo))  # fmt: skip
 
     def _open(self, run: Run, window: schedule.Window) -> None:
         """Open every vote of mine still sealed (done once none is left)."""

@@ -20,6 +20,7 @@ from dilochain.verifier.replay import (
     CommitArtifacts,
     Policy,
     Verdict,
+    artifact_failure,
     host_fault_fails,
     pseudo_grad_mismatch,
 )
@@ -51,7 +52,7 @@ def screen_commit(
     try:
         artifacts = CommitArtifacts.fetch(store, commit, cfg)
     except (ArtifactError, CodecError, CompressionError) as err:
-        return Verdict(False, f"artifact unavailable or malformed: {err}")
+        return artifact_failure(err)
     mismatch = artifacts.final_mismatch(cfg)
     mismatch = mismatch or pseudo_grad_mismatch(artifacts, commit, cfg.compression, policy)
     if mismatch is not None:

@@ -93,7 +93,7 @@ class VerifierService:
         self.params = params
         self.datasets: dict[str, Dataset | None] = {}  # None: a run it cannot verify
         self.waiting: set[str] = set()  # runs whose dataset no host served yet (logged once)
-        self.skipped: set[tuple] = set()  # jobs my data could not replay (logged once)
+        self.skipped: set[tuple] = set()  # jobs not voted on, and why (each logged once)
         self.fetch_limits: dict[str, int] = {}  # per run: its largest possible artifact
         self.local = LocalArtifactStore(cfg.home / "verifier-artifacts")
         self.pruned: dict[str, int] = {}  # per run: the last decided round pruned for
@@ -251,6 +251,13 @@ class VerifierService:
             log.info("pruned %d artifacts (%.1f MB) of %s's rounds up to %d", len(gone),
                      sum(size for _, size in gone) / 1e6, run.run_id, resolved)  # fmt: skip
 
+    def _waiting(self, job: str, reason: str) -> None:
+        """Log once that ``job`` waits for artifacts no peer serves (asked again each pass
+        until the first half of its window has passed; then unavailability is the verdict)."""
+        if (job, "waiting") not in self.skipped:
+            self.skipped.add((job, "waiting"))
+            log.info("%s: %s; asking again (a host may be restarting)", job, reason)
+
     def _timed_check(self, run: Run, data: Dataset, challenge: Challenge) -> Verdict:
         started = time.perf_counter()
         try:
@@ -259,9 +266,11 @@ class VerifierService:
             metrics.REPLAY_SECONDS.observe(time.perf_counter() - started)
 
     def screen(
-        self, run: Run, round_: int, anchor: bytes, commits: list[RoundCommit]
-    ) -> list[MsgSubmitScreen]:
-        """Screen a round's commits (one vote each; none for a run whose data it lacks)."""
+        self, run: Run, round_: int, anchor: bytes, commits: list[RoundCommit],
+        patient: bool = False,
+    ) -> list[MsgSubmitScreen]:  # fmt: skip
+        """Screen a round's commits (one vote each; none for a run whose data it lacks, and
+        with ``patient`` none yet for a commit whose artifacts no peer serves)."""
         data = self._dataset(run)
         if data is None:
             return []
@@ -287,6 +296,10 @@ class VerifierService:
                     continue
                 finally:
                     self._ledger(run).record(round_, "checkpoint", sorted(store.touched))
+                if verdict.unavailable and patient:
+                    self._waiting(f"screen {run.run_id} round {round_} {commit.host[:14]}…",
+                                  verdict.reason)  # fmt: skip
+                    continue
             metrics.SCREENS.labels("pass" if verdict.passed else "fail").inc()
             log.info("screen %s round %d %s…: %s (%s, %.2e)", run.run_id, round_,
                      commit.host[:14], "PASS" if verdict.passed else "FAIL", verdict.reason,
@@ -340,6 +353,10 @@ class VerifierService:
                     self.skipped.add(key)
                     log.warning("job %s round %d segment %d: %s: %s; not voting", run.run_id,
                                 c.round, c.segment, type(err).__name__, err)  # fmt: skip
+                continue
+            if verdict.unavailable and next_block < windows[c.round].handover:
+                self._waiting(f"job {run.run_id} round {c.round} {c.host[:14]}… segment "
+                              f"{c.segment}", verdict.reason)  # fmt: skip
                 continue
             outcome = "PASS" if verdict.passed else "FAIL"
             metrics.JOBS_RUN.inc()

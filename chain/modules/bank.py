@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from cosmpy.protos.cosmos.bank.v1beta1.bank_pb2 import DenomUnit, Metadata
 from cosmpy.protos.cosmos.bank.v1beta1.tx_pb2 import MsgSend, MsgSendResponse
 
 from dilochain.chain.address import require_address
@@ -12,6 +13,15 @@ from dilochain.chain.errors import TxError, codes
 from dilochain.chain.modules.auth import ensure_account
 from dilochain.chain.state import CacheStore
 from dilochain.genesis.coins import format_coins
+from dilochain.protocol.params import DENOM
+
+# What wallets and explorers show for the chain's token (bank's DenomsMetadata).
+DENOM_METADATA = Metadata(
+    description="The dilochain token: collateral, fees and rewards",
+    denom_units=[DenomUnit(denom=DENOM, exponent=0, aliases=["microdlc"]),
+                 DenomUnit(denom="dlc", exponent=6)],
+    base=DENOM, display="dlc", name="DLC", symbol="DLC",
+)  # fmt: skip
 
 
 def balance_key(address: str, denom: str) -> bytes:

@@ -13,7 +13,7 @@ from dilochain.chain.home import NodeConfig, genesis_path, init_home
 from dilochain.cli.common import CliError, add_log_format, default_home, keyring, parse_duration
 from dilochain.genesis.coins import parse_coins
 from dilochain.genesis.document import load_genesis, save_genesis
-from dilochain.localnet import LISTENING, RPC_LISTENING
+from dilochain.localnet import LISTENING, REST_LISTENING, RPC_LISTENING
 from dilochain.metrics_http import METRICS_LISTENING, MetricsAddress, serve_metrics
 from dilochain.protocol.address import decode_address
 
@@ -39,11 +39,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     acct.add_argument("amount", help="coins, e.g. 1000000000udlc")
     start = chain.add_parser("start", help="run the node: the application and CometBFT")
     start.add_argument("--grpc-address", default="127.0.0.1:9090")
+    start.add_argument("--rest-address", default="127.0.0.1:1317", type=_listen_address,
+                       help="the REST (LCD) server wallets and explorers use: every gRPC "
+                            "service in the Cosmos SDK's JSON mapping (empty: off)")  # fmt: skip
     start.add_argument("--block-time", help="override config.toml's timeout_commit")
     start.add_argument(
         "--metrics-address",
         default="",
-        type=_metrics_address,
+        type=_listen_address,
         help="serve the application's Prometheus metrics here, e.g. 127.0.0.1:9466 (CometBFT "
         "serves its own on 26660)",
     )
@@ -55,7 +58,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     start.set_defaults(func=_start)
 
 
-def _metrics_address(text: str) -> str:
+def _listen_address(text: str) -> str:
     try:
         return TypeAdapter(MetricsAddress).validate_python(text)
     except ValidationError as err:
@@ -110,13 +113,16 @@ def _start(args: argparse.Namespace) -> int:
     from dilochain.chain.server import ChainNode
 
     block_time = block_time_flag(args.block_time) if args.block_time else None
-    node = ChainNode(args.home, args.grpc_address, block_time, args.metrics_address)
+    node = ChainNode(args.home, args.grpc_address, block_time, args.metrics_address,
+                     args.rest_address)  # fmt: skip
     metrics = serve_metrics(args.metrics_address, REGISTRY)
 
     def ready(grpc_address: str, rpc_address: str) -> None:
         print(f"{RPC_LISTENING}{rpc_address}", flush=True)
         if metrics is not None:
             print(f"{METRICS_LISTENING}{metrics.address}/metrics", flush=True)
+        if node.rest_listening:
+            print(f"{REST_LISTENING}{node.rest_listening}", flush=True)
         print(f"{LISTENING}{grpc_address}", flush=True)
 
     async def serve() -> None:

@@ -21,6 +21,17 @@ CHAIN_HELP = ("a chain node's gRPC address, host:port; repeat the flag (or separ
               "by commas) to fail over between nodes")  # fmt: skip
 
 
+UDLC_PER_DLC = 10**6
+
+
+def dlc(udlc: int | str) -> str:
+    """An amount of udlc as DLC, exact and without trailing zeros: 10000000 -> "10 DLC",
+    1234567890 -> "1,234.56789 DLC" (as the dashboard writes amounts)."""
+    whole, fraction = divmod(int(udlc), UDLC_PER_DLC)
+    digits = f"{fraction:06d}".rstrip("0")
+    return f"{whole:,}{'.' + digits if digits else ''} DLC"
+
+
 # Piped output has no width to fit: wide enough that no amount or address is ever cut.
 PIPED_WIDTH = 1000
 

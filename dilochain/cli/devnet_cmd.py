@@ -32,7 +32,14 @@ from dilochain.chain.home import genesis_path
 from dilochain.chain.testnet import init_testnet
 from dilochain.chain_view import eval_curve
 from dilochain.cli.chain_cmd import block_time_flag
-from dilochain.cli.common import CliError, add_log_format, folded, parse_duration, wide_console
+from dilochain.cli.common import (
+    CliError,
+    add_log_format,
+    dlc,
+    folded,
+    parse_duration,
+    wide_console,
+)
 from dilochain.cli.devnet_churn import (
     CRASH_IN,
     CRASHER,
@@ -520,10 +527,10 @@ def _summary(
     for m in members[1:]:
         claimed = sum(c["amount"] for c in m.claims)
         paid = sum(c["paid"] for c in m.claims)
-        people.add_row(m.name, m.behavior, f"{m.collateral}udlc",
-                       f"[red]{m.slashed}udlc[/]" if m.slashed else "-",
-                       f"{claimed}udlc in {len(m.claims)} claims" if m.claims else "-",
-                       f"{paid}udlc" if m.claims else "-",
+        people.add_row(m.name, m.behavior, dlc(m.collateral),
+                       f"[red]{dlc(m.slashed)}[/]" if m.slashed else "-",
+                       f"{dlc(claimed)} in {len(m.claims)} claims" if m.claims else "-",
+                       dlc(paid) if m.claims else "-",
                        f"{sum(c['by'] == 'auto-claim' for c in m.claims)} of {len(m.claims)}",
                        "-" if m.busy is None else f"{m.busy:.1%}",
                        )  # fmt: skip

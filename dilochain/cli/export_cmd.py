@@ -66,8 +66,8 @@ def _export(args: argparse.Namespace) -> int:
                 differ = export_pretrained(model, view.state, tokenizer, args.out, cfg.seq_len)
         except ArtifactError as err:
             raise CliError(
-                f"{err}; the run's hosts no longer serve it: give --home (or "
-                "--artifacts) of a node of the run"
+                f"{err}. It is not (intact) in {artifacts} and the run's hosts no longer serve "
+                "it: give --home (or --artifacts) of another node of the run"
             ) from None
         losses = dict(eval_curve(poc, args.run_id, min(target + 1, total)))
     digest = view.hash.hex()

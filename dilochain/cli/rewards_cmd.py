@@ -13,6 +13,7 @@ from dilochain.cli.common import (
     add_chain_flag,
     chain_nodes,
     default_home,
+    dlc,
     keyring,
     print_tables,
     signing_wallet,
@@ -73,8 +74,8 @@ def _vesting_table(poc: PocClient, address: str) -> Table:
     for grant in poc.vesting(address):
         total = int(grant.total) + int(grant.forfeited or 0)
         table.add_row(
-            str(grant.epoch), f"{total}udlc", f"{grant.vested}udlc", f"{grant.paid}udlc",
-            f"{grant.forfeited or 0}udlc", f"{int(grant.vested) - int(grant.paid)}udlc",
+            str(grant.epoch), dlc(total), dlc(grant.vested), dlc(grant.paid),
+            dlc(grant.forfeited or 0), dlc(int(grant.vested) - int(grant.paid)),
         )  # fmt: skip
     return table
 
@@ -89,8 +90,8 @@ def _rewards_table(poc: PocClient, address: str, only: int | None) -> Table:
         mine = poc.claimable(address=address, epoch=epoch)
         table.add_row(
             str(epoch), f"{info.start_height}-{info.end_height}",
-            "closed" if info.closed else "open", f"{info.reward_pool}udlc", mine.host_work,
-            mine.verifier_work, f"{mine.amount}udlc", "yes" if mine.claimed else "no",
+            "closed" if info.closed else "open", dlc(info.reward_pool), mine.host_work,
+            mine.verifier_work, dlc(mine.amount), "yes" if mine.claimed else "no",
         )  # fmt: skip
     return table
 

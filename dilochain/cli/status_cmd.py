@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from rich.table import Table
 
 from dilochain.chain_view import chain_view
-from dilochain.cli.common import add_chain_flag, chain_nodes, print_tables
+from dilochain.cli.common import add_chain_flag, chain_nodes, dlc, print_tables
 from dilochain.client import connect
 from dilochain.poc_client import PocClient
 
@@ -46,14 +46,14 @@ def render(view: dict) -> list[Table]:
         )
         for h in run["hosts"]:
             name = h["address"] + ("" if h["registered"] else " (no longer registered)")
-            hosts.add_row(name, h["endpoint"], f"{h['collateral']}udlc",
-                          f"{h['slashed']}udlc" if h["slashed"] else "-")  # fmt: skip
+            hosts.add_row(name, h["endpoint"], dlc(h["collateral"]),
+                          dlc(h["slashed"]) if h["slashed"] else "-")  # fmt: skip
         out += [rounds, hosts]
     claims = Table("epoch", "status", "pool", "earned by", "claimed", title="recent epochs")
     for e in view["epochs"]:
         earned = e["claims"]
         claims.add_row(str(e["epoch"]), "closed" if e["closed"] else "open",
-                       f"{e['reward_pool']}udlc", str(len(earned)),
+                       dlc(e["reward_pool"]), str(len(earned)),
                        str(sum(c["claimed"] for c in earned)))  # fmt: skip
     return [*out, claims]
 
