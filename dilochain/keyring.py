@@ -102,8 +102,22 @@ class Keyring:
             mnemonic = validate_mnemonic_and_normalise(mnemonic)
         except ValueError as err:
             raise KeyringError(f"invalid mnemonic: {err}") from None
+        return self._store(name, password, derive_child_key_from_mnemonic(mnemonic)), mnemonic
+
+    def import_private(self, name: str, password: str, raw: bytes) -> KeyInfo:
+        """Store a key given as its 32 raw private-key bytes (``keys import-hex``)."""
+        if self._path(name).exists():
+            raise KeyringError(f"key {name!r} already exists")
+        try:
+            PrivateKey(raw)
+        except Exception:  # cosmpy/ecdsa raise several kinds for a key that is no key
+            raise KeyringError("not a secp256k1 private key (32 bytes, in range)") from None
+        return self._store(name, password, raw)
+
+    def _store(self, name: str, password: str, raw: bytes) -> KeyInfo:
+        path = self._path(name)
         self._check_password(password)
-        private = PrivateKey(derive_child_key_from_mnemonic(mnemonic))
+        private = PrivateKey(raw)
         wallet = LocalWallet(private, prefix=ADDRESS_PREFIX)
         salt, nonce = os.urandom(16), os.urandom(12)
         sealed = AESGCM(_derive(password, salt)).encrypt(
@@ -122,7 +136,13 @@ class Keyring:
         tmp.write_text(json.dumps(record, indent=2))
         os.chmod(tmp, 0o600)
         tmp.replace(path)
-        return info, mnemonic
+        return info
+
+    def delete(self, name: str) -> KeyInfo:
+        """Remove key ``name``; what it was."""
+        info = self.show(name)
+        self._path(name).unlink()
+        return info
 
     def _record(self, name: str) -> dict:
         path = self._path(name)

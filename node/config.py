@@ -5,11 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from dilochain.endpoints import ChainAddresses
 from dilochain.logs import LogFormat
 from dilochain.metrics_http import MetricsAddress
+from dilochain.protocol.endpoint import endpoint_problem, unreachable_endpoint
 
 # Host behaviours by name: honest, and the cheats of dilochain.node.cheats (tests, devnet).
 BEHAVIOR_NAMES = ("honest", "random-pg", "fewer-steps", "wrong-data", "bad-reveal", "no-reveal",
@@ -30,6 +31,9 @@ class NodeConfig(BaseModel):
     device: Literal["cpu", "cuda"] = "cpu"
     artifacts: Path | None = None
     blob_address: str = "127.0.0.1:0"
+    # The address peers and verifiers dial for the blob service, registered on chain (behind
+    # NAT: the public address and forwarded port); empty: the address it listens on.
+    advertise_address: str = ""
     threads: int = Field(default=1, ge=1)
     nproc_per_node: int = Field(default=1, ge=1, le=64)  # local ranks training data-parallel
     compile: bool = False  # torch.compile the model (the chain must verify in tolerance mode)
@@ -41,6 +45,20 @@ class NodeConfig(BaseModel):
     log_format: LogFormat = "text"
     behavior: BehaviorName = "honest"
     poll_seconds: float = Field(default=0.2, gt=0)
+
+    @field_validator("advertise_address")
+    @classmethod
+    def _dialable(cls, value: str) -> str:
+        if value and (problem := endpoint_problem(value)) is not None:
+            raise ValueError(problem)
+        return value
+
+    def unreachable_blob_service(self) -> str | None:
+        """Why no verifier could fetch this host's artifacts (None if they could): a blob
+        service only this machine can reach, on a chain elsewhere, would get the host slashed,
+        so ``node start`` refuses it before anything starts."""
+        advertised = self.advertise_address or self.blob_address
+        return unreachable_endpoint(advertised, tuple(self.chain))
 
     @property
     def state_dir(self) -> Path:

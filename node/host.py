@@ -767,6 +767,7 @@ class HostNode:
             server, endpoint = serve_blobs(self.local, self.cfg.blob_address)
         except ArtifactError as err:
             raise NodeError(str(err)) from None
+        endpoint = self.cfg.advertise_address or endpoint
         done = threading.Event()
         try:
             if self._round_info().finished:  # serve and reveal what it owes, lock nothing new

@@ -32,3 +32,29 @@ def endpoint_problem(text: str) -> str | None:
     if not all(_LABEL.match(label) for label in host.split(".")):
         return f"{host[:64]!r} is not a host name or IP address"
     return None
+
+
+def local_only(text: str) -> bool:
+    """Whether ``host:port`` names this machine alone (loopback, ``localhost``) or no host at
+    all (``0.0.0.0``, ``[::]``): an address no other machine can dial."""
+    host = text.rpartition(":")[0].strip("[]").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return ip.is_loopback or ip.is_unspecified
+
+
+def unreachable_endpoint(endpoint: str, chain: tuple[str, ...]) -> str | None:
+    """Why peers could not dial ``endpoint`` (the address a host registers for its blob
+    service) on a chain reached at ``chain`` (None when they could, or when everything runs on
+    this machine, as in a devnet)."""
+    if not local_only(endpoint) or all(local_only(node) for node in chain):
+        return None
+    return (f"the blob service's address {endpoint} is reachable from this machine only, but "
+            f"the chain ({', '.join(chain)}) is elsewhere: its verifiers could not fetch this "
+            "host's artifacts, and a host whose artifacts cannot be fetched is slashed. Listen "
+            "on a reachable address (--blob-address 0.0.0.0:7000) and give the address others "
+            "dial (--advertise-address HOST:7000, e.g. the port your router forwards)")  # fmt: skip

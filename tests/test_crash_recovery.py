@@ -133,7 +133,8 @@ def _tamper(db: Path, key: bytes, value: bytes, consistent: bool) -> None:
 def _refused(home: Path) -> str:
     """Start the node; the error line it exits with."""
     cmd = [sys.executable, "-m", "dilochain.cli.main", "chain", "start", "--home", str(home),
-           "--grpc-address", "127.0.0.1:0", "--block-time", "100ms"]  # fmt: skip
+           "--grpc-address", "127.0.0.1:0", "--rest-address", "127.0.0.1:0",
+           "--block-time", "100ms"]  # fmt: skip
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     errors = [ln for ln in done.stderr.splitlines() if ln.startswith("error: ")]
     assert done.returncode == 1 and len(errors) == 1 and "Traceback" not in done.stderr, (

@@ -18,6 +18,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from dilochain.artifacts.pruning import Ledger
 from dilochain.artifacts.store import LocalArtifactStore
+from dilochain.chain.testnet import free_port
 from dilochain.client import broadcast, network_config
 from dilochain.failpoints import VARIABLE as FAILPOINTS
 from dilochain.keyring import Keyring
@@ -143,7 +144,11 @@ def test_hosts_train_rounds_and_agree_on_global_checkpoints(tmp_path):
                       [procs[i]])  # fmt: skip
         # A host that joins late syncs to the chain's latest global checkpoint via its peers.
         _wait(lambda: 2 in recorded(), 90, "round 2's global checkpoint", procs)
-        procs.append(spawn(homes[3]))
+        # It listens on one address and registers another (as behind NAT): peers and
+        # verifiers dial the advertised one.
+        port = free_port()
+        procs.append(spawn(homes[3], "--blob-address", f"127.0.0.1:{port}",
+                           "--advertise-address", f"localhost:{port}"))  # fmt: skip
         for proc in procs:
             assert proc.wait(150) == 0, (homes[procs.index(proc)] / "node.log").read_text()[-3000:]
 
@@ -169,6 +174,7 @@ def test_hosts_train_rounds_and_agree_on_global_checkpoints(tmp_path):
     assert len(commits[0]) == 3
     assert len(commits[ROUNDS - 1]) == 4
     assert hosts[3] in {c.host for c in commits[ROUNDS - 1]}  # joined late
+    assert {h.address: h.endpoint for h in hosts_held}[hosts[3]] == f"localhost:{port}"
     # What each crash left: killed mid inner loop or mid publish, no commit yet (the checkpoints
     # of a publish cut short are stored); killed after its commit, the commit is on chain.
     assert at_crash[0] == ([], 0)

@@ -101,3 +101,18 @@ def test_a_paused_node_does_not_hang_a_call():
         hung.set()
         for server in servers:
             server.stop(None)
+
+
+@pytest.mark.parametrize(
+    ("address", "local"),
+    [("127.0.0.1:7000", True), ("127.8.9.1:1", True), ("localhost:7000", True),
+     ("node.localhost:1", True), ("0.0.0.0:7000", True), ("[::]:7000", True),
+     ("[::1]:7000", True), ("10.0.0.5:7000", False), ("203.0.113.7:7000", False),
+     ("[2001:db8::1]:7000", False), ("host.example.org:7000", False)],
+)  # fmt: skip
+def test_addresses_only_this_machine_can_dial(address, local):
+    from dilochain.protocol.endpoint import local_only, unreachable_endpoint
+
+    assert local_only(address) is local
+    assert (unreachable_endpoint(address, ("10.0.0.5:9090",)) is not None) is local
+    assert unreachable_endpoint(address, ("127.0.0.1:9090", "localhost:9091")) is None

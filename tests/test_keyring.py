@@ -47,3 +47,19 @@ def test_user_errors(tmp_path):
         ring.add("../evil", "right")
     with pytest.raises(KeyringError, match="must not be empty"):
         Keyring(tmp_path / "new").add("x", "")
+
+
+def test_import_a_raw_key_and_delete_it(tmp_path):
+    ring = Keyring(tmp_path / "ring")
+    raw = bytes(range(1, 33))
+    info = ring.import_private("imported", "pw", raw)
+    assert ring.wallet("imported", "pw").signer().private_key_bytes == raw
+    assert str(ring.wallet("imported", "pw").address()) == info.address
+    for bad in (b"\x00" * 32, b"\xff" * 32):  # zero, and above the curve's order
+        with pytest.raises(KeyringError, match="not a secp256k1 private key"):
+            ring.import_private("bad", "pw", bad)
+    with pytest.raises(KeyringError, match="already exists"):
+        ring.import_private("imported", "pw", raw)
+    assert ring.delete("imported") == info and ring.list() == []
+    with pytest.raises(KeyringError, match="no key named"):
+        ring.delete("imported")

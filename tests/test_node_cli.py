@@ -331,3 +331,40 @@ def test_start_on_a_finished_run_locks_no_collateral(running_chain, operator):
         assert "run done-run has finished: not registering" in result.stderr
         assert poc.collateral(address=address).locked == "0"
         assert address not in {h.address for h in poc.hosts(run_id="done-run")}
+
+
+def test_cosmos_style_keys_queries_sends_and_version(running_chain, tmp_path):
+    """What a Cosmos user reaches for: keys imported, exported and deleted, a bank send and a
+    balance query (text and ``--output json``), and ``version``."""
+    from importlib.metadata import version
+
+    from dilochain.testutil import wallet
+
+    env = {"DILOCHAIN_KEYRING_PASSWORD": PASSWORD}
+    funded = running_chain.wallets[3]
+    secret = funded.signer().private_key_bytes.hex()
+    home, chain = str(tmp_path / "k"), running_chain.address
+    imported = cli("keys", "import-hex", "rich", secret, "--home", home, env=env)
+    assert imported.returncode == 0 and str(funded.address()) in imported.stdout
+    exported = cli("keys", "export", "rich", "--unarmored-hex", "--unsafe", "--home", home,
+                   env=env)  # fmt: skip
+    assert exported.returncode == 0 and exported.stdout.strip() == secret
+    one_line_error(cli("keys", "export", "rich", "--home", home, env=env), "--unarmored-hex")
+    one_line_error(cli("keys", "import-hex", "bad", "00" * 31, "--home", home, env=env), "32 bytes")
+    to = str(wallet(996).address())
+    sent = cli("tx", "bank", "send", "rich", to, "7udlc", "--home", home, "--chain", chain,
+               "--output", "json", env=env)  # fmt: skip
+    assert sent.returncode == 0, sent.stderr
+    receipt = json.loads(sent.stdout)
+    assert receipt["code"] == 0 and receipt["height"] > 0 and len(receipt["txhash"]) == 64
+    held = cli("query", "bank", "balances", to, "--chain", chain, "-o", "json")
+    assert json.loads(held.stdout) == {"address": to, "balances": [{"denom": DENOM, "amount": "7"}]}
+    assert "0.000007 DLC" in cli("query", "bank", "balances", to, "--chain", chain).stdout
+    one_line_error(cli("query", "bank", "balances", "nobody", "--chain", chain), "address")
+    one_line_error(cli("tx", "bank", "send", "rich", to, "7 udlc", "--home", home, "--chain",
+                       chain, env=env), "amount")  # fmt: skip
+    one_line_error(cli("keys", "delete", "rich", "--home", home), "--yes")  # no terminal
+    assert cli("keys", "delete", "rich", "--yes", "--home", home).returncode == 0
+    one_line_error(cli("keys", "show", "rich", "--home", home), "no key named 'rich'")
+    shown = json.loads(cli("version", "--output", "json").stdout)
+    assert shown["dilochain"] == version("dilochain") and shown["cometbft"].startswith("0.38")

@@ -24,7 +24,8 @@ def one_line_error(code: int, err: str, *needles: str) -> None:
 
 @pytest.mark.parametrize("kind", ["node", "verifier"])
 def test_init_writes_commented_toml_with_the_given_flags(tmp_path, capsys, kind):
-    extra = ["--run", "r1"] if kind == "node" else ["--data", "/d1", "--data", "/d2"]
+    reachable = ["--blob-address", "0.0.0.0:7000", "--advertise-address", "203.0.113.7:7000"]
+    extra = ["--run", "r1", *reachable] if kind == "node" else ["--data", "/d1", "--data", "/d2"]
     code, out, _ = run(capsys, kind, "init", "--home", str(tmp_path), "--key", "op",
                        "--chain", "10.0.0.5:9090", "--no-auto-claim", *extra)  # fmt: skip
     path = tmp_path / f"{kind}.toml"
@@ -37,6 +38,7 @@ def test_init_writes_commented_toml_with_the_given_flags(tmp_path, capsys, kind)
     assert values["metrics_address"].startswith("127.0.0.1:")
     if kind == "node":
         assert values["run_id"] == "r1" and values["device"] == "cpu" and values["threads"] == 1
+        assert values["advertise_address"] == "203.0.113.7:7000"
     else:
         assert values["data"] == ["/d1", "/d2"] and values["jobs"] == 2
     # A second init does not overwrite it; --overwrite does.
@@ -107,8 +109,29 @@ def test_several_chain_nodes_from_the_file_or_repeated_flags(tmp_path, capsys):
     listed = NodeConfig(home=tmp_path, run_id="r", key="k", chain=list(both))
     joined = NodeConfig(home=tmp_path, run_id="r", key="k", chain="10.0.0.5:9090,10.0.0.6:9090")
     assert listed.chain == joined.chain == both
+    assert listed.unreachable_blob_service() is not None  # node start would refuse it
     code, _, _ = run(capsys, "node", "init", "--home", str(tmp_path), "--chain", both[0],
                      "--chain", both[1])  # fmt: skip
     assert code == 0 and tomllib.loads((tmp_path / "node.toml").read_text())["chain"] == list(both)
     code, _, err = run(capsys, "status", "--chain", "tcp://127.0.0.1:26657")
     one_line_error(code, err, "--chain:", "is a URL")
+
+
+def test_a_blob_service_no_other_machine_can_reach_is_refused_on_a_remote_chain(tmp_path, capsys):
+    """A host behind NAT, or one that kept the loopback default, would register an endpoint
+    no verifier can dial and be slashed for it: refused at start with what to set instead."""
+    start = ["node", "start", "--home", str(tmp_path), "--key", "op", "--run", "r"]
+    remote = [*start, "--chain", "10.0.0.5:9090"]
+    code, _, err = run(capsys, *remote)
+    one_line_error(code, err, "127.0.0.1:0 is reachable from this machine only",
+                   "--advertise-address")  # fmt: skip
+    code, _, err = run(capsys, *remote, "--blob-address", "0.0.0.0:7000")
+    one_line_error(code, err, "0.0.0.0:7000 is reachable from this machine only")
+    code, _, err = run(capsys, *remote, "--advertise-address", "http://203.0.113.7:7000")
+    one_line_error(code, err, "--advertise-address", "not a URL")
+    for fine in (
+        [*remote, "--blob-address", "0.0.0.0:7000", "--advertise-address", "203.0.113.7:7000"],
+        start,
+    ):  # fmt: skip  (start: a chain on this machine)
+        code, _, err = run(capsys, *fine)
+        assert code == 1 and "reachable" not in err and "keyring" in err.lower(), err

@@ -13,6 +13,7 @@ from dilochain.chain.home import HomeError
 from dilochain.chain.server import ChainStartError
 from dilochain.cli import (
     chain_cmd,
+    cosmos_cmd,
     dashboard_cmd,
     data_cmd,
     devnet_cmd,
@@ -57,6 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     export_cmd.register(sub)
     dashboard_cmd.register(sub)
     testnet_cmd.register(sub)
+    cosmos_cmd.register(sub)
     _show_defaults(parser)
     return parser
 

@@ -44,6 +44,9 @@ SETTINGS = [
             "/srv/dilochain/artifacts"),
     Setting("blob_address", "--blob-address", "127.0.0.1:0",
             "Where this host serves its artifacts to verifiers and peers (port 0: any)."),
+    Setting("advertise_address", "--advertise-address", None,
+            "The address verifiers and peers dial for them, if not the one above (behind NAT:\n"
+            "your public address and the port your router forwards).", "203.0.113.7:7000"),
     Setting("keep_global_states", "--keep-global-states", 4,
             "Global states kept: the newest N rounds'."),
     Setting("archive_every", "--archive-every", 10,
@@ -69,6 +72,9 @@ def _add_settings(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", choices=["cpu", "cuda"], default=none)
     parser.add_argument("--artifacts", type=Path, default=none, help="artifact directory")
     parser.add_argument("--blob-address", default=none)
+    parser.add_argument("--advertise-address", default=none,
+                        help="the address others dial for the blob service (default: the one "
+                             "it listens on)")  # fmt: skip
     parser.add_argument("--threads", type=int, default=none, help="torch CPU threads (per rank)")
     parser.add_argument(
         "--keep-global-states",
@@ -176,6 +182,8 @@ def _start(args: argparse.Namespace) -> int:
 
     cfg = resolve(NodeConfig, config_path(args, CONFIG_NAME), SETTINGS, args, home=args.home,
                   behavior=args.behavior, compile=args.compile)  # fmt: skip
+    if (problem := cfg.unreachable_blob_service()) is not None:
+        raise CliError(problem)
     setup_logging(cfg.log_format)
     wallet = signing_wallet(args.home, cfg.key)
     client = connect(cfg.chain)
