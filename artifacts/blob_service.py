@@ -134,10 +134,14 @@ class PeerFetchingStore:
     """A local store that fetches what it lacks from peers' blob services, then keeps it;
     ``touched`` holds every hash read through it (what a job used, for pruning)."""
 
-    def __init__(self, local: ArtifactStore, peers: Callable[[], list[str]], limit: int):
+    def __init__(
+        self, local: ArtifactStore, peers: Callable[[], list[str]], limit: int,
+        owner: str | None = None,
+    ):  # fmt: skip
         self.local = local
         self.peers = peers
         self.limit = limit
+        self.owner = owner  # the endpoint of the host whose artifacts these are, if known
         self.touched: set[bytes] = set()
 
     def put(self, data: bytes, digest: bytes | None = None) -> bytes:
@@ -166,7 +170,8 @@ class PeerFetchingStore:
                 log.warning("%s: fetching it again from the run's peers", err)
                 self.local.delete(digest)
         try:
-            data = fetch_from_peers(self.peers(), digest, self.limit, attempts)
+            data = fetch_from_peers(self.peers(), digest, self.limit, attempts,
+                                    owner=self.owner)  # fmt: skip
         except ArtifactError as err:
             raise type(err)(f"{damaged}{err}") from None
         self.local.put(data, digest)  # hash-checked by the fetch
@@ -175,13 +180,15 @@ class PeerFetchingStore:
 
 def fetch_from_peers(
     endpoints: list[str], digest: bytes, limit: int, attempts: int = ATTEMPTS,
-    backoff: float = BACKOFF_SECONDS, out: BinaryIO | None = None,
+    backoff: float = BACKOFF_SECONDS, out: BinaryIO | None = None, owner: str | None = None,
 ) -> bytes:  # fmt: skip
     """The first of ``endpoints`` that serves ``digest`` (hash-checked, at most ``limit``
     bytes): its bytes, or, given ``out`` (a file), streamed into it (then b"" is returned: a
     shard of a dataset need not fit in memory). Up to ``attempts`` passes over the peers, with
     exponential backoff between them; a peer that sent bad bytes is not asked again.
-    :class:`ArtifactError` says why each failed."""
+    :class:`ArtifactError` says why each failed: :class:`PeerUnreachable` when ``owner`` (the
+    endpoint of the host whose artifact it is) could not be reached, whatever other peers
+    answered (they say nothing of the owner: a hostile one could send bad bytes on purpose)."""
     sink = out if out is not None else io.BytesIO()
     errors: dict[str, ArtifactError] = {}
     left = [e for e in dict.fromkeys(endpoints) if endpoint_problem(e) is None]  # never unix:…
@@ -200,11 +207,7 @@ def fetch_from_peers(
         if not left:
             break
     tries = f" after {attempt + 1} tries" if attempt else ""
-    # A peer that could not be reached (the host restarting, say) may serve it later, unless
-    # one sent bad bytes; peers that answered that they lack it will not.
-    worth_waiting = set(errors) <= set(left) and any(
-        isinstance(err, PeerUnreachable) for err in errors.values()
-    )
+    worth_waiting = owner is not None and isinstance(errors.get(owner), PeerUnreachable)
     raise (PeerUnreachable if worth_waiting else ArtifactError)(
         f"artifact {digest.hex()[:16]}… is on no peer{tries} "
         f"({'; '.join(map(str, errors.values())) or 'no peers'})"

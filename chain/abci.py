@@ -30,6 +30,7 @@ from dilochain.chain.errors import CODESPACE, codes
 log = logging.getLogger(__name__)
 
 MAX_MESSAGE_BYTES = 104_857_600  # CometBFT's own limit on one ABCI message
+MAX_BATCH = 256  # answers written together at most
 APP_VERSION = 1
 QueryFn = Callable[[str, bytes, bool], Awaitable[abci.ResponseQuery]]
 _CONSENSUS = {"init_chain", "finalize_block", "commit"}  # no safe answer but to stop
@@ -306,11 +307,18 @@ class _Connection(asyncio.Protocol):
                     else (abci.Response(exception=abci.ResponseException(error=error)))
                 )
             else:
+                if request.WhichOneof("value") == "query" and answers:
+                    self._write(answers)  # a query may wait: what is answered leaves first
                 response = await self.handler.handle(request)
             answers.append(encode_frame(response.SerializeToString()))
-            if self.queue.empty() and not self.transport.is_closing():
-                self.transport.write(b"".join(answers))
-                answers.clear()
+            if self.queue.empty() or len(answers) >= MAX_BATCH:
+                self._write(answers)
+
+    def _write(self, answers: list[bytes]) -> None:
+        assert self.transport is not None
+        if not self.transport.is_closing():
+            self.transport.write(b"".join(answers))
+        answers.clear()
 
 
 class AbciServer:

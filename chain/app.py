@@ -33,7 +33,7 @@ from dilochain.chain.modules import (
 from dilochain.chain.state import CacheStore, GasMeter
 from dilochain.chain.state_tree import StateTree
 from dilochain.chain.store import ChainStore, StoredBlock, StoreError
-from dilochain.chain.tx import DecodedTxCache
+from dilochain.chain.tx import DecodedTx, DecodedTxCache
 from dilochain.genesis.document import AppState, GenesisDoc
 from dilochain.protocol.hashing import tx_hash
 
@@ -178,14 +178,22 @@ class Application:
         return app_hash
 
     # ---- txs ---------------------------------------------------------------------------------
-    def _run_tx(self, parent: CacheStore, raw: bytes, height: int, time_ns: int, mode: Mode):
-        """Run one tx over ``parent``. Events are built only where they are delivered (blocks
-        and simulations, not the mempool); a recheck runs the ante checks alone, as the
-        Cosmos SDK's ReCheckTx: only sequences and fee balances change between blocks."""
+    def _run_tx(
+        self, parent: CacheStore, raw: bytes, height: int, time_ns: int, mode: Mode
+    ) -> tuple[TxResponse, DecodedTx | None]:
+        """Run one tx over ``parent``: its response, and the tx if it decoded. Events are
+        built only where they are delivered (blocks and simulations, not the mempool); a
+        recheck runs the ante checks alone, as the Cosmos SDK's ReCheckTx: only sequences and
+        fee balances change between blocks."""
         try:
             tx = self.decoded.decode(raw)
         except TxError as err:
-            return tx_failure(err.code, err.log)
+            return tx_failure(err.code, err.log), None
+        return self._run_decoded(parent, tx, height, time_ns, mode), tx
+
+    def _run_decoded(
+        self, parent: CacheStore, tx: DecodedTx, height: int, time_ns: int, mode: Mode
+    ) -> TxResponse:
         gas_wanted = tx.gas_limit
         # Simulate meters against the chain's cap instead of the (unsigned) tx's own limit.
         limit = self.params.auth.simulate_gas_limit if mode is Mode.SIMULATE else gas_wanted
@@ -242,16 +250,17 @@ class Application:
         with ``recheck`` (a tx left in the mempool after a block) its ante checks alone."""
         layer = self.check_state.child(GasMeter())
         mode = Mode.RECHECK if recheck else Mode.CHECK
-        result = self._run_tx(layer, raw, self.height + 1, self.last_block_time_ns, mode)
-        if result.code == 0:
+        result, tx = self._run_tx(layer, raw, self.height + 1, self.last_block_time_ns, mode)
+        if result.code == 0 and tx is not None:
             layer.write()
+            self.decoded.keep(tx)
         result.txhash = tx_hash(raw).hex().upper()
         return result
 
     def simulate(self, raw: bytes) -> TxResponse:
         """Gas estimation: run the tx on a throw-away layer over the check state."""
         layer = self.check_state.child(GasMeter())
-        return self._run_tx(layer, raw, self.height + 1, self.last_block_time_ns, Mode.SIMULATE)
+        return self._run_tx(layer, raw, self.height + 1, self.last_block_time_ns, Mode.SIMULATE)[0]
 
     # ---- proposals ---------------------------------------------------------------------------
     def prepare_proposal(self, txs: list[bytes], max_tx_bytes: int) -> list[bytes]:
@@ -291,7 +300,7 @@ class Application:
         timestamp = block_timestamp(time_ns)
         results = []
         for raw in txs:
-            result = self._run_tx(state, raw, height, time_ns, Mode.DELIVER)
+            result = self._run_tx(state, raw, height, time_ns, Mode.DELIVER)[0]
             result.txhash = tx_hash(raw).hex().upper()
             result.height = height
             result.timestamp = timestamp

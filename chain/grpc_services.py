@@ -59,7 +59,7 @@ from dilochain.chain.modules import (
     slashing,
     verifiers,
 )
-from dilochain.chain.query_router import QueryRouter
+from dilochain.chain.query_router import ABCI_QUERY_PEER, QueryRouter
 from dilochain.chain.simulate_gate import SimulateBusy, SimulateGate
 from dilochain.chain.store_query import STORE_PATH, query_key
 from dilochain.protocol.address import ADDRESS_PREFIX, decode_address
@@ -202,7 +202,9 @@ class TxService(_UsesServices, tx_grpc.ServiceServicer):
     async def Simulate(self, request, context):
         raw = request.tx_bytes or request.tx.SerializeToString()
         try:
-            result = await self.s.simulate_gate.run(lambda: self.s.app.simulate(raw))
+            # Through abci_query it holds CometBFT's query connection: never waits.
+            waits = context.peer() != ABCI_QUERY_PEER
+            result = await self.s.simulate_gate.run(lambda: self.s.app.simulate(raw), waits)
         except SimulateBusy as err:
             await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(err))
         if result.code:
@@ -262,7 +264,8 @@ class NodeService(_UsesServices, node_grpc.ServiceServicer):
 
     async def Config(self, request, context):
         fees = self.s.app.params.fees
-        return node_q.ConfigResponse(minimum_gas_price=f"{fees.min_gas_price}{fees.fee_denom}")
+        price = format(fees.min_gas_price, "f")  # never "1E-7": coin parsers want digits
+        return node_q.ConfigResponse(minimum_gas_price=f"{price}{fees.fee_denom}")
 
     async def Status(self, request, context):
         app = self.s.app

@@ -23,6 +23,7 @@ from dilochain.chain.errors import CODESPACE, codes
 log = logging.getLogger(__name__)
 
 MAX_PATH = 256  # longer paths are answered as unknown without being echoed
+ABCI_QUERY_PEER = "abci_query"  # what a servicer's context.peer() says under this router
 _STATUS_CODES = {
     grpc.StatusCode.NOT_FOUND: codes.NOT_FOUND,
     grpc.StatusCode.INVALID_ARGUMENT: codes.INVALID_REQUEST,
@@ -64,7 +65,7 @@ class _ServicerContext:
         return ()
 
     def peer(self) -> str:
-        return "abci_query"
+        return ABCI_QUERY_PEER
 
     def time_remaining(self) -> float | None:
         return None

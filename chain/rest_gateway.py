@@ -14,9 +14,11 @@ HTTP status grpc-gateway gives the gRPC code.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import re
+import threading
 from dataclasses import dataclass
 
 import grpc
@@ -28,6 +30,9 @@ from google.protobuf.message import Message
 from google.protobuf.message_factory import GetMessageClass
 
 MAX_BODY_BYTES = 2 << 20  # a POST's JSON (a tx of up to 1 MiB, base64)
+MAX_RESPONSE_BYTES = 64 << 20  # a large block or a long page, from the node's own gRPC
+MAX_IN_FLIGHT = 16  # requests answered at once; more are told to come back (429)
+READ_SECONDS = 10.0  # a body that takes longer to arrive is refused
 _HTTP_STATUS = {  # grpc-gateway's mapping of gRPC codes
     grpc.StatusCode.INVALID_ARGUMENT: 400, grpc.StatusCode.FAILED_PRECONDITION: 400,
     grpc.StatusCode.OUT_OF_RANGE: 400, grpc.StatusCode.UNAUTHENTICATED: 401,
@@ -110,7 +115,8 @@ def _scalar(field: FieldDescriptor, text: str) -> object:
         except ValueError:
             raise BadRequest(f"{field.name}: {text[:64]!r} is not a number") from None
     if field.type == kinds.TYPE_BYTES:  # base64, standard or URL-safe, padded or not
-        padded = text.replace("-", "+").replace("_", "/") + "=" * (-len(text) % 4)
+        # (a "+" in a query string arrives as a space)
+        padded = text.replace(" ", "+").replace("-", "+").replace("_", "/") + "=" * (-len(text) % 4)
         try:
             return base64.b64decode(padded, validate=True)
         except binascii.Error:
@@ -141,62 +147,82 @@ def _repeated(field: FieldDescriptor) -> bool:
     return field.label == FieldDescriptor.LABEL_REPEATED
 
 
-def _error(status: grpc.StatusCode, message: str) -> web.Response:
+def _error(status: grpc.StatusCode, message: str, http_status: int = 0) -> web.Response:
     return web.json_response(
         {"code": status.value[0], "message": message, "details": []},
-        status=_HTTP_STATUS.get(status, 500),
+        status=http_status or _HTTP_STATUS.get(status, 500),
     )
 
 
 class RestGateway:
-    """An aiohttp application serving :func:`routes` onto the gRPC server at
-    ``grpc_address``."""
+    """:func:`routes` onto the gRPC server at ``grpc_address``, served by aiohttp on a thread
+    and event loop of its own: turning JSON into protobuf and back is pure Python, and a
+    stranger's large request must not hold up the loop that answers CometBFT."""
 
     def __init__(self, services: list[ServiceDescriptor], grpc_address: str):
-        self.channel = grpc.aio.insecure_channel(grpc_address)
-        self.app = web.Application(client_max_size=MAX_BODY_BYTES)
+        self.grpc_address = grpc_address
         self.routes = routes(services)
+        self._calls: dict[str, grpc.aio.UnaryUnaryMultiCallable] = {}
+        self._channel: grpc.aio.Channel | None = None
+        self._slots: asyncio.Semaphore | None = None
+        self._runner: web.AppRunner | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self.app = web.Application(client_max_size=MAX_BODY_BYTES)
         seen = set()
         for route in self.routes:
             if (route.verb, route.path) not in seen:  # the first binding of a path wins
                 seen.add((route.verb, route.path))
                 self.app.router.add_route(route.verb, route.path, self._handler(route))
-        self._runner: web.AppRunner | None = None
 
     def _handler(self, route: Route):
-        call = self.channel.unary_unary(
-            route.grpc_path,
-            request_serializer=route.request.SerializeToString,
-            response_deserializer=route.response.FromString,
-        )
-
         async def handle(request: web.Request) -> web.Response:
-            message = route.request()
-            try:
-                if route.body and request.can_read_body:
-                    json_format.Parse(await request.text(), message)
-                for name, value in request.query.items():
-                    set_parameter(message, name, value)
-                for name, value in request.match_info.items():
-                    set_parameter(message, name, value)
-            except (BadRequest, json_format.ParseError, UnicodeDecodeError) as err:
-                return _error(grpc.StatusCode.INVALID_ARGUMENT, str(err)[:300])
-            except web.HTTPRequestEntityTooLarge:
-                return _error(grpc.StatusCode.INVALID_ARGUMENT,
-                              f"a body of at most {MAX_BODY_BYTES} bytes")  # fmt: skip
-            try:
-                response = await call(message, timeout=30)
-            except grpc.aio.AioRpcError as err:
-                return _error(err.code(), err.details() or err.code().name)
-            return web.json_response(json_format.MessageToDict(
-                response, preserving_proto_field_name=True,
-                always_print_fields_with_no_presence=True,
-            ))  # fmt: skip
+            assert self._slots is not None
+            if self._slots.locked():
+                busy = f"{MAX_IN_FLIGHT} requests are being answered; try again"
+                return _error(grpc.StatusCode.RESOURCE_EXHAUSTED, busy)
+            async with self._slots:
+                return await self._answer(route, request)
 
         return handle
 
-    async def start(self, address: str) -> str:
-        """Listen on ``address`` (``host:0``: any free port); the address it listens on."""
+    async def _answer(self, route: Route, request: web.Request) -> web.Response:
+        message = route.request()
+        try:
+            if route.body and request.can_read_body:
+                body = await asyncio.wait_for(request.text(), READ_SECONDS)
+                json_format.Parse(body, message)
+            for name, value in [*request.query.items(), *request.match_info.items()]:
+                set_parameter(message, name, value)
+        except web.HTTPRequestEntityTooLarge:
+            return _error(grpc.StatusCode.INVALID_ARGUMENT,
+                          f"a body of at most {MAX_BODY_BYTES} bytes", 413)  # fmt: skip
+        except TimeoutError:
+            return _error(grpc.StatusCode.DEADLINE_EXCEEDED, "the body came too slowly")
+        # A request that does not fit its message, whatever protobuf or the JSON parser raise.
+        except (BadRequest, json_format.ParseError, ValueError, TypeError, LookupError,
+                RecursionError) as err:  # fmt: skip
+            return _error(grpc.StatusCode.INVALID_ARGUMENT, str(err)[:300])
+        try:
+            response = await self._calls[route.grpc_path](message, timeout=30)
+        except grpc.aio.AioRpcError as err:
+            return _error(err.code(), err.details() or err.code().name)
+        return web.json_response(json_format.MessageToDict(
+            response, preserving_proto_field_name=True,
+            always_print_fields_with_no_presence=True,
+        ))  # fmt: skip
+
+    async def _serve(self, address: str) -> str:
+        self._channel = grpc.aio.insecure_channel(
+            self.grpc_address, options=[("grpc.max_receive_message_length", MAX_RESPONSE_BYTES)]
+        )
+        for route in self.routes:
+            self._calls[route.grpc_path] = self._channel.unary_unary(
+                route.grpc_path,
+                request_serializer=route.request.SerializeToString,
+                response_deserializer=route.response.FromString,
+            )
+        self._slots = asyncio.Semaphore(MAX_IN_FLIGHT)
         host, port = address.rsplit(":", 1)
         self._runner = web.AppRunner(self.app, access_log=None)
         await self._runner.setup()
@@ -205,8 +231,41 @@ class RestGateway:
         bound = site._server.sockets[0].getsockname()  # type: ignore[union-attr]
         return f"{host}:{bound[1]}"
 
-    async def stop(self) -> None:
-        """Stop serving and close the gRPC channel."""
+    async def _close(self) -> None:
         if self._runner is not None:
             await self._runner.cleanup()
-        await self.channel.close()
+        if self._channel is not None:
+            await self._channel.close()
+
+    def start(self, address: str) -> str:
+        """Listen on ``address`` (``host:0``: any free port) on the gateway's own thread; the
+        address it listens on. Raises ``OSError`` if it cannot listen."""
+        started: dict[str, object] = {}
+        ready = threading.Event()
+
+        def main() -> None:
+            loop = asyncio.new_event_loop()
+            self._loop = loop
+            try:
+                started["address"] = loop.run_until_complete(self._serve(address))
+            except OSError as err:
+                started["error"] = err
+            ready.set()
+            if "error" not in started:
+                loop.run_forever()
+            loop.run_until_complete(self._close())
+            loop.close()
+
+        self._thread = threading.Thread(target=main, name="rest-gateway", daemon=True)
+        self._thread.start()
+        ready.wait()
+        if "error" in started:
+            self._thread.join()
+            raise started["error"]  # type: ignore[misc]
+        return str(started["address"])
+
+    def stop(self) -> None:
+        """Stop serving, close the gRPC channel and end the thread."""
+        if self._loop is not None and self._thread is not None and self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(10)

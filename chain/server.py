@@ -122,20 +122,15 @@ class ChainNode:
             await asyncio.sleep(0.1)
         raise ChainStartError(f"CometBFT's RPC at {self.rpc_address} did not answer in 60 s")
 
-    async def _start_rest(self, served: list, grpc_port: int) -> RestGateway | None:
-        """The REST gateway onto this node's gRPC server, listening (None when off)."""
+    def _start_rest(self, gateway: RestGateway) -> None:
+        """Start the REST gateway (when on)."""
         if not self.rest_address:
-            return None
-        host = self.grpc_address.rsplit(":", 1)[0]
-        gateway = RestGateway(served, f"{'127.0.0.1' if host == '0.0.0.0' else host}:{grpc_port}")
+            return
         try:
-            self.rest_listening = await gateway.start(self.rest_address)
+            self.rest_listening = gateway.start(self.rest_address)
         except OSError as err:
-            await gateway.stop()
-            self.store.close()
             raise ChainStartError(f"cannot listen on {self.rest_address} for the REST server "
                                   f"({err.strerror or err})") from None  # fmt: skip
-        return gateway
 
     async def serve(self, stop: asyncio.Event, ready: Callable[[str, str], None]) -> None:
         """Serve until ``stop`` is set or CometBFT exits; ``ready`` gets the gRPC and RPC
@@ -162,7 +157,8 @@ class ChainNode:
             raise ChainStartError(
                 f"cannot listen on {self.grpc_address} (address in use or invalid)"
             )
-        gateway = await self._start_rest(served, port)
+        host = self.grpc_address.rsplit(":", 1)[0]
+        gateway = RestGateway(served, f"{'127.0.0.1' if host == '0.0.0.0' else host}:{port}")
         observer = metrics.BlockObserver() if self.metrics_address else None
         fatal = asyncio.Event()
 
@@ -183,7 +179,7 @@ class ChainNode:
         cometbft = await self._start_cometbft(abci_socket)
         try:
             await self._wait_rpc(rpc, cometbft, tail)
-            host = self.grpc_address.rsplit(":", 1)[0]
+            self._start_rest(gateway)
             log.info("chain %s at height %d", self.app.chain_id, self.app.height)
             ready(f"{host}:{port}", self.rpc_address)
             exited = asyncio.ensure_future(cometbft.wait())
@@ -200,8 +196,7 @@ class ChainNode:
                 self.failure = self._exited(cometbft.returncode, tail)
         finally:
             await _terminate(cometbft)
-            if gateway is not None:
-                await gateway.stop()
+            gateway.stop()
             await rpc.close()
             await server.stop(grace=1)
             await abci.stop()

@@ -105,35 +105,48 @@ def decode_tx(raw: bytes, registry: dict[str, MsgSpec], params: AuthParams) -> D
 
 
 class DecodedTxCache:
-    """Txs decoded once and reused by CheckTx, the mempool's rechecks, PrepareProposal and
-    FinalizeBlock (a tx's decoding depends on its bytes and the fixed genesis params alone).
+    """Txs that CheckTx admitted, decoded once and reused by the mempool's rechecks,
+    PrepareProposal and FinalizeBlock (a tx's decoding depends on its bytes and the fixed
+    genesis params alone).
 
-    Least recently used entries go first past ``size``; a block's txs are dropped once it is
-    committed. Txs that fail to decode are not kept: they never reach the mempool.
+    Only admitted txs are kept (:meth:`keep`), so what fills it costs a fee-paying mempool
+    slot; it holds at most ``size`` txs and ``max_bytes`` of tx bytes, least recently used
+    first out, and a committed block's txs are dropped.
     """
 
-    def __init__(self, registry: dict[str, MsgSpec], params: AuthParams, size: int = 50_000):
+    def __init__(
+        self, registry: dict[str, MsgSpec], params: AuthParams, size: int = 50_000,
+        max_bytes: int = 64 << 20,
+    ):  # fmt: skip
         self._registry = registry
         self._params = params
         self._size = size
+        self._max_bytes = max_bytes
+        self._bytes = 0
         self._decoded: OrderedDict[bytes, DecodedTx] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._decoded)
 
     def decode(self, raw: bytes) -> DecodedTx:
-        """:func:`decode_tx` of ``raw``, from the cache when it was decoded before."""
+        """:func:`decode_tx` of ``raw``, from the cache when it holds it (nothing is kept)."""
         tx = self._decoded.get(raw)
         if tx is not None:
             self._decoded.move_to_end(raw)
             return tx
-        tx = decode_tx(raw, self._registry, self._params)
-        self._decoded[raw] = tx
-        if len(self._decoded) > self._size:
-            self._decoded.popitem(last=False)
-        return tx
+        return decode_tx(raw, self._registry, self._params)
+
+    def keep(self, tx: DecodedTx) -> None:
+        """Remember ``tx`` (admitted to the mempool)."""
+        if tx.raw in self._decoded:
+            return
+        self._decoded[tx.raw] = tx
+        self._bytes += len(tx.raw)
+        while len(self._decoded) > self._size or self._bytes > self._max_bytes:
+            self._bytes -= len(self._decoded.popitem(last=False)[0])
 
     def discard(self, raws: list[bytes]) -> None:
         """Forget ``raws`` (the txs of a committed block)."""
         for raw in raws:
-            self._decoded.pop(raw, None)
+            if self._decoded.pop(raw, None) is not None:
+                self._bytes -= len(raw)

@@ -193,7 +193,7 @@ def submit(
         if time.monotonic() - checked >= 1.0:
             height, checked = _height(client), time.monotonic()
         if until_height is not None and height is not None and height > until_height:
-            found = _lookup(client, digest)  # one last look: it may have landed while we asked
+            found = _settled_lookup(client, digest)  # it may have landed while we asked
             if found is not None:
                 return _outcome(found, msgs)
             log.warning("tx %s %s: not included, and now it cannot be", digest, _kinds(msgs))
@@ -205,7 +205,7 @@ def submit(
         if height is not None and (sent_at is None or height >= sent_at + RESEND_BLOCKS):
             sent_at = _send(client, raw, msgs) or sent_at
             if sent_at == -1:  # its sequence is taken: by itself, or by another tx of the key
-                found = _lookup(client, digest)
+                found = _settled_lookup(client, digest)
                 if found is not None:
                     return _outcome(found, msgs)
                 log.info("tx %s %s: another tx took its sequence; signing it again", digest,
@@ -278,6 +278,17 @@ def _lookup(client: LedgerClient, digest: str) -> TxResponse | None:
         return None
     except grpc.RpcError:
         return None
+
+
+def _settled_lookup(client: LedgerClient, digest: str, tries: int = 4) -> TxResponse | None:
+    """:func:`_lookup`, asked again for a moment before deciding a tx is not in a block:
+    CometBFT indexes a block's txs just after committing it."""
+    for attempt in range(tries):
+        if attempt:
+            time.sleep(0.25)
+        if (found := _lookup(client, digest)) is not None:
+            return found
+    return None
 
 
 def _height(client: LedgerClient) -> int | None:

@@ -57,8 +57,7 @@ class NodeConfig(BaseModel):
         """Why no verifier could fetch this host's artifacts (None if they could): a blob
         service only this machine can reach, on a chain elsewhere, would get the host slashed,
         so ``node start`` refuses it before anything starts."""
-        advertised = self.advertise_address or self.blob_address
-        return unreachable_endpoint(advertised, tuple(self.chain))
+        return unreachable_endpoint(self.blob_address, self.advertise_address, tuple(self.chain))
 
     @property
     def state_dir(self) -> Path:

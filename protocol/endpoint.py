@@ -34,24 +34,44 @@ def endpoint_problem(text: str) -> str | None:
     return None
 
 
-def local_only(text: str) -> bool:
-    """Whether ``host:port`` names this machine alone (loopback, ``localhost``) or no host at
-    all (``0.0.0.0``, ``[::]``): an address no other machine can dial."""
+def _loopback_or_unspecified(text: str) -> tuple[bool, bool]:
     host = text.rpartition(":")[0].strip("[]").lower()
     if host == "localhost" or host.endswith(".localhost"):
-        return True
+        return True, False
     try:
         ip = ipaddress.ip_address(host)
     except ValueError:
-        return False
-    return ip.is_loopback or ip.is_unspecified
+        return False, False
+    return ip.is_loopback, ip.is_unspecified
 
 
-def unreachable_endpoint(endpoint: str, chain: tuple[str, ...]) -> str | None:
-    """Why peers could not dial ``endpoint`` (the address a host registers for its blob
-    service) on a chain reached at ``chain`` (None when they could, or when everything runs on
-    this machine, as in a devnet)."""
-    if not local_only(endpoint) or all(local_only(node) for node in chain):
+def local_only(text: str) -> bool:
+    """Whether ``host:port`` names this machine alone (loopback, ``localhost``) or no host at
+    all (``0.0.0.0``, ``[::]``): an address no other machine can dial."""
+    return any(_loopback_or_unspecified(text))
+
+
+def loopback(text: str) -> bool:
+    """Whether a server listening on ``host:port`` takes connections from this machine only."""
+    return _loopback_or_unspecified(text)[0]
+
+
+def unreachable_endpoint(listen: str, advertised: str, chain: tuple[str, ...]) -> str | None:
+    """Why peers could not reach a blob service listening on ``listen`` and registered as
+    ``advertised`` (empty: ``listen``), on a chain reached at ``chain`` (None when they could,
+    or when everything runs on this machine, as in a devnet)."""
+    if all(local_only(node) for node in chain):
+        return None
+    if advertised and loopback(listen):
+        return (f"the blob service listens on {listen}, which only this machine can reach, "
+                f"while it advertises {advertised}: listen on an address that advertised one "
+                "leads to (--blob-address 0.0.0.0:7000)")  # fmt: skip
+    if advertised and listen.endswith(":0"):
+        return (f"the blob service listens on {listen}, a port picked at random, which the "
+                f"advertised {advertised} cannot name: give its port (--blob-address "
+                "0.0.0.0:7000)")  # fmt: skip
+    endpoint = advertised or listen
+    if not local_only(endpoint):
         return None
     return (f"the blob service's address {endpoint} is reachable from this machine only, but "
             f"the chain ({', '.join(chain)}) is elsewhere: its verifiers could not fetch this "

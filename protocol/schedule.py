@@ -20,6 +20,8 @@ from functools import lru_cache
 from dilochain.protocol.params import PocParams, verification_blocks
 from dilochain.protocol.pb.poc.v1.types_pb2 import Run, RunConfig
 
+PATIENCE_MARGIN = 3  # blocks a vote cast when a verifier stops waiting has to land
+
 
 @dataclass(frozen=True)
 class Window:
@@ -38,10 +40,17 @@ class Window:
 
     @property
     def screen_patience(self) -> int:
-        """The middle of the screening (beacon) window: before it a verifier waits for a
-        host's artifacts that no peer serves (a host restarting) instead of failing its screen,
-        as before ``handover`` for a replay."""
-        return self.end + 1 + (self.selection - self.end) // 2
+        """Until this block a verifier waits for a host it cannot reach (a host restarting)
+        instead of failing its screen: the middle of the screening (beacon) window, but never
+        later than ``PATIENCE_MARGIN`` blocks before its end, so a vote still lands."""
+        middle = self.end + 1 + (self.selection - self.end) // 2
+        return min(middle, self.selection - PATIENCE_MARGIN)
+
+    @property
+    def replay_patience(self) -> int:
+        """Until this block a verifier waits for a challenged host it cannot reach: early
+        enough that its vote lands before ``handover`` (a vote missing then calls backups)."""
+        return self.handover - PATIENCE_MARGIN
 
 
 def derive_data_seed(seed: int, host: str, round_: int) -> int:

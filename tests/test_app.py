@@ -74,22 +74,32 @@ def test_a_tx_is_decoded_once_and_events_are_built_only_for_blocks(chain, monkey
     assert len(chain.app.decoded) == 0  # a committed block's txs are dropped from the cache
 
 
-def test_decoded_tx_cache_is_bounded_and_keeps_no_failures():
+def test_decoded_tx_cache_keeps_only_admitted_txs_within_its_bounds(chain):
     from dilochain.chain.app import MSG_SPECS
-    from dilochain.chain.errors import TxError
     from dilochain.chain.tx import DecodedTxCache
     from dilochain.protocol.params import AuthParams
 
-    cache = DecodedTxCache({spec.type_url: spec for spec in MSG_SPECS}, AuthParams(), size=2)
     raws = [signed_tx(ALICE, [send(B, 1)], sequence=n, account_number=0) for n in range(3)]
+    cache = DecodedTxCache({s.type_url: s for s in MSG_SPECS}, AuthParams(), size=2)
     first = cache.decode(raws[0])
+    assert cache.decode(raws[0]) is not first and len(cache) == 0  # decoding keeps nothing
+    cache.keep(first)
     assert cache.decode(raws[0]) is first
-    cache.decode(raws[1])
-    cache.decode(raws[2])  # the least recently used (raws[0]) goes
+    for raw in raws[1:]:
+        cache.keep(cache.decode(raw))  # the least recently used (raws[0]) goes
     assert len(cache) == 2 and cache.decode(raws[0]) is not first
-    with pytest.raises(TxError):
-        cache.decode(b"\xff garbage")
-    assert len(cache) == 2
+    by_bytes = DecodedTxCache({s.type_url: s for s in MSG_SPECS}, AuthParams(),
+                              max_bytes=len(raws[1]) + len(raws[2]))  # fmt: skip
+    for raw in raws:
+        by_bytes.keep(by_bytes.decode(raw))
+    assert len(by_bytes) == 2
+    # Refused txs and simulations fill nothing: only what CheckTx admits is kept.
+    stranger = wallet(99)
+    gift = MsgSend(from_address=str(stranger.address()), to_address=B,
+                   amount=[Coin(denom=DENOM, amount="1")])  # fmt: skip
+    unfunded = signed_tx(stranger, [gift], sequence=0, account_number=9)
+    assert chain.broadcast(unfunded).code != 0 and chain.app.simulate(raws[0]).code == 0
+    assert len(chain.app.decoded) == 0
 
 
 def test_a_recheck_runs_the_ante_checks_alone(chain):

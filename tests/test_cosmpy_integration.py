@@ -318,3 +318,10 @@ def test_the_rest_server_maps_every_service_as_the_sdk_s_gateway_does(running_ch
     assert call("/cosmos/bank/v1beta1/balances/nobody")[0] == 400
     assert call("/dilochain/poc/v1/runs?pagination.limit=lots")[0] == 400
     assert call("/dilochain/poc/v1/runs?no_such_field=1")[0] == 400
+    assert call("/dilochain/poc/v1/runs?pagination.limit=-1")[0] == 400  # not a uint64
+    deep = urllib.request.Request(base + "/cosmos/tx/v1beta1/simulate", b"[" * 100_000,
+                                  {"Content-Type": "application/json"})  # fmt: skip
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(deep, timeout=10)
+    assert refused.value.code == 400  # nesting no parser should follow, answered in kind
+    assert call("/cosmos/bank/v1beta1/params")[0] == 200  # and the gateway serves on

@@ -114,5 +114,21 @@ def test_addresses_only_this_machine_can_dial(address, local):
     from dilochain.protocol.endpoint import local_only, unreachable_endpoint
 
     assert local_only(address) is local
-    assert (unreachable_endpoint(address, ("10.0.0.5:9090",)) is not None) is local
-    assert unreachable_endpoint(address, ("127.0.0.1:9090", "localhost:9091")) is None
+    assert (unreachable_endpoint(address, "", ("10.0.0.5:9090",)) is not None) is local
+    assert unreachable_endpoint(address, "", ("127.0.0.1:9090", "localhost:9091")) is None
+
+
+@pytest.mark.parametrize(
+    ("listen", "advertised", "refused"),
+    [("0.0.0.0:7000", "203.0.113.7:7000", ""), ("10.0.0.9:7000", "", ""),
+     ("127.0.0.1:7000", "203.0.113.7:7000", "only this machine can reach"),
+     ("localhost:7000", "203.0.113.7:7000", "only this machine can reach"),
+     ("0.0.0.0:0", "203.0.113.7:7000", "a port picked at random"),
+     ("0.0.0.0:7000", "", "reachable from this machine only"),
+     ("0.0.0.0:7000", "127.0.0.1:7000", "reachable from this machine only")],
+)  # fmt: skip
+def test_a_blob_service_behind_nat_must_listen_where_it_advertises(listen, advertised, refused):
+    from dilochain.protocol.endpoint import unreachable_endpoint
+
+    problem = unreachable_endpoint(listen, advertised, ("10.0.0.5:9090",))
+    assert (problem is None) if not refused else (refused in problem)

@@ -206,11 +206,17 @@ def test_blob_service_and_peer_fetch(tmp_path):
         with pytest.raises(ArtifactError, match="on no peer") as err:  # the host lacks it
             mine.get(b"\x01" * 32)
         assert not artifact_failure(err.value).unavailable
-        down = PeerFetchingStore(LocalArtifactStore(tmp_path / "d"),
-                                 lambda: [f"127.0.0.1:{free_port()}"], len(big))  # fmt: skip
-        with pytest.raises(PeerUnreachable) as err:  # a host restarting: asked again later
-            down.get(digest, attempts=1)
+        dead = f"127.0.0.1:{free_port()}"
+        down = PeerFetchingStore(LocalArtifactStore(tmp_path / "d"), lambda: [dead, endpoint],
+                                 len(big), owner=dead)  # fmt: skip
+        with pytest.raises(PeerUnreachable) as err:  # the owner restarting: asked again later
+            down.get(b"\x01" * 32, attempts=1)  # (the other peer lacks it: that says nothing)
         assert artifact_failure(err.value).unavailable
+        lacking = PeerFetchingStore(LocalArtifactStore(tmp_path / "e"), lambda: [endpoint, dead],
+                                    len(big), owner=endpoint)  # fmt: skip
+        with pytest.raises(ArtifactError) as err:  # the owner answered that it lacks it
+            lacking.get(b"\x01" * 32, attempts=1)
+        assert not artifact_failure(err.value).unavailable
         # A local copy damaged on disk is replaced by a peer's, not an error.
         (tmp_path / "b" / digest.hex()[:2] / digest.hex()).write_bytes(b"bit rot")
         assert mine.get(digest) == big and mine.local.get(digest) == big

@@ -110,7 +110,8 @@ def test_a_replay_waits_for_an_unreachable_host_until_the_handover(
     running_chain, tmp_path, monkeypatch
 ):
     """A challenged host restarting serves nothing for a while: its verifiers ask again each
-    pass until the verdict window's handover; from then on, unavailability is the verdict."""
+    pass until a few blocks before the verdict window's handover (their votes land before it,
+    so no backups are called); from then on, unavailability is the verdict."""
     from concurrent.futures import ThreadPoolExecutor
 
     from dilochain.protocol.pb.poc.v1.types_pb2 import Challenge
@@ -134,9 +135,10 @@ def test_a_replay_waits_for_an_unreachable_host_until_the_handover(
         False, "artifact unavailable or malformed: on no peer", unavailable=True))  # fmt: skip
     monkeypatch.setattr(service, "_send", lambda *msgs, until_height: sealed.extend(msgs))
     with ThreadPoolExecutor(1) as pool:
-        for now in (20, 31):  # next blocks 21 and 32: before the handover (33)
+        for now in (20, 28):  # next blocks 21 and 29: early enough to land before handover
             height["now"] = now
             assert service._work_on(Run(run_id="r"), pool) == 0 and not sealed
-        height["now"] = 32
+        assert window.replay_patience == 30
+        height["now"] = 29
         assert service._work_on(Run(run_id="r"), pool) == 1
     assert [(m.host, m.segment) for m in sealed] == [("h", 2)]

@@ -218,7 +218,8 @@ class VerifierService:
         run's ``hosts``)."""
         owner = [h.endpoint for h in hosts if h.address == host]
         limit = self.fetch_limits[run.run_id]  # set by _dataset, which every caller passed
-        return PeerFetchingStore(self.local, lambda: owner + [h.endpoint for h in hosts], limit)
+        return PeerFetchingStore(self.local, lambda: owner + [h.endpoint for h in hosts], limit,
+                                 owner[0] if owner else None)  # fmt: skip
 
     def _check(self, run: Run, data: Dataset, challenge: Challenge) -> Verdict:
         store = self._store(run, challenge.host, self.poc.hosts(run_id=run.run_id))
@@ -354,7 +355,7 @@ class VerifierService:
                     log.warning("job %s round %d segment %d: %s: %s; not voting", run.run_id,
                                 c.round, c.segment, type(err).__name__, err)  # fmt: skip
                 continue
-            if verdict.unavailable and next_block < windows[c.round].handover:
+            if verdict.unavailable and next_block < windows[c.round].replay_patience:
                 self._waiting(f"job {run.run_id} round {c.round} {c.host[:14]}… segment "
                               f"{c.segment}", verdict.reason)  # fmt: skip
                 continue

@@ -112,6 +112,10 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _import_hex(args: argparse.Namespace) -> int:
+    if args.hex is not None:
+        print("warning: a private key given as an argument is in your shell's history and "
+              "visible to other users in `ps`; leave it out to be asked for it (or pipe it)",
+              file=sys.stderr)  # fmt: skip
     text = args.hex if args.hex is not None else read_secret("Private key (hex): ")
     try:
         raw = bytes.fromhex(text.strip().removeprefix("0x"))
