@@ -23,6 +23,7 @@ log = logging.getLogger(__name__)
 
 CHUNK = 1 << 20
 ATTEMPTS = 3  # passes over a hash's peers before a fetch gives up
+PROBE_SECONDS = 5.0  # an owner's endpoint that does not answer a Has within this is unreachable
 BACKOFF_SECONDS = 0.25  # before the second pass; doubled before each later one
 # Registered by the roles that move artifacts (node, verifier: metrics_http.role_registry).
 SERVED_BYTES = Counter("dilochain_artifact_served_bytes", "Artifact bytes sent to peers",
@@ -178,6 +179,19 @@ class PeerFetchingStore:
         return data
 
 
+def _unreachable(endpoint: str, digest: bytes) -> PeerUnreachable | None:
+    """A quick ``Has`` of ``endpoint``: the error if it cannot be reached within
+    ``PROBE_SECONDS`` (down, or accepting connections and never answering), else None."""
+    with grpc.insecure_channel(endpoint) as channel:
+        try:
+            blob_pb2_grpc.BlobStub(channel).Has(blob_pb2.GetBlobRequest(hash=digest),
+                                                timeout=PROBE_SECONDS)  # fmt: skip
+        except grpc.RpcError as err:
+            if err.code() in _UNREACHABLE:
+                return PeerUnreachable(f"{endpoint}: {err.details() or err.code()}")
+    return None
+
+
 def fetch_from_peers(
     endpoints: list[str], digest: bytes, limit: int, attempts: int = ATTEMPTS,
     backoff: float = BACKOFF_SECONDS, out: BinaryIO | None = None, owner: str | None = None,
@@ -192,6 +206,9 @@ def fetch_from_peers(
     sink = out if out is not None else io.BytesIO()
     errors: dict[str, ArtifactError] = {}
     left = [e for e in dict.fromkeys(endpoints) if endpoint_problem(e) is None]  # never unix:…
+    if owner in left and (silent := _unreachable(owner, digest)) is not None:
+        errors[owner] = silent  # not asked again: a silent endpoint would hold every pass
+        left.remove(owner)
     for attempt in range(attempts):
         if attempt:
             time.sleep(backoff * 2 ** (attempt - 1))

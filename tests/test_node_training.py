@@ -296,3 +296,31 @@ def test_peer_fetches_retry_with_backoff_and_drop_bad_peers(tmp_path, monkeypatc
     finally:
         server.stop(grace=0)
     assert asked == [bad, down, down, down]
+
+
+def test_an_owner_that_accepts_connections_and_never_answers_is_passed_over(tmp_path, monkeypatch):
+    """A host's endpoint that is black-holed (connections accepted, nothing answered) costs a
+    fetch one short probe, not the stream's full deadline on every pass: its peers are asked,
+    and without them the owner is unreachable (worth asking again), not "lacking" it."""
+    import socket
+    import time
+
+    from dilochain.artifacts import blob_service
+
+    monkeypatch.setattr(blob_service, "PROBE_SECONDS", 0.5)
+    served = LocalArtifactStore(tmp_path / "a")
+    digest = served.put(b"the round's checkpoint")
+    server, endpoint = serve_blobs(served, "127.0.0.1:0")
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)  # the kernel completes handshakes; nothing ever answers
+        owner = f"127.0.0.1:{silent.getsockname()[1]}"
+        try:
+            began = time.monotonic()
+            found = fetch_from_peers([owner, endpoint], digest, 1 << 20, owner=owner)
+            assert found == b"the round's checkpoint"
+            with pytest.raises(PeerUnreachable):
+                fetch_from_peers([owner], digest, 1 << 20, owner=owner)
+            assert time.monotonic() - began < 20  # the stream's own deadline is 60 s a pass
+        finally:
+            server.stop(grace=0)
