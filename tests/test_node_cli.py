@@ -176,6 +176,9 @@ def test_status_and_rewards_commands(running_chain, run_id, operator):
     # Piped, nothing is cut to fit 80 columns (amounts and addresses used to end in "…").
     assert "…" not in status.stdout + show.stdout and address in show.stdout
     assert "udlc" not in status.stdout + show.stdout and " DLC" in status.stdout  # amounts in DLC
+    as_json = json.loads(cli("status", "--chain", running_chain.address, "-o", "json").stdout)
+    assert as_json["chain_id"] == "dilochain-test" and run_id in {r["run_id"] for r in
+                                                                 as_json["runs"]}  # fmt: skip
     env = {"DILOCHAIN_KEYRING_PASSWORD": PASSWORD}
     claim = cli("rewards", "claim", "--epoch", "0", "--key", "op", "--home", str(home),
                 "--chain", running_chain.address, env=env)  # fmt: skip
@@ -363,6 +366,11 @@ def test_cosmos_style_keys_queries_sends_and_version(running_chain, tmp_path):
     one_line_error(cli("query", "bank", "balances", "nobody", "--chain", chain), "address")
     one_line_error(cli("tx", "bank", "send", "rich", to, "7 udlc", "--home", home, "--chain",
                        chain, env=env), "amount")  # fmt: skip
+    listed = json.loads(cli("keys", "list", "--home", home, "--output", "json").stdout)
+    assert listed == [{"name": "rich", "address": str(funded.address()),
+                       "pubkey": listed[0]["pubkey"]}]  # fmt: skip
+    shown = json.loads(cli("keys", "show", "rich", "--home", home, "-o", "json").stdout)
+    assert shown == listed[0]
     one_line_error(cli("keys", "delete", "rich", "--home", home), "--yes")  # no terminal
     assert cli("keys", "delete", "rich", "--yes", "--home", home).returncode == 0
     one_line_error(cli("keys", "show", "rich", "--home", home), "no key named 'rich'")

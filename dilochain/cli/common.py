@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import getpass
+import json
 import os
 import re
 import sys
@@ -41,6 +42,20 @@ def wide_console():
     from rich.console import Console
 
     return Console(width=None if sys.stdout.isatty() else PIPED_WIDTH)
+
+
+def add_output_flag(parser: argparse.ArgumentParser) -> None:
+    """``--output text|json``, as Cosmos SDK CLIs have it (read by :func:`print_output`)."""
+    parser.add_argument("--output", "-o", choices=("text", "json"), default="text",
+                        help="text for people, json for scripts")  # fmt: skip
+
+
+def print_output(args: argparse.Namespace, data: object, *tables: object) -> None:
+    """``data`` as JSON with ``--output json``, else ``tables`` (:func:`print_tables`)."""
+    if args.output == "json":
+        print(json.dumps(data, indent=2))
+    else:
+        print_tables(*tables)
 
 
 def folded(*renderables: object) -> tuple[object, ...]:

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import subprocess
 from importlib.metadata import version
@@ -15,24 +14,20 @@ from rich.table import Table
 from dilochain.cli.common import (
     CliError,
     add_chain_flag,
+    add_output_flag,
     chain_nodes,
     default_home,
     dlc,
-    print_tables,
+    print_output,
     signing_wallet,
 )
 from dilochain.protocol.address import decode_address
 
 
-def _add_output(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--output", "-o", choices=("text", "json"), default="text",
-                        help="text for people, json for scripts")  # fmt: skip
-
-
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``version``, ``query`` and ``tx``."""
     shown = sub.add_parser("version", help="this release and the CometBFT it runs")
-    _add_output(shown)
+    add_output_flag(shown)
     shown.set_defaults(func=_version)
     query = sub.add_parser("query", help="read the chain (Cosmos modules)").add_subparsers(
         dest="query_module", required=True, metavar="{bank}"
@@ -55,16 +50,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     send.add_argument("--home", type=Path, default=default_home())
     for command in (balances, send):
         add_chain_flag(command)
-        _add_output(command)
+        add_output_flag(command)
     balances.set_defaults(func=_balances)
     send.set_defaults(func=_send)
-
-
-def _print(args: argparse.Namespace, data: dict, *tables: Table) -> None:
-    if args.output == "json":
-        print(json.dumps(data, indent=2))
-    else:
-        print_tables(*tables)
 
 
 def _cometbft_version() -> str:
@@ -92,7 +80,7 @@ def _version(args: argparse.Namespace) -> int:
     table = Table("component", "version")
     for name, value in data.items():
         table.add_row(name, value)
-    _print(args, data, table)
+    print_output(args, data, table)
     return 0
 
 
@@ -115,7 +103,7 @@ def _balances(args: argparse.Namespace) -> int:
     for coin in balances:
         table.add_row(coin.denom, str(coin.amount), dlc(coin.amount) if coin.denom == "udlc"
                       else "")  # fmt: skip
-    _print(args, data, table)
+    print_output(args, data, table)
     return 0
 
 
@@ -143,5 +131,5 @@ def _send(args: argparse.Namespace) -> int:
             "gas_used": included.gas_used}  # fmt: skip
     table = Table("tx", "height", "gas used", title=f"sent {args.amount} to {to}")
     table.add_row(included.hash, str(included.height), str(included.gas_used))
-    _print(args, data, table)
+    print_output(args, data, table)
     return 0

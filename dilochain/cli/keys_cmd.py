@@ -4,6 +4,7 @@ encrypted keyring."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -11,10 +12,11 @@ from rich.table import Table
 
 from dilochain.cli.common import (
     CliError,
+    add_output_flag,
     default_home,
     keyring,
     keyring_password,
-    print_tables,
+    print_output,
     read_secret,
 )
 from dilochain.keyring import KeyInfo
@@ -45,6 +47,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     imported.add_argument("hex", nargs="?", help="(default: asked for, or one line of stdin)")
     for p in (add, show, listing, delete, export, imported):
         p.add_argument("--home", type=Path, default=default_home())
+    for p in (show, listing):
+        add_output_flag(p)
     add.set_defaults(func=_add)
     show.set_defaults(func=_show)
     listing.set_defaults(func=_list)
@@ -73,6 +77,8 @@ def _show(args: argparse.Namespace) -> int:
     info = keyring(args.home).show(args.name)
     if args.address:
         print(info.address)
+    elif args.output == "json":
+        print_output(args, dataclasses.asdict(info))
     else:
         _describe(info)
     return 0
@@ -80,9 +86,10 @@ def _show(args: argparse.Namespace) -> int:
 
 def _list(args: argparse.Namespace) -> int:
     table = Table("name", "address")
-    for info in keyring(args.home).list():
+    found = keyring(args.home).list()
+    for info in found:
         table.add_row(info.name, info.address)
-    print_tables(table)
+    print_output(args, [dataclasses.asdict(info) for info in found], table)
     return 0
 
 

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from rich.table import Table
 
 from dilochain.chain_view import chain_view
-from dilochain.cli.common import add_chain_flag, chain_nodes, dlc, print_tables
+from dilochain.cli.common import add_chain_flag, add_output_flag, chain_nodes, dlc, print_output
 from dilochain.client import connect
 from dilochain.poc_client import PocClient
 
@@ -19,13 +19,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     status = sub.add_parser("status", help="chain height, runs, hosts, slashes, challenges")
     add_chain_flag(status)
     status.add_argument("--run", default=None, dest="run_id", help="only this run")
+    add_output_flag(status)
     status.set_defaults(func=_status)
+
+
+def view(addresses: str | Sequence[str], only: str | None = None) -> dict:
+    """The chain view (as the dashboard serves it) of the chain at ``addresses``."""
+    with PocClient(addresses) as poc:
+        return chain_view(connect(addresses), poc, only)
 
 
 def tables(addresses: str | Sequence[str], only: str | None = None) -> list[Table]:
     """The status tables for the chain at ``addresses`` (its nodes' gRPC addresses)."""
-    with PocClient(addresses) as poc:
-        return render(chain_view(connect(addresses), poc, only))
+    return render(view(addresses, only))
 
 
 def render(view: dict) -> list[Table]:
@@ -59,5 +65,6 @@ def render(view: dict) -> list[Table]:
 
 
 def _status(args: argparse.Namespace) -> int:
-    print_tables(*tables(chain_nodes(args), args.run_id))
+    found = view(chain_nodes(args), args.run_id)
+    print_output(args, found, *render(found))
     return 0
