@@ -178,22 +178,20 @@ class Application:
         return app_hash
 
     # ---- txs ---------------------------------------------------------------------------------
-    def _run_tx(
-        self, parent: CacheStore, raw: bytes, height: int, time_ns: int, mode: Mode
-    ) -> tuple[TxResponse, DecodedTx | None]:
-        """Run one tx over ``parent``: its response, and the tx if it decoded. Events are
-        built only where they are delivered (blocks and simulations, not the mempool); a
-        recheck runs the ante checks alone, as the Cosmos SDK's ReCheckTx: only sequences and
-        fee balances change between blocks."""
+    def _run_tx(self, parent: CacheStore, raw: bytes, height: int, time_ns: int, mode: Mode):
+        """Decode and run one tx over ``parent``: its response."""
         try:
             tx = self.decoded.decode(raw)
         except TxError as err:
-            return tx_failure(err.code, err.log), None
-        return self._run_decoded(parent, tx, height, time_ns, mode), tx
+            return tx_failure(err.code, err.log)
+        return self._run_decoded(parent, tx, height, time_ns, mode)
 
     def _run_decoded(
         self, parent: CacheStore, tx: DecodedTx, height: int, time_ns: int, mode: Mode
     ) -> TxResponse:
+        """Run one decoded tx over ``parent``. Events are built only where they are delivered
+        (blocks and simulations, not the mempool); a recheck runs the ante checks alone, as
+        the Cosmos SDK's ReCheckTx: only sequences and fee balances change between blocks."""
         gas_wanted = tx.gas_limit
         # Simulate meters against the chain's cap instead of the (unsigned) tx's own limit.
         limit = self.params.auth.simulate_gas_limit if mode is Mode.SIMULATE else gas_wanted
@@ -248,19 +246,24 @@ class Application:
     def check_tx(self, raw: bytes, recheck: bool = False) -> TxResponse:
         """Mempool admission against the check state (kept on success): the full tx, or
         with ``recheck`` (a tx left in the mempool after a block) its ante checks alone."""
-        layer = self.check_state.child(GasMeter())
-        mode = Mode.RECHECK if recheck else Mode.CHECK
-        result, tx = self._run_tx(layer, raw, self.height + 1, self.last_block_time_ns, mode)
-        if result.code == 0 and tx is not None:
-            layer.write()
-            self.decoded.keep(tx)
+        try:
+            tx = self.decoded.decode(raw)
+        except TxError as err:
+            result = tx_failure(err.code, err.log)
+        else:
+            layer = self.check_state.child(GasMeter())
+            mode = Mode.RECHECK if recheck else Mode.CHECK
+            result = self._run_decoded(layer, tx, self.height + 1, self.last_block_time_ns, mode)
+            if result.code == 0:
+                layer.write()
+                self.decoded.keep(tx)
         result.txhash = tx_hash(raw).hex().upper()
         return result
 
     def simulate(self, raw: bytes) -> TxResponse:
         """Gas estimation: run the tx on a throw-away layer over the check state."""
         layer = self.check_state.child(GasMeter())
-        return self._run_tx(layer, raw, self.height + 1, self.last_block_time_ns, Mode.SIMULATE)[0]
+        return self._run_tx(layer, raw, self.height + 1, self.last_block_time_ns, Mode.SIMULATE)
 
     # ---- proposals ---------------------------------------------------------------------------
     def prepare_proposal(self, txs: list[bytes], max_tx_bytes: int) -> list[bytes]:
@@ -300,7 +303,7 @@ class Application:
         timestamp = block_timestamp(time_ns)
         results = []
         for raw in txs:
-            result = self._run_tx(state, raw, height, time_ns, Mode.DELIVER)[0]
+            result = self._run_tx(state, raw, height, time_ns, Mode.DELIVER)
             result.txhash = tx_hash(raw).hex().upper()
             result.height = height
             result.timestamp = timestamp

@@ -51,8 +51,9 @@ def header_from_json(data: dict) -> Header:
     return header
 
 
-def tx_response_from_json(found: dict, time_ns: int) -> TxResponse:
-    """A ``TxResponse`` (tx packed in) from CometBFT's ``tx`` result and its block's time."""
+def tx_response_from_json(found: dict, time_ns: int) -> tuple[TxResponse, Tx]:
+    """A ``TxResponse`` (tx packed in) and the tx, from CometBFT's ``tx`` result and its
+    block's time."""
     result = found["tx_result"]
     response = TxResponse(
         height=int(found["height"]),
@@ -72,8 +73,9 @@ def tx_response_from_json(found: dict, time_ns: int) -> TxResponse:
             for event in result.get("events") or []
         ],
     )  # fmt: skip
-    response.tx.Pack(Tx.FromString(base64.b64decode(found["tx"])), type_url_prefix="/")
-    return response
+    tx = Tx.FromString(base64.b64decode(found["tx"]))
+    response.tx.Pack(tx, type_url_prefix="/")
+    return response, tx
 
 
 class CometRpc:

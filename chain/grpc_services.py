@@ -27,7 +27,6 @@ from cosmpy.protos.cosmos.consensus.v1 import query_pb2 as consensus_q
 from cosmpy.protos.cosmos.consensus.v1 import query_pb2_grpc as consensus_grpc
 from cosmpy.protos.cosmos.tx.v1beta1 import service_pb2 as tx_s
 from cosmpy.protos.cosmos.tx.v1beta1 import service_pb2_grpc as tx_grpc
-from cosmpy.protos.cosmos.tx.v1beta1.tx_pb2 import Tx
 from cosmpy.protos.tendermint.p2p.types_pb2 import DefaultNodeInfo
 from cosmpy.protos.tendermint.types.block_pb2 import Block
 from cosmpy.protos.tendermint.types.params_pb2 import BlockParams, ConsensusParams
@@ -244,9 +243,7 @@ class TxService(_UsesServices, tx_grpc.ServiceServicer):
         except CometRpcError:
             await context.abort(grpc.StatusCode.NOT_FOUND, f"tx not found: {request.hash}")
         block = self.s.app.store.block(int(found["height"]))
-        response = tx_response_from_json(found, block.time_ns if block else 0)
-        tx = Tx()
-        response.tx.Unpack(tx)
+        response, tx = tx_response_from_json(found, block.time_ns if block else 0)
         return tx_s.GetTxResponse(tx=tx, tx_response=response)
 
 

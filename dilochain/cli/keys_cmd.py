@@ -61,9 +61,14 @@ def _describe(info: KeyInfo) -> None:
     print(f"- name: {info.name}\n  address: {info.address}\n  pubkey: {info.pubkey}")
 
 
+def _password_for_a_new_key(home: Path) -> str:
+    """The keyring password, entered twice when it is the keyring's first key (it sets it)."""
+    return keyring_password(confirm=not (home / "keyring" / ".keyhash").exists())
+
+
 def _add(args: argparse.Namespace) -> int:
     ring = keyring(args.home)
-    password = keyring_password(confirm=not (args.home / "keyring" / ".keyhash").exists())
+    password = _password_for_a_new_key(args.home)
     mnemonic = read_secret("BIP-39 mnemonic: ") if args.recover else None
     info, words = ring.add(args.name, password, mnemonic)
     _describe(info)
@@ -131,6 +136,5 @@ def _import_hex(args: argparse.Namespace) -> int:
     if len(raw) != 32:
         raise CliError(f"a secp256k1 private key is 32 bytes, not {len(raw)}")
     ring = keyring(args.home)
-    password = keyring_password(confirm=not (args.home / "keyring" / ".keyhash").exists())
-    _describe(ring.import_private(args.name, password, raw))
+    _describe(ring.import_private(args.name, _password_for_a_new_key(args.home), raw))
     return 0
