@@ -13,8 +13,9 @@ from typing import BinaryIO
 import grpc
 from prometheus_client import Counter
 
-from dilochain.artifacts.store import ArtifactError, ArtifactStore
-from dilochain.protocol.endpoint import endpoint_problem
+from dilochain.artifacts.object_store import fetch_object, probe_object
+from dilochain.artifacts.store import ArtifactError, ArtifactStore, PeerUnavailable, PeerUnreachable
+from dilochain.protocol.endpoint import is_url, location_problem
 from dilochain.protocol.grpc_decode import Undecodable, tolerant
 from dilochain.protocol.hashing import HASH_BYTES
 from dilochain.protocol.pb.node.v1 import blob_pb2, blob_pb2_grpc
@@ -89,17 +90,17 @@ def serve_blobs(store: ArtifactStore, address: str) -> tuple[grpc.Server, str]:
     return server, f"{address.rsplit(':', 1)[0]}:{port}"
 
 
-class PeerUnavailable(ArtifactError):
-    """A peer did not serve an artifact (down, unreachable, slow, or without it yet): worth
-    asking again. Any other :class:`ArtifactError` of a peer (corrupt bytes, too many) is not."""
-
-
-class PeerUnreachable(PeerUnavailable):
-    """No connection to a peer, or no answer in time (a host restarting, a network outage);
-    not a peer that answered that it lacks the artifact."""
-
-
 _UNREACHABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED}
+
+
+def fetch_artifact(location: str, digest: bytes, limit: int, out: BinaryIO) -> int:
+    """Fetch ``digest`` from a host's artifact location, its blob service (``host:port``) or
+    its object-store prefix (a URL), into ``out``; the bytes received (see :func:`fetch_blob`)."""
+    if not is_url(location):
+        return fetch_blob(location, digest, limit, out)
+    received = fetch_object(location, digest, limit, out)
+    FETCHED_BYTES.inc(received)
+    return received
 
 
 def fetch_blob(endpoint: str, digest: bytes, limit: int, out: BinaryIO,
@@ -180,8 +181,11 @@ class PeerFetchingStore:
 
 
 def _unreachable(endpoint: str, digest: bytes) -> PeerUnreachable | None:
-    """A quick ``Has`` of ``endpoint``: the error if it cannot be reached within
-    ``PROBE_SECONDS`` (down, or accepting connections and never answering), else None."""
+    """A quick ``Has`` of ``endpoint`` (a ``HEAD`` of an object store's): the error if it
+    cannot be reached within ``PROBE_SECONDS`` (down, or accepting connections and never
+    answering), else None."""
+    if is_url(endpoint):
+        return probe_object(endpoint, digest, PROBE_SECONDS)
     with grpc.insecure_channel(endpoint) as channel:
         try:
             blob_pb2_grpc.BlobStub(channel).Has(blob_pb2.GetBlobRequest(hash=digest),
@@ -201,11 +205,12 @@ def fetch_from_peers(
     shard of a dataset need not fit in memory). Up to ``attempts`` passes over the peers, with
     exponential backoff between them; a peer that sent bad bytes is not asked again.
     :class:`ArtifactError` says why each failed: :class:`PeerUnreachable` when ``owner`` (the
-    endpoint of the host whose artifact it is) could not be reached, whatever other peers
-    answered (they say nothing of the owner: a hostile one could send bad bytes on purpose)."""
+    endpoint of the host whose artifact it is) could not be reached, or is an object store
+    that does not have it yet, whatever other peers answered (they say nothing of the owner:
+    a hostile one could send bad bytes on purpose)."""
     sink = out if out is not None else io.BytesIO()
     errors: dict[str, ArtifactError] = {}
-    left = [e for e in dict.fromkeys(endpoints) if endpoint_problem(e) is None]  # never unix:…
+    left = [e for e in dict.fromkeys(endpoints) if location_problem(e) is None]  # never unix:…
     if owner in left and (silent := _unreachable(owner, digest)) is not None:
         errors[owner] = silent  # not asked again: a silent endpoint would hold every pass
         left.remove(owner)
@@ -214,7 +219,7 @@ def fetch_from_peers(
             time.sleep(backoff * 2 ** (attempt - 1))
         for endpoint in list(left):
             try:
-                fetch_blob(endpoint, digest, limit, sink)
+                fetch_artifact(endpoint, digest, limit, sink)
                 return b"" if out is not None else sink.getvalue()
             except PeerUnavailable as err:
                 errors[endpoint] = err
@@ -224,7 +229,12 @@ def fetch_from_peers(
         if not left:
             break
     tries = f" after {attempt + 1} tries" if attempt else ""
-    worth_waiting = owner is not None and isinstance(errors.get(owner), PeerUnreachable)
+    # The owner down, or its object store without the artifact yet (a host uploads what it
+    # reveals just after the reveal, which a window of a few blocks leaves no time for first).
+    said = errors.get(owner)
+    worth_waiting = isinstance(said, PeerUnreachable) or (
+        owner is not None and is_url(owner) and isinstance(said, PeerUnavailable)
+    )
     raise (PeerUnreachable if worth_waiting else ArtifactError)(
         f"artifact {digest.hex()[:16]}… is on no peer{tries} "
         f"({'; '.join(map(str, errors.values())) or 'no peers'})"

@@ -20,6 +20,17 @@ class ArtifactError(Exception):
     """An artifact that is missing or whose bytes do not match their hash."""
 
 
+class PeerUnavailable(ArtifactError):
+    """A peer or object store did not serve an artifact (down, unreachable, slow, or without
+    it yet): worth asking again. Any other :class:`ArtifactError` of a peer (corrupt bytes,
+    too many) is not."""
+
+
+class PeerUnreachable(PeerUnavailable):
+    """No connection to a peer, or no answer in time (a host restarting, a network outage);
+    not a peer that answered that it lacks the artifact."""
+
+
 class ArtifactStore(Protocol):
     """Where artifacts live, addressed by the sha256 of their bytes."""
 
@@ -132,6 +143,11 @@ class LocalArtifactStore:
     def has(self, digest: bytes) -> bool:
         """Whether the file exists."""
         return self._path(digest).exists()
+
+    def file(self, digest: bytes) -> Path | None:
+        """The file holding artifact ``digest`` (None if absent), for streaming it elsewhere."""
+        path = self._path(digest)
+        return path if path.exists() else None
 
     def size(self, digest: bytes) -> int:
         """Bytes the artifact takes on disk (0 if absent)."""

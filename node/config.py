@@ -7,10 +7,16 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from dilochain.artifacts.object_store import s3_url_problem
 from dilochain.endpoints import ChainAddresses
 from dilochain.logs import LogFormat
 from dilochain.metrics_http import MetricsAddress
-from dilochain.protocol.endpoint import endpoint_problem, unreachable_endpoint
+from dilochain.protocol.endpoint import (
+    endpoint_problem,
+    local_only,
+    unreachable_endpoint,
+    url_problem,
+)
 
 # Host behaviours by name: honest, and the cheats of dilochain.node.cheats (tests, devnet).
 BEHAVIOR_NAMES = ("honest", "random-pg", "fewer-steps", "wrong-data", "bad-reveal", "no-reveal",
@@ -34,6 +40,11 @@ class NodeConfig(BaseModel):
     # The address peers and verifiers dial for the blob service, registered on chain (behind
     # NAT: the public address and forwarded port); empty: the address it listens on.
     advertise_address: str = ""
+    # s3://BUCKET[/PREFIX]: publish artifacts there (under PREFIX/RUN) and register its
+    # public-read URL instead of a blob service (credentials: the AWS environment or profile).
+    object_store: str = ""
+    object_store_endpoint: str = ""  # the S3 API's URL (empty: AWS S3)
+    object_store_public_url: str = ""  # where readers GET PREFIX (empty: from the endpoint)
     threads: int = Field(default=1, ge=1)
     nproc_per_node: int = Field(default=1, ge=1, le=64)  # local ranks training data-parallel
     compile: bool = False  # torch.compile the model (the chain must verify in tolerance mode)
@@ -53,11 +64,33 @@ class NodeConfig(BaseModel):
             raise ValueError(problem)
         return value
 
-    def unreachable_blob_service(self) -> str | None:
+    @field_validator("object_store")
+    @classmethod
+    def _s3_url(cls, value: str) -> str:
+        if value and (problem := s3_url_problem(value)) is not None:
+            raise ValueError(problem)
+        return value
+
+    @field_validator("object_store_endpoint", "object_store_public_url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        if value and (problem := url_problem(value)) is not None:
+            raise ValueError(problem)
+        return value
+
+    def unreachable_blob_service(self, location: str = "") -> str | None:
         """Why no verifier could fetch this host's artifacts (None if they could): a blob
-        service only this machine can reach, on a chain elsewhere, would get the host slashed,
-        so ``node start`` refuses it before anything starts."""
-        return unreachable_endpoint(self.blob_address, self.advertise_address, tuple(self.chain))
+        service (or, given its ``location``, an object store) only this machine can reach,
+        on a chain elsewhere, would get the host slashed, so ``node start`` refuses it before
+        anything starts."""
+        chain = tuple(self.chain)
+        if not location:
+            return unreachable_endpoint(self.blob_address, self.advertise_address, chain)
+        if all(local_only(node) for node in chain) or not local_only(location):
+            return None
+        return (f"the object store's public URL {location} is reachable from this machine "
+                f"only, but the chain ({', '.join(chain)}) is elsewhere: give the URL others "
+                "read it at (--object-store-public-url)")  # fmt: skip
 
     @property
     def state_dir(self) -> Path:

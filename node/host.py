@@ -29,6 +29,7 @@ from cosmpy.aerial.tx_helpers import TxResponse
 from cosmpy.aerial.wallet import Wallet
 
 from dilochain.artifacts.blob_service import PeerFetchingStore, fetch_from_peers, serve_blobs
+from dilochain.artifacts.object_store import ObjectStore
 from dilochain.artifacts.pruning import Ledger, Retention
 from dilochain.artifacts.store import ArtifactError, LocalArtifactStore
 from dilochain.auto_claim import AutoClaimer
@@ -111,8 +112,12 @@ class Sent:
 class HostNode:
     """One host operator's node for one run."""
 
-    def __init__(self, cfg: NodeConfig, client: LedgerClient, wallet: Wallet, behavior: Behavior):
+    def __init__(
+        self, cfg: NodeConfig, client: LedgerClient, wallet: Wallet, behavior: Behavior,
+        objects: ObjectStore | None = None,
+    ):  # fmt: skip
         self.cfg = cfg
+        self.objects = objects  # where it publishes what others fetch (None: its blob service)
         self.client = client
         self.wallet = wallet
         self.behavior = behavior
@@ -166,6 +171,7 @@ class HostNode:
         self.retention = Retention(cfg.keep_global_states, cfg.archive_every,
                                    cfg.keep_decided_rounds)  # fmt: skip
         self._stopping = threading.Event()  # the run's stop, once it runs
+        self._unpublished: list[bytes] = []  # revealed checkpoints the object store lacks
 
     # ---- chain -------------------------------------------------------------------------------
     def _query_run(self) -> Run:
@@ -284,6 +290,7 @@ class HostNode:
     def _save(self, view: GlobalView, attempted: int) -> None:
         self.local.put(view.encoded, view.hash)
         self.ledger.record(view.round, "global", [view.hash])
+        self._publish([view.hash], f"round {view.round}'s global state")
         for old in [r for r in self.checkpoint_hashes if r < attempted - 2]:  # all revealed
             del self.checkpoint_hashes[old]
         record = ResumeState(view.round, view.hash, attempted, self.checkpoint_hashes)
@@ -378,11 +385,31 @@ class HostNode:
             hashes = [c.pseudo_grad_hash for c in self.poc.commits(self.cfg.run_id, r)]
             self.ledger.record(r, "pseudo_grad", hashes)
         gone = self.ledger.prune(self.local, resolved, self.retention)
+        if self.objects is not None:
+            try:
+                self.objects.delete_all(bytes.fromhex(e.hash) for e, _ in gone)
+            except ArtifactError as err:
+                log.warning("pruning the object store: %s", err)
         if gone:
             log.info("pruned %d artifacts (%.1f MB) of rounds up to %d", len(gone),
                      sum(size for _, size in gone) / 1e6, resolved)  # fmt: skip
 
     # ---- one round ---------------------------------------------------------------------------
+    def _publish(self, digests: list[bytes], what: str) -> bool:
+        """Upload ``digests`` from the local store to the object store, if the host has one,
+        before anything names them on chain (so a reader finds them as soon as the chain
+        does); False, with one log line, if that failed."""
+        if self.objects is None:
+            return True
+        try:
+            for digest in digests:
+                if (path := self.local.file(digest)) is not None:
+                    self.objects.publish(path, digest)
+        except ArtifactError as err:
+            log.warning("%s not published: %s", what, err)
+            return False
+        return True
+
     def _put_unsynced(self, data: bytes) -> bytes:
         return self.local.put(data, sync=False)
 
@@ -475,7 +502,18 @@ class HostNode:
             log.warning("round %d reveal refused: %s; trying again", round_, err)
             return False
         log.info("round %d: revealed segments %s", round_, [c.segment for c in mine])
+        if self.objects is not None:  # a window of a few blocks leaves no time to upload first
+            self._unpublished += [h for m in msgs for h in (m.start_hash, m.end_hash)]
+            self._publish_revealed()
         return True
+
+    def _publish_revealed(self) -> None:
+        """Upload the revealed checkpoints not yet in the object store (verifiers wait a while
+        for a host's object store, as for a restarting blob service); what fails is tried
+        again at the reveal loop's next poll."""
+        pending, self._unpublished = self._unpublished, []
+        if pending and not self._publish(pending, "revealed checkpoints"):
+            self._unpublished = [h for h in pending if h not in self.objects.published]
 
     def _reveal_window(self, round_: int) -> range:
         """The blocks in which round ``round_``'s challenged segments are revealed."""
@@ -498,6 +536,8 @@ class HostNode:
                             revealed.add(window.round)
                         else:
                             done.wait(1.0)  # refused: again at the next poll, not at once
+                if self._unpublished:
+                    self._publish_revealed()
             except grpc.RpcError as err:
                 log.warning("reveals: chain error %s; retrying", err.code())
             except Exception:  # logged; the next poll tries again
@@ -603,6 +643,10 @@ class HostNode:
         then make its artifacts durable (before any reveal); whether it committed. It never
         raises: a commit it could not make is a round that did not count."""
         try:
+            # what the commit names and its screening reads (other checkpoints: when revealed)
+            named = [result.checkpoint_hashes[-1], *hashes]
+            if not self._publish(named, f"round {round_}'s artifacts"):
+                return False
             self._wait_for_height(window.start - 1, stop)
             if stop.is_set():
                 return False
@@ -760,14 +804,26 @@ class HostNode:
             self.prune(range(before, view.round), based_on - 1)
         return view
 
+    def _serve(self) -> tuple[grpc.Server | None, str]:
+        """Start serving this host's artifacts: its blob service, or, with an object store,
+        the dataset files published there; (the blob server if any, the location to
+        register)."""
+        if self.objects is not None:
+            data = list(self.data.files())
+            published = [self.objects.publish(path, bytes.fromhex(d)) for path, d in data]
+            log.info("artifacts published to %s (%d of %d data files uploaded now)",
+                     self.objects.location, sum(published), len(data))  # fmt: skip
+            return None, self.objects.location
+        server, endpoint = serve_blobs(self.local, self.cfg.blob_address)
+        return server, self.cfg.advertise_address or endpoint
+
     def serve_and_run(self, stop: threading.Event, progress=None) -> int:
-        """Serve the blob service, register, run (claiming rewards beside it with
-        ``auto_claim``); stop the server and the claimer on the way out."""
+        """Serve this host's artifacts (:meth:`_serve`), register, run (claiming rewards
+        beside it with ``auto_claim``); stop the server and the claimer on the way out."""
         try:
-            server, endpoint = serve_blobs(self.local, self.cfg.blob_address)
+            server, endpoint = self._serve()
         except ArtifactError as err:
             raise NodeError(str(err)) from None
-        endpoint = self.cfg.advertise_address or endpoint
         done = threading.Event()
         try:
             if self._round_info().finished:  # serve and reveal what it owes, lock nothing new
@@ -782,6 +838,7 @@ class HostNode:
             raise NodeError(f"chain at {nodes}: {err.details() or err.code()}") from None
         finally:
             done.set()
-            server.stop(grace=1)
+            if server is not None:
+                server.stop(grace=1)
             if self.ranks is not None:
                 self.ranks.close()

@@ -1,7 +1,12 @@
-"""Network addresses strangers write: a host's blob endpoint (stored on chain, dialled by every
-peer and verifier) and the chain addresses clients are given. One rule for both: ``host:port``
-with a DNS name, an IPv4 address or a bracketed IPv6 address, and a port in 1-65535. Nothing
-else reaches a dialler: no scheme (``unix:`` would open a local socket), no path, no user."""
+"""Network addresses strangers write: a host's artifact location (stored on chain, read by every
+peer and verifier) and the chain addresses clients are given. An address is ``host:port`` with
+a DNS name, an IPv4 address or a bracketed IPv6 address, and a port in 1-65535. Nothing else
+reaches a dialler: no scheme (``unix:`` would open a local socket), no path, no user.
+
+A host's artifact location is either such an address (its gRPC blob service) or the
+``http(s)://`` URL of a public-read object-store prefix, under which artifact ``h`` is
+``URL/h`` (hex): a URL with a host, an optional port and a plain path, nothing more (no user,
+query or fragment, no ``..``)."""
 
 from __future__ import annotations
 
@@ -9,7 +14,9 @@ import ipaddress
 import re
 
 MAX_LENGTH = 261  # a 253-character name, a colon and a port
+MAX_URL_LENGTH = 512
 _LABEL = re.compile(r"^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$")
+_URL = re.compile(r"^(https?)://([^/?#@]+)((?:/[A-Za-z0-9._~-]+)*)/?$")
 
 
 def endpoint_problem(text: str) -> str | None:
@@ -23,6 +30,10 @@ def endpoint_problem(text: str) -> str | None:
     host, colon, port = text.rpartition(":")
     if not colon or not port.isascii() or not port.isdigit() or not 0 < int(port) < 65536:
         return "an address ends with :PORT, a port in 1-65535"
+    return _host_problem(host)
+
+
+def _host_problem(host: str) -> str | None:
     if host.startswith("[") and host.endswith("]"):
         try:
             ipaddress.IPv6Address(host[1:-1])
@@ -34,8 +45,52 @@ def endpoint_problem(text: str) -> str | None:
     return None
 
 
+def url_problem(text: str) -> str | None:
+    """Why ``text`` is not the ``http(s)://HOST[:PORT]/PATH`` URL of an object-store prefix
+    (None if it is)."""
+    if not isinstance(text, str) or len(text) > MAX_URL_LENGTH:
+        return f"a URL is at most {MAX_URL_LENGTH} characters"
+    match = _URL.match(text)
+    if match is None:
+        return ("a URL is http(s)://HOST[:PORT]/PATH, its path of letters, digits and "
+                "'._~-' (no user, query or fragment)")  # fmt: skip
+    authority, path = match.group(2), match.group(3)
+    if any(segment in (".", "..") for segment in path.split("/")):
+        return "a URL's path has no '.' or '..' segment"
+    if ":" not in authority.rsplit("]", 1)[-1]:  # no port: 80 or 443
+        return _host_problem(authority)
+    host, _, port = authority.rpartition(":")
+    if not port.isascii() or not port.isdigit() or not 0 < int(port) < 65536:
+        return "a URL's port is in 1-65535"
+    return _host_problem(host)
+
+
+def is_url(location: str) -> bool:
+    """Whether an artifact location is an object-store URL (else a blob service address)."""
+    return location.startswith(("http://", "https://"))
+
+
+def location_problem(text: str) -> str | None:
+    """Why ``text`` is not an artifact location: a blob service's ``host:port`` or an
+    object-store prefix's URL (None if it is)."""
+    if isinstance(text, str) and is_url(text):
+        return url_problem(text)
+    return endpoint_problem(text)
+
+
+def location_host(location: str) -> str:
+    """The ``host:port`` a location is reached at (a URL's host, port 80/443 by default)."""
+    if not is_url(location):
+        return location
+    scheme, _, rest = location.partition("://")
+    authority = rest.split("/", 1)[0]
+    if ":" not in authority.rsplit("]", 1)[-1]:
+        authority += ":443" if scheme == "https" else ":80"
+    return authority
+
+
 def _loopback_or_unspecified(text: str) -> tuple[bool, bool]:
-    host = text.rpartition(":")[0].strip("[]").lower()
+    host = location_host(text).rpartition(":")[0].strip("[]").lower()
     if host == "localhost" or host.endswith(".localhost"):
         return True, False
     try:

@@ -1,9 +1,29 @@
 #!/usr/bin/env bash
 # Creates .venv (Python 3.11), installs dilochain with its dev extras into it, and builds the
-# pinned CometBFT release into .venv/bin (with Go; skipped when that version is already there).
+# pinned CometBFT release and versitygw (the S3 server the tests start) into .venv/bin with Go,
+# each skipped when that version is already there. The Go builds run beside pip.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
+# One version each, defined in chain/cometbft.py and dilochain/local_s3.py.
+cometbft=$(sed -n 's/^COMETBFT_VERSION = "\(v[0-9.]*\)".*/\1/p' chain/cometbft.py)
+versitygw=$(sed -n 's/^VERSITYGW_VERSION = "\(v[0-9.]*\)".*/\1/p' dilochain/local_s3.py)
+mkdir -p .venv/bin
+go_tool() {  # go_tool NAME VERSION MODULE: build MODULE@VERSION into .venv/bin unless there
+    if ! command -v go >/dev/null; then
+        echo "error: Go is needed to build $1 $2 (go install)" >&2
+        return 1
+    fi
+    if [ "$(go version -m ".venv/bin/$1" 2>/dev/null | awk '$1 == "mod" {print $3}')" = "$2" ]; then
+        return 0
+    fi
+    echo "building $1 $2 into .venv/bin (first run only)"
+    GOBIN="$PWD/.venv/bin" go install "$3@$2"
+}
+go_tool cometbft "$cometbft" github.com/cometbft/cometbft/cmd/cometbft &
+building_cometbft=$!
+go_tool versitygw "$versitygw" github.com/versity/versitygw/cmd/versitygw &
+building_versitygw=$!
 if [ ! -x .venv/bin/python ]; then
     "$PYTHON" -m venv .venv
 fi
@@ -22,13 +42,5 @@ if ! command -v chromedriver >/dev/null && command -v apt-get >/dev/null && [ "$
         apt-get update -qq && apt-get install -y -qq --no-install-recommends $packages >/dev/null
     }
 fi
-# One version, defined in chain/cometbft.py.
-version=$(sed -n 's/^COMETBFT_VERSION = "\(v[0-9.]*\)".*/\1/p' chain/cometbft.py)
-if [ "$(.venv/bin/cometbft version 2>/dev/null)" != "${version#v}" ]; then
-    if ! command -v go >/dev/null; then
-        echo "error: Go is needed to build CometBFT $version (go install)" >&2
-        exit 1
-    fi
-    echo "building CometBFT $version into .venv/bin (first run only)"
-    GOBIN="$PWD/.venv/bin" go install "github.com/cometbft/cometbft/cmd/cometbft@$version"
-fi
+wait "$building_cometbft"
+wait "$building_versitygw"

@@ -1,7 +1,9 @@
 """Cheating hosts against real node, verifier and chain processes: every cheat is caught and
 slashed, honest hosts (even with slightly different floats) are not, and verifiers that vote
 without replaying (always fail, always pass, copy the others) are penalised even where the honest
-verifiers agree with them on the outcome."""
+verifiers agree with them on the outcome. Two hosts (an honest one and a cheat) publish to an
+S3 server (versitygw) instead of serving their artifacts: verifiers screen and replay them from
+there alike."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from cosmpy.aerial.client import LedgerClient
 from dilochain.chain.modules.challenges import FAILED, NOT_REVEALED, PASSED
 from dilochain.client import network_config, submit
 from dilochain.keyring import Keyring
+from dilochain.local_s3 import LocalS3
 from dilochain.localnet import (
     ChainProcess,
     init_localnet,
@@ -35,6 +38,7 @@ VERIFIERS = ["honest", "honest", "always-fail", "always-pass", "copy"]
 # Hosts that train on two local processes (gloo): an honest one, replayed by one-process
 # verifiers in tolerance mode, and a cheat.
 TWO_RANKS = {1, (HONEST + CHEATS).index("wrong-data")}
+OBJECT_STORE = {0, (HONEST + CHEATS).index("fewer-steps")}  # publish to S3, serve nothing
 LAZY_SLASH = {"always-fail": "its fingerprint disagrees with the replays",
               "always-pass": "its fingerprint disagrees with the replays",
               "copy": "did not open its vote"}  # fmt: skip
@@ -66,13 +70,16 @@ def test_cheaters_are_slashed_and_honest_hosts_are_not(tmp_path):
     # schedule, fixed when the run is created, does not race 14 processes starting on 2 cores.
     cfg = make_run_config(shipped_data()[1], "tiny", round_blocks=25, total_rounds=2,
                           start_delay_blocks=60, min_collateral=str(COLLATERAL))  # fmt: skip
-    with ChainProcess(tmp_path / "chain", "200ms") as chain:
+    with ChainProcess(tmp_path / "chain", "200ms") as chain, LocalS3(tmp_path / "s3") as s3:
         client = LedgerClient(network_config(CHAIN_ID, chain.address))
         procs = []
         for i, (home, how) in enumerate(zip(host_homes, HONEST + CHEATS, strict=True)):
-            ranks = ["--nproc-per-node", "2"] if i in TWO_RANKS else []
+            flags = ["--nproc-per-node", "2"] if i in TWO_RANKS else []
+            if i in OBJECT_STORE:
+                flags += ["--object-store", s3.url, "--object-store-endpoint", s3.endpoint]
             procs.append(spawn_node(home, "adv", "k", chain.address, PASSWORD, "--behavior", how,
-                                    "--wait-for-run", *ranks))  # fmt: skip
+                                    "--wait-for-run", *flags,
+                                    env=s3.env if i in OBJECT_STORE else None))  # fmt: skip
         for home, how in zip(verifier_homes, VERIFIERS, strict=True):
             procs.append(spawn_verifier(home, "k", chain.address, PASSWORD, "--behavior", how))
         nodes, verifiers = procs[: len(host_homes)], procs[len(host_homes) :]
@@ -101,6 +108,7 @@ def test_cheaters_are_slashed_and_honest_hosts_are_not(tmp_path):
             for proc in verifiers:
                 proc.wait(30)
         slashes = list(poc.slashes())
+        locations = {h.address: h.endpoint for h in poc.hosts(run_id="adv")}
         bonded = {home: int(poc.collateral(address=a).bonded) for home, a in address.items()}
         commits, challenges, beacons, screens = [], [], [], []
         for r in range(cfg.total_rounds):
@@ -110,6 +118,10 @@ def test_cheaters_are_slashed_and_honest_hosts_are_not(tmp_path):
             screens += poc.screens("adv", r)
 
     slashed = {s.address for s in slashes}
+    # The honest S3 host is registered at its prefix's URL; the S3 cheat (it serves nothing
+    # else) failed its replays below, so they read what it published there.
+    a = address[host_homes[0]]
+    assert locations[a] == f"{s3.endpoint}/dilochain/runs/adv/{a}", locations
     # Every registered verifier (a restarted one too) committed and opened in time. A lazy one
     # slashed below the minimum in round 0 is removed (its next commitment refused) until its
     # service notices, bonds the minimum again and registers anew.

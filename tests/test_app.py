@@ -426,29 +426,24 @@ def test_a_run_s_host_slash_may_not_exceed_what_withholding_a_secret_costs(chain
     assert taken.code == 0, taken.raw_log
 
 
-def test_host_endpoints_are_host_port_only(chain):
-    """Every peer and verifier dials a host's endpoint: a unix socket, a URL, a 200 KB string
-    are refused; names, IPv4 and bracketed IPv6 addresses are taken."""
-    from dilochain.protocol.endpoint import endpoint_problem
+def test_host_locations_are_host_port_or_a_plain_url(chain):
+    """Every peer and verifier reads a host's location: a blob service's host:port or an
+    object store's public URL. A unix socket, a URL with a user, query or '..', a 200 KB
+    string are refused; names, IPv4 and bracketed IPv6 addresses, http(s) URLs are taken."""
+    from dilochain.protocol.endpoint import location_problem
 
     for bad in [
-        "unix:/var/run/x.sock",
-        "unix:///tmp/s",
-        "http://h:1",
-        "h",
-        "h:0",
-        "h:99999",
-        "a" * 200_000 + ":1",
-        "h_1:5",
-        "-h:5",
-        "[::1:5",
-        "[zz::1]:5",
-        "h:1/x",
-        "u@h:5",
-    ]:
-        assert endpoint_problem(bad) is not None, bad
-    for good in ["h:1", "10.0.0.5:9090", "[::1]:5", "node-1.example.org:443"]:
-        assert endpoint_problem(good) is None, good
+        "unix:/var/run/x.sock", "unix:///tmp/s", "file:///etc/passwd", "ftp://h/x", "h", "h:0",
+        "h:99999", "a" * 200_000 + ":1", "h_1:5", "-h:5", "[::1:5", "[zz::1]:5", "h:1/x",
+        "u@h:5", "http://u:p@h/x", "http://h/x?a=1", "http://h/x#f", "http://h/../etc",
+        "http://h:0/x", "https://h/a b", "http://h_1/x", "https://" + "a" * 600 + "/x",
+        "http://[::1/x",
+    ]:  # fmt: skip
+        assert location_problem(bad) is not None, bad
+    for good in ["h:1", "10.0.0.5:9090", "[::1]:5", "node-1.example.org:443",
+                 "https://pub-1.r2.dev", "http://127.0.0.1:7070/b/runs/r-1",
+                 "https://b.s3.us-east-1.amazonaws.com/p/run", "http://[::1]:80/b/"]:  # fmt: skip
+        assert location_problem(good) is None, good
     config = make_run_config(FAKE_DATA, "tiny", min_collateral="10")
     create = MsgCreateRun(creator=A, run_id="ends", config=config)
     assert chain.broadcast(signed_tx(ALICE, [create], sequence=0, account_number=0)).code == 0
@@ -457,6 +452,12 @@ def test_host_endpoints_are_host_port_only(chain):
     deposit = MsgDepositCollateral(depositor=A, amount="10")
     result = chain.broadcast(signed_tx(ALICE, [deposit, register], sequence=1, account_number=0))
     assert result.code == codes.INVALID_REQUEST and "endpoint:" in result.raw_log
+    url = "https://pub-1.r2.dev/dilochain/ends"
+    register = MsgRegisterHost(host=A, run_id="ends", endpoint=url)
+    result = chain.broadcast(signed_tx(ALICE, [deposit, register], sequence=1, account_number=0))
+    assert result.code == 0, result.raw_log
+    chain.block()
+    assert [h.endpoint for h in registry.hosts(chain.app.committed_view(), "ends")] == [url]
 
 
 def test_a_run_escrows_a_deposit_that_grows_with_its_config_and_comes_back(chain):

@@ -1,7 +1,7 @@
-"""``dilochain devnet up --churn`` end to end (its processes' Prometheus metrics scraped while
-it runs): a cheater caught, a host that joins mid-run, one killed and restarted, one that leaves;
-then the chain it left behind, restarted, queried and shown by ``dilochain dashboard`` in
-headless Chromium."""
+"""``dilochain devnet up --churn --store s3`` end to end (its processes' Prometheus metrics
+scraped while it runs): every host publishes to a local S3 server and serves nothing, a cheater
+is caught, a host joins mid-run, one is killed and restarted, one leaves; then the chain it left
+behind, restarted, queried and shown by ``dilochain dashboard`` in headless Chromium."""
 
 from __future__ import annotations
 
@@ -93,7 +93,7 @@ def _metrics_move(out: DevnetOutput) -> dict[str, dict[str, tuple[float, float]]
 def test_devnet_up_catches_the_cheater_and_pays_everyone(tmp_path):
     summary_path = tmp_path / "summary.json"
     cmd = [sys.executable, "-m", "dilochain.cli.main", "devnet", "up", "--dir", str(tmp_path / "d"),
-           "--rounds", str(ROUNDS), "--json", str(summary_path), "--churn",
+           "--rounds", str(ROUNDS), "--json", str(summary_path), "--churn", "--store", "s3",
            "--inner-steps", str(INNER_STEPS)]  # fmt: skip
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env={**os.environ, "PYTHONUNBUFFERED": "1"})  # fmt: skip
@@ -108,6 +108,7 @@ def test_devnet_up_catches_the_cheater_and_pays_everyone(tmp_path):
     assert proc.returncode == 0, text[-5000:]
     assert "caught and slashed" in text
     assert "dashboard at http://127.0.0.1:" in text
+    assert "object store versitygw at http://127.0.0.1:" in text
     for name in MOVING:  # each process's counters moved while it ran
         assert name in moved, (name, out.metrics_urls())
         for metric, (first, last) in moved[name].items():
@@ -120,6 +121,11 @@ def test_devnet_up_catches_the_cheater_and_pays_everyone(tmp_path):
         poc = PocClient(chain.address)
         client = LedgerClient(network_config(summary["chain_id"], chain.address))
         checkpoints = poc.global_checkpoints(run_id=summary["run_id"])
+        # Every host registered its S3 prefix (none a blob service) and was read from there.
+        joined = poc.hosts(run_id=summary["run_id"])
+        assert joined and all(h.endpoint.startswith("http://127.0.0.1:") for h in joined)
+        assert all(h.endpoint.endswith(f"/dilochain/runs/{summary['run_id']}/{h.address}")
+                   for h in joined)  # fmt: skip
         assert [g.round for g in checkpoints] == list(range(ROUNDS))  # --churn: not overlapped
         assert all(g.agreeing == g.commits >= 2 for g in checkpoints)
         for r in range(ROUNDS):  # both verifiers took part in every round's beacon

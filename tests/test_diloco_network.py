@@ -1,6 +1,8 @@
 """Real node processes train a run over the real chain and agree on every global state: each of
 three is killed once (mid inner loop, mid publish, between commit and reveal) and resumes, a
-fourth joins late, and rounds below the genesis quorum of hosts carry the global state over."""
+fourth joins late, and rounds below the genesis quorum of hosts carry the global state over.
+One host has no blob service: it publishes to an S3 server (versitygw), as one behind NAT
+would, and its peers read its artifacts there."""
 
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from dilochain.chain.testnet import free_port
 from dilochain.client import broadcast, network_config
 from dilochain.failpoints import VARIABLE as FAILPOINTS
 from dilochain.keyring import Keyring
+from dilochain.local_s3 import LocalS3
 from dilochain.localnet import ChainProcess, init_localnet, spawn_node, wait_until_ready
 from dilochain.node.aggregation import aggregated
 from dilochain.poc_client import PocClient
@@ -103,13 +106,17 @@ def test_hosts_train_rounds_and_agree_on_global_checkpoints(tmp_path):
     # (hosts registered by then are round 0's roster) however slowly 2 cores start them.
     cfg = make_run_config(pins, "tiny", round_blocks=20,
                           total_rounds=ROUNDS, start_delay_blocks=60)  # fmt: skip
-    with ChainProcess(tmp_path / "chain", "200ms") as chain:
+    with ChainProcess(tmp_path / "chain", "200ms") as chain, LocalS3(tmp_path / "s3") as s3:
         client = LedgerClient(network_config(CHAIN_ID, chain.address))
         poc = PocClient(chain.address)
+        # Host 2 publishes to the object store (credentials in its environment only).
+        s3_flags = ["--object-store", s3.url, "--object-store-endpoint", s3.endpoint]
 
         def spawn(home, *extra, env=None):
             # Every artifact kept: the test recomputes each global state from them afterwards.
             keep = ["--keep-decided-rounds", str(ROUNDS)]
+            if home == homes[2]:
+                keep, env = [*keep, *s3_flags], {**s3.env, **(env or {})}
             return spawn_node(home, "net", "host", chain.address, PASSWORD, *keep, *extra,
                               env=env)  # fmt: skip
 
@@ -167,6 +174,8 @@ def test_hosts_train_rounds_and_agree_on_global_checkpoints(tmp_path):
         )  # fmt: skip
         assert exported.returncode == 0, exported.stderr[-2000:]
         assert "final state" in exported.stdout and not exported.stderr
+        listed = s3.client().list_objects_v2(Bucket=s3.bucket, Prefix=f"runs/net/{hosts[2]}/")
+        in_bucket = {o["Key"].rsplit("/", 1)[1] for o in listed.get("Contents", [])}
     assert sorted(h.address for h in hosts_held) == sorted(hosts)
     assert sorted(records) == list(range(ROUNDS))
     for r, record in records.items():
@@ -174,7 +183,17 @@ def test_hosts_train_rounds_and_agree_on_global_checkpoints(tmp_path):
     assert len(commits[0]) == 3
     assert len(commits[ROUNDS - 1]) == 4
     assert hosts[3] in {c.host for c in commits[ROUNDS - 1]}  # joined late
-    assert {h.address: h.endpoint for h in hosts_held}[hosts[3]] == f"localhost:{port}"
+    locations = {h.address: h.endpoint for h in hosts_held}
+    assert locations[hosts[3]] == f"localhost:{port}"
+    # Host 2 registered its prefix's URL, and published there what its commits and reveals
+    # name, before naming it: peers aggregated its pseudo-gradients from there.
+    assert locations[hosts[2]] == f"{s3.endpoint}/dilochain/runs/net/{hosts[2]}"
+    named = {h.hex() for r in range(ROUNDS) for c in commits[r] if c.host == hosts[2]
+             for h in (c.pseudo_grad_hash, c.residual_hash, c.final_hash)}  # fmt: skip
+    named |= {h.hex() for r in range(ROUNDS) for c in challenges[r] if c.host == hosts[2]
+              for h in (c.start_hash, c.end_hash)}  # fmt: skip
+    assert named and named <= in_bucket, named - in_bucket
+    assert {e.sha256 for e in read_manifest(data / "manifest.json").shards} <= in_bucket
     # What each crash left: killed mid inner loop or mid publish, no commit yet (the checkpoints
     # of a publish cut short are stored); killed after its commit, the commit is on chain.
     assert at_crash[0] == ([], 0)

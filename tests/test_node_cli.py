@@ -12,10 +12,13 @@ import time
 import pytest
 from cosmpy.crypto.address import Address
 
+from dilochain.artifacts.object_store import ObjectStore
 from dilochain.artifacts.pruning import Ledger
 from dilochain.artifacts.store import LocalArtifactStore
+from dilochain.chain.testnet import free_port
 from dilochain.client import broadcast
 from dilochain.keyring import Keyring
+from dilochain.local_s3 import LocalS3
 from dilochain.poc_client import PocClient
 from dilochain.protocol import model_config
 from dilochain.protocol.params import DENOM
@@ -68,6 +71,13 @@ def test_unknown_run_and_unreachable_chain(running_chain, operator):
     one_line_error(node(home, "--run", "ghost", chain="127.0.0.1:1"), "is `dilochain chain start`")
     rpc = running_chain.process.rpc_address  # a mistake newcomers make: CometBFT's port
     one_line_error(node(home, "--run", "ghost", chain=rpc), f"{rpc} is CometBFT's RPC")
+    # An object store that is not an s3:// URL, or that does not answer, before anything else.
+    one_line_error(node(home, "--run", "ghost", "--object-store", "https://bucket/x",
+                        chain=running_chain.address), "an object store is s3://BUCKET")  # fmt: skip
+    closed = f"http://127.0.0.1:{free_port()}"
+    one_line_error(node(home, "--run", "ghost", "--object-store", "s3://bkt/p",
+                        "--object-store-endpoint", closed, chain=running_chain.address),
+                   "object store s3://bkt/p/ghost/")  # fmt: skip
 
 
 def test_start_reads_the_home_config_and_logs_json(running_chain, run_id, operator):
@@ -289,28 +299,46 @@ def test_leave(running_chain, run_id, operator):
     one_line_error(cli(*args, env=env), "is not a host of run")
 
 
-def test_prune_dry_run_then_prune(running_chain, operator):
+def test_prune_dry_run_then_prune(running_chain, operator, tmp_path):
+    """``node prune`` deletes what no longer matters, locally and, for a host that publishes
+    to an object store, from its bucket prefix too."""
     creator = running_chain.wallets[1]
     cfg = make_run_config(shipped_data()[1], "tiny", min_collateral="5000000", round_blocks=2)
     msg = MsgCreateRun(creator=str(creator.address()), run_id="quick", config=cfg)
     broadcast(running_chain.client, creator, msg).wait_to_complete(poll_period=0.1)
-    home, _ = operator
+    home, address = operator
     store, ledger = LocalArtifactStore(home / "artifacts"), Ledger(home / "node" / "quick")
     (home / "node" / "quick").mkdir(parents=True)
     ledger.record(0, "checkpoint", [store.put(b"step %d" % i) for i in range(3)])
     ledger.record(0, "global", [store.put(b"theta 0")])
-    with PocClient(running_chain.address) as poc:
-        while poc.round_info("quick").round < 2:  # round 0 decided a round ago
-            time.sleep(0.2)
-    args = ["node", "prune", "--home", str(home), "--key", "op", "--run", "quick", "--chain",
-            running_chain.address]  # fmt: skip
-    dry = cli(*args, "--dry-run")
-    assert dry.returncode == 0, dry.stderr
-    assert "would delete" in dry.stdout and "checkpoint" in dry.stdout
-    assert "global" not in dry.stdout  # the newest global state stays
-    assert len(list((home / "artifacts").glob("??/*"))) == 4
-    done = cli(*args)
-    assert done.returncode == 0 and "deleted" in done.stdout, done.stderr
+    with LocalS3(tmp_path / "s3") as s3:
+        os.environ.update(s3.env)  # the host's credentials, for the uploads below only
+        try:
+            bucket = ObjectStore(s3.url, "quick", address, s3.endpoint)
+            for entry in ledger.entries():
+                digest = bytes.fromhex(entry.hash)
+                bucket.publish(store.file(digest), digest)
+        finally:
+            for name in s3.env:
+                del os.environ[name]
+        with PocClient(running_chain.address) as poc:
+            while poc.round_info("quick").round < 2:  # round 0 decided a round ago
+                time.sleep(0.2)
+        args = ["node", "prune", "--home", str(home), "--key", "op", "--run", "quick", "--chain",
+                running_chain.address, "--object-store", s3.url, "--object-store-endpoint",
+                s3.endpoint]  # fmt: skip
+        dry = cli(*args, "--dry-run", env=s3.env)
+        assert dry.returncode == 0, dry.stderr
+        assert "would delete" in dry.stdout and "checkpoint" in dry.stdout
+        assert "global" not in dry.stdout  # the newest global state stays
+        assert len(list((home / "artifacts").glob("??/*"))) == 4
+        listed = s3.client().list_objects_v2(Bucket=s3.bucket, Prefix=f"runs/quick/{address}/")
+        assert listed["KeyCount"] == 4
+        done = cli(*args, env=s3.env)
+        assert done.returncode == 0 and "deleted" in done.stdout, done.stderr
+        assert "deleted 3 objects from" in done.stdout
+        listed = s3.client().list_objects_v2(Bucket=s3.bucket, Prefix=f"runs/quick/{address}/")
+    assert [o["Key"].rsplit("/", 1)[1] for o in listed["Contents"]] == [ledger.entries()[0].hash]
     assert len(list((home / "artifacts").glob("??/*"))) == 1
     assert [e.kind for e in ledger.entries()] == ["global"]
 

@@ -14,8 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
-from dilochain.artifacts.blob_service import PeerUnreachable
-from dilochain.artifacts.store import ArtifactError, ArtifactStore
+from dilochain.artifacts.store import ArtifactError, ArtifactStore, PeerUnreachable
 from dilochain.protocol.pb.poc.v1.types_pb2 import Challenge, RoundCommit, RunConfig
 from dilochain.protocol.verdict import fingerprint_step
 from dilochain.training.compress import (

@@ -13,7 +13,7 @@ from dilochain.chain.state import CacheStore
 from dilochain.protocol import model_config
 from dilochain.protocol.address import module_address
 from dilochain.protocol.compression import compression_problem
-from dilochain.protocol.endpoint import endpoint_problem
+from dilochain.protocol.endpoint import location_problem
 from dilochain.protocol.params import PocParams
 from dilochain.protocol.pb.poc.v1 import query_pb2 as q
 from dilochain.protocol.pb.poc.v1.tx_pb2 import (
@@ -284,8 +284,8 @@ def _handle_create_run(ctx: Context, msg: MsgCreateRun) -> MsgCreateRunResponse:
 
 def _handle_register_host(ctx: Context, msg: MsgRegisterHost) -> MsgRegisterHostResponse:
     run = require_run(ctx.store, msg.run_id)
-    problem = endpoint_problem(msg.endpoint)
-    if problem is not None:  # every peer and verifier dials it
+    problem = location_problem(msg.endpoint)
+    if problem is not None:  # every peer and verifier reads it
         raise TxError(codes.INVALID_REQUEST, f"endpoint: {problem}")
     key = _host_key(msg.run_id, msg.host)
     existing = _host(ctx.store, msg.run_id, msg.host)

@@ -133,6 +133,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                     help=f"hosts come and go: {JOINER} joins in round {JOIN_AT}, {CRASHER} is "
                          f"killed (SIGKILL) in round {CRASH_IN} and restarted, {LEAVER} leaves "
                          f"after round {LEAVE_AFTER}")  # fmt: skip
+    up.add_argument("--store", choices=["blob", "s3"], default="blob",
+                    help="where hosts publish artifacts: their blob services (default), or a "
+                         "local S3 server (versitygw) as hosts behind NAT would")  # fmt: skip
     up.add_argument(
         "--dashboard",
         default="127.0.0.1:0",
@@ -246,6 +249,7 @@ def _run(
         hosts = [m for m in members if m.name.startswith("host")]
         verifiers = [m for m in members if m.name.startswith("verifier")]
         metrics = ["--metrics-address", "127.0.0.1:0"]
+        store_flags, store_env = _object_store(console, stack, root, args.store)
         # Each host and verifier talks to its own validator first and fails over to the others.
         validator_of = {m.name: _nodes_from(addresses, i) for i, m in enumerate(hosts)}
 
@@ -253,7 +257,7 @@ def _run(
             m = next(m for m in hosts if m.name == name)
             proc = spawn_node(Path(m.home), RUN_ID, "k", validator_of[name], PASSWORD,
                               "--behavior", m.behavior, "--wait-for-run", "--data", str(data),
-                              *metrics, env=env)  # fmt: skip
+                              *metrics, *store_flags, env={**store_env, **env})  # fmt: skip
             # Hosts train all the time; the chain's and the verifiers' work comes in bursts
             # that have windows of a few blocks: those go first (set before the node starts
             # a thread, which inherits it).
@@ -337,6 +341,25 @@ def _run(
         if args.keep:
             _keep_running(console, network)
         return summary
+
+
+def _object_store(
+    console: Console, stack: ExitStack, root: Path, store: str
+) -> tuple[list[str], dict[str, str]]:
+    """For ``--store s3``: a local S3 server (stopped with ``stack``), and the flags and
+    environment that make a host publish there; else nothing."""
+    if store != "s3":
+        return [], {}
+    from dilochain.local_s3 import LocalS3, S3Missing
+
+    try:
+        s3 = stack.enter_context(LocalS3(root / "s3"))
+    except S3Missing as err:
+        raise CliError(str(err)) from None
+    console.print(f"[bold]object store[/] versitygw at {s3.endpoint} ({root / 's3'}): hosts "
+                  f"publish to {s3.url}, public-read; access key {s3.access_key}, secret "
+                  f"{s3.secret_key}", soft_wrap=True)  # fmt: skip
+    return ["--object-store", s3.url, "--object-store-endpoint", s3.endpoint], s3.env
 
 
 def _size(

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
-from dilochain.cli.common import CliError, print_tables, signing_wallet
+from dilochain.cli.common import CliError, keyring, print_tables, signing_wallet
 from dilochain.cli.config_file import (
     Setting,
     add_config_command,
@@ -47,6 +47,17 @@ SETTINGS = [
     Setting("advertise_address", "--advertise-address", None,
             "The address verifiers and peers dial for them, if not the one above (behind NAT:\n"
             "your public address and the port your router forwards).", "203.0.113.7:7000"),
+    Setting("object_store", "--object-store", None,
+            "Publish artifacts to this S3-compatible bucket instead of serving them (hosts\n"
+            "behind NAT): s3://BUCKET/PREFIX, its PREFIX public-read; credentials from the\n"
+            "AWS environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY) or AWS_PROFILE.",
+            "s3://my-bucket/dilochain"),
+    Setting("object_store_endpoint", "--object-store-endpoint", None,
+            "The S3 API's URL when not AWS (R2, MinIO, Ceph, versitygw).",
+            "https://ACCOUNT.r2.cloudflarestorage.com"),
+    Setting("object_store_public_url", "--object-store-public-url", None,
+            "The URL readers GET the prefix at, if not ENDPOINT/BUCKET/PREFIX (a CDN, R2's\n"
+            "public bucket URL).", "https://pub-1234.r2.dev/dilochain"),
     Setting("keep_global_states", "--keep-global-states", 4,
             "Global states kept: the newest N rounds'."),
     Setting("archive_every", "--archive-every", 10,
@@ -75,6 +86,17 @@ def _add_settings(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--advertise-address", default=none,
                         help="the address others dial for the blob service (default: the one "
                              "it listens on)")  # fmt: skip
+    parser.add_argument("--object-store", default=none, metavar="s3://BUCKET/PREFIX",
+                        help="publish artifacts to an S3-compatible bucket (public-read prefix) "
+                             "instead of serving them")  # fmt: skip
+    parser.add_argument("--object-store-endpoint", default=none, metavar="URL",
+                        help="the S3 API's URL when not AWS")  # fmt: skip
+    parser.add_argument(
+        "--object-store-public-url",
+        default=none,
+        metavar="URL",
+        help="where readers GET the prefix (default: ENDPOINT/BUCKET/PREFIX)",
+    )
     parser.add_argument("--threads", type=int, default=none, help="torch CPU threads (per rank)")
     parser.add_argument(
         "--keep-global-states",
@@ -182,10 +204,11 @@ def _start(args: argparse.Namespace) -> int:
 
     cfg = resolve(NodeConfig, config_path(args, CONFIG_NAME), SETTINGS, args, home=args.home,
                   behavior=args.behavior, compile=args.compile)  # fmt: skip
-    if (problem := cfg.unreachable_blob_service()) is not None:
+    if not cfg.object_store and (problem := cfg.unreachable_blob_service()) is not None:
         raise CliError(problem)
     setup_logging(cfg.log_format)
     wallet = signing_wallet(args.home, cfg.key)
+    objects = _object_store(cfg, str(wallet.address()))
     client = connect(cfg.chain)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -196,7 +219,7 @@ def _start(args: argparse.Namespace) -> int:
     try:
         if args.wait_for_run and not _wait_for_run(cfg.chain, cfg.run_id, stop, cfg.poll_seconds):
             return 0
-        node = HostNode(cfg, client, wallet, behavior(cfg.behavior))
+        node = HostNode(cfg, client, wallet, behavior(cfg.behavior), objects)
         if cfg.log_format == "json":  # log collectors get no progress bars
             committed = node.serve_and_run(stop)
         else:
@@ -209,6 +232,27 @@ def _start(args: argparse.Namespace) -> int:
             metrics.close()
     print(f"node stopped: {committed} rounds committed this session", flush=True)
     return 0
+
+
+def _object_store(cfg, host: str, check: bool = True):
+    """The object store ``host`` publishes to (None without one), checked (unless not
+    ``check``): reachable by the chain's other machines, written to and read back from its
+    public URL; or one line saying what to fix."""
+    if not cfg.object_store:
+        return None
+    from dilochain.artifacts.object_store import ObjectStore
+    from dilochain.artifacts.store import ArtifactError
+
+    try:
+        store = ObjectStore(cfg.object_store, cfg.run_id, host, cfg.object_store_endpoint,
+                            cfg.object_store_public_url)  # fmt: skip
+        if check and (problem := cfg.unreachable_blob_service(store.location)) is not None:
+            raise CliError(problem)
+        if check:
+            store.check()
+    except ArtifactError as err:
+        raise CliError(str(err)) from None
+    return store
 
 
 def _leave(args: argparse.Namespace) -> int:
@@ -236,7 +280,7 @@ def _leave(args: argparse.Namespace) -> int:
 
 def _prune(args: argparse.Namespace) -> int:
     from dilochain.artifacts.pruning import Ledger, Retention
-    from dilochain.artifacts.store import LocalArtifactStore
+    from dilochain.artifacts.store import ArtifactError, LocalArtifactStore
     from dilochain.node.config import NodeConfig
 
     cfg = resolve(NodeConfig, config_path(args, CONFIG_NAME), SETTINGS, args, home=args.home)
@@ -249,6 +293,13 @@ def _prune(args: argparse.Namespace) -> int:
     retention = Retention(cfg.keep_global_states, cfg.archive_every, cfg.keep_decided_rounds)
     resolved = info.round - 1  # rounds follow one another: the one before is decided
     gone = Ledger(cfg.state_dir).prune(store, resolved, retention, dry_run=args.dry_run)
+    if cfg.object_store and not args.dry_run:  # what went here goes from the bucket too
+        objects = _object_store(cfg, keyring(args.home).show(cfg.key).address, check=False)
+        try:
+            removed = objects.delete_all(bytes.fromhex(e.hash) for e, _ in gone)
+        except ArtifactError as err:
+            raise CliError(str(err)) from None
+        print(f"deleted {removed} objects from {objects.location}")
     table = Table("kind", "rounds", "artifacts", "MB",
                   title=("would delete" if args.dry_run else "deleted")
                   + f" (rounds up to {resolved} are decided)")  # fmt: skip

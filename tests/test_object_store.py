@@ -1,0 +1,139 @@
+"""Artifacts in an S3-compatible object store, against a real S3 server (versitygw): published
+with credentials, read by strangers without, refused while streaming when wrong."""
+
+from __future__ import annotations
+
+import io
+import socket
+
+import pytest
+
+from dilochain.artifacts import object_store
+from dilochain.artifacts.blob_service import PeerFetchingStore, fetch_from_peers
+from dilochain.artifacts.object_store import ObjectStore, fetch_object, probe_object
+from dilochain.artifacts.store import (
+    ArtifactError,
+    LocalArtifactStore,
+    PeerUnavailable,
+    PeerUnreachable,
+)
+from dilochain.local_s3 import LocalS3
+from dilochain.protocol.hashing import content_hash
+
+
+@pytest.fixture(scope="module")
+def s3(tmp_path_factory):
+    with LocalS3(tmp_path_factory.mktemp("s3")) as server:
+        yield server
+
+
+@pytest.fixture
+def creds(s3, monkeypatch):
+    for name, value in s3.env.items():
+        monkeypatch.setenv(name, value)
+    return s3
+
+
+HOST = "dlc1host"
+
+
+def _store(s3: LocalS3, run: str = "run-a") -> ObjectStore:
+    return ObjectStore(s3.url, run, HOST, endpoint=s3.endpoint)
+
+
+def _file(tmp_path, data: bytes):
+    local = LocalArtifactStore(tmp_path / "local")
+    digest = local.put(data)
+    return local.file(digest), digest
+
+
+def test_published_artifacts_are_read_without_credentials_and_pruned(creds, tmp_path):
+    store = _store(creds)
+    store.check()  # writes and reads back its probe
+    path, digest = _file(tmp_path, b"pseudo-gradient " * 1000)
+    assert store.location == f"{creds.endpoint}/dilochain/runs/run-a/{HOST}"
+    assert store.publish(path, digest) is True
+    assert store.publish(path, digest) is False  # content-addressed: never twice
+    assert store.has(digest)
+    keys = [o["Key"] for o in creds.client().list_objects_v2(Bucket="dilochain")["Contents"]]
+    assert f"runs/run-a/{HOST}/{digest.hex()}" in keys
+    out = io.BytesIO()
+    assert fetch_object(store.location, digest, 1 << 20, out) == 16000  # a plain GET
+    assert out.getvalue() == b"pseudo-gradient " * 1000
+    # A peer's fetch, by location, as for a blob service; kept locally afterwards.
+    mine = LocalArtifactStore(tmp_path / "peer")
+    peer = PeerFetchingStore(mine, lambda: [store.location], 1 << 20, owner=store.location)
+    assert peer.get(digest) == b"pseudo-gradient " * 1000 and mine.has(digest)
+    store.delete(digest)
+    assert not store.has(digest)
+    with pytest.raises(PeerUnavailable, match="not there"):
+        fetch_object(store.location, digest, 1 << 20, io.BytesIO())
+    # Its owner's store without it is worth asking again (a host uploads what it reveals just
+    # after the reveal); another host's store without it is not.
+    with pytest.raises(PeerUnreachable, match="not there"):
+        fetch_from_peers([store.location], digest, 1 << 20, attempts=1, owner=store.location)
+    with pytest.raises(ArtifactError, match="on no peer") as err:
+        fetch_from_peers([store.location], digest, 1 << 20, attempts=1, owner="10.0.0.9:7000")
+    assert not isinstance(err.value, PeerUnavailable)
+
+
+def test_large_artifacts_go_up_in_parts_and_stream_down(creds, tmp_path, monkeypatch):
+    monkeypatch.setattr(object_store, "PART_BYTES", 5 << 20)  # S3's smallest part
+    store = _store(creds, "run-big")
+    data = bytes(range(256)) * (11 << 12)  # 11 MiB: three parts
+    path, digest = _file(tmp_path, data)
+    store.publish(path, digest)
+    head = creds.client().head_object(Bucket="dilochain", Key=f"runs/run-big/{HOST}/{digest.hex()}")
+    assert head["ContentLength"] == len(data) and "-3" in head["ETag"]  # a multipart ETag
+    sink = tmp_path / "fetched"
+    with sink.open("wb") as out:
+        fetch_from_peers([store.location], digest, len(data), out=out)
+    assert content_hash(sink.read_bytes()) == digest
+
+
+def test_wrong_oversized_or_damaged_objects_are_refused(creds, tmp_path):
+    store = _store(creds, "run-bad")
+    path, digest = _file(tmp_path, b"x" * 5000)
+    store.publish(path, digest)
+    with pytest.raises(ArtifactError, match="more than the 4096"):
+        fetch_object(store.location, digest, 4096, io.BytesIO())
+    # An object whose bytes are not what its key says (a hostile or broken host).
+    other = content_hash(b"what the chain committed")
+    creds.client().put_object(Bucket="dilochain", Key=f"runs/run-bad/{HOST}/{other.hex()}",
+                                Body=b"lie")  # fmt: skip
+    with pytest.raises(ArtifactError, match="corrupt"):
+        fetch_object(store.location, other, 1 << 20, io.BytesIO())
+    # A damaged local copy is never uploaded.
+    damaged_path, damaged = _file(tmp_path, b"checkpoint bytes")
+    damaged_path.write_bytes(b"flipped bytes!!!")
+    with pytest.raises(ArtifactError, match="does not hash"):
+        store.publish(damaged_path, damaged)
+    assert not store.has(damaged)
+
+
+def test_a_misconfigured_store_is_one_clear_line(s3, monkeypatch, tmp_path):
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    with pytest.raises(ArtifactError, match="no S3 credentials: set AWS_ACCESS_KEY_ID"):
+        _store(s3).check()
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", s3.access_key)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-the-secret")
+    with pytest.raises(ArtifactError, match="SignatureDoesNotMatch"):
+        _store(s3).check()
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", s3.secret_key)
+    with pytest.raises(ArtifactError, match="NoSuchBucket"):
+        ObjectStore("s3://no-such-bucket/p", "r", HOST, endpoint=s3.endpoint).check()
+    # Written fine, but strangers cannot read it: not a public-read prefix.
+    with pytest.raises(ArtifactError, match="public-read"):
+        ObjectStore("s3://dilochain/private", "r", HOST, endpoint=s3.endpoint).check()
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    down = ObjectStore(s3.url, "r", HOST, endpoint=f"http://127.0.0.1:{port}")
+    with pytest.raises(ArtifactError, match="writing a test object"):
+        down.check()
+    assert isinstance(probe_object(down.location, b"\0" * 32, 1.0), PeerUnreachable)
+    with pytest.raises(ArtifactError, match="an object store is s3://BUCKET"):
+        ObjectStore("s3://UPPER/x", "r", HOST)
