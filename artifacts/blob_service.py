@@ -226,6 +226,9 @@ def fetch_from_peers(
             except ArtifactError as err:
                 errors[endpoint] = err
                 left.remove(endpoint)
+            except Exception as err:  # one peer's oddity ends its part, not the fetch
+                errors[endpoint] = ArtifactError(f"{endpoint}: {type(err).__name__}: {err}")
+                left.remove(endpoint)
         if not left:
             break
     tries = f" after {attempt + 1} tries" if attempt else ""

@@ -10,11 +10,14 @@ NAT, with nothing anyone can dial, serves its artifacts as well as one with a pu
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import http.client
 import io
 import json
 import re
+import socket
+import threading
 from collections.abc import Iterable
 from pathlib import Path
 from typing import BinaryIO
@@ -24,6 +27,7 @@ from dilochain.protocol.endpoint import location_host, url_problem
 from dilochain.protocol.hashing import content_hash
 
 CHUNK = 1 << 20
+MIN_RATE = 1 << 20  # bytes a second: a fetch slower than this over its whole length is cut off
 PART_BYTES = 64 << 20  # multipart upload above this, in parts of this size
 _S3_URL = re.compile(r"^s3://([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])((?:/[A-Za-z0-9._~-]+)*)/?$")
 _PROBE = b"dilochain: a public-read object store\n"  # what the start-up check writes and reads
@@ -49,16 +53,44 @@ def _connection(url: str, timeout: float) -> tuple[http.client.HTTPConnection, s
     return kind(host.strip("[]"), int(port), timeout=timeout), "/" + rest.split("/", 1)[1]
 
 
-def _request(method: str, url: str, timeout: float) -> tuple[http.client.HTTPConnection,
-                                                            http.client.HTTPResponse]:  # fmt: skip
-    """Send ``method url`` (no redirects followed: a location is read where it says)."""
-    connection, path = _connection(url, timeout)
-    try:
-        connection.request(method, path, headers={"Accept": "application/octet-stream"})
-        return connection, connection.getresponse()
-    except (OSError, http.client.HTTPException) as err:
-        connection.close()
-        raise PeerUnreachable(f"{url}: {err or type(err).__name__}") from None
+class _Exchange:
+    """One request (no redirects followed: a location is read where it says): each socket
+    operation bounded by ``timeout``, the whole exchange by ``within`` seconds, after which the
+    socket is shut down, so a server that sends a byte a minute holds no reader for long."""
+
+    def __init__(self, method: str, url: str, timeout: float, within: float):
+        self.url = url
+        self.expired = False
+        try:
+            self.connection, path = _connection(url, timeout)
+            self.connection.connect()
+        except (OSError, ValueError, http.client.HTTPException) as err:
+            raise PeerUnreachable(f"{url}: {err or type(err).__name__}") from None
+        self._timer = threading.Timer(within, self._cut)
+        self._timer.daemon = True
+        self._timer.start()
+        try:
+            self.connection.request(method, path, headers={"Accept": "application/octet-stream"})
+            self.response = self.connection.getresponse()
+        except (OSError, http.client.HTTPException) as err:
+            self.close()
+            raise self.failed(err) from None
+
+    def _cut(self) -> None:
+        self.expired = True
+        with contextlib.suppress(OSError):
+            self.connection.sock.shutdown(socket.SHUT_RDWR)
+
+    def failed(self, err: Exception) -> PeerUnreachable:
+        """The error for a transfer that broke off (or was cut off at its deadline)."""
+        if self.expired:
+            return PeerUnreachable(f"{self.url}: too slow (cut off after its deadline)")
+        return PeerUnreachable(f"{self.url}: {err or type(err).__name__}")
+
+    def close(self) -> None:
+        """Cancel the deadline and close the connection."""
+        self._timer.cancel()
+        self.connection.close()
 
 
 def _refused(url: str, response: http.client.HTTPResponse) -> PeerUnavailable:
@@ -72,28 +104,32 @@ def fetch_object(location: str, digest: bytes, limit: int, out: BinaryIO,
                  timeout: float = 60.0) -> int:  # fmt: skip
     """Fetch artifact ``digest`` from the object-store prefix ``location`` into ``out`` (emptied
     first), hashing while it streams and stopping as soon as it passes ``limit`` bytes; the
-    bytes received. ``timeout`` bounds each read, not the whole transfer."""
+    bytes received. ``timeout`` bounds each socket operation; the whole fetch may take
+    ``timeout`` plus ``limit`` at :data:`MIN_RATE`."""
     url = object_url(location, digest)
     out.seek(0)
     out.truncate()
-    connection, response = _request("GET", url, timeout)
+    exchange = _Exchange("GET", url, timeout, timeout + limit / MIN_RATE)
+    response = exchange.response
+    received, hasher = 0, hashlib.sha256()
     try:
         if response.status != 200:
             raise _refused(url, response)
         declared = response.getheader("Content-Length")
         if declared is not None and declared.isdigit() and int(declared) > limit:
             raise ArtifactError(f"{url}: {declared} bytes, more than the {limit} allowed")
-        received, hasher = 0, hashlib.sha256()
         while chunk := response.read(CHUNK):
             if received + len(chunk) > limit:
                 raise ArtifactError(f"{url}: sent more than the {limit} bytes allowed")
             out.write(chunk)
             hasher.update(chunk)
             received += len(chunk)
+        if exchange.expired:  # cut off: what arrived is a truncated body, not a corrupt one
+            raise exchange.failed(TimeoutError())
     except (OSError, http.client.HTTPException) as err:
-        raise PeerUnreachable(f"{url}: {err or type(err).__name__}") from None
+        raise exchange.failed(err) from None
     finally:
-        connection.close()
+        exchange.close()
     if hasher.digest() != digest:
         raise ArtifactError(f"artifact {digest.hex()[:16]}… from {location} is corrupt")
     return received
@@ -103,11 +139,12 @@ def probe_object(location: str, digest: bytes, timeout: float) -> PeerUnreachabl
     """A ``HEAD`` of artifact ``digest``: the error if the store cannot be reached or fails
     within ``timeout``, else None (whether the object is there or not)."""
     try:
-        connection, response = _request("HEAD", object_url(location, digest), timeout)
+        exchange = _Exchange("HEAD", object_url(location, digest), timeout, timeout)
     except PeerUnreachable as err:
         return err
-    connection.close()
-    return _refused(location, response) if response.status >= 500 else None
+    exchange.close()
+    status = exchange.response.status
+    return _refused(location, exchange.response) if status >= 500 else None
 
 
 class ObjectStore:
@@ -175,7 +212,9 @@ class ObjectStore:
         try:
             self._client.head_object(Bucket=self.bucket, Key=self._key(digest))
         except ClientError as err:
-            if err.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+            # 403: what S3 answers for a missing key to a writer without s3:ListBucket
+            if err.response.get("Error", {}).get("Code") in ("403", "404", "NoSuchKey",
+                                                             "NotFound", "Forbidden"):  # fmt: skip
                 return False
             raise self._failed("HEAD", err) from None
         except BotoCoreError as err:

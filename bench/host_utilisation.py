@@ -6,7 +6,9 @@ window is sized so a round's training fills ``--fill`` of it: for the first sche
 inner-step time this process measures (plus 15%), for the overlapped one at the step and block
 times the node measured in the first run (the closest estimate of the next run on a noisy
 machine). Utilisation is read from each host's ``dilochain_node_training_seconds`` counter
-between the start of round 1 and the start of the last round. Everything shares this machine's
+between the start of round 1 and the start of the last round, and, honestly, from
+``dilochain_node_committed_training_seconds`` (training of rounds whose commit landed: a round
+that missed its window was work for nothing). Everything shares this machine's
 cores, so the verifiers run at the lowest CPU priority (nice 19): their screens and replays,
 which in an overlapped run happen while the host trains, would otherwise slow its steps as
 verifiers on their own machines do not.
@@ -63,19 +65,22 @@ VERIFIERS = 2
 NODE_SLOWER = 1.15
 
 
-def training(url: str) -> tuple[float, float]:
-    """A host's (``dilochain_node_training_seconds_total``, ``…_inner_steps_total``)."""
+def training(url: str) -> tuple[float, float, float]:
+    """A host's (``dilochain_node_training_seconds_total``, ``…_inner_steps_total``,
+    ``…_committed_training_seconds_total``)."""
     found = scrape(url)
     return (found.get("dilochain_node_training_seconds_total", 0.0),
-            found.get("dilochain_node_inner_steps_total", 0.0))  # fmt: skip
+            found.get("dilochain_node_inner_steps_total", 0.0),
+            found.get("dilochain_node_committed_training_seconds_total", 0.0))  # fmt: skip
 
 
 @dataclass
 class Measured:
-    """One schedule's run: each host's utilisation and seconds per inner step, the seconds per
-    block, and commits."""
+    """One schedule's run: each host's utilisation (all training, and training of rounds that
+    landed) and seconds per inner step, the seconds per block, and commits."""
 
     utilisation: list[float]
+    landed: list[float]
     step_seconds: list[float]
     block_seconds: float
     commits: int
@@ -130,6 +135,7 @@ def measure(root: Path, overlap: bool, args, window: int, rounds: int) -> Measur
                 proc.wait(30)
     return Measured(
         [(y[0] - x[0]) / (t1 - t0) for x, y in zip(a, b, strict=True)],
+        [(y[2] - x[2]) / (t1 - t0) for x, y in zip(a, b, strict=True)],
         [(y[0] - x[0]) / max(1.0, y[1] - x[1]) for x, y in zip(a, b, strict=True)],
         (t1 - t0) / (last - first),
         commits,
@@ -149,7 +155,7 @@ def main() -> None:
                              "--fill)")  # fmt: skip
     parser.add_argument("--overlapped-only", action="store_true")
     args = parser.parse_args()
-    console = Console()
+    console = Console(width=max(Console().width, 130))
     window = args.window
     if not window:
         data, pins = shipped_data()
@@ -160,7 +166,8 @@ def main() -> None:
     # "training / window": a round's seconds in inner steps over its commit window's seconds,
     # the most an overlapped host can reach (it idles the rest of the window).
     table = Table("schedule", "window (blocks)", "rounds measured", "utilisation per host",
-                  "s / inner step", "training / window", "commits")  # fmt: skip
+                  "of rounds that landed", "s / inner step", "training / window",
+                  "commits")  # fmt: skip
     for overlap in (True,) if args.overlapped_only else (False, True):
         with tempfile.TemporaryDirectory(prefix="dilochain-util-") as tmp:
             found = measure(Path(tmp), overlap, args, window, args.rounds)
@@ -169,6 +176,7 @@ def main() -> None:
         console.print(f"{name} ({window} blocks): {shares}")
         fits = [args.h * s / (window * found.block_seconds) for s in found.step_seconds]
         table.add_row(name, str(window), str(args.rounds - 2), shares,
+                      ", ".join(f"{s:.1%}" for s in found.landed),
                       ", ".join(f"{s:.3f}" for s in found.step_seconds),
                       ", ".join(f"{f:.1%}" for f in fits),
                       f"{found.commits} of {args.rounds * args.hosts}")  # fmt: skip

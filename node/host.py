@@ -171,7 +171,6 @@ class HostNode:
         self.retention = Retention(cfg.keep_global_states, cfg.archive_every,
                                    cfg.keep_decided_rounds)  # fmt: skip
         self._stopping = threading.Event()  # the run's stop, once it runs
-        self._unpublished: list[bytes] = []  # revealed checkpoints the object store lacks
 
     # ---- chain -------------------------------------------------------------------------------
     def _query_run(self) -> Run:
@@ -405,6 +404,9 @@ class HostNode:
             for digest in digests:
                 if (path := self.local.file(digest)) is not None:
                     self.objects.publish(path, digest)
+                elif digest not in self.objects.published:
+                    log.warning("%s: %s… is not in the local store: not published", what,
+                                digest.hex()[:16])  # fmt: skip
         except ArtifactError as err:
             log.warning("%s not published: %s", what, err)
             return False
@@ -502,18 +504,36 @@ class HostNode:
             log.warning("round %d reveal refused: %s; trying again", round_, err)
             return False
         log.info("round %d: revealed segments %s", round_, [c.segment for c in mine])
-        if self.objects is not None:  # a window of a few blocks leaves no time to upload first
-            self._unpublished += [h for m in msgs for h in (m.start_hash, m.end_hash)]
-            self._publish_revealed()
         return True
 
-    def _publish_revealed(self) -> None:
-        """Upload the revealed checkpoints not yet in the object store (verifiers wait a while
-        for a host's object store, as for a restarting blob service); what fails is tried
-        again at the reveal loop's next poll."""
-        pending, self._unpublished = self._unpublished, []
-        if pending and not self._publish(pending, "revealed checkpoints"):
-            self._unpublished = [h for h in pending if h not in self.objects.published]
+    def _upload_loop(self, done: threading.Event) -> None:
+        """With an object store: upload the checkpoints of each challenged segment of this
+        host's recent rounds as soon as the challenge is drawn, and what it revealed once
+        revealed (a reveal window of a few blocks leaves no time to upload first; verifiers
+        wait for the owner's store a while). Worked out from the chain on every pass, so what
+        a restart interrupted is uploaded after it; on a thread of its own, so an upload of
+        minutes never holds a reveal."""
+        finished: set[int] = set()  # rounds whose revealed checkpoints are all up
+        while not done.is_set():
+            try:
+                height = self._round_info().height
+                for round_, leaves in list(self.checkpoint_hashes.items()):
+                    window = self._reveal_window(round_)
+                    if round_ in finished or height + 1 < window.start:
+                        continue
+                    mine = [c for c in self.poc.challenges(self.cfg.run_id, round_)
+                            if c.host == self.address]  # fmt: skip
+                    wanted = [h for c in mine for h in ((c.start_hash, c.end_hash) if c.revealed
+                              else (leaves[c.segment], leaves[c.segment + 1]))]  # fmt: skip
+                    if self._publish(wanted, f"round {round_}'s challenged checkpoints") and (
+                        height > window[-1]  # every reveal it made is known
+                    ):
+                        finished.add(round_)
+            except grpc.RpcError as err:
+                log.warning("uploads: chain error %s; retrying", err.code())
+            except Exception:  # logged; the next pass tries again
+                log.exception("uploads: unexpected error; retrying")
+            done.wait(self.cfg.poll_seconds)
 
     def _reveal_window(self, round_: int) -> range:
         """The blocks in which round ``round_``'s challenged segments are revealed."""
@@ -536,8 +556,6 @@ class HostNode:
                             revealed.add(window.round)
                         else:
                             done.wait(1.0)  # refused: again at the next poll, not at once
-                if self._unpublished:
-                    self._publish_revealed()
             except grpc.RpcError as err:
                 log.warning("reveals: chain error %s; retrying", err.code())
             except Exception:  # logged; the next poll tries again
@@ -632,16 +650,17 @@ class HostNode:
         self.pace.round_seconds = time.monotonic() - started
         window = round_window(self.run_, self.chain_params, round_)
         outcome = self._committer.submit(self._commit_when_open, view, round_, result, hashes,
-                                         window, stop)  # fmt: skip
+                                         meter.round_seconds, window, stop)  # fmt: skip
         return Sent(round_, window.end, outcome, Chained(*hashes, result.checkpoint_hashes[-1]))
 
     def _commit_when_open(
         self, view: GlobalView, round_: int, result: RoundResult, hashes: tuple[bytes, bytes],
-        window: Window, stop: threading.Event,
+        trained: float, window: Window, stop: threading.Event,
     ) -> bool:  # fmt: skip
-        """The committer thread's work for one round: wait for its window to open, commit,
-        then make its artifacts durable (before any reveal); whether it committed. It never
-        raises: a commit it could not make is a round that did not count."""
+        """The committer thread's work for one round (``trained``: its seconds in inner steps):
+        wait for its window to open, commit, then make its artifacts durable (before any
+        reveal); whether it committed. It never raises: a commit it could not make is a round
+        that did not count."""
         try:
             # what the commit names and its screening reads (other checkpoints: when revealed)
             named = [result.checkpoint_hashes[-1], *hashes]
@@ -658,6 +677,8 @@ class HostNode:
                 return False
             done = self.commit(view, round_, result, hashes, window.end)
             self.local.sync([*result.checkpoint_hashes, *hashes])
+            if done:
+                metrics.COMMITTED_TRAINING_SECONDS.inc(trained)
             return done
         except grpc.RpcError as err:
             log.warning("round %d: not committed, the chain did not answer (%s)", round_,
@@ -681,6 +702,11 @@ class HostNode:
         revealer = threading.Thread(target=self._reveal_loop, args=(revealing,),
                                     name="reveals", daemon=True)  # fmt: skip
         revealer.start()
+        uploader = None
+        if self.objects is not None:
+            uploader = threading.Thread(target=self._upload_loop, args=(revealing,),
+                                        name="uploads", daemon=True)  # fmt: skip
+            uploader.start()
         try:
             committed, view = self._rounds(view, attempted, stop, progress)
             if self.checkpoint_hashes:  # its last reveals and replays, unless it is told to stop
@@ -693,6 +719,8 @@ class HostNode:
             self._committer.shutdown(wait=True)
             revealing.set()
             revealer.join()
+            if uploader is not None:
+                uploader.join()
 
     def _final_state(self, view: GlobalView) -> None:
         """Aggregate the rounds after ``view`` up to the run's end: θ_R, which no round
@@ -811,6 +839,12 @@ class HostNode:
         if self.objects is not None:
             data = list(self.data.files())
             published = [self.objects.publish(path, bytes.fromhex(d)) for path, d in data]
+            # What recent commits named (a host that restarts, or moves to an object store,
+            # with rounds in flight); checkpoints go up when challenged (_upload_loop).
+            named = [bytes.fromhex(e.hash) for e in self.ledger.entries() if e.kind != "checkpoint"]
+            for digest in dict.fromkeys(named):
+                if (path := self.local.file(digest)) is not None:
+                    self.objects.publish(path, digest)
             log.info("artifacts published to %s (%d of %d data files uploaded now)",
                      self.objects.location, sum(published), len(data))  # fmt: skip
             return None, self.objects.location

@@ -41,6 +41,11 @@ BYTES_PUBLISHED = Counter(
 )
 TRAINING_SECONDS = Counter("dilochain_node_training_seconds", "Seconds in inner steps",
                            registry=REGISTRY)  # fmt: skip
+COMMITTED_TRAINING_SECONDS = Counter(
+    "dilochain_node_committed_training_seconds",
+    "Seconds in inner steps of rounds whose commit landed (training that counted)",
+    registry=REGISTRY,
+)
 UTILISATION = Gauge(
     "dilochain_node_utilisation_ratio",
     "Seconds in inner steps / wall-clock seconds since start",
@@ -63,7 +68,7 @@ class StepMeter:
         self.inner = inner
         self.started = time.monotonic()
         self.training_seconds = 0.0
-        self._round_seconds = 0.0  # of the round in progress, up to its last step
+        self.round_seconds = 0.0  # in inner steps, of the round in progress (or last trained)
         UTILISATION.set_function(self.utilisation)
 
     def utilisation(self) -> float:
@@ -72,12 +77,12 @@ class StepMeter:
 
     def __call__(self, step: int, loss: float, rate: float, round_: int = 0) -> None:
         if step == 1:
-            self._round_seconds = 0.0
+            self.round_seconds = 0.0
         # ``rate`` is tokens since the round's first step over the seconds since then.
-        elapsed = step * self.tokens_per_step / rate if rate > 0 else self._round_seconds
-        self.training_seconds += elapsed - self._round_seconds
-        TRAINING_SECONDS.inc(max(0.0, elapsed - self._round_seconds))
-        self._round_seconds = elapsed
+        elapsed = step * self.tokens_per_step / rate if rate > 0 else self.round_seconds
+        self.training_seconds += elapsed - self.round_seconds
+        TRAINING_SECONDS.inc(max(0.0, elapsed - self.round_seconds))
+        self.round_seconds = elapsed
         INNER_STEPS.inc()
         LOSS.set(loss)
         TOKENS.inc(self.tokens_per_step)

@@ -15,8 +15,10 @@ import re
 
 MAX_LENGTH = 261  # a 253-character name, a colon and a port
 MAX_URL_LENGTH = 512
-_LABEL = re.compile(r"^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$")
-_URL = re.compile(r"^(https?)://([^/?#@]+)((?:/[A-Za-z0-9._~-]+)*)/?$")
+# Matched with fullmatch: ``$`` would also match before a final newline.
+_LABEL = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)")
+_NUMERIC = re.compile(r"[0-9]+|0[xX][0-9A-Fa-f]*")
+_URL = re.compile(r"(https?)://([^/?#@]+)((?:/[A-Za-z0-9._~-]+)*)/?")
 
 
 def endpoint_problem(text: str) -> str | None:
@@ -36,12 +38,20 @@ def endpoint_problem(text: str) -> str | None:
 def _host_problem(host: str) -> str | None:
     if host.startswith("[") and host.endswith("]"):
         try:
+            if "%" in host:  # a zone id names one of the dialler's own interfaces
+                raise ValueError(host)
             ipaddress.IPv6Address(host[1:-1])
         except ValueError:
             return f"{host[:64]!r} is not an IPv6 address"
         return None
-    if not all(_LABEL.match(label) for label in host.split(".")):
+    labels = host.split(".")
+    if not all(_LABEL.fullmatch(label) for label in labels):
         return f"{host[:64]!r} is not a host name or IP address"
+    if _NUMERIC.fullmatch(labels[-1]):  # resolvers read 2130706433 or 0x7f.1 as addresses
+        try:
+            ipaddress.IPv4Address(host)
+        except ValueError:
+            return f"{host[:64]!r} is not a dotted-quad IPv4 address"
     return None
 
 
@@ -50,7 +60,7 @@ def url_problem(text: str) -> str | None:
     (None if it is)."""
     if not isinstance(text, str) or len(text) > MAX_URL_LENGTH:
         return f"a URL is at most {MAX_URL_LENGTH} characters"
-    match = _URL.match(text)
+    match = _URL.fullmatch(text)
     if match is None:
         return ("a URL is http(s)://HOST[:PORT]/PATH, its path of letters, digits and "
                 "'._~-' (no user, query or fragment)")  # fmt: skip

@@ -437,7 +437,8 @@ def test_host_locations_are_host_port_or_a_plain_url(chain):
         "h:99999", "a" * 200_000 + ":1", "h_1:5", "-h:5", "[::1:5", "[zz::1]:5", "h:1/x",
         "u@h:5", "http://u:p@h/x", "http://h/x?a=1", "http://h/x#f", "http://h/../etc",
         "http://h:0/x", "https://h/a b", "http://h_1/x", "https://" + "a" * 600 + "/x",
-        "http://[::1/x",
+        "http://[::1/x", "http://example.com\n:80/p", "http://h/p\n", "h:1\n", "h\n:1",
+        "http://2130706433/x", "http://0x7f.1/x", "http://[fe80::1%eth0]/x", "http://h.123/x",
     ]:  # fmt: skip
         assert location_problem(bad) is not None, bad
     for good in ["h:1", "10.0.0.5:9090", "[::1]:5", "node-1.example.org:443",

@@ -231,6 +231,17 @@ def test_data_prepare_cli(tmp_path):
     assert small.returncode == 0, small.stderr
     size = sum(p.stat().st_size for p in texts.iterdir())
     assert read_manifest(tmp_path / "auto" / MANIFEST).heldout.tokens == max(1024, size // 80)
+    out = tmp_path / "json"  # the same input and sizes: the same pins, as JSON
+    as_json = subprocess.run([*cli, "--input", str(texts), "--out", str(out), *sizes, "--output",
+                              "json"], capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert as_json.returncode == 0, as_json.stderr
+    manifest = read_manifest(out / MANIFEST)
+    assert json.loads(as_json.stdout) == {
+        "out": str(out), "shards": len(manifest.shards),
+        "training_tokens": sum(s.tokens for s in manifest.shards), "heldout_tokens": 1024,
+        "data_manifest_hash": pins.manifest_hash, "tokenizer_hash": pins.tokenizer_hash,
+        "vocab_size": pins.vocab_size,
+    }  # fmt: skip
 
 
 def test_hostile_inputs_to_prepare_are_one_line_errors(tmp_path):

@@ -42,6 +42,7 @@ MOVING = {
     "host-0": ["dilochain_node_inner_steps_total", "dilochain_node_rounds_committed_total",
                "dilochain_node_published_bytes_total", "dilochain_node_proof_work_seconds_total",
                "dilochain_node_utilisation_ratio", "dilochain_node_training_seconds_total",
+               "dilochain_node_committed_training_seconds_total",
                "dilochain_node_commit_latency_seconds_count", "dilochain_node_tokens_total",
                "dilochain_node_collateral_udlc",
                "dilochain_artifact_fetched_bytes_total"],

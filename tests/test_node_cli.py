@@ -189,6 +189,13 @@ def test_status_and_rewards_commands(running_chain, run_id, operator):
     as_json = json.loads(cli("status", "--chain", running_chain.address, "-o", "json").stdout)
     assert as_json["chain_id"] == "dilochain-test" and run_id in {r["run_id"] for r in
                                                                  as_json["runs"]}  # fmt: skip
+    shown = json.loads(cli("rewards", "show", "--address", address, "--chain",
+                           running_chain.address, "--output", "json").stdout)  # fmt: skip
+    assert shown["address"] == address and shown["vesting"] == []
+    assert shown["epochs"][0]["epoch"] == 0 and shown["epochs"][0]["amount"] == "0"
+    assert {"start_height", "end_height", "closed", "reward_pool", "host_work"} <= set(
+        shown["epochs"][0]
+    )
     env = {"DILOCHAIN_KEYRING_PASSWORD": PASSWORD}
     claim = cli("rewards", "claim", "--epoch", "0", "--key", "op", "--home", str(home),
                 "--chain", running_chain.address, env=env)  # fmt: skip
@@ -275,6 +282,12 @@ def test_run_create_pins_model_tokenizer_and_data_and_checks_them_first(
     assert (run.config.seq_len, run.config.batch_size) == (48, 2)
     assert run.config.outer_lr == 0.5 and abs(run.config.inner_lr - 1e-3) < 1e-9
     assert not run.config.carry_inner_state
+    as_json = run_create(home, "--run-id", "json-run", "--data", str(data.root), "--preset", "tiny",
+                         "--output", "json", chain=chain)  # fmt: skip
+    assert as_json.returncode == 0, as_json.stderr[-2000:]
+    made = json.loads(as_json.stdout)
+    assert made["run_id"] == "json-run" and made["data_manifest_hash"] == pins.manifest_hash
+    assert made["deposit"].endswith("udlc") and made["height"] > 0 and len(made["txhash"]) == 64
 
 
 def test_leave(running_chain, run_id, operator):

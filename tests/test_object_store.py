@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import io
 import socket
+import threading
+import time
 
 import pytest
 
@@ -137,3 +139,56 @@ def test_a_misconfigured_store_is_one_clear_line(s3, monkeypatch, tmp_path):
     assert isinstance(probe_object(down.location, b"\0" * 32, 1.0), PeerUnreachable)
     with pytest.raises(ArtifactError, match="an object store is s3://BUCKET"):
         ObjectStore("s3://UPPER/x", "r", HOST)
+
+
+def _dribbling_server(head: bytes) -> tuple[str, threading.Event]:
+    """A server that sends ``head`` at once, then a byte every 0.2 s for ever (until told)."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    stop = threading.Event()
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        with conn, listener:
+            conn.recv(65536)
+            try:
+                conn.sendall(head)
+                while not stop.wait(0.2):
+                    conn.sendall(b"x")
+            except OSError:
+                pass
+
+    threading.Thread(target=serve, daemon=True).start()
+    return f"http://127.0.0.1:{listener.getsockname()[1]}/b", stop
+
+
+def test_a_server_that_dribbles_is_cut_off_as_unreachable(monkeypatch):
+    """A hostile location sending a byte now and then (in its headers or its body) holds a
+    reader no longer than the fetch's deadline; what arrived is not called corrupt."""
+    monkeypatch.setattr(object_store, "MIN_RATE", 1 << 30)  # deadline: the timeout, ~1 s
+    digest = content_hash(b"anything")
+    for head in (b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n", b"HTTP/1.1 200 OK\r\n"):
+        url, stop = _dribbling_server(head)
+        started = time.monotonic()
+        with pytest.raises(PeerUnreachable, match="too slow"):
+            fetch_object(url, digest, 1 << 20, io.BytesIO(), timeout=1.0)
+        stop.set()
+        assert time.monotonic() - started < 5
+
+
+def test_one_peer_s_surprise_does_not_end_the_fetch(creds, tmp_path, monkeypatch):
+    """Whatever one location raises is that location's failure; the next is asked."""
+    store = _store(creds, "run-two")
+    path, digest = _file(tmp_path, b"served by the second")
+    store.publish(path, digest)
+    real = object_store.fetch_object
+
+    def odd(location, *args, **kwargs):
+        if "surprise" in location:
+            raise RuntimeError("a parser's surprise")
+        return real(location, *args, **kwargs)
+
+    monkeypatch.setattr("dilochain.artifacts.blob_service.fetch_object", odd)
+    got = fetch_from_peers(["http://surprise.example/x", store.location], digest, 1 << 20)
+    assert got == b"served by the second"

@@ -4,12 +4,13 @@ text, JSONL or Parquet files, ready for ``dilochain run create --data DIR``."""
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
 
-from dilochain.cli.common import CliError
+from dilochain.cli.common import CliError, add_output_flag
 from dilochain.training.manifest import MANIFEST, MAX_SHARD_TOKENS, read_manifest
 from dilochain.training.prepare import (
     DEFAULT_VOCAB,
@@ -57,6 +58,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="tokens held out for evaluation (default: about 5%% of the input, 1024 to 1048576)",
     )
+    add_output_flag(p)
     p.set_defaults(func=_prepare)  # fmt: skip
 
 
@@ -77,7 +79,8 @@ def _prepare(args: argparse.Namespace) -> int:
     console = Console()
     columns = (*Progress.get_default_columns()[:1], BarColumn(), DownloadColumn(),
                TimeRemainingColumn())  # fmt: skip
-    with Progress(*columns, console=console, transient=True) as progress:
+    with Progress(*columns, console=console, transient=True,
+                  disable=args.output == "json") as progress:  # fmt: skip
         task = progress.add_task("tokenizing", total=total)
 
         def docs():
@@ -86,6 +89,13 @@ def _prepare(args: argparse.Namespace) -> int:
         pins = prepare(docs, args.out, options, args.tokenizer)
     manifest = read_manifest(args.out / MANIFEST)
     tokens = sum(s.tokens for s in manifest.shards)
+    if args.output == "json":
+        print(json.dumps({
+            "out": str(args.out), "shards": len(manifest.shards), "training_tokens": tokens,
+            "heldout_tokens": manifest.heldout.tokens, "data_manifest_hash": pins.manifest_hash,
+            "tokenizer_hash": pins.tokenizer_hash, "vocab_size": pins.vocab_size,
+        }, indent=2))  # fmt: skip
+        return 0
     console.print(f"dataset written to {args.out}: {len(manifest.shards)} training shards, "
                   f"{tokens:,} training tokens, {manifest.heldout.tokens:,} held out\n"
                   f"  data manifest sha256  {pins.manifest_hash}\n"

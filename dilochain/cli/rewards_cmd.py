@@ -11,11 +11,12 @@ from rich.table import Table
 from dilochain.cli.common import (
     CliError,
     add_chain_flag,
+    add_output_flag,
     chain_nodes,
     default_home,
     dlc,
     keyring,
-    print_tables,
+    print_output,
     signing_wallet,
 )
 from dilochain.client import TxRefused, connect, submit
@@ -43,6 +44,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     for p in (show, claim):
         p.add_argument("--home", type=Path, default=default_home())
         add_chain_flag(p)
+        add_output_flag(p)
     show.set_defaults(func=_show)
     claim.set_defaults(func=_claim)
 
@@ -63,35 +65,59 @@ def _show(args: argparse.Namespace) -> int:
     address = _address(args)
     connect(chain_nodes(args))  # a clear error if no chain answers
     with PocClient(chain_nodes(args)) as poc:
-        tables = [_rewards_table(poc, address, args.epoch), _vesting_table(poc, address)]
-    print_tables(*tables)
+        found = {"address": address, "epochs": _epochs(poc, address, args.epoch),
+                 "vesting": _vesting(poc, address)}  # fmt: skip
+    print_output(args, found, _rewards_table(found), _vesting_table(found))
     return 0
 
 
-def _vesting_table(poc: PocClient, address: str) -> Table:
-    table = Table("epoch", "claimed", "vested", "paid", "forfeited", "withdrawable",
-                  title=f"claimed rewards of {address} still vesting or unpaid")  # fmt: skip
-    for grant in poc.vesting(address):
-        total = int(grant.total) + int(grant.forfeited or 0)
-        table.add_row(
-            str(grant.epoch), dlc(total), dlc(grant.vested), dlc(grant.paid),
-            dlc(grant.forfeited or 0), dlc(int(grant.vested) - int(grant.paid)),
-        )  # fmt: skip
-    return table
-
-
-def _rewards_table(poc: PocClient, address: str, only: int | None) -> Table:
-    current = poc.epoch()
-    epochs = [only] if only is not None else range(current.epoch + 1)
-    table = Table("epoch", "blocks", "status", "pool", "host work", "verdicts", "amount",
-                  "claimed", title=f"rewards of {address}")  # fmt: skip
+def _epochs(poc: PocClient, address: str, only: int | None) -> list[dict]:
+    """Each epoch's (or only epoch ``only``'s) pool and what ``address`` earned in it (udlc)."""
+    epochs = [only] if only is not None else range(poc.epoch().epoch + 1)
+    found = []
     for epoch in epochs:
         info = poc.epoch(epoch=epoch)
         mine = poc.claimable(address=address, epoch=epoch)
+        found.append({
+            "epoch": epoch, "start_height": info.start_height, "end_height": info.end_height,
+            "closed": info.closed, "reward_pool": info.reward_pool,
+            "host_work": mine.host_work, "verifier_work": mine.verifier_work,
+            "amount": mine.amount, "claimed": mine.claimed,
+        })  # fmt: skip
+    return found
+
+
+def _vesting(poc: PocClient, address: str) -> list[dict]:
+    """``address``'s claimed rewards still vesting or unpaid (udlc)."""
+    found = []
+    for grant in poc.vesting(address):
+        forfeited = int(grant.forfeited or 0)
+        found.append({
+            "epoch": grant.epoch, "claimed": str(int(grant.total) + forfeited),
+            "vested": grant.vested, "paid": grant.paid, "forfeited": str(forfeited),
+            "withdrawable": str(int(grant.vested) - int(grant.paid)),
+        })  # fmt: skip
+    return found
+
+
+def _vesting_table(found: dict) -> Table:
+    amounts = ("claimed", "vested", "paid", "forfeited", "withdrawable")
+    table = Table(
+        "epoch", *amounts, title=f"claimed rewards of {found['address']} still vesting or unpaid"
+    )
+    for g in found["vesting"]:
+        table.add_row(str(g["epoch"]), *(dlc(g[k]) for k in amounts))
+    return table
+
+
+def _rewards_table(found: dict) -> Table:
+    table = Table("epoch", "blocks", "status", "pool", "host work", "verdicts", "amount",
+                  "claimed", title=f"rewards of {found['address']}")  # fmt: skip
+    for e in found["epochs"]:
         table.add_row(
-            str(epoch), f"{info.start_height}-{info.end_height}",
-            "closed" if info.closed else "open", dlc(info.reward_pool), mine.host_work,
-            mine.verifier_work, dlc(mine.amount), "yes" if mine.claimed else "no",
+            str(e["epoch"]), f"{e['start_height']}-{e['end_height']}",
+            "closed" if e["closed"] else "open", dlc(e["reward_pool"]), e["host_work"],
+            e["verifier_work"], dlc(e["amount"]), "yes" if e["claimed"] else "no",
         )  # fmt: skip
     return table
 
@@ -113,17 +139,13 @@ def _claim(args: argparse.Namespace) -> int:
     except TxRefused as err:
         raise CliError(f"{what} refused: {err}") from None
     found = response.events.get(event, {})
-    table = Table(
-        "epoch",
-        "claimer",
-        "paid now",
-        "vesting",
-        "tx hash",
-        "height",
-        title="reward claimed" if args.epoch is not None else "vested rewards paid",
-    )
+    done = {"epoch": args.epoch, "claimer": claimer, "paid_now": found.get("amount", ""),
+            "vesting": found.get("vesting", ""), "txhash": response.hash,
+            "height": response.height}  # fmt: skip
+    title = "reward claimed" if args.epoch is not None else "vested rewards paid"
+    table = Table("epoch", "claimer", "paid now", "vesting", "tx hash", "height", title=title)
     table.add_row("-" if args.epoch is None else str(args.epoch), claimer,
-                  found.get("amount", "?"), found.get("vesting", "-"), response.hash,
+                  done["paid_now"] or "?", done["vesting"] or "-", response.hash,
                   str(response.height))  # fmt: skip
-    print_tables(table)
+    print_output(args, done, table)
     return 0

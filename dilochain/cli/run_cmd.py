@@ -13,6 +13,7 @@ from dilochain.artifacts.store import LocalArtifactStore
 from dilochain.cli.common import (
     CliError,
     add_chain_flag,
+    add_output_flag,
     chain_nodes,
     default_home,
     signing_wallet,
@@ -73,6 +74,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="each host's round starts AdamW from zero moments instead of the "
                    "moments its last round ended with (carrying them, as in the DiLoCo paper, "
                    "measured worth 12%% of eval loss at --inner-lr 1e-3)")  # fmt: skip
+    add_output_flag(p)
     p.set_defaults(func=_create)  # fmt: skip
 
 
@@ -137,6 +139,16 @@ def _create(args: argparse.Namespace) -> int:
     except TxRefused as err:
         raise CliError(f"run {args.run_id!r} refused: {err}") from None
     escrowed = done.events.get("create_run", {}).get("deposit", "")
+    if args.output == "json":
+        print(json.dumps({
+            "run_id": args.run_id, "creator": creator, "model_type": model.config.model_type,
+            "parameters": parameter_count(model), "total_rounds": cfg.total_rounds,
+            "inner_steps": cfg.inner_steps, "batch_size": cfg.batch_size,
+            "seq_len": cfg.seq_len, "data_manifest_hash": pins.manifest_hash,
+            "tokenizer_hash": pins.tokenizer_hash, "deposit": escrowed,
+            "txhash": done.hash, "height": done.height,
+        }, indent=2))  # fmt: skip
+        return 0
     print(f"run {args.run_id} created: {model.config.model_type} model, "
           f"{parameter_count(model):,} parameters, {cfg.total_rounds} rounds of "
           f"{cfg.inner_steps} inner steps on batches of {cfg.batch_size} "
