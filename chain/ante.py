@@ -77,7 +77,7 @@ def _fee(ctx: Context, tx: DecodedTx, mode: Mode) -> dict[str, int]:
     return coins
 
 
-def _signer_pubkey(tx: DecodedTx, index: int, signer: str) -> bytes:
+def _signer_pubkey(tx: DecodedTx, index: int, signer: str, mode: Mode) -> bytes:
     info = tx.auth_info.signer_infos[index]
     if info.public_key.type_url != _PUBKEY_TYPE:
         raise TxError(codes.INVALID_PUBKEY, f"signer {index}: unsupported key type")
@@ -90,9 +90,11 @@ def _signer_pubkey(tx: DecodedTx, index: int, signer: str) -> bytes:
             codes.INVALID_PUBKEY,
             f"pubKey does not match signer address {signer} with signer index: {index}",
         )
-    if not info.mode_info.HasField("single") or info.mode_info.single.mode != (
-        SignMode.SIGN_MODE_DIRECT
-    ):
+    # A simulation is not signed: cosmjs, as the SDK's own client, leaves its mode unspecified.
+    allowed = {SignMode.SIGN_MODE_DIRECT}
+    if mode is Mode.SIMULATE:
+        allowed.add(SignMode.SIGN_MODE_UNSPECIFIED)
+    if not info.mode_info.HasField("single") or info.mode_info.single.mode not in allowed:
         raise TxError(codes.INVALID_REQUEST, f"signer {index}: only SIGN_MODE_DIRECT is supported")
     return key
 
@@ -113,7 +115,7 @@ def run_ante(ctx: Context, tx: DecodedTx, mode: Mode, sig_cache: SignatureCache)
         account = auth.get_account(store, signer)
         if account is None:
             raise TxError(codes.UNKNOWN_ADDRESS, f"account {signer} not found")
-        key = _signer_pubkey(tx, index, signer)
+        key = _signer_pubkey(tx, index, signer, mode)
         if account.HasField("pub_key") and PubKey.FromString(account.pub_key.value).key != key:
             raise TxError(codes.INVALID_PUBKEY, f"pubkey of {signer} does not match its account")
         sequence = tx.auth_info.signer_infos[index].sequence

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Creates .venv (Python 3.11), installs dilochain with its dev extras into it, and builds the
 # pinned CometBFT release and versitygw (the S3 server the tests start) into .venv/bin with Go,
-# each skipped when that version is already there. The Go builds run beside pip.
+# each skipped when that version is already there (the Go builds run beside pip), and cosmjs
+# into tests/cosmjs with npm when npm is there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
@@ -41,6 +42,14 @@ if ! command -v chromedriver >/dev/null && command -v apt-get >/dev/null && [ "$
     apt-get install -y -qq --no-install-recommends $packages >/dev/null 2>&1 || {
         apt-get update -qq && apt-get install -y -qq --no-install-recommends $packages >/dev/null
     }
+fi
+# cosmjs for the test of Cosmos tools (tests/cosmjs), pinned by its lock file.
+if command -v npm >/dev/null; then
+    cosmjs=tests/cosmjs/node_modules/.installed-$(sha256sum tests/cosmjs/package-lock.json | cut -c1-16)
+    if [ ! -f "$cosmjs" ]; then
+        (cd tests/cosmjs && npm ci --no-audit --no-fund --loglevel=error)
+        touch "$cosmjs"
+    fi
 fi
 wait "$building_cometbft"
 wait "$building_versitygw"

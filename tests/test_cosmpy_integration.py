@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import math
+import shutil
+import subprocess
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import grpc
 import pytest
@@ -21,7 +25,7 @@ from dilochain.client import broadcast, submit
 from dilochain.poc_client import PocClient
 from dilochain.protocol.params import DENOM
 from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgDepositCollateral
-from dilochain.testutil import signed_tx, wallet
+from dilochain.testutil import CHAIN_ID, signed_tx, wallet
 from tests.conftest import FUNDS
 
 pytestmark = pytest.mark.integration
@@ -325,3 +329,30 @@ def test_the_rest_server_maps_every_service_as_the_sdk_s_gateway_does(running_ch
         urllib.request.urlopen(deep, timeout=10)
     assert refused.value.code == 400  # nesting no parser should follow, answered in kind
     assert call("/cosmos/bank/v1beta1/params")[0] == 200  # and the gateway serves on
+
+
+COSMJS = Path(__file__).parent / "cosmjs"
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="Node.js is not installed")
+def test_cosmjs_reads_the_chain_and_sends_with_fee_auto(running_chain):
+    """An unmodified cosmjs 0.39 (tests/cosmjs/check.mjs) over CometBFT's RPC and the REST
+    server: chain id, height, account, balance and validator set; a bank send with fee "auto"
+    (cosmjs simulates it through ``abci_query``), found again by hash; the balance over REST."""
+    assert (COSMJS / "node_modules").is_dir(), "run ./scripts/bootstrap.sh (npm ci in tests/cosmjs)"
+    sender = running_chain.wallets[3]
+    recipient = str(wallet(995).address())
+    key = sender.signer().private_key_bytes.hex()
+    rpc = f"http://{running_chain.process.rpc_address}"
+    rest = f"http://{running_chain.process.rest_address}"
+    done = subprocess.run(["node", "check.mjs", rpc, rest, key, recipient, DENOM, "0.025"],
+                          cwd=COSMJS, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found["chainId"] == CHAIN_ID and found["height"] > 0
+    assert found["sender"] == str(sender.address()) and int(found["senderBalance"]) > 0
+    assert found["validators"] == 1 and found["votingPower"][0] > 0
+    assert found["code"] == 0 and found["found"]
+    assert 0 < found["gasUsed"] <= found["gasWanted"] < 200_000  # simulated, times cosmjs' 1.4
+    assert found["restStatus"] == 200
+    assert found["restBalances"] == [{"denom": DENOM, "amount": "12345"}]
