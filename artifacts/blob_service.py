@@ -13,7 +13,7 @@ from typing import BinaryIO
 import grpc
 from prometheus_client import Counter
 
-from dilochain.artifacts.object_store import fetch_object, probe_object
+from dilochain.artifacts.object_store import MIN_RATE, fetch_object, probe_object
 from dilochain.artifacts.store import ArtifactError, ArtifactStore, PeerUnavailable, PeerUnreachable
 from dilochain.protocol.endpoint import is_url, location_problem
 from dilochain.protocol.grpc_decode import Undecodable, tolerant
@@ -107,13 +107,14 @@ def fetch_blob(endpoint: str, digest: bytes, limit: int, out: BinaryIO,
                timeout: float = 60.0) -> int:  # fmt: skip
     """Fetch an artifact from a host's blob service into ``out`` (emptied first), hashing while
     it streams and stopping as soon as it passes ``limit`` bytes (no artifact of the run can be
-    larger); the bytes received."""
+    larger); the bytes received. The whole call may take ``timeout`` plus ``limit`` at
+    :data:`MIN_RATE` (a fixed deadline would make a large enough checkpoint unfetchable)."""
     out.seek(0)
     out.truncate()
     received, hasher = 0, hashlib.sha256()
     with grpc.insecure_channel(endpoint) as channel:
         chunks = blob_pb2_grpc.BlobStub(channel).Get(
-            blob_pb2.GetBlobRequest(hash=digest), timeout=timeout
+            blob_pb2.GetBlobRequest(hash=digest), timeout=timeout + limit / MIN_RATE
         )
         try:
             for chunk in chunks:

@@ -383,12 +383,14 @@ class HostNode:
         for r in aggregated:
             hashes = [c.pseudo_grad_hash for c in self.poc.commits(self.cfg.run_id, r)]
             self.ledger.record(r, "pseudo_grad", hashes)
-        gone = self.ledger.prune(self.local, resolved, self.retention)
-        if self.objects is not None:
+        if self.objects is not None:  # the bucket first: the ledger is what is left to delete
+            going = self.ledger.prune(self.local, resolved, self.retention, dry_run=True)
             try:
-                self.objects.delete_all(bytes.fromhex(e.hash) for e, _ in gone)
+                self.objects.delete_all(bytes.fromhex(e.hash) for e, _ in going)
             except ArtifactError as err:
-                log.warning("pruning the object store: %s", err)
+                log.warning("pruning the object store: %s; again after the next round", err)
+                return
+        gone = self.ledger.prune(self.local, resolved, self.retention)
         if gone:
             log.info("pruned %d artifacts (%.1f MB) of rounds up to %d", len(gone),
                      sum(size for _, size in gone) / 1e6, resolved)  # fmt: skip
@@ -520,6 +522,9 @@ class HostNode:
                 for round_, leaves in list(self.checkpoint_hashes.items()):
                     window = self._reveal_window(round_)
                     if round_ in finished or height + 1 < window.start:
+                        continue
+                    if height > self._decided(round_):  # verifiers are done with it
+                        finished.add(round_)
                         continue
                     mine = [c for c in self.poc.challenges(self.cfg.run_id, round_)
                             if c.host == self.address]  # fmt: skip
@@ -839,17 +844,27 @@ class HostNode:
         if self.objects is not None:
             data = list(self.data.files())
             published = [self.objects.publish(path, bytes.fromhex(d)) for path, d in data]
-            # What recent commits named (a host that restarts, or moves to an object store,
-            # with rounds in flight); checkpoints go up when challenged (_upload_loop).
-            named = [bytes.fromhex(e.hash) for e in self.ledger.entries() if e.kind != "checkpoint"]
-            for digest in dict.fromkeys(named):
-                if (path := self.local.file(digest)) is not None:
-                    self.objects.publish(path, digest)
+            self._publish(self._named_lately(), "what recent commits named")
             log.info("artifacts published to %s (%d of %d data files uploaded now)",
                      self.objects.location, sum(published), len(data))  # fmt: skip
             return None, self.objects.location
         server, endpoint = serve_blobs(self.local, self.cfg.blob_address)
         return server, self.cfg.advertise_address or endpoint
+
+    def _named_lately(self) -> list[bytes]:
+        """What this host's recent commits named and the global states it keeps (a host that
+        restarts, or moves to an object store, with rounds in flight: verifiers may ask for
+        them yet); its checkpoints go up when challenged (:meth:`_upload_loop`)."""
+        entries = self.ledger.entries()
+        named = [bytes.fromhex(e.hash) for e in entries if e.kind in ("final", "residual",
+                                                                      "global")]  # fmt: skip
+        try:
+            for round_ in sorted({e.round for e in entries if e.kind == "final"}):
+                named += [c.pseudo_grad_hash for c in self.poc.commits(self.cfg.run_id, round_)
+                          if c.host == self.address]  # fmt: skip
+        except grpc.RpcError as err:  # the uploads of later rounds go on
+            log.warning("this host's recent commits: chain error %s", err.code().name)
+        return [d for d in dict.fromkeys(named) if self.local.has(d)]  # some pruned already
 
     def serve_and_run(self, stop: threading.Event, progress=None) -> int:
         """Serve this host's artifacts (:meth:`_serve`), register, run (claiming rewards
