@@ -29,13 +29,14 @@ from dilochain.protocol.hashing import content_hash
 CHUNK = 1 << 20
 MIN_RATE = 1 << 20  # bytes a second: a fetch slower than this over its whole length is cut off
 PART_BYTES = 64 << 20  # multipart upload above this, in parts of this size
-_S3_URL = re.compile(r"^s3://([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])((?:/[A-Za-z0-9._~-]+)*)/?$")
+# Matched with fullmatch: ``$`` would also match before a final newline.
+_S3_URL = re.compile(r"s3://([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])((?:/[A-Za-z0-9._~-]+)*)/?")
 _PROBE = b"dilochain: a public-read object store\n"  # what the start-up check writes and reads
 
 
 def s3_url_problem(text: str) -> str | None:
     """Why ``text`` is not ``s3://BUCKET[/PREFIX]`` (None if it is)."""
-    if _S3_URL.match(text) is None:
+    if _S3_URL.fullmatch(text) is None:
         return ("an object store is s3://BUCKET[/PREFIX]: a bucket name of 3-63 lowercase "
                 "letters, digits, '.' and '-', a prefix of letters, digits and '._~-'")  # fmt: skip
     return None
@@ -124,8 +125,11 @@ def fetch_object(location: str, digest: bytes, limit: int, out: BinaryIO,
             out.write(chunk)
             hasher.update(chunk)
             received += len(chunk)
-        if exchange.expired:  # cut off: what arrived is a truncated body, not a corrupt one
-            raise exchange.failed(TimeoutError())
+        # Cut off, or the connection lost mid-body (http.client's read(n) ends quietly then):
+        # a truncated body, worth asking again, not a corrupt one.
+        if exchange.expired or (declared is not None and declared.isdigit()
+                                and received < int(declared)):  # fmt: skip
+            raise exchange.failed(ConnectionError(f"closed after {received} of {declared} bytes"))
     except (OSError, http.client.HTTPException) as err:
         raise exchange.failed(err) from None
     finally:
@@ -162,7 +166,7 @@ class ObjectStore:
 
         if (problem := s3_url_problem(url)) is not None:
             raise ArtifactError(problem)
-        match = _S3_URL.match(url)
+        match = _S3_URL.fullmatch(url)
         self.bucket, prefix = match.group(1), match.group(2).strip("/")
         self.prefix = f"{prefix}/{run_id}/{host}" if prefix else f"{run_id}/{host}"
         session = boto3.session.Session()

@@ -137,12 +137,14 @@ def test_a_misconfigured_store_is_one_clear_line(s3, monkeypatch, tmp_path):
     with pytest.raises(ArtifactError, match="writing a test object"):
         down.check()
     assert isinstance(probe_object(down.location, b"\0" * 32, 1.0), PeerUnreachable)
-    with pytest.raises(ArtifactError, match="an object store is s3://BUCKET"):
-        ObjectStore("s3://UPPER/x", "r", HOST)
+    for bad in ("s3://UPPER/x", "s3://bucket/x\n", "https://bucket/x"):
+        with pytest.raises(ArtifactError, match="an object store is s3://BUCKET"):
+            ObjectStore(bad, "r", HOST)
 
 
-def _dribbling_server(head: bytes) -> tuple[str, threading.Event]:
-    """A server that sends ``head`` at once, then a byte every 0.2 s for ever (until told)."""
+def _dribbling_server(head: bytes, then_close: bool = False) -> tuple[str, threading.Event]:
+    """A server that sends ``head`` at once, then a byte every 0.2 s for ever (until told), or
+    (``then_close``) closes the connection."""
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen()
@@ -154,7 +156,7 @@ def _dribbling_server(head: bytes) -> tuple[str, threading.Event]:
             conn.recv(65536)
             try:
                 conn.sendall(head)
-                while not stop.wait(0.2):
+                while not then_close and not stop.wait(0.2):
                     conn.sendall(b"x")
             except OSError:
                 pass
@@ -192,3 +194,13 @@ def test_one_peer_s_surprise_does_not_end_the_fetch(creds, tmp_path, monkeypatch
     monkeypatch.setattr("dilochain.artifacts.blob_service.fetch_object", odd)
     got = fetch_from_peers(["http://surprise.example/x", store.location], digest, 1 << 20)
     assert got == b"served by the second"
+
+
+def test_a_connection_lost_mid_body_is_unreachable_not_corrupt():
+    """A store that stops (killed, restarted) in the middle of a body: worth asking again.
+    http.client's read(n) ends quietly on a closed connection; the length it declared says
+    the body was cut short."""
+    url, _ = _dribbling_server(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n" + b"x" * 10,
+                               then_close=True)  # fmt: skip
+    with pytest.raises(PeerUnreachable, match="closed after 10 of 1000 bytes"):
+        fetch_object(url, content_hash(b"anything"), 1 << 20, io.BytesIO(), timeout=5.0)
