@@ -256,12 +256,10 @@ class ObjectStore:
             raise self._failed("DELETE", err) from None
         self.published.discard(digest)
 
-    def delete_all(self, digests: Iterable[bytes]) -> int:
-        """Remove each of ``digests`` (what pruning deleted locally); how many."""
-        unique = list(dict.fromkeys(digests))
-        for digest in unique:
+    def delete_all(self, digests: Iterable[bytes]) -> None:
+        """Remove each of ``digests`` (what pruning deletes locally)."""
+        for digest in dict.fromkeys(digests):
             self.delete(digest)
-        return len(unique)
 
     def check(self, timeout: float = 10.0) -> None:
         """Write a small object and read it back as a stranger would (no credentials): raises

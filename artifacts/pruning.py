@@ -8,7 +8,8 @@ residual and final checkpoint (whose AdamW moments a run with ``carry_inner_stat
 one round later (the next round starts from them and its commit is checked against them);
 global states are kept for the newest ``keep`` rounds plus every ``archive_every``-th round. A
 hash that any kept entry still names is never deleted. The dataset files the host serves are not
-in the ledger.
+in the ledger. A host that also publishes to an object store deletes there first: a delete that
+fails leaves the ledger as it was, for the next prune.
 """
 
 from __future__ import annotations
@@ -19,9 +20,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from dilochain.artifacts.store import LocalArtifactStore
+
+if TYPE_CHECKING:
+    from dilochain.artifacts.object_store import ObjectStore
 
 Kind = Literal["checkpoint", "pseudo_grad", "residual", "final", "global"]
 
@@ -90,10 +94,13 @@ class Ledger:
         return list(dict.fromkeys(found))
 
     def prune(
-        self, store: LocalArtifactStore, resolved: int, retention: Retention, dry_run: bool = False
-    ) -> list[tuple[Entry, int]]:
-        """Delete what :func:`prunable` allows (unless ``dry_run``); (entry, bytes) of each,
-        an artifact listed under several entries (a state that carried over) counted once."""
+        self, store: LocalArtifactStore, resolved: int, retention: Retention, dry_run: bool = False,
+        published: ObjectStore | None = None,
+    ) -> list[tuple[Entry, int]]:  # fmt: skip
+        """Delete what :func:`prunable` allows (unless ``dry_run``), from ``published`` (the
+        host's object store, if any: first, and an ``ArtifactError`` there deletes nothing
+        here) and from ``store``; (entry, bytes) of each, an artifact listed under several
+        entries (a state that carried over) counted once."""
         with self._locked():
             entries = self.entries()
             going = prunable(entries, resolved, retention)
@@ -104,6 +111,8 @@ class Ledger:
                 counted.add(e.hash)
             if dry_run or not going:
                 return sizes
+            if published is not None:
+                published.delete_all(bytes.fromhex(e.hash) for e in going)
             for e in going:
                 store.delete(bytes.fromhex(e.hash))
             left = set(going)

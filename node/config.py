@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from dilochain.artifacts.object_store import s3_url_problem
 from dilochain.endpoints import ChainAddresses
@@ -22,6 +22,9 @@ from dilochain.protocol.endpoint import (
 BEHAVIOR_NAMES = ("honest", "random-pg", "fewer-steps", "wrong-data", "bad-reveal", "no-reveal",
                   "copy-pg", "noisy")  # fmt: skip
 BehaviorName = Literal[BEHAVIOR_NAMES]
+# What an address or URL setting must be (empty: not set): why a value is not, by setting.
+_FORMS = {"advertise_address": endpoint_problem, "object_store": s3_url_problem,
+          "object_store_endpoint": url_problem, "object_store_public_url": url_problem}  # fmt: skip
 
 
 class NodeConfig(BaseModel):
@@ -40,7 +43,7 @@ class NodeConfig(BaseModel):
     # The address peers and verifiers dial for the blob service, registered on chain (behind
     # NAT: the public address and forwarded port); empty: the address it listens on.
     advertise_address: str = ""
-    # s3://BUCKET[/PREFIX]: publish artifacts there (under PREFIX/RUN) and register its
+    # s3://BUCKET[/PREFIX]: publish artifacts there (under PREFIX/RUN/HOST) and register its
     # public-read URL instead of a blob service (credentials: the AWS environment or profile).
     object_store: str = ""
     object_store_endpoint: str = ""  # the S3 API's URL (empty: AWS S3)
@@ -57,24 +60,10 @@ class NodeConfig(BaseModel):
     behavior: BehaviorName = "honest"
     poll_seconds: float = Field(default=0.2, gt=0)
 
-    @field_validator("advertise_address")
+    @field_validator(*_FORMS)
     @classmethod
-    def _dialable(cls, value: str) -> str:
-        if value and (problem := endpoint_problem(value)) is not None:
-            raise ValueError(problem)
-        return value
-
-    @field_validator("object_store")
-    @classmethod
-    def _s3_url(cls, value: str) -> str:
-        if value and (problem := s3_url_problem(value)) is not None:
-            raise ValueError(problem)
-        return value
-
-    @field_validator("object_store_endpoint", "object_store_public_url")
-    @classmethod
-    def _http_url(cls, value: str) -> str:
-        if value and (problem := url_problem(value)) is not None:
+    def _well_formed(cls, value: str, info: ValidationInfo) -> str:
+        if value and (problem := _FORMS[info.field_name](value)) is not None:
             raise ValueError(problem)
         return value
 

@@ -383,14 +383,12 @@ class HostNode:
         for r in aggregated:
             hashes = [c.pseudo_grad_hash for c in self.poc.commits(self.cfg.run_id, r)]
             self.ledger.record(r, "pseudo_grad", hashes)
-        if self.objects is not None:  # the bucket first: the ledger is what is left to delete
-            going = self.ledger.prune(self.local, resolved, self.retention, dry_run=True)
-            try:
-                self.objects.delete_all(bytes.fromhex(e.hash) for e, _ in going)
-            except ArtifactError as err:
-                log.warning("pruning the object store: %s; again after the next round", err)
-                return
-        gone = self.ledger.prune(self.local, resolved, self.retention)
+        try:
+            gone = self.ledger.prune(self.local, resolved, self.retention,
+                                     published=self.objects)  # fmt: skip
+        except ArtifactError as err:  # the object store's: nothing deleted, the next prune
+            log.warning("pruning the object store: %s; again after the next round", err)
+            return
         if gone:
             log.info("pruned %d artifacts (%.1f MB) of rounds up to %d", len(gone),
                      sum(size for _, size in gone) / 1e6, resolved)  # fmt: skip

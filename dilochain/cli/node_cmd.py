@@ -292,16 +292,17 @@ def _prune(args: argparse.Namespace) -> int:
     store = LocalArtifactStore(cfg.artifact_dir)
     retention = Retention(cfg.keep_global_states, cfg.archive_every, cfg.keep_decided_rounds)
     resolved = info.round - 1  # rounds follow one another: the one before is decided
-    ledger = Ledger(cfg.state_dir)
-    if cfg.object_store and not args.dry_run:  # the bucket first: the ledger is what is left
-        going = ledger.prune(store, resolved, retention, dry_run=True)
+    objects = None
+    if cfg.object_store and not args.dry_run:  # the bucket too, first
         objects = _object_store(cfg, keyring(args.home).show(cfg.key).address, check=False)
-        try:
-            removed = objects.delete_all(bytes.fromhex(e.hash) for e, _ in going)
-        except ArtifactError as err:
-            raise CliError(f"{err} (nothing deleted here: run node prune again)") from None
+    try:
+        gone = Ledger(cfg.state_dir).prune(store, resolved, retention, dry_run=args.dry_run,
+                                           published=objects)  # fmt: skip
+    except ArtifactError as err:
+        raise CliError(f"{err} (nothing deleted here: run node prune again)") from None
+    if objects is not None:
+        removed = len({e.hash for e, _ in gone})
         print(f"deleted {removed} objects from {objects.location}")
-    gone = ledger.prune(store, resolved, retention, dry_run=args.dry_run)
     table = Table("kind", "rounds", "artifacts", "MB",
                   title=("would delete" if args.dry_run else "deleted")
                   + f" (rounds up to {resolved} are decided)")  # fmt: skip
