@@ -246,9 +246,9 @@ def _object_store(cfg, host: str, check: bool = True):
     try:
         store = ObjectStore(cfg.object_store, cfg.run_id, host, cfg.object_store_endpoint,
                             cfg.object_store_public_url)  # fmt: skip
-        if check and (problem := cfg.unreachable_blob_service(store.location)) is not None:
-            raise CliError(problem)
         if check:
+            if (problem := cfg.unreachable_blob_service(store.location)) is not None:
+                raise CliError(problem)
             store.check()
     except ArtifactError as err:
         raise CliError(str(err)) from None
