@@ -22,10 +22,13 @@ from pathlib import Path
 
 from cosmpy.protos.cosmos.base.abci.v1beta1.abci_pb2 import TxResponse
 from cosmpy.protos.tendermint.abci import types_pb2 as abci
+from cosmpy.protos.tendermint.crypto.keys_pb2 import PublicKey
+from cosmpy.protos.tendermint.types.validator_pb2 import BlockIDFlag
 from google.protobuf.message import DecodeError
 
 from dilochain.chain.app import Application, FinalizedBlock
 from dilochain.chain.errors import CODESPACE, codes
+from dilochain.chain.modules.validator_set import Evidence, Vote
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +36,7 @@ MAX_MESSAGE_BYTES = 104_857_600  # CometBFT's own limit on one ABCI message
 MAX_BATCH = 256  # answers written together at most
 APP_VERSION = 1
 QueryFn = Callable[[str, bytes, bool], Awaitable[abci.ResponseQuery]]
+_ABSENT = BlockIDFlag.BLOCK_ID_FLAG_ABSENT
 _CONSENSUS = {"init_chain", "finalize_block", "commit"}  # no safe answer but to stop
 
 
@@ -189,7 +193,7 @@ class AbciHandler:
 
     def _init_chain(self, req: abci.RequestInitChain) -> abci.Response:
         app_hash = self.app.init_chain(req.chain_id, req.app_state_bytes or None)
-        # No validators in the response: CometBFT keeps the genesis set.
+        # No validators in the response: CometBFT keeps the genesis set (the app recorded it).
         return abci.Response(init_chain=abci.ResponseInitChain(app_hash=app_hash))
 
     def _check_tx(self, req: abci.RequestCheckTx) -> abci.Response:
@@ -219,12 +223,22 @@ class AbciHandler:
 
     def _finalize_block(self, req: abci.RequestFinalizeBlock) -> abci.Response:
         finalized = self.app.finalize_block(
-            req.height, req.time.ToNanoseconds(), list(req.txs), req.hash, req.proposer_address
-        )
+            req.height, req.time.ToNanoseconds(), list(req.txs), req.hash, req.proposer_address,
+            votes=[Vote(v.validator.address.hex().upper(), v.block_id_flag != _ABSENT)
+                   for v in req.decided_last_commit.votes],
+            evidence=[Evidence(m.validator.address.hex().upper(), m.height,
+                               abci.MisbehaviorType.Name(m.type).lower())
+                      for m in req.misbehavior],
+        )  # fmt: skip
         self._finalized = finalized
         return abci.Response(
             finalize_block=abci.ResponseFinalizeBlock(
+                events=finalized.events,
                 tx_results=[exec_result(r) for r in finalized.results],
+                validator_updates=[
+                    abci.ValidatorUpdate(pub_key=PublicKey(ed25519=key), power=power)
+                    for key, power in finalized.validator_updates
+                ],
                 app_hash=finalized.app_hash,
             )
         )

@@ -11,7 +11,9 @@ same app hash.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TypeVar
 
 from cosmpy.protos.cosmos.base.abci.v1beta1.abci_pb2 import TxMsgData, TxResponse
 from google.protobuf.any_pb2 import Any
@@ -28,6 +30,7 @@ from dilochain.chain.modules import (
     rewards,
     rounds,
     screening,
+    validator_set,
     verifiers,
 )
 from dilochain.chain.state import CacheStore, GasMeter
@@ -38,10 +41,11 @@ from dilochain.genesis.document import AppState, GenesisDoc
 from dilochain.protocol.hashing import tx_hash
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 MSG_SPECS: list[MsgSpec] = [
     *bank.MSGS, *collateral.MSGS, *registry.MSGS, *rounds.MSGS, *verifiers.MSGS,
-    *beacon.MSGS, *screening.MSGS, *challenges.MSGS, *rewards.MSGS,
+    *beacon.MSGS, *screening.MSGS, *challenges.MSGS, *rewards.MSGS, *validator_set.MSGS,
 ]  # fmt: skip
 
 
@@ -50,21 +54,21 @@ MSG_SPECS: list[MsgSpec] = [
 END_BLOCKERS = [collateral, rounds, beacon, challenges, registry]
 
 
-def _end_block(module, ctx: Context) -> None:
-    """One module's end-of-block work in a layer of its own: if it fails (a bug), its writes and
+def _isolated(name: str, work: Callable[[Context], T], ctx: Context) -> T | None:
+    """One module's block-level work in a layer of its own: if it fails (a bug), its writes and
     events are dropped and the block goes on, the same on every validator, instead of the
-    chain halting on one module's error."""
+    chain halting on one module's error; returns what the work returned (None if it failed)."""
     layer = ctx.store.child()
     events: list = []
     try:
-        module.end_block(Context(layer, ctx.height, ctx.time_ns, ctx.chain_id, ctx.params,
-                                 events, ctx.last_block_hash))  # fmt: skip
+        result = work(Context(layer, ctx.height, ctx.time_ns, ctx.chain_id, ctx.params,
+                              events, ctx.last_block_hash))  # fmt: skip
     except Exception:
-        log.exception("end of block %d: %s failed; its work in this block is dropped",
-                      ctx.height, module.__name__)  # fmt: skip
-        return
+        log.exception("block %d: %s failed; its work in this block is dropped", ctx.height, name)
+        return None
     layer.write()
     ctx.events.extend(events)
+    return result
 
 
 @dataclass(frozen=True)
@@ -75,6 +79,8 @@ class FinalizedBlock:
     txs: list[bytes]
     results: list[TxResponse]
     app_hash: bytes
+    validator_updates: list[tuple[bytes, int]] = field(default_factory=list)  # (ed25519 key, power)
+    events: list = field(default_factory=list)  # the block's own (begin and end of block)
 
 
 def tx_failure(code: int, log_line: str, gas_wanted: int = 0, gas_used: int = 0) -> TxResponse:
@@ -169,6 +175,7 @@ class Application:
         state = CacheStore(self.store)
         for account in self.genesis.accounts:
             bank.mint(state, account.address, {c.denom: c.amount for c in account.coins})
+        validator_set.init_genesis(state, self.genesis.validators)
         app_hash = self.tree.update(state.writes)
         self.store.commit(
             state.writes,
@@ -292,14 +299,21 @@ class Application:
     # ---- blocks ------------------------------------------------------------------------------
     def finalize_block(
         self, height: int, time_ns: int, txs: list[bytes], block_hash: bytes = b"",
-        proposer: bytes = b"",
+        proposer: bytes = b"", votes: Sequence[validator_set.Vote] = (),
+        evidence: Sequence[validator_set.Evidence] = (),
     ) -> FinalizedBlock:  # fmt: skip
-        """Execute a block's txs in order, then end-of-block work; nothing is persisted yet."""
+        """Execute a block: what CometBFT reports of the last commit (``votes``) and of
+        misbehaviour (``evidence``), the txs in order, then end-of-block work, which ends with
+        the validator set's changes; nothing is persisted yet."""
         if height != self.height + 1:
             raise ValueError(f"expected block {self.height + 1}, got {height}")
         if self._pending is not None:  # finalized again without a commit: start over
             self.tree = StateTree(self.store.iterate(b""))
         state = CacheStore(self.store)
+        last_hash = self.store.meta("last_block_hash") or b""
+        block_ctx = Context(state, height, time_ns, self.chain_id, self.params, [], last_hash)
+        _isolated("validator_set", lambda c: validator_set.begin_block(c, votes, evidence),
+                  block_ctx)  # fmt: skip
         timestamp = block_timestamp(time_ns)
         results = []
         for raw in txs:
@@ -308,15 +322,16 @@ class Application:
             result.height = height
             result.timestamp = timestamp
             results.append(result)
-        last_hash = self.store.meta("last_block_hash") or b""
-        end_ctx = Context(state, height, time_ns, self.chain_id, self.params, [], last_hash)
         for module in END_BLOCKERS:
-            _end_block(module, end_ctx)
+            _isolated(module.__name__, module.end_block, block_ctx)
+        updates = _isolated("validator_set", validator_set.end_block, block_ctx) or []
         finalized = FinalizedBlock(
             StoredBlock(height, block_hash, time_ns, proposer),
             txs,
             results,
             self.tree.update(state.writes),
+            updates,
+            block_ctx.events or [],
         )
         self._pending = (finalized, state)
         return finalized

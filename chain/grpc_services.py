@@ -56,6 +56,7 @@ from dilochain.chain.modules import (
     rounds,
     screening,
     slashing,
+    validator_set,
     verifiers,
 )
 from dilochain.chain.query_router import ABCI_QUERY_PEER, QueryRouter
@@ -338,7 +339,7 @@ def _poc_method(handler: QueryHandler):
 POC_QUERIES: dict[str, QueryHandler] = {
     **registry.QUERIES, **collateral.QUERIES, **rounds.QUERIES, **verifiers.QUERIES,
     **beacon.QUERIES, **screening.QUERIES, **challenges.QUERIES, **slashing.QUERIES,
-    **rewards.QUERIES,
+    **rewards.QUERIES, **validator_set.QUERIES,
 }  # fmt: skip
 
 # dilochain.poc.v1.Query: every method is the query handler its module declares beside its state.

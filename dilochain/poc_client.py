@@ -16,6 +16,7 @@ from dilochain.protocol.pb.poc.v1 import query_pb2_grpc as poc_grpc
 from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgDepositCollateral
 from dilochain.protocol.pb.poc.v1.types_pb2 import (
     Beacon,
+    ChainValidator,
     Challenge,
     Claimable,
     CollateralInfo,
@@ -126,6 +127,10 @@ class PocClient:
     def verifiers(self) -> list[Verifier]:
         """Registered verifiers."""
         return self._all(self._stub.Verifiers, q.QueryVerifiersRequest(), "verifiers")
+
+    def validators(self) -> list[ChainValidator]:
+        """Every member (or past member) of the validator set."""
+        return self._all(self._stub.Validators, q.QueryValidatorsRequest(), "validators")
 
     def beacon(self, run_id: str, round: int) -> Beacon:
         """A round's beacon: verifiers' commitments and secrets, anchor and seed."""

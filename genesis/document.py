@@ -130,6 +130,14 @@ class GenesisValidator(StrictModel):
     pub_key: PubKey
     power: Int64 = Field(gt=0)
     name: str = ""
+    # The account that may unjail it (and whose bonded collateral a double-sign slashes); a
+    # genesis validator without one that is jailed stays out.
+    operator: str = ""
+
+    @field_validator("operator")
+    @classmethod
+    def _operator_address(cls, value: str) -> str:
+        return _valid_address(value) if value else value
 
     @model_validator(mode="after")
     def _address_matches_key(self) -> GenesisValidator:
@@ -175,6 +183,24 @@ class GenesisDoc(StrictModel):
         keys = [v.pub_key.value for v in self.validators]
         if len(keys) != len(set(keys)):
             raise ValueError("validators: a key appears twice")
+        operators = [v.operator for v in self.validators if v.operator]
+        if len(operators) != len(set(operators)):
+            raise ValueError("validators: an operator appears twice")
+        return self
+
+    @model_validator(mode="after")
+    def _stake_outlasts_evidence(self) -> GenesisDoc:
+        kept, evidence = self.app_state.params.validator_set, self.consensus_params.evidence
+        if kept.release_blocks < evidence.max_age_num_blocks:
+            raise ValueError("app_state.params.validator_set.release_blocks must be at least "
+                             "consensus_params.evidence.max_age_num_blocks: else a validator "
+                             "that double-signed could leave with its stake before the "
+                             "evidence lands")  # fmt: skip
+        if kept.release_seconds * 1_000_000_000 < evidence.max_age_duration:
+            raise ValueError(
+                "app_state.params.validator_set.release_seconds must be at least "
+                "consensus_params.evidence.max_age_duration (in seconds)"
+            )
         return self
 
     @property

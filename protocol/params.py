@@ -173,6 +173,27 @@ class RewardParams(StrictModel):
     vesting_epochs: int = Field(default=4, ge=1, le=10_000)
 
 
+class ValidatorSetParams(StrictModel):
+    """The open validator set: how stake becomes voting power, and what downtime and
+    double-signing cost (names and defaults as in x/staking and x/slashing)."""
+
+    power_reduction: int = Field(default=1_000_000, ge=1)  # udlc of stake per unit of power
+    min_self_bond: int = Field(default=100_000_000, ge=1)
+    max_validators: int = Field(default=100, ge=1)
+    # Downtime: a validator that signs less than min_signed_per_window of the last
+    # signed_blocks_window blocks is jailed (and slashed) for downtime_jail_blocks.
+    signed_blocks_window: int = Field(default=100, ge=1)
+    min_signed_per_window: Decimal = Field(default=Decimal("0.5"), ge=0, le=1)
+    downtime_jail_blocks: int = Field(default=600, ge=0)
+    slash_fraction_downtime: Decimal = Field(default=Decimal("0.0001"), ge=0, le=1)
+    slash_fraction_double_sign: Decimal = Field(default=Decimal("0.05"), ge=0, le=1)
+    # A validator that leaves (or is tombstoned) keeps its stake reserved this long, so that
+    # evidence of what it signed while in the set can still slash it (both must pass; at least
+    # the consensus params' evidence max age, which the genesis checks).
+    release_blocks: int = Field(default=100_000, ge=0)
+    release_seconds: int = Field(default=172_800, ge=0)
+
+
 class Params(StrictModel):
     """All module parameters."""
 
@@ -180,3 +201,4 @@ class Params(StrictModel):
     fees: FeeParams = FeeParams()
     poc: PocParams = PocParams()
     rewards: RewardParams = RewardParams()
+    validator_set: ValidatorSetParams = ValidatorSetParams()

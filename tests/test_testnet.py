@@ -4,6 +4,7 @@ and restarted, and every application agreeing on the app hash."""
 from __future__ import annotations
 
 import base64
+import json
 import os
 import random
 import signal
@@ -16,7 +17,7 @@ from pathlib import Path
 import pytest
 from cosmpy.aerial.client import LedgerClient
 
-from dilochain.chain.home import genesis_path, node_id, read_config
+from dilochain.chain.home import genesis_path, node_id, read_config, validator_of
 from dilochain.chain.testnet import (
     free_port,
     init_testnet,
@@ -25,8 +26,9 @@ from dilochain.chain.testnet import (
     rpc_address,
 )
 from dilochain.client import connect, network_config
-from dilochain.genesis.document import load_genesis
+from dilochain.genesis.document import load_genesis, save_genesis
 from dilochain.localnet import LocalNetwork, rpc_call
+from dilochain.poc_client import PocClient
 from dilochain.protocol.params import DENOM
 from dilochain.testutil import CHAIN_ID, wallet
 
@@ -175,3 +177,87 @@ def test_free_ports_are_below_the_ephemeral_range_and_bindable():
         assert 1024 <= port < low
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
             probe.bind(("127.0.0.1", port))
+
+
+def _cli(*args: str, stdin: str | None = None):
+    """``dilochain ARGS --output json`` with the test keyring password: its JSON answer (with
+    ``stdin``, ``dilochain ARGS`` reading it: its output)."""
+    shown = ["--output", "json"] if stdin is None else []
+    done = subprocess.run(
+        [sys.executable, "-m", "dilochain.cli.main", *args, *shown], input=stdin,
+        capture_output=True, text=True, timeout=120,
+        env={**os.environ, "DILOCHAIN_KEYRING_PASSWORD": "pw"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout) if stdin is None else done.stdout
+
+
+def _wait(condition, what: str, timeout: float = 90.0):
+    """Poll ``condition`` until it returns something true (the chain moves it on)."""
+    deadline = time.monotonic() + timeout
+    while not (found := condition()):
+        assert time.monotonic() < deadline, f"not reached in {timeout:.0f} s: {what}"
+        time.sleep(0.1)
+    return found
+
+
+def _powers(node) -> dict[str, int]:
+    """CometBFT's validator set at the node's latest height: address -> voting power."""
+    listed = rpc_call(node.rpc_address, "validators")["validators"]
+    return {v["address"]: int(v["voting_power"]) for v in listed}
+
+
+def _signed_latest(node, address: str) -> bool:
+    """Whether ``address`` signed the block before the node's latest, as the latest block's
+    last commit (what the application is told) records it."""
+    commit = rpc_call(node.rpc_address, "block")["block"]["last_commit"]
+    return any(s["validator_address"] == address and s["block_id_flag"] == 2
+               for s in commit["signatures"])  # fmt: skip
+
+
+def test_a_validator_joins_by_tx_is_jailed_while_down_and_unjails(tmp_path):
+    """node1 starts as a full node (genesis has node0 alone), joins by bonding stake, signs,
+    is killed and jailed for downtime while node0 (10 of 13 power) goes on, restarts, and its
+    operator brings it back."""
+    operator = wallet(310)
+    funded = {str(operator.address()): {DENOM: 10**10}}
+    overrides = {"signed_blocks_window": 10, "downtime_jail_blocks": 5, "min_self_bond": 10**6}
+    homes = init_testnet(tmp_path, 2, CHAIN_ID, funded, block_time="200ms",
+                         validator_set=overrides)  # fmt: skip
+    genesis = load_genesis(genesis_path(homes[0]))
+    for home in homes:
+        save_genesis(genesis.with_validators([validator_of(homes[0], "node0")]), genesis_path(home))
+    signer = ["--home", str(homes[1])]
+    _cli("keys", "import-hex", "op", *signer, stdin=operator.signer().private_key_hex + "\n")
+    joiner = validator_of(homes[1]).address
+    network = LocalNetwork(homes)
+    try:
+        network.start()
+        node0, node1 = network.nodes
+        chain0 = ["--chain", node0.address]
+        joined = _cli("tx", "validator", "create", "op", "--amount", "3500000",
+                      "--moniker", "node1", *signer, *chain0)  # fmt: skip
+        assert joined["code"] == 0
+        _wait(lambda: _powers(node0).get(joiner) == 3, "node1 in CometBFT's set with power 3")
+        _wait(lambda: _signed_latest(node0, joiner), "node1 signing blocks")
+
+        node1.kill()  # node0 holds 10 of 13: the chain goes on
+        listed = _wait(lambda: [v for v in _cli("query", "validators", *chain0)
+                                if v["status"] == "jailed"], "node1 jailed")  # fmt: skip
+        assert [v["consensus_address"] for v in listed] == [joiner]
+        jailed_until = int(listed[0]["jailed_until"])
+        _wait(lambda: joiner not in _powers(node0), "node1 out of CometBFT's set")
+        with PocClient(node0.address) as poc:
+            (slash,) = poc.slashes(str(operator.address()))
+        assert slash.reason == "downtime"
+
+        node1.start(first_block=False)
+        node1.wait_for_height(max(node0.height(), jailed_until), timeout=120)
+        assert _cli("tx", "validator", "unjail", "op", *signer, *chain0)["code"] == 0
+        # Slashed 0.01% for downtime: 3,499,650 udlc bonded, still power 3.
+        _wait(lambda: _powers(node0).get(joiner) == 3, "node1 back in CometBFT's set")
+        _wait(lambda: _signed_latest(node0, joiner), "node1 signing again")
+        statuses = {v["moniker"]: v["status"] for v in _cli("query", "validators", *chain0)}
+        assert statuses == {"node0": "bonded", "node1": "bonded"}
+    finally:
+        network.stop()

@@ -11,9 +11,9 @@ from pathlib import Path
 
 from rich.table import Table
 
+from dilochain.cli import validator_cmd
 from dilochain.cli.common import (
     CliError,
-    add_chain_flag,
     add_output_flag,
     chain_nodes,
     default_home,
@@ -30,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_output_flag(shown)
     shown.set_defaults(func=_version)
     query = sub.add_parser("query", help="read the chain (Cosmos modules)").add_subparsers(
-        dest="query_module", required=True, metavar="{bank}"
+        dest="query_module", required=True, metavar="{bank,validators}"
     )
     bank_query = query.add_parser("bank", help="balances").add_subparsers(
         dest="query_cmd", required=True, metavar="{balances}"
@@ -38,7 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     balances = bank_query.add_parser("balances", help="every balance of an address")
     balances.add_argument("address")
     tx = sub.add_parser("tx", help="sign and send a tx (Cosmos modules)").add_subparsers(
-        dest="tx_module", required=True, metavar="{bank}"
+        dest="tx_module", required=True, metavar="{bank,validator}"
     )
     bank_tx = tx.add_parser("bank", help="transfers").add_subparsers(
         dest="tx_cmd", required=True, metavar="{send}"
@@ -48,9 +48,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     send.add_argument("to", help="the recipient's address")
     send.add_argument("amount", help="coins, e.g. 1000000udlc")
     send.add_argument("--home", type=Path, default=default_home())
-    for command in (balances, send):
-        add_chain_flag(command)
-        add_output_flag(command)
+    validator_cmd.add_flags([balances, send, validator_cmd.add_query(query),
+                             *validator_cmd.add_tx(tx)])  # fmt: skip
     balances.set_defaults(func=_balances)
     send.set_defaults(func=_send)
 

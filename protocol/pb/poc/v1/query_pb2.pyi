@@ -293,3 +293,19 @@ class QueryScreensResponse(_message.Message):
     screens: _containers.RepeatedCompositeFieldContainer[_types_pb2.Screen]
     pagination: PageResponse
     def __init__(self, screens: _Optional[_Iterable[_Union[_types_pb2.Screen, _Mapping]]] = ..., pagination: _Optional[_Union[PageResponse, _Mapping]] = ...) -> None: ...
+
+class QueryValidatorsRequest(_message.Message):
+    __slots__ = ("pagination",)
+    PAGINATION_FIELD_NUMBER: _ClassVar[int]
+    pagination: PageRequest
+    def __init__(self, pagination: _Optional[_Union[PageRequest, _Mapping]] = ...) -> None: ...
+
+class QueryValidatorsResponse(_message.Message):
+    __slots__ = ("validators", "pagination", "params")
+    VALIDATORS_FIELD_NUMBER: _ClassVar[int]
+    PAGINATION_FIELD_NUMBER: _ClassVar[int]
+    PARAMS_FIELD_NUMBER: _ClassVar[int]
+    validators: _containers.RepeatedCompositeFieldContainer[_types_pb2.ChainValidator]
+    pagination: PageResponse
+    params: _types_pb2.ValidatorSetParams
+    def __init__(self, validators: _Optional[_Iterable[_Union[_types_pb2.ChainValidator, _Mapping]]] = ..., pagination: _Optional[_Union[PageResponse, _Mapping]] = ..., params: _Optional[_Union[_types_pb2.ValidatorSetParams, _Mapping]] = ...) -> None: ...

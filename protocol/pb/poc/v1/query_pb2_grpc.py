@@ -120,6 +120,11 @@ class QueryStub(object):
                 request_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryScreensRequest.SerializeToString,
                 response_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryScreensResponse.FromString,
                 _registered_method=True)
+        self.Validators = channel.unary_unary(
+                '/dilochain.poc.v1.Query/Validators',
+                request_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryValidatorsRequest.SerializeToString,
+                response_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryValidatorsResponse.FromString,
+                _registered_method=True)
 
 
 class QueryServicer(object):
@@ -228,6 +233,12 @@ class QueryServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Validators(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_QueryServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -315,6 +326,11 @@ def add_QueryServicer_to_server(servicer, server):
                     servicer.Screens,
                     request_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryScreensRequest.FromString,
                     response_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryScreensResponse.SerializeToString,
+            ),
+            'Validators': grpc.unary_unary_rpc_method_handler(
+                    servicer.Validators,
+                    request_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryValidatorsRequest.FromString,
+                    response_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryValidatorsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -777,6 +793,33 @@ class Query(object):
             '/dilochain.poc.v1.Query/Screens',
             dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryScreensRequest.SerializeToString,
             dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryScreensResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Validators(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/dilochain.poc.v1.Query/Validators',
+            dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryValidatorsRequest.SerializeToString,
+            dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_query__pb2.QueryValidatorsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -273,3 +273,43 @@ class MsgSubmitScreen(_message.Message):
 class MsgSubmitScreenResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class MsgCreateValidator(_message.Message):
+    __slots__ = ("operator", "pub_key", "amount", "moniker")
+    OPERATOR_FIELD_NUMBER: _ClassVar[int]
+    PUB_KEY_FIELD_NUMBER: _ClassVar[int]
+    AMOUNT_FIELD_NUMBER: _ClassVar[int]
+    MONIKER_FIELD_NUMBER: _ClassVar[int]
+    operator: str
+    pub_key: bytes
+    amount: str
+    moniker: str
+    def __init__(self, operator: _Optional[str] = ..., pub_key: _Optional[bytes] = ..., amount: _Optional[str] = ..., moniker: _Optional[str] = ...) -> None: ...
+
+class MsgCreateValidatorResponse(_message.Message):
+    __slots__ = ("consensus_address",)
+    CONSENSUS_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    consensus_address: str
+    def __init__(self, consensus_address: _Optional[str] = ...) -> None: ...
+
+class MsgLeaveValidatorSet(_message.Message):
+    __slots__ = ("operator",)
+    OPERATOR_FIELD_NUMBER: _ClassVar[int]
+    operator: str
+    def __init__(self, operator: _Optional[str] = ...) -> None: ...
+
+class MsgLeaveValidatorSetResponse(_message.Message):
+    __slots__ = ("release_height",)
+    RELEASE_HEIGHT_FIELD_NUMBER: _ClassVar[int]
+    release_height: int
+    def __init__(self, release_height: _Optional[int] = ...) -> None: ...
+
+class MsgUnjailValidator(_message.Message):
+    __slots__ = ("operator",)
+    OPERATOR_FIELD_NUMBER: _ClassVar[int]
+    operator: str
+    def __init__(self, operator: _Optional[str] = ...) -> None: ...
+
+class MsgUnjailValidatorResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...

@@ -110,6 +110,21 @@ class MsgStub(object):
                 request_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgLeaveRun.SerializeToString,
                 response_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgLeaveRunResponse.FromString,
                 _registered_method=True)
+        self.CreateValidator = channel.unary_unary(
+                '/dilochain.poc.v1.Msg/CreateValidator',
+                request_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgCreateValidator.SerializeToString,
+                response_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgCreateValidatorResponse.FromString,
+                _registered_method=True)
+        self.LeaveValidatorSet = channel.unary_unary(
+                '/dilochain.poc.v1.Msg/LeaveValidatorSet',
+                request_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgLeaveValidatorSet.SerializeToString,
+                response_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgLeaveValidatorSetResponse.FromString,
+                _registered_method=True)
+        self.UnjailValidator = channel.unary_unary(
+                '/dilochain.poc.v1.Msg/UnjailValidator',
+                request_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgUnjailValidator.SerializeToString,
+                response_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgUnjailValidatorResponse.FromString,
+                _registered_method=True)
 
 
 class MsgServicer(object):
@@ -206,6 +221,24 @@ class MsgServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateValidator(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def LeaveValidatorSet(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UnjailValidator(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MsgServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -283,6 +316,21 @@ def add_MsgServicer_to_server(servicer, server):
                     servicer.LeaveRun,
                     request_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgLeaveRun.FromString,
                     response_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgLeaveRunResponse.SerializeToString,
+            ),
+            'CreateValidator': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateValidator,
+                    request_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgCreateValidator.FromString,
+                    response_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgCreateValidatorResponse.SerializeToString,
+            ),
+            'LeaveValidatorSet': grpc.unary_unary_rpc_method_handler(
+                    servicer.LeaveValidatorSet,
+                    request_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgLeaveValidatorSet.FromString,
+                    response_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgLeaveValidatorSetResponse.SerializeToString,
+            ),
+            'UnjailValidator': grpc.unary_unary_rpc_method_handler(
+                    servicer.UnjailValidator,
+                    request_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgUnjailValidator.FromString,
+                    response_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgUnjailValidatorResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -691,6 +739,87 @@ class Msg(object):
             '/dilochain.poc.v1.Msg/LeaveRun',
             dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgLeaveRun.SerializeToString,
             dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgLeaveRunResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateValidator(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/dilochain.poc.v1.Msg/CreateValidator',
+            dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgCreateValidator.SerializeToString,
+            dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgCreateValidatorResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def LeaveValidatorSet(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/dilochain.poc.v1.Msg/LeaveValidatorSet',
+            dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgLeaveValidatorSet.SerializeToString,
+            dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgLeaveValidatorSetResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UnjailValidator(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/dilochain.poc.v1.Msg/UnjailValidator',
+            dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgUnjailValidator.SerializeToString,
+            dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgUnjailValidatorResponse.FromString,
             options,
             channel_credentials,
             insecure,

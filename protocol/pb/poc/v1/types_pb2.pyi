@@ -21,6 +21,14 @@ class ChallengeStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     CHALLENGE_STATUS_FAILED: _ClassVar[ChallengeStatus]
     CHALLENGE_STATUS_NOT_REVEALED: _ClassVar[ChallengeStatus]
     CHALLENGE_STATUS_UNDECIDED: _ClassVar[ChallengeStatus]
+
+class ValidatorStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    VALIDATOR_STATUS_UNSPECIFIED: _ClassVar[ValidatorStatus]
+    VALIDATOR_STATUS_BONDED: _ClassVar[ValidatorStatus]
+    VALIDATOR_STATUS_JAILED: _ClassVar[ValidatorStatus]
+    VALIDATOR_STATUS_TOMBSTONED: _ClassVar[ValidatorStatus]
+    VALIDATOR_STATUS_LEAVING: _ClassVar[ValidatorStatus]
 COMMIT_OUTCOME_PENDING: CommitOutcome
 COMMIT_OUTCOME_ACCEPTED: CommitOutcome
 COMMIT_OUTCOME_PAID: CommitOutcome
@@ -31,6 +39,11 @@ CHALLENGE_STATUS_PASSED: ChallengeStatus
 CHALLENGE_STATUS_FAILED: ChallengeStatus
 CHALLENGE_STATUS_NOT_REVEALED: ChallengeStatus
 CHALLENGE_STATUS_UNDECIDED: ChallengeStatus
+VALIDATOR_STATUS_UNSPECIFIED: ValidatorStatus
+VALIDATOR_STATUS_BONDED: ValidatorStatus
+VALIDATOR_STATUS_JAILED: ValidatorStatus
+VALIDATOR_STATUS_TOMBSTONED: ValidatorStatus
+VALIDATOR_STATUS_LEAVING: ValidatorStatus
 
 class RunConfig(_message.Message):
     __slots__ = ("min_collateral", "max_hosts", "seed", "round_blocks", "total_rounds", "model_config", "seq_len", "batch_size", "inner_steps", "checkpoint_interval", "inner_lr", "warmup_steps", "weight_decay", "grad_clip", "outer_lr", "outer_momentum", "compression", "tokenizer_hash", "data_manifest_hash", "precision", "start_delay_blocks", "overlap", "carry_inner_state")
@@ -255,6 +268,62 @@ class Verifier(_message.Message):
     address: str
     registered_height: int
     def __init__(self, address: _Optional[str] = ..., registered_height: _Optional[int] = ...) -> None: ...
+
+class ChainValidator(_message.Message):
+    __slots__ = ("consensus_address", "pub_key", "operator", "moniker", "self_bond", "genesis_power", "status", "jailed_until", "joined_height", "signing_start", "missed_blocks", "power", "release_height", "release_time_ns")
+    CONSENSUS_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    PUB_KEY_FIELD_NUMBER: _ClassVar[int]
+    OPERATOR_FIELD_NUMBER: _ClassVar[int]
+    MONIKER_FIELD_NUMBER: _ClassVar[int]
+    SELF_BOND_FIELD_NUMBER: _ClassVar[int]
+    GENESIS_POWER_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    JAILED_UNTIL_FIELD_NUMBER: _ClassVar[int]
+    JOINED_HEIGHT_FIELD_NUMBER: _ClassVar[int]
+    SIGNING_START_FIELD_NUMBER: _ClassVar[int]
+    MISSED_BLOCKS_FIELD_NUMBER: _ClassVar[int]
+    POWER_FIELD_NUMBER: _ClassVar[int]
+    RELEASE_HEIGHT_FIELD_NUMBER: _ClassVar[int]
+    RELEASE_TIME_NS_FIELD_NUMBER: _ClassVar[int]
+    consensus_address: str
+    pub_key: bytes
+    operator: str
+    moniker: str
+    self_bond: str
+    genesis_power: int
+    status: ValidatorStatus
+    jailed_until: int
+    joined_height: int
+    signing_start: int
+    missed_blocks: int
+    power: int
+    release_height: int
+    release_time_ns: int
+    def __init__(self, consensus_address: _Optional[str] = ..., pub_key: _Optional[bytes] = ..., operator: _Optional[str] = ..., moniker: _Optional[str] = ..., self_bond: _Optional[str] = ..., genesis_power: _Optional[int] = ..., status: _Optional[_Union[ValidatorStatus, str]] = ..., jailed_until: _Optional[int] = ..., joined_height: _Optional[int] = ..., signing_start: _Optional[int] = ..., missed_blocks: _Optional[int] = ..., power: _Optional[int] = ..., release_height: _Optional[int] = ..., release_time_ns: _Optional[int] = ...) -> None: ...
+
+class ValidatorSetParams(_message.Message):
+    __slots__ = ("power_reduction", "min_self_bond", "max_validators", "signed_blocks_window", "min_signed_per_window", "downtime_jail_blocks", "slash_fraction_downtime", "slash_fraction_double_sign", "release_blocks", "release_seconds")
+    POWER_REDUCTION_FIELD_NUMBER: _ClassVar[int]
+    MIN_SELF_BOND_FIELD_NUMBER: _ClassVar[int]
+    MAX_VALIDATORS_FIELD_NUMBER: _ClassVar[int]
+    SIGNED_BLOCKS_WINDOW_FIELD_NUMBER: _ClassVar[int]
+    MIN_SIGNED_PER_WINDOW_FIELD_NUMBER: _ClassVar[int]
+    DOWNTIME_JAIL_BLOCKS_FIELD_NUMBER: _ClassVar[int]
+    SLASH_FRACTION_DOWNTIME_FIELD_NUMBER: _ClassVar[int]
+    SLASH_FRACTION_DOUBLE_SIGN_FIELD_NUMBER: _ClassVar[int]
+    RELEASE_BLOCKS_FIELD_NUMBER: _ClassVar[int]
+    RELEASE_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    power_reduction: int
+    min_self_bond: int
+    max_validators: int
+    signed_blocks_window: int
+    min_signed_per_window: str
+    downtime_jail_blocks: int
+    slash_fraction_downtime: str
+    slash_fraction_double_sign: str
+    release_blocks: int
+    release_seconds: int
+    def __init__(self, power_reduction: _Optional[int] = ..., min_self_bond: _Optional[int] = ..., max_validators: _Optional[int] = ..., signed_blocks_window: _Optional[int] = ..., min_signed_per_window: _Optional[str] = ..., downtime_jail_blocks: _Optional[int] = ..., slash_fraction_downtime: _Optional[str] = ..., slash_fraction_double_sign: _Optional[str] = ..., release_blocks: _Optional[int] = ..., release_seconds: _Optional[int] = ...) -> None: ...
 
 class GlobalCheckpoint(_message.Message):
     __slots__ = ("run_id", "round", "hash", "commits", "agreeing")

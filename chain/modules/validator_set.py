@@ -1,0 +1,398 @@
+"""The open validator set: who signs blocks, with what power, and what downtime and
+double-signing cost (the chain's x/staking and x/slashing).
+
+Genesis validators are the first members, with the power genesis gives them. Anyone joins with
+``MsgCreateValidator``, reserving bonded collateral as its self-bond: its power is that stake
+over ``power_reduction`` (capped by what is still bonded after slashes), the top
+``max_validators`` by power sign. The power CometBFT last heard of each validator is kept in its
+record; each block's end sends CometBFT the differences (``ResponseFinalizeBlock.
+validator_updates``, in force two blocks later).
+
+At the start of every block the votes of the last commit (``decided_last_commit``) count each
+member's missed blocks over a sliding window of ``signed_blocks_window`` heights; one that
+missed more than allowed is slashed ``slash_fraction_downtime`` and jailed for
+``downtime_jail_blocks``, after which its operator may unjail it. CometBFT's evidence of a
+duplicate vote or a light-client attack slashes ``slash_fraction_double_sign`` of the operator's
+collateral, including what it unbonded since the infraction, and tombstones the validator: it
+never signs again. A validator that leaves keeps its self-bond reserved until evidence against
+it expires (``release_blocks`` and ``release_seconds``), and is then forgotten. The end of a
+block visits only the validators in play (bonded, counted by CometBFT, or with a bond to
+release), so jailed and tombstoned ones cost nothing per block.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+from dilochain.chain.context import Context, MsgSpec, QueryContext, QueryHandler, parse_amount
+from dilochain.chain.errors import TxError, codes
+from dilochain.chain.modules import collateral, slashing
+from dilochain.chain.pagination import page
+from dilochain.chain.state import CacheStore
+from dilochain.protocol.pb.poc.v1 import query_pb2 as q
+from dilochain.protocol.pb.poc.v1.tx_pb2 import (
+    MsgCreateValidator,
+    MsgCreateValidatorResponse,
+    MsgLeaveValidatorSet,
+    MsgLeaveValidatorSetResponse,
+    MsgUnjailValidator,
+    MsgUnjailValidatorResponse,
+)
+from dilochain.protocol.pb.poc.v1.types_pb2 import (
+    ChainValidator,
+    ValidatorSetParams,
+    ValidatorStatus,
+)
+
+BONDED = ValidatorStatus.VALIDATOR_STATUS_BONDED
+JAILED = ValidatorStatus.VALIDATOR_STATUS_JAILED
+TOMBSTONED = ValidatorStatus.VALIDATOR_STATUS_TOMBSTONED
+LEAVING = ValidatorStatus.VALIDATOR_STATUS_LEAVING
+MAX_MONIKER = 64
+
+
+@dataclass(frozen=True)
+class Vote:
+    """One validator's part in the last commit: did it sign (a nil vote counts as signed, as
+    in x/slashing; only an absent one is missed)."""
+
+    address: str  # consensus address, upper-case hex
+    signed: bool
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """CometBFT's proof that a validator signed two different things at one height."""
+
+    address: str  # consensus address, upper-case hex
+    height: int
+    kind: str  # "duplicate_vote" or "light_client_attack"
+
+
+def status_name(status: int) -> str:
+    """``bonded``, ``jailed``, ``tombstoned`` or ``leaving``."""
+    return ValidatorStatus.Name(status).removeprefix("VALIDATOR_STATUS_").lower()
+
+
+def consensus_address(pub_key: bytes) -> str:
+    """CometBFT's address of an ed25519 key: sha256(key)[:20], upper-case hex."""
+    return hashlib.sha256(pub_key).digest()[:20].hex().upper()
+
+
+def _key(address: str) -> bytes:
+    return b"val/" + address.encode()
+
+
+def _operator_key(operator: str) -> bytes:
+    return b"valop/" + operator.encode()
+
+
+def _miss_prefix(address: str) -> bytes:
+    return b"valmiss/" + address.encode() + b"/"
+
+
+def get(store: CacheStore, address: str) -> ChainValidator | None:
+    """The validator with consensus address ``address``, if the chain knows it."""
+    raw = store.get(_key(address))
+    return ChainValidator.FromString(raw) if raw is not None else None
+
+
+def _active_key(address: str) -> bytes:
+    return b"valset/" + address.encode()
+
+
+def _in_play(record: ChainValidator) -> bool:
+    """Whether the end of a block must look at it: a candidate for power, power CometBFT
+    still counts, or a bond still to release."""
+    unreleased = record.status in (LEAVING, TOMBSTONED) and record.self_bond not in ("", "0")
+    return record.status == BONDED or record.power != 0 or unreleased
+
+
+def _put(store: CacheStore, record: ChainValidator) -> None:
+    """Store ``record``, and keep the index of those in play (the end of a block visits only
+    them, however many jailed or tombstoned validators the chain has known)."""
+    store.set(_key(record.consensus_address), record.SerializeToString())
+    if _in_play(record):
+        store.set(_active_key(record.consensus_address), b"")
+    else:
+        store.delete(_active_key(record.consensus_address))
+
+
+def members(store: CacheStore) -> list[ChainValidator]:
+    """Every validator the chain knows, by consensus address."""
+    return [ChainValidator.FromString(v) for _, v in store.iterate(b"val/")]
+
+
+def _in_play_members(store: CacheStore) -> list[ChainValidator]:
+    found = (get(store, key.removeprefix(b"valset/").decode()) for key, _ in
+             store.iterate(b"valset/"))  # fmt: skip
+    return [record for record in found if record is not None]
+
+
+def init_genesis(store: CacheStore, validators: Iterable) -> None:
+    """Record the genesis set (``GenesisValidator``s), as CometBFT starts with it."""
+    for v in validators:
+        pub_key = base64.b64decode(v.pub_key.value)
+        record = ChainValidator(
+            consensus_address=v.address, pub_key=pub_key, operator=v.operator,
+            moniker=v.name, self_bond="0", genesis_power=v.power, status=BONDED,
+            power=v.power,
+        )  # fmt: skip
+        _put(store, record)
+        if v.operator:
+            store.set(_operator_key(v.operator), v.address.encode())
+
+
+def _of_operator(store: CacheStore, operator: str) -> ChainValidator:
+    address = store.get(_operator_key(operator))
+    record = get(store, address.decode()) if address is not None else None
+    if record is None:
+        raise TxError(codes.NOT_FOUND, f"{operator} operates no validator")
+    return record
+
+
+def _reset_signing(store: CacheStore, record: ChainValidator, height: int) -> None:
+    """Downtime counts afresh from ``height`` (joined, rejoined or unjailed)."""
+    for key, _ in list(store.iterate(_miss_prefix(record.consensus_address))):
+        store.delete(key)
+    record.missed_blocks = 0
+    record.signing_start = height
+
+
+# ---- messages --------------------------------------------------------------------------------
+def _checked_key(pub_key: bytes) -> None:
+    if len(pub_key) != 32:
+        raise TxError(codes.INVALID_PUBKEY, f"pub_key: an ed25519 key is 32 bytes, not "
+                                            f"{len(pub_key)}")  # fmt: skip
+    try:
+        Ed25519PublicKey.from_public_bytes(pub_key)
+    except ValueError as err:
+        raise TxError(codes.INVALID_PUBKEY, f"pub_key: {err}") from None
+
+
+def _handle_create(ctx: Context, msg: MsgCreateValidator) -> MsgCreateValidatorResponse:
+    params = ctx.params.validator_set
+    _checked_key(msg.pub_key)
+    if len(msg.moniker) > MAX_MONIKER or not msg.moniker.isprintable():
+        raise TxError(codes.INVALID_REQUEST, f"moniker: at most {MAX_MONIKER} printable "
+                                             "characters")  # fmt: skip
+    amount = parse_amount(msg.amount, "amount")
+    if amount < params.min_self_bond:
+        least = params.min_self_bond
+        raise TxError(codes.INSUFFICIENT_FUNDS,
+                      f"a validator's self-bond is at least {least}, not {amount}")  # fmt: skip
+    address = consensus_address(msg.pub_key)
+    mine = ctx.store.get(_operator_key(msg.operator))
+    if mine is not None and mine.decode() != address:
+        raise TxError(codes.INVALID_REQUEST, f"{msg.operator} already operates validator "
+                                             f"{mine.decode()}")  # fmt: skip
+    record = get(ctx.store, address)
+    if record is not None:
+        raise TxError(codes.INVALID_REQUEST, f"consensus key {address} is taken (a validator "
+                                             f"that is {status_name(record.status)})")  # fmt: skip
+    collateral.reserve(ctx.store, msg.operator, amount, "a validator")
+    record = ChainValidator(
+        consensus_address=address, pub_key=msg.pub_key, operator=msg.operator,
+        moniker=msg.moniker, self_bond=str(amount), status=BONDED, joined_height=ctx.height,
+    )  # fmt: skip
+    _reset_signing(ctx.store, record, ctx.height)
+    _put(ctx.store, record)
+    ctx.store.set(_operator_key(msg.operator), address.encode())
+    ctx.emit("create_validator", validator=address, operator=msg.operator, amount=amount)
+    return MsgCreateValidatorResponse(consensus_address=address)
+
+
+def _start_release(ctx: Context, record: ChainValidator) -> None:
+    params = ctx.params.validator_set
+    record.release_height = ctx.height + params.release_blocks
+    record.release_time_ns = ctx.time_ns + params.release_seconds * 1_000_000_000
+
+
+def _handle_leave(ctx: Context, msg: MsgLeaveValidatorSet) -> MsgLeaveValidatorSetResponse:
+    record = _of_operator(ctx.store, msg.operator)
+    if record.status not in (BONDED, JAILED):
+        status = status_name(record.status)
+        raise TxError(
+            codes.INVALID_REQUEST,
+            f"validator {record.consensus_address} is {status}, not in the set",
+        )
+    record.status = LEAVING
+    _start_release(ctx, record)
+    _put(ctx.store, record)
+    ctx.emit("leave_validator_set", validator=record.consensus_address,
+             release_height=record.release_height)  # fmt: skip
+    return MsgLeaveValidatorSetResponse(release_height=record.release_height)
+
+
+def _handle_unjail(ctx: Context, msg: MsgUnjailValidator) -> MsgUnjailValidatorResponse:
+    record = _of_operator(ctx.store, msg.operator)
+    if record.status != JAILED:
+        raise TxError(codes.INVALID_REQUEST, f"validator {record.consensus_address} is not "
+                                             "jailed")  # fmt: skip
+    if ctx.height < record.jailed_until:
+        raise TxError(codes.INVALID_REQUEST, f"validator {record.consensus_address} is jailed "
+                                             f"until height {record.jailed_until}")  # fmt: skip
+    record.status = BONDED
+    _reset_signing(ctx.store, record, ctx.height)
+    _put(ctx.store, record)
+    ctx.emit("unjail_validator", validator=record.consensus_address)
+    return MsgUnjailValidatorResponse()
+
+
+MSGS = [
+    MsgSpec(MsgCreateValidator, "operator", _handle_create),
+    MsgSpec(MsgLeaveValidatorSet, "operator", _handle_leave),
+    MsgSpec(MsgUnjailValidator, "operator", _handle_unjail),
+]
+
+
+# ---- the start of a block: evidence and downtime ----------------------------------------------
+def _slash_operator(ctx: Context, record: ChainValidator, fraction, reason: str,
+                    infraction_height: int | None = None) -> None:  # fmt: skip
+    if record.operator and fraction:
+        slashing.slash(ctx, record.operator, fraction, "", 0, reason, infraction_height)
+
+
+def _tombstone(ctx: Context, evidence: Evidence) -> None:
+    record = get(ctx.store, evidence.address)
+    if record is None or record.status == TOMBSTONED:
+        return
+    fraction = ctx.params.validator_set.slash_fraction_double_sign
+    _slash_operator(ctx, record, fraction, evidence.kind, evidence.height)
+    if record.status != LEAVING:
+        _start_release(ctx, record)
+    record.status = TOMBSTONED
+    _put(ctx.store, record)
+    ctx.emit("tombstone_validator", validator=evidence.address, infraction=evidence.kind,
+             infraction_height=evidence.height)  # fmt: skip
+
+
+def _count_vote(ctx: Context, vote: Vote, window: int, max_missed: int) -> None:
+    record = get(ctx.store, vote.address)
+    if record is None or record.status != BONDED:
+        return  # out of the set since (its removal takes effect two blocks later)
+    bit = _miss_prefix(vote.address) + b"%d" % (ctx.height % window)
+    was_missed = ctx.store.get(bit) is not None
+    changed = vote.signed == was_missed  # the window's slot changes (else nothing to write)
+    if vote.signed and was_missed:
+        ctx.store.delete(bit)
+        record.missed_blocks -= 1
+    elif changed:
+        ctx.store.set(bit, b"1")
+        record.missed_blocks += 1
+    counted = ctx.height >= record.signing_start + window
+    if not vote.signed and counted and record.missed_blocks > max_missed:
+        params = ctx.params.validator_set
+        _slash_operator(ctx, record, params.slash_fraction_downtime, "downtime")
+        record.status = JAILED
+        record.jailed_until = ctx.height + params.downtime_jail_blocks
+        _reset_signing(ctx.store, record, ctx.height)
+        ctx.emit("jail_validator", validator=vote.address, missed=max_missed + 1,
+                 window=window, jailed_until=record.jailed_until)  # fmt: skip
+        changed = True
+    if changed:
+        _put(ctx.store, record)
+
+
+def begin_block(ctx: Context, votes: Iterable[Vote], evidence: Iterable[Evidence]) -> None:
+    """Punish what CometBFT reports of the last blocks: double-signs (slashed, tombstoned) and
+    validators absent from too many of the window's commits (slashed, jailed)."""
+    for found in evidence:
+        _tombstone(ctx, found)
+    params = ctx.params.validator_set
+    window = params.signed_blocks_window
+    max_missed = window - int(params.min_signed_per_window * window)
+    for vote in votes:
+        _count_vote(ctx, vote, window, max_missed)
+
+
+# ---- the end of a block: powers and releases --------------------------------------------------
+def _power(store: CacheStore, record: ChainValidator, reduction: int) -> int:
+    if record.status != BONDED:
+        return 0
+    if record.genesis_power:
+        return record.genesis_power
+    stake = min(int(record.self_bond), collateral.bonded(store, record.operator))
+    return stake // reduction
+
+
+def _release(ctx: Context, record: ChainValidator) -> bool:
+    """Give a left or tombstoned validator's self-bond back once evidence has expired (and
+    CometBFT no longer counts it); whether it was released."""
+    if record.status not in (LEAVING, TOMBSTONED) or record.self_bond in ("", "0"):
+        return False
+    due = ctx.height >= record.release_height and ctx.time_ns >= record.release_time_ns
+    if not due or record.power:
+        return False
+    collateral.release(ctx.store, record.operator, int(record.self_bond))
+    ctx.emit("release_validator_stake", validator=record.consensus_address,
+             operator=record.operator, amount=record.self_bond)  # fmt: skip
+    record.self_bond = "0"
+    return True
+
+
+def _forget(store: CacheStore, record: ChainValidator) -> None:
+    """Drop a validator that left once nothing it signed can be held against it any more: the
+    chain keeps no record of every validator that ever was (a tombstoned one stays, its key
+    barred for good)."""
+    _reset_signing(store, record, 0)
+    for key in (_key(record.consensus_address), _active_key(record.consensus_address),
+                _operator_key(record.operator)):  # fmt: skip
+        store.delete(key)
+
+
+def end_block(ctx: Context) -> list[tuple[bytes, int]]:
+    """Release what is due and compute each member's power; the (ed25519 key, power) updates
+    CometBFT must hear. A change that would leave no one signing is not sent."""
+    params = ctx.params.validator_set
+    records = _in_play_members(ctx.store)
+    wanted = {r.consensus_address: _power(ctx.store, r, params.power_reduction) for r in records}
+    ranked = sorted((a for a, p in wanted.items() if p), key=lambda a: (-wanted[a], a))
+    for address in ranked[params.max_validators :]:
+        wanted[address] = 0
+    changed = {r.consensus_address for r in records if wanted[r.consensus_address] != r.power}
+    if changed and not any(wanted.values()):
+        ctx.emit("validator_set_kept", reason="no validator would be left with power")
+        changed = set()
+    updates = []
+    for record in records:
+        if record.consensus_address in changed:
+            record.power = wanted[record.consensus_address]
+            updates.append((record.pub_key, record.power))
+        released = _release(ctx, record)
+        if released and record.status == LEAVING:
+            _forget(ctx.store, record)  # its operator and key are free again
+        elif released or record.consensus_address in changed:
+            _put(ctx.store, record)
+    return updates
+
+
+# ---- queries ---------------------------------------------------------------------------------
+def params_message(params) -> ValidatorSetParams:
+    """The validator-set params as the query returns them."""
+    return ValidatorSetParams(
+        power_reduction=params.power_reduction, min_self_bond=params.min_self_bond,
+        max_validators=params.max_validators, signed_blocks_window=params.signed_blocks_window,
+        min_signed_per_window=str(params.min_signed_per_window),
+        downtime_jail_blocks=params.downtime_jail_blocks,
+        slash_fraction_downtime=str(params.slash_fraction_downtime),
+        slash_fraction_double_sign=str(params.slash_fraction_double_sign),
+        release_blocks=params.release_blocks, release_seconds=params.release_seconds,
+    )  # fmt: skip
+
+
+def _query_validators(
+    ctx: QueryContext, request: q.QueryValidatorsRequest
+) -> q.QueryValidatorsResponse:
+    found, pages = page(ctx.store, b"val/", request.pagination, ChainValidator.FromString)
+    return q.QueryValidatorsResponse(
+        validators=found, pagination=pages, params=params_message(ctx.params.validator_set)
+    )
+
+
+QUERIES: dict[str, QueryHandler] = {"Validators": _query_validators}

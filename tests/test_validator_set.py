@@ -1,0 +1,285 @@
+"""The open validator set, block by block in-process: joining by stake, powers sent to CometBFT,
+downtime jailing and unjailing, double-sign evidence, leaving, and the set's limits."""
+
+from __future__ import annotations
+
+import base64
+from decimal import Decimal
+
+import pytest
+from cosmpy.protos.tendermint.abci import types_pb2 as abci
+from cosmpy.protos.tendermint.types.validator_pb2 import BlockIDFlag
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
+from dilochain.chain.abci import AbciHandler
+from dilochain.chain.app import Application
+from dilochain.chain.errors import codes
+from dilochain.chain.modules import collateral, slashing
+from dilochain.chain.modules import validator_set as vs
+from dilochain.chain.store import ChainStore
+from dilochain.chain.testing import InProcessChain
+from dilochain.genesis.document import GenesisError, parse_genesis
+from dilochain.protocol.params import DENOM, ValidatorSetParams
+from dilochain.protocol.pb.poc.v1.tx_pb2 import (
+    MsgCreateValidator,
+    MsgDepositCollateral,
+    MsgLeaveValidatorSet,
+    MsgUnjailValidator,
+    MsgWithdrawCollateral,
+)
+from dilochain.testutil import CHAIN_ID, signed_tx, wallet
+
+OPERATOR, JOINER = wallet(41), wallet(42)
+OP, J = str(OPERATOR.address()), str(JOINER.address())
+WINDOW, JAIL, RELEASE = 4, 3, 5  # max missed in a window: 4 - 0.5 x 4 = 2
+
+
+def _key(seed: int) -> bytes:
+    private = Ed25519PrivateKey.from_private_bytes(bytes([seed]) * 32)
+    return private.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
+
+
+G1, G2, K = _key(1), _key(2), _key(3)
+
+
+def _genesis_validator(key: bytes, operator: str = "") -> dict:
+    value = base64.b64encode(key).decode()
+    return {"address": vs.consensus_address(key), "power": 10, "operator": operator,
+            "pub_key": {"type": "tendermint/PubKeyEd25519", "value": value}}  # fmt: skip
+
+
+def _chain(tmp_path, genesis_keys=(G1, G2), **validator_set) -> InProcessChain:
+    params = {"power_reduction": 1_000_000, "min_self_bond": 1_000_000,
+              "signed_blocks_window": WINDOW, "downtime_jail_blocks": JAIL,
+              "slash_fraction_downtime": "0.01", "release_blocks": RELEASE,
+              "release_seconds": 1, **validator_set}  # fmt: skip
+    funded = [{"address": a, "coins": [{"denom": DENOM, "amount": 10**9}]} for a in (OP, J)]
+    evidence = {"max_age_num_blocks": RELEASE, "max_age_duration": 10**9}
+    genesis = parse_genesis({
+        "chain_id": CHAIN_ID,
+        "consensus_params": {"evidence": evidence},
+        "validators": [_genesis_validator(k, OP if i == 0 else "")
+                       for i, k in enumerate(genesis_keys)],
+        "app_state": {"accounts": funded, "params": {"validator_set": params}},
+    })  # fmt: skip
+    app = Application(ChainStore(tmp_path / "chain.db"), genesis)
+    app.init_chain()
+    return InProcessChain(app)
+
+
+class _Signer:
+    """Sends one wallet's txs with increasing sequence numbers."""
+
+    def __init__(self, chain: InProcessChain, who, account_number: int):
+        self.chain, self.who, self.account, self.sequence = chain, who, account_number, 0
+
+    def send(self, *msgs) -> int:
+        """CheckTx's code; the sequence moves on when the tx is admitted."""
+        raw = signed_tx(self.who, list(msgs), sequence=self.sequence,
+                        account_number=self.account)  # fmt: skip
+        code = self.chain.broadcast(raw).code
+        self.sequence += code == 0
+        return code
+
+
+def _record(chain: InProcessChain, key: bytes):
+    return vs.get(chain.app.committed_view(), vs.consensus_address(key))
+
+
+def _votes(**signed: bool) -> list[vs.Vote]:
+    keys = {"g1": G1, "g2": G2, "k": K}
+    return [vs.Vote(vs.consensus_address(keys[name]), ok) for name, ok in signed.items()]
+
+
+def _join(chain: InProcessChain, amount: int = 3_000_000) -> _Signer:
+    joiner = _Signer(chain, JOINER, 1)
+    deposit = MsgDepositCollateral(depositor=J, amount=str(amount + 2_000_000))
+    create = MsgCreateValidator(operator=J, pub_key=K, amount=str(amount), moniker="k")
+    assert joiner.send(deposit, create) == 0
+    (result,) = chain.block()
+    assert result.code == 0, result.raw_log
+    return joiner
+
+
+def test_genesis_members_are_recorded_and_a_staked_validator_joins_with_its_bond(tmp_path):
+    chain = _chain(tmp_path)
+    g1, g2 = _record(chain, G1), _record(chain, G2)
+    assert (g1.status, g1.power, g1.operator) == (vs.BONDED, 10, OP)
+    assert (g2.status, g2.power, g2.operator) == (vs.BONDED, 10, "")
+    _join(chain)
+    assert chain.last.validator_updates == [(K, 3)]  # 3,000,000 udlc / 1,000,000
+    record = _record(chain, K)
+    assert (record.status, record.power, record.self_bond, record.operator) == (
+        vs.BONDED, 3, "3000000", J)  # fmt: skip
+    view = chain.app.committed_view()
+    assert collateral.locked(view, J) == 3_000_000 and collateral.bonded(view, J) == 5_000_000
+    chain.block()
+    assert chain.last.validator_updates == []  # sent once
+    # The reserved bond cannot be withdrawn.
+    joiner = _Signer(chain, JOINER, 1)
+    joiner.sequence = 1
+    assert joiner.send(MsgWithdrawCollateral(depositor=J, amount="2000001")) != 0
+
+
+def test_creating_a_validator_refuses_hostile_input(tmp_path):
+    chain = _chain(tmp_path)
+    joiner = _Signer(chain, JOINER, 1)
+    assert joiner.send(MsgDepositCollateral(depositor=J, amount="5000000")) == 0
+    chain.block()
+
+    def create(**fields) -> int:
+        msg = {"operator": J, "pub_key": K, "amount": "2000000", "moniker": "k", **fields}
+        return joiner.send(MsgCreateValidator(**msg))
+
+    assert create(pub_key=K[:31]) == codes.INVALID_PUBKEY
+    assert create(pub_key=b"") == codes.INVALID_PUBKEY
+    assert create(pub_key=G2) == codes.INVALID_REQUEST  # a genesis member's key
+    assert create(amount="999999") == codes.INSUFFICIENT_FUNDS  # below min_self_bond
+    assert create(amount="6000000") == codes.INSUFFICIENT_FUNDS  # more than is bonded
+    assert create(amount="-1") == codes.INVALID_COINS
+    assert create(moniker="x" * 65) == codes.INVALID_REQUEST
+    assert create(moniker="a\nb") == codes.INVALID_REQUEST
+    assert create() == 0
+    chain.block()
+    assert create(pub_key=_key(9)) == codes.INVALID_REQUEST  # one validator per operator
+    operator = _Signer(chain, OPERATOR, 0)
+    taken = MsgCreateValidator(operator=OP, pub_key=K, amount="2000000")
+    assert operator.send(MsgDepositCollateral(depositor=OP, amount="3000000"), taken) != 0
+    assert chain.app.check_tx(b"\x00garbage").code == codes.TX_DECODE
+
+
+def test_a_validator_absent_too_often_is_jailed_and_its_operator_unjails_it(tmp_path):
+    chain = _chain(tmp_path)
+    joiner = _join(chain)
+    joined = chain.app.height
+    # Missing two blocks of every four is allowed.
+    for height in range(joined + 1, joined + 9):
+        chain.block(votes=_votes(g1=True, g2=True, k=height % 2 == 0))
+        assert _record(chain, K).status == vs.BONDED
+    # Absent from then on: the third miss of the window jails it.
+    while _record(chain, K).status == vs.BONDED:
+        assert chain.app.height < joined + 20
+        chain.block(votes=_votes(g1=True, g2=True, k=False))
+    jailed_at = chain.app.height
+    record = _record(chain, K)
+    assert (record.status, record.jailed_until) == (vs.JAILED, jailed_at + JAIL)
+    assert chain.last.validator_updates == [(K, 0)]
+    (slash,) = slashing.slashes(chain.app.committed_view(), J)
+    assert (slash.reason, slash.amount) == ("downtime", "50000")  # 1% of 5,000,000 bonded
+    # Votes of a jailed validator (still in CometBFT's set for two blocks) count nothing.
+    chain.block(votes=_votes(g1=True, g2=True, k=False))
+    assert _record(chain, K).missed_blocks == 0
+
+    assert joiner.send(MsgUnjailValidator(operator=J)) == codes.INVALID_REQUEST  # too early
+    while chain.app.height + 1 < jailed_at + JAIL:
+        chain.block()
+    assert joiner.send(MsgUnjailValidator(operator=J)) == 0
+    chain.block()
+    record = _record(chain, K)
+    assert (record.status, record.signing_start) == (vs.BONDED, chain.app.height)
+    assert chain.last.validator_updates == [(K, 3)]
+    operator = _Signer(chain, OPERATOR, 0)
+    assert operator.send(MsgUnjailValidator(operator=OP)) == codes.INVALID_REQUEST  # not jailed
+
+
+def test_double_signing_slashes_the_bond_it_had_and_tombstones_the_validator(tmp_path):
+    chain = _chain(tmp_path)
+    joiner = _join(chain)
+    infraction = chain.app.height
+    # It withdraws its free collateral after the infraction: that is slashed too.
+    assert joiner.send(MsgWithdrawCollateral(depositor=J, amount="2000000")) == 0
+    chain.block()
+    evidence = vs.Evidence(vs.consensus_address(K), infraction, "duplicate_vote")
+    chain.block(evidence=[evidence])
+    assert chain.last.validator_updates == [(K, 0)]
+    record = _record(chain, K)
+    assert record.status == vs.TOMBSTONED
+    view = chain.app.committed_view()
+    (slash,) = slashing.slashes(view, J)
+    assert (slash.reason, slash.amount) == ("duplicate_vote", str(5_000_000 // 20))
+    assert collateral.bonded(view, J) == 2_850_000  # 3,000,000 less 5%
+    chain.block(evidence=[evidence])  # the same evidence again takes nothing more
+    assert len(slashing.slashes(chain.app.committed_view(), J)) == 1
+    assert joiner.send(MsgUnjailValidator(operator=J)) == codes.INVALID_REQUEST
+    # Its bond stays reserved until evidence expires, then is released; the key is never
+    # used again.
+    while chain.app.height < record.release_height:
+        assert collateral.locked(chain.app.committed_view(), J) == 3_000_000
+        chain.block()
+    view = chain.app.committed_view()
+    assert collateral.locked(view, J) == 0
+    assert _record(chain, K).status == vs.TOMBSTONED  # kept, but no longer visited per block
+    assert view.get(b"valset/" + vs.consensus_address(K).encode()) is None
+    create = MsgCreateValidator(operator=J, pub_key=K, amount="1000000")
+    assert joiner.send(create) == codes.INVALID_REQUEST
+
+
+def test_leaving_keeps_the_stake_slashable_until_evidence_expires_then_forgets_it(tmp_path):
+    chain = _chain(tmp_path)
+    joiner = _join(chain)
+    assert joiner.send(MsgLeaveValidatorSet(operator=J)) == 0
+    chain.block()
+    assert chain.last.validator_updates == [(K, 0)]
+    record = _record(chain, K)
+    assert (record.status, record.release_height) == (vs.LEAVING, chain.app.height + RELEASE)
+    assert joiner.send(MsgLeaveValidatorSet(operator=J)) == codes.INVALID_REQUEST
+    while _record(chain, K) is not None:
+        assert collateral.locked(chain.app.committed_view(), J) == 3_000_000
+        chain.block()
+    assert chain.app.height == record.release_height
+    view = chain.app.committed_view()
+    assert collateral.locked(view, J) == 0
+    assert [key for key, _ in view.iterate(b"valset/")] == [
+        b"valset/" + vs.consensus_address(k).encode() for k in sorted(
+            (G1, G2), key=vs.consensus_address)]  # fmt: skip
+    # Forgotten: the operator may join again, with the same key or another.
+    assert joiner.send(MsgCreateValidator(operator=J, pub_key=K, amount="4000000")) == 0
+    chain.block()
+    assert chain.last.validator_updates == [(K, 4)]
+
+
+def test_the_set_is_never_emptied_and_only_the_strongest_sign(tmp_path):
+    chain = _chain(tmp_path, genesis_keys=(G1,), max_validators=1)
+    chain.block(evidence=[vs.Evidence(vs.consensus_address(G1), 1, "duplicate_vote")])
+    assert _record(chain, G1).status == vs.TOMBSTONED
+    assert chain.last.validator_updates == []  # the only signer is kept until another joins
+    _join(chain, amount=2_000_000)
+    assert sorted(chain.last.validator_updates) == sorted([(G1, 0), (K, 2)])
+
+    capped = _chain(tmp_path / "capped", genesis_keys=(G1,), max_validators=1)
+    _join(capped, amount=30_000_000)  # 30 > 10: it takes the only seat
+    assert sorted(capped.last.validator_updates) == sorted([(G1, 0), (K, 30)])
+    assert _record(capped, G1).status == vs.BONDED and _record(capped, G1).power == 0
+
+
+def test_abci_passes_votes_and_evidence_in_and_validator_updates_out(tmp_path):
+    chain = _chain(tmp_path)
+    handler = AbciHandler(chain.app, None, "test")
+    absent = BlockIDFlag.BLOCK_ID_FLAG_ABSENT
+    request = abci.RequestFinalizeBlock(
+        height=1, hash=b"h",
+        decided_last_commit=abci.CommitInfo(votes=[abci.VoteInfo(
+            validator=abci.Validator(address=bytes.fromhex(vs.consensus_address(G1)), power=10),
+            block_id_flag=absent)]),
+        misbehavior=[abci.Misbehavior(
+            type=abci.MisbehaviorType.DUPLICATE_VOTE,
+            validator=abci.Validator(address=bytes.fromhex(vs.consensus_address(G2)), power=10),
+            height=1)],
+    )  # fmt: skip
+    response = handler._finalize_block(request).finalize_block
+    (update,) = response.validator_updates
+    assert (update.pub_key.ed25519, update.power) == (G2, 0)
+    assert [e.type for e in response.events] == ["tombstone_validator"]
+    handler._commit(abci.RequestCommit())
+    assert _record(chain, G1).missed_blocks == 1
+
+
+def test_genesis_refuses_a_stake_release_shorter_than_evidence_lives():
+    with pytest.raises(GenesisError, match="release_blocks must be at least"):
+        parse_genesis({"chain_id": CHAIN_ID, "app_state": {"params": {
+            "validator_set": {"release_blocks": 10}}}})  # fmt: skip
+    with pytest.raises(GenesisError, match="operator"):
+        parse_genesis({"chain_id": CHAIN_ID, "validators": [_genesis_validator(G1, "dilo1x")]})
+    shown = vs.params_message(ValidatorSetParams())
+    assert Decimal(shown.min_signed_per_window) == Decimal("0.5") and shown.max_validators == 100
