@@ -16,6 +16,7 @@ reports it (``on_fatal``) and the node stops with that line.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -29,6 +30,13 @@ from google.protobuf.message import DecodeError
 from dilochain.chain.app import Application, FinalizedBlock
 from dilochain.chain.errors import CODESPACE, codes
 from dilochain.chain.modules.validator_set import Evidence, Vote
+from dilochain.chain.snapshots import (
+    FORMAT,
+    SnapshotInfo,
+    SnapshotStore,
+    decode_chunk,
+    offer_problem,
+)
 
 log = logging.getLogger(__name__)
 
@@ -146,14 +154,17 @@ class AbciHandler:
     def __init__(
         self, app: Application, query: QueryFn, version: str,
         on_commit: Callable[[FinalizedBlock], None] | None = None,
-        on_fatal: Callable[[str], None] | None = None,
+        on_fatal: Callable[[str], None] | None = None, snapshots: SnapshotStore | None = None,
     ):  # fmt: skip
         self.app = app
         self.query = query
         self.version = version
         self.on_commit = on_commit  # told of each block once it is committed
         self.on_fatal = on_fatal  # told why the node cannot go on (a block it cannot execute)
+        self.snapshots = snapshots  # taken and served for state sync (None: neither)
         self._finalized: FinalizedBlock | None = None
+        self._restoring: tuple[SnapshotInfo, bytes] | None = None  # offered snapshot, app hash
+        self._next_chunk = 0
 
     async def handle(self, request: abci.Request) -> abci.Response:
         """The response to one request; a coded or default answer if handling fails."""
@@ -247,21 +258,63 @@ class AbciHandler:
         self.app.commit()
         if self.on_commit is not None and self._finalized is not None:
             self.on_commit(self._finalized)
+        if self.snapshots is not None and self.snapshots.due(self.app.height):
+            self.snapshots.take_in_background(self.app.height, self.app.store.snapshot_rows)
         return abci.Response(commit=abci.ResponseCommit(retain_height=0))
 
+    # ---- state sync: serving snapshots, and restoring one --------------------------------------
     def _list_snapshots(self, req: abci.RequestListSnapshots) -> abci.Response:
-        return abci.Response(list_snapshots=abci.ResponseListSnapshots())
-
-    def _offer_snapshot(self, req: abci.RequestOfferSnapshot) -> abci.Response:
-        reject = abci.ResponseOfferSnapshot.REJECT
-        return abci.Response(offer_snapshot=abci.ResponseOfferSnapshot(result=reject))
+        found = self.snapshots.list() if self.snapshots is not None else []
+        return abci.Response(list_snapshots=abci.ResponseListSnapshots(snapshots=[
+            abci.Snapshot(height=s.height, format=FORMAT, chunks=s.chunks, hash=s.hash,
+                          metadata=s.metadata) for s in found]))  # fmt: skip
 
     def _load_snapshot_chunk(self, req: abci.RequestLoadSnapshotChunk) -> abci.Response:
-        return abci.Response(load_snapshot_chunk=abci.ResponseLoadSnapshotChunk())
+        chunk = (self.snapshots.chunk(req.height, req.format, req.chunk)
+                 if self.snapshots is not None else b"")  # fmt: skip
+        return abci.Response(load_snapshot_chunk=abci.ResponseLoadSnapshotChunk(chunk=chunk))
+
+    def _offer_snapshot(self, req: abci.RequestOfferSnapshot) -> abci.Response:
+        offer = abci.ResponseOfferSnapshot
+        s = req.snapshot
+        snapshot = SnapshotInfo(s.height, s.chunks, s.hash, s.metadata)
+        if self.app.height:
+            result = offer.ABORT  # this node has a state of its own
+        elif (problem := offer_problem(snapshot, s.format)) is not None:
+            log.warning("snapshot of height %d refused: %s", s.height, problem)
+            result = offer.REJECT_FORMAT if s.format != FORMAT else offer.REJECT
+        else:
+            self.app.abandon_restore()
+            self._restoring, self._next_chunk = (snapshot, req.app_hash), 0
+            result = offer.ACCEPT
+        return abci.Response(offer_snapshot=offer(result=result))
 
     def _apply_snapshot_chunk(self, req: abci.RequestApplySnapshotChunk) -> abci.Response:
-        abort = abci.ResponseApplySnapshotChunk.ABORT
-        return abci.Response(apply_snapshot_chunk=abci.ResponseApplySnapshotChunk(result=abort))
+        applied = abci.ResponseApplySnapshotChunk
+        if self._restoring is None:
+            return abci.Response(apply_snapshot_chunk=applied(result=applied.ABORT))
+        snapshot, app_hash = self._restoring
+        index = req.index
+        if index != self._next_chunk:  # CometBFT applies chunks in order
+            return abci.Response(apply_snapshot_chunk=applied(result=applied.RETRY_SNAPSHOT))
+        expected = snapshot.metadata[32 * index : 32 * index + 32]
+        if hashlib.sha256(req.chunk).digest() != expected:  # that peer's copy: another's
+            return abci.Response(apply_snapshot_chunk=applied(
+                result=applied.RETRY, refetch_chunks=[index],
+                reject_senders=[req.sender] if req.sender else []))  # fmt: skip
+        try:
+            self.app.restore_rows(decode_chunk(req.chunk))
+        except ValueError as err:  # the snapshot itself is malformed
+            log.warning("snapshot of height %d refused: chunk %d: %s", snapshot.height, index, err)
+            self.app.abandon_restore()
+            return abci.Response(apply_snapshot_chunk=applied(result=applied.REJECT_SNAPSHOT))
+        self._next_chunk += 1
+        if self._next_chunk < snapshot.chunks:
+            return abci.Response(apply_snapshot_chunk=applied(result=applied.ACCEPT))
+        self._restoring = None
+        restored = self.app.finish_restore(snapshot.height, app_hash)
+        result = applied.ACCEPT if restored else applied.REJECT_SNAPSHOT
+        return abci.Response(apply_snapshot_chunk=applied(result=result))
 
     def _extend_vote(self, req: abci.RequestExtendVote) -> abci.Response:
         return abci.Response(extend_vote=abci.ResponseExtendVote())

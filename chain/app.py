@@ -42,6 +42,9 @@ from dilochain.protocol.hashing import tx_hash
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+# The state commits to the block it is the state of (height, header time, hash): a node
+# restoring a snapshot learns them from state the app hash proves, not from the peer.
+BLOCK_KEY = b"chain/block"
 
 MSG_SPECS: list[MsgSpec] = [
     *bank.MSGS, *collateral.MSGS, *registry.MSGS, *rounds.MSGS, *verifiers.MSGS,
@@ -325,6 +328,7 @@ class Application:
         for module in END_BLOCKERS:
             _isolated(module.__name__, module.end_block, block_ctx)
         updates = _isolated("validator_set", validator_set.end_block, block_ctx) or []
+        state.set(BLOCK_KEY, b"%d/%d/%s" % (height, time_ns, block_hash.hex().encode()))
         finalized = FinalizedBlock(
             StoredBlock(height, block_hash, time_ns, proposer),
             txs,
@@ -335,6 +339,42 @@ class Application:
         )
         self._pending = (finalized, state)
         return finalized
+
+    # ---- state sync --------------------------------------------------------------------------
+    def restore_rows(self, rows: list[tuple[bytes, bytes]]) -> None:
+        """Write one snapshot chunk's state rows (an empty node restoring)."""
+        if self.height or self.store.meta("genesis") is not None:
+            raise ValueError("only an empty node restores a snapshot")
+        self.store.put_rows(rows)
+
+    def finish_restore(self, height: int, app_hash: bytes) -> bool:
+        """Accept the restored state as that of ``height`` if its root is ``app_hash`` (the
+        hash CometBFT verified) and it is the state of that block; else delete it."""
+        tree = StateTree(self.store.iterate(b""))
+        raw = self.store.get(BLOCK_KEY) or b"0/0/"
+        block_height, time_ns, block_hash = raw.split(b"/", 2)
+        if tree.root != app_hash or int(block_height) != height:
+            log.warning("snapshot of height %d refused: its state hashes to %s, not %s",
+                        height, tree.root.hex()[:16], app_hash.hex()[:16])  # fmt: skip
+            self.store.clear_state()
+            return False
+        meta = {
+            "genesis": self.genesis.model_dump_json().encode(),
+            "height": str(height).encode(),
+            "app_hash": app_hash,
+            "time_ns": time_ns,
+            "last_block_hash": bytes.fromhex(block_hash.decode()),
+        }
+        self.store.commit({}, meta)
+        self.tree = tree
+        self.check_state = CacheStore(self.store)
+        log.info("state restored from a snapshot of height %d", height)
+        return True
+
+    def abandon_restore(self) -> None:
+        """Delete a partly restored state (before another snapshot is tried)."""
+        if not self.height:
+            self.store.clear_state()
 
     def commit(self) -> None:
         """Persist the finalized block and its state changes in one transaction."""

@@ -69,6 +69,12 @@ class NodeConfig(BaseModel):
     timeout_propose: str = "1s"
     mempool_size: int = Field(default=100_000, gt=0)
     log_level: str = "info"
+    # State sync: restore a snapshot from peers, trusting the block of `trust_height` (with
+    # `trust_hash`, as the RPC servers below gave it when the home was made), instead of
+    # replaying every block. Empty: block sync from genesis.
+    state_sync_rpc: list[ListenAddress] = []
+    trust_height: int = Field(default=0, ge=0)
+    trust_hash: str = Field(default="", pattern=r"^([0-9A-F]{64})?$")
 
 
 def genesis_path(home: Path) -> Path:
@@ -79,6 +85,11 @@ def genesis_path(home: Path) -> Path:
 def db_path(home: Path) -> Path:
     """Where the home's application database lives."""
     return home / "data" / "chain.db"
+
+
+def snapshots_path(home: Path) -> Path:
+    """Where the application keeps the state-sync snapshots it serves."""
+    return home / "data" / "snapshots"
 
 
 def config_path(home: Path) -> Path:
@@ -157,6 +168,11 @@ def _toml_value(value: object) -> str:
     return json.dumps(str(value))
 
 
+def _two_at_least(servers: list[str]) -> list[str]:
+    """CometBFT's state sync wants two RPC servers to cross-check: one given serves as both."""
+    return servers * 2 if len(servers) == 1 else servers
+
+
 def write_config(home: Path, config: NodeConfig) -> None:
     """Write ``config.toml`` (loopback-friendly p2p, kv tx index, fast blocks)."""
     sections: dict[str, dict[str, object]] = {
@@ -180,6 +196,14 @@ def write_config(home: Path, config: NodeConfig) -> None:
             "timeout_commit": config.block_time,
             "create_empty_blocks": True,
             "peer_gossip_sleep_duration": "10ms",
+        },
+        "statesync": {
+            "enable": bool(config.state_sync_rpc),
+            "rpc_servers": ",".join(f"http://{a}" for a in _two_at_least(config.state_sync_rpc)),
+            "trust_height": config.trust_height,
+            "trust_hash": config.trust_hash,
+            "trust_period": "168h0m0s",
+            "discovery_time": "5s",
         },
         "tx_index": {"indexer": "kv"},
         "instrumentation": {

@@ -30,9 +30,10 @@ from dilochain.chain.grpc_errors import (
     UnavailableUntilReady,
 )
 from dilochain.chain.grpc_services import APP_VERSION, Services, register_all
-from dilochain.chain.home import db_path, listen_addresses, load_home
+from dilochain.chain.home import db_path, listen_addresses, load_home, snapshots_path
 from dilochain.chain.query_router import QueryRouter
 from dilochain.chain.rest_gateway import RestGateway
+from dilochain.chain.snapshots import SnapshotStore
 from dilochain.chain.store import ChainStore, StoreError
 
 log = logging.getLogger(__name__)
@@ -48,7 +49,8 @@ class ChainNode:
 
     def __init__(
         self, home: Path, grpc_address: str, block_time: str | None = None,
-        metrics_address: str = "", rest_address: str = "",
+        metrics_address: str = "", rest_address: str = "", snapshot_interval: int = 0,
+        snapshot_keep: int = 2,
     ):  # fmt: skip
         genesis = load_home(home)
         self.home = home
@@ -64,6 +66,7 @@ class ChainNode:
         self.metrics_address = metrics_address  # empty: no metrics
         self.rest_address = rest_address  # empty: no REST server
         self.rest_listening = ""  # where the REST server listens, once it does
+        self.snapshots = SnapshotStore(snapshots_path(home), snapshot_interval, snapshot_keep)
         self.stopped_height = 0
         self.failure = ""
 
@@ -167,7 +170,8 @@ class ChainNode:
                             "commit a state this node cannot vouch for")  # fmt: skip
             fatal.set()
 
-        handler = AbciHandler(self.app, router.query, APP_VERSION, observer, on_fatal)
+        handler = AbciHandler(self.app, router.query, APP_VERSION, observer, on_fatal,
+                              self.snapshots)  # fmt: skip
         abci = AbciServer(handler)
         # A private folder (mode 0700) for the socket: a home's path may be longer than a unix
         # socket's name may be.

@@ -161,6 +161,41 @@ class ChainStore:
                     self._cache[key] = value
             self._meta.update(meta)
 
+    # ---- state sync --------------------------------------------------------------------------
+    def snapshot_rows(self) -> Iterator[tuple[bytes, bytes]]:
+        """Every state row as committed now, in key order, read on a connection of its own
+        (WAL: commits go on meanwhile, and the read keeps seeing this moment's state)."""
+        reader = sqlite3.connect(self.path, check_same_thread=False)
+        cursor = reader.execute("SELECT key, value FROM state ORDER BY key")  # the read begins
+
+        def rows() -> Iterator[tuple[bytes, bytes]]:
+            try:
+                while batch := cursor.fetchmany(1024):
+                    yield from batch
+            finally:
+                reader.close()
+
+        return rows()
+
+    def put_rows(self, rows: list[tuple[bytes, bytes]]) -> None:
+        """Write state rows restored from a snapshot (no height or hash yet: see ``commit``)."""
+        with self._lock:
+            cur = self._db.cursor()
+            cur.execute("BEGIN IMMEDIATE")
+            try:
+                cur.executemany("INSERT OR REPLACE INTO state (key, value) VALUES (?, ?)", rows)
+                cur.execute("COMMIT")
+            except BaseException:
+                cur.execute("ROLLBACK")
+                raise
+            self._cache.clear()
+
+    def clear_state(self) -> None:
+        """Delete every state row (a restore that did not verify)."""
+        with self._lock:
+            self._db.execute("DELETE FROM state")
+            self._cache.clear()
+
     # ---- blocks and txs ----------------------------------------------------------------------
     def block(self, height: int) -> StoredBlock | None:
         """The committed block at ``height``."""

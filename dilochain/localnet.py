@@ -138,10 +138,11 @@ class ChainProcess:
 
     def __init__(
         self, home: Path, block_time: str | None = "200ms", log_path: Path | None = None,
-        metrics_address: str = "",
+        metrics_address: str = "", options: tuple[str, ...] = (),
     ):  # fmt: skip
         self.home = home
         self.block_time = block_time
+        self.options = options  # more flags for `chain start`
         self.log_path = log_path or home / "chain.log"
         self.metrics_address = metrics_address  # to serve on (port 0: any)
         self.proc: subprocess.Popen | None = None
@@ -164,6 +165,7 @@ class ChainProcess:
             cmd += ["--block-time", self.block_time]
         if self.metrics_address:
             cmd += ["--metrics-address", self.metrics_address]
+        cmd += self.options
         log = self.log_path.open("ab")
         self.proc = subprocess.Popen(
             cmd,

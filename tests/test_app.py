@@ -10,6 +10,7 @@ from cosmpy.protos.cosmos.base.v1beta1.coin_pb2 import Coin
 from cosmpy.protos.cosmos.tx.v1beta1.tx_pb2 import AuthInfo, TxRaw
 
 from dilochain.chain.ante import FEE_COLLECTOR
+from dilochain.chain.app import BLOCK_KEY
 from dilochain.chain.errors import codes
 from dilochain.chain.modules import bank, collateral, registry
 from dilochain.chain.modules.collateral import MODULE_ACCOUNT
@@ -311,10 +312,13 @@ def test_failed_message_reverts_whole_tx_but_keeps_fee(chain):
 def test_app_hash_changes_with_state_and_is_persisted(chain):
     genesis_hash = chain.app.app_hash
     chain.block()
-    assert chain.app.app_hash == genesis_hash  # empty block: no state change
+    # An empty block changes only the state's record of its block (height, time, hash).
+    empty_block_hash = chain.app.app_hash
+    assert [key for key, _ in chain.app.store.iterate(b"chain/")] == [BLOCK_KEY]
+    assert empty_block_hash != genesis_hash
     chain.broadcast(signed_tx(ALICE, [send(B, 1)], sequence=0, account_number=0))
     chain.block()
-    assert chain.app.app_hash != genesis_hash
+    assert chain.app.app_hash not in (genesis_hash, empty_block_hash)
     assert chain.app.store.block(2).hash  # block rows persisted
 
 

@@ -7,6 +7,7 @@ import base64
 import json
 import os
 import random
+import shutil
 import signal
 import socket
 import subprocess
@@ -20,14 +21,15 @@ from cosmpy.aerial.client import LedgerClient
 from dilochain.chain.home import genesis_path, node_id, read_config, validator_of
 from dilochain.chain.testnet import (
     free_port,
+    free_ports,
     init_testnet,
     loopback_config,
     node_homes,
     rpc_address,
 )
 from dilochain.client import connect, network_config
-from dilochain.genesis.document import load_genesis, save_genesis
-from dilochain.localnet import LocalNetwork, rpc_call
+from dilochain.genesis.document import load_genesis
+from dilochain.localnet import ChainProcess, LocalNetwork, rpc_call
 from dilochain.poc_client import PocClient
 from dilochain.protocol.params import DENOM
 from dilochain.testutil import CHAIN_ID, wallet
@@ -215,25 +217,40 @@ def _signed_latest(node, address: str) -> bool:
                for s in commit["signatures"])  # fmt: skip
 
 
-def test_a_validator_joins_by_tx_is_jailed_while_down_and_unjails(tmp_path):
-    """node1 starts as a full node (genesis has node0 alone), joins by bonding stake, signs,
-    is killed and jailed for downtime while node0 (10 of 13 power) goes on, restarts, and its
-    operator brings it back."""
+def test_a_node_joins_by_state_sync_then_as_a_validator_is_jailed_while_down_and_unjails(
+    tmp_path,
+):
+    """node1 joins node0's running network by state sync (a snapshot, not every block), then
+    the validator set by bonding stake; it signs, is killed and jailed for downtime while node0
+    (10 of 13 power) goes on, restarts, and its operator brings it back."""
     operator = wallet(310)
     funded = {str(operator.address()): {DENOM: 10**10}}
     overrides = {"signed_blocks_window": 10, "downtime_jail_blocks": 5, "min_self_bond": 10**6}
-    homes = init_testnet(tmp_path, 2, CHAIN_ID, funded, block_time="200ms",
-                         validator_set=overrides)  # fmt: skip
-    genesis = load_genesis(genesis_path(homes[0]))
-    for home in homes:
-        save_genesis(genesis.with_validators([validator_of(homes[0], "node0")]), genesis_path(home))
-    signer = ["--home", str(homes[1])]
-    _cli("keys", "import-hex", "op", *signer, stdin=operator.signer().private_key_hex + "\n")
-    joiner = validator_of(homes[1]).address
-    network = LocalNetwork(homes)
+    (home0,) = init_testnet(tmp_path, 1, CHAIN_ID, funded, block_time="200ms",
+                            validator_set=overrides)  # fmt: skip
+    node0 = ChainProcess(home0, options=("--snapshot-interval", "10", "--snapshot-keep", "20"))
+    home1 = tmp_path / "node1"
+    node1 = ChainProcess(home1)
     try:
-        network.start()
-        node0, node1 = network.nodes
+        node0.start()
+        _wait((home0 / "data" / "snapshots" / "10" / "snapshot.json").exists, "a snapshot")
+        rpc1, p2p1 = free_ports(2)
+        peer = f"{node_id(home0)}@{read_config(home0)['p2p']['laddr'].removeprefix('tcp://')}"
+        _cli("chain", "init", "--home", str(home1), "--chain-id", CHAIN_ID,
+             "--rpc-address", f"127.0.0.1:{rpc1}", "--p2p-address", f"127.0.0.1:{p2p1}",
+             "--cometbft-metrics-address", "", "--persistent-peers", peer,
+             "--state-sync", node0.rpc_address, stdin="")  # fmt: skip
+        shutil.copy(genesis_path(home0), genesis_path(home1))
+        node1.start(first_block=False)
+        node1.wait_for_height(node0.height())
+        # Restored from the snapshot: its blocks start after it, and its state is the network's.
+        status = rpc_call(node1.rpc_address, "status")["sync_info"]
+        assert int(status["earliest_block_height"]) > 10, status
+        _app_agrees(node1, node0)
+
+        signer = ["--home", str(home1)]
+        _cli("keys", "import-hex", "op", *signer, stdin=operator.signer().private_key_hex + "\n")
+        joiner = validator_of(home1).address
         chain0 = ["--chain", node0.address]
         joined = _cli("tx", "validator", "create", "op", "--amount", "3500000",
                       "--moniker", "node1", *signer, *chain0)  # fmt: skip
@@ -259,5 +276,7 @@ def test_a_validator_joins_by_tx_is_jailed_while_down_and_unjails(tmp_path):
         _wait(lambda: _signed_latest(node0, joiner), "node1 signing again")
         statuses = {v["moniker"]: v["status"] for v in _cli("query", "validators", *chain0)}
         assert statuses == {"node0": "bonded", "node1": "bonded"}
+        _app_agrees(node1, node0)
     finally:
-        network.stop()
+        for node in (node1, node0):
+            node.kill()

@@ -34,6 +34,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     init.add_argument("--cometbft-metrics-address", default="127.0.0.1:26660",
                       help="CometBFT's own Prometheus metrics (empty: off)")  # fmt: skip
     init.add_argument("--block-time", default="1s", help="CometBFT's timeout_commit")
+    init.add_argument(
+        "--persistent-peers",
+        default="",
+        metavar="ID@HOST:PORT,...",
+        help="peers to keep connected to (a network's seed validators)",
+    )
+    init.add_argument(
+        "--state-sync",
+        default="",
+        metavar="HOST:PORT[,HOST:PORT]",
+        help="join a running network by restoring a snapshot from peers instead "
+        "of replaying every block: CometBFT RPC servers of the network, asked now "
+        "for the block to trust (give the network's genesis.json after init)",
+    )
     acct = chain.add_parser("add-genesis-account", help="fund an account in genesis")
     acct.add_argument("address", help="bech32 address, or the name of a key in the keyring")
     acct.add_argument("amount", help="coins, e.g. 1000000000udlc")
@@ -43,6 +57,21 @@ def register(sub: argparse._SubParsersAction) -> None:
                        help="the REST (LCD) server wallets and explorers use: every gRPC "
                             "service in the Cosmos SDK's JSON mapping (empty: off)")  # fmt: skip
     start.add_argument("--block-time", help="override config.toml's timeout_commit")
+    start.add_argument(
+        "--snapshot-interval",
+        type=int,
+        default=500,
+        metavar="BLOCKS",
+        help="take a state-sync snapshot every this many blocks, for new nodes "
+        "to join from (0: none; default 500)",
+    )
+    start.add_argument(
+        "--snapshot-keep",
+        type=int,
+        default=2,
+        metavar="N",
+        help="snapshots kept on disk (default 2)",
+    )
     start.add_argument(
         "--metrics-address",
         default="",
@@ -80,6 +109,8 @@ def _init(args: argparse.Namespace) -> int:
             p2p_address=args.p2p_address,
             cometbft_metrics_address=args.cometbft_metrics_address,
             block_time=block_time_flag(args.block_time),
+            persistent_peers=[p for p in args.persistent_peers.split(",") if p],
+            **_trust_point(args.state_sync),
         )
     except ValidationError as err:
         first = err.errors()[0]
@@ -88,6 +119,24 @@ def _init(args: argparse.Namespace) -> int:
     doc = init_home(args.home, args.chain_id, overwrite=args.overwrite, config=config)
     print(f"initialised chain {doc.chain_id} in {args.home}")
     return 0
+
+
+def _trust_point(servers: str) -> dict:
+    """The state-sync settings for ``--state-sync`` (none when empty): the servers, and the
+    latest block the first one knows (height and hash) as the block to trust."""
+    from dilochain.localnet import rpc_call
+
+    rpc = [s.strip().removeprefix("http://").removeprefix("tcp://") for s in servers.split(",")]
+    rpc = [s for s in rpc if s]
+    if not rpc:
+        return {}
+    try:
+        latest = rpc_call(rpc[0], "block", timeout=10)
+        height, block_hash = int(latest["block"]["header"]["height"]), latest["block_id"]["hash"]
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise CliError(f"--state-sync: no CometBFT RPC answers at {rpc[0]} ({err}); give a "
+                       "network node's RPC address, host:port") from None  # fmt: skip
+    return {"state_sync_rpc": rpc, "trust_height": height, "trust_hash": block_hash}
 
 
 def _add_genesis_account(args: argparse.Namespace) -> int:
@@ -113,8 +162,10 @@ def _start(args: argparse.Namespace) -> int:
     from dilochain.chain.server import ChainNode
 
     block_time = block_time_flag(args.block_time) if args.block_time else None
+    if args.snapshot_interval < 0 or args.snapshot_keep < 1:
+        raise CliError("--snapshot-interval is 0 or more, --snapshot-keep 1 or more")
     node = ChainNode(args.home, args.grpc_address, block_time, args.metrics_address,
-                     args.rest_address)  # fmt: skip
+                     args.rest_address, args.snapshot_interval, args.snapshot_keep)  # fmt: skip
     metrics = serve_metrics(args.metrics_address, REGISTRY)
 
     def ready(grpc_address: str, rpc_address: str) -> None:

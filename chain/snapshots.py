@@ -1,0 +1,170 @@
+"""State-sync snapshots: the application's whole state at a height, cut into chunks, which a new
+node restores instead of replaying every block (ABCI's ListSnapshots, LoadSnapshotChunk,
+OfferSnapshot and ApplySnapshotChunk, answered by ``chain.abci``).
+
+A snapshot of height H holds every (key, value) of the state committed at H, in key order, in
+chunks of about :data:`CHUNK_BYTES`; a chunk is a run of records (key length and value length
+as 4-byte big-endian integers, each followed by its bytes). The snapshot's metadata is its
+chunks' SHA-256 digests and its hash the SHA-256 of the metadata, so a restoring node checks
+each chunk as it arrives and asks another peer for one that does not match. The restored state
+is accepted only when its Merkle root is the app hash CometBFT's light client verified for H;
+the state commits to the block's own height, time and hash (``app.BLOCK_KEY``), so nothing a
+peer sends is trusted beyond what that hash proves.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import shutil
+import struct
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+FORMAT = 1
+CHUNK_BYTES = 1 << 20
+MAX_CHUNKS = 1 << 16  # 64 GiB of state: more is a hostile offer
+_LENGTHS = struct.Struct(">II")
+
+
+@dataclass(frozen=True)
+class SnapshotInfo:
+    """What ListSnapshots says of one snapshot."""
+
+    height: int
+    chunks: int
+    hash: bytes  # sha256(metadata)
+    metadata: bytes  # the chunks' sha256 digests, in order
+
+
+def encode_chunks(rows: Iterable[tuple[bytes, bytes]]) -> Iterator[bytes]:
+    """``rows`` (in key order) as chunks of about :data:`CHUNK_BYTES` each (at least one)."""
+    parts: list[bytes] = []
+    size = 0
+    for key, value in rows:
+        parts += [_LENGTHS.pack(len(key), len(value)), key, value]
+        size += _LENGTHS.size + len(key) + len(value)
+        if size >= CHUNK_BYTES:
+            yield b"".join(parts)
+            parts, size = [], 0
+    if parts or not size:
+        yield b"".join(parts)
+
+
+def decode_chunk(data: bytes) -> list[tuple[bytes, bytes]]:
+    """The records of a chunk; raises ``ValueError`` on a truncated or overlong one."""
+    rows, pos = [], 0
+    while pos < len(data):
+        if pos + _LENGTHS.size > len(data):
+            raise ValueError("a record's lengths are cut off")
+        key_len, value_len = _LENGTHS.unpack_from(data, pos)
+        pos += _LENGTHS.size
+        end = pos + key_len + value_len
+        if key_len == 0 or end > len(data):
+            raise ValueError("a record runs past the chunk's end (or has an empty key)")
+        rows.append((data[pos : pos + key_len], data[pos + key_len : end]))
+        pos = end
+    return rows
+
+
+def offer_problem(snapshot: SnapshotInfo, fmt: int) -> str | None:
+    """Why an offered snapshot cannot be restored from, before any chunk is fetched."""
+    if fmt != FORMAT:
+        return f"format {fmt}, not {FORMAT}"
+    if not 0 < snapshot.chunks <= MAX_CHUNKS:
+        return f"{snapshot.chunks} chunks (1 to {MAX_CHUNKS})"
+    if len(snapshot.metadata) != 32 * snapshot.chunks:
+        return "metadata is not one digest per chunk"
+    if hashlib.sha256(snapshot.metadata).digest() != snapshot.hash:
+        return "hash is not that of its metadata"
+    return None
+
+
+class SnapshotStore:
+    """Snapshots on disk (``DIR/HEIGHT/`` holding ``chunk-N`` files and ``snapshot.json``),
+    taken every ``interval`` blocks (0: never) in a background thread, the newest ``keep``
+    kept."""
+
+    def __init__(self, directory: Path, interval: int, keep: int = 2):
+        self.directory = directory
+        self.interval = interval
+        self.keep = max(1, keep)
+        self._busy = threading.Lock()
+        self.thread: threading.Thread | None = None
+
+    def due(self, height: int) -> bool:
+        """Whether a snapshot is to be taken of ``height``."""
+        return self.interval > 0 and height > 0 and height % self.interval == 0
+
+    def take_in_background(
+        self, height: int, open_rows: Callable[[], Iterator[tuple[bytes, bytes]]]
+    ) -> None:
+        """Write the snapshot of ``height`` in a thread from ``open_rows()`` (called now, so
+        that its consistent read begins at this height's state); skipped, with a log line,
+        while the last one is still being written."""
+        if not self._busy.acquire(blocking=False):
+            log.warning("snapshot of height %d skipped: the last one is still being written",
+                        height)  # fmt: skip
+            return
+        rows = open_rows()
+
+        def work() -> None:
+            try:
+                self.take(height, rows)
+            except Exception:
+                log.exception("snapshot of height %d failed", height)
+            finally:
+                self._busy.release()
+
+        self.thread = threading.Thread(target=work, name=f"snapshot-{height}", daemon=True)
+        self.thread.start()
+
+    def take(self, height: int, rows: Iterable[tuple[bytes, bytes]]) -> SnapshotInfo:
+        """Write the snapshot of ``height`` (atomically: a folder renamed into place), then
+        delete all but the newest ``keep``."""
+        partial = self.directory / f".partial-{height}"
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir(parents=True)
+        digests = []
+        for index, chunk in enumerate(encode_chunks(rows)):
+            (partial / f"chunk-{index}").write_bytes(chunk)
+            digests.append(hashlib.sha256(chunk).digest())
+        metadata = b"".join(digests)
+        info = SnapshotInfo(height, len(digests), hashlib.sha256(metadata).digest(), metadata)
+        (partial / "snapshot.json").write_text(json.dumps(
+            {"format": FORMAT, "height": height, "chunks": info.chunks,
+             "hash": info.hash.hex(), "metadata": metadata.hex()}))  # fmt: skip
+        final = self.directory / str(height)
+        shutil.rmtree(final, ignore_errors=True)
+        partial.rename(final)
+        for old in self.list()[self.keep :]:
+            shutil.rmtree(self.directory / str(old.height), ignore_errors=True)
+        log.info("snapshot of height %d: %d chunks", height, info.chunks)
+        return info
+
+    def list(self) -> list[SnapshotInfo]:
+        """The snapshots on disk, newest first (unreadable ones left out)."""
+        found = []
+        for folder in self.directory.glob("[0-9]*"):
+            try:
+                data = json.loads((folder / "snapshot.json").read_text())
+                found.append(SnapshotInfo(int(data["height"]), int(data["chunks"]),
+                                          bytes.fromhex(data["hash"]),
+                                          bytes.fromhex(data["metadata"])))  # fmt: skip
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+        return sorted(found, key=lambda s: -s.height)
+
+    def chunk(self, height: int, fmt: int, index: int) -> bytes:
+        """One chunk's bytes (empty when there is no such chunk)."""
+        if fmt != FORMAT or index < 0:
+            return b""
+        try:
+            return (self.directory / str(int(height)) / f"chunk-{int(index)}").read_bytes()
+        except OSError:
+            return b""

@@ -1,0 +1,150 @@
+"""State-sync snapshots in-process: chunk encoding, a snapshot taken and served by one node and
+restored by an empty one through ABCI, and every way a hostile snapshot is refused."""
+
+from __future__ import annotations
+
+import hashlib
+
+from cosmpy.protos.cosmos.bank.v1beta1.tx_pb2 import MsgSend
+from cosmpy.protos.cosmos.base.v1beta1.coin_pb2 import Coin
+from cosmpy.protos.tendermint.abci import types_pb2 as abci
+from hypothesis import given
+from hypothesis import strategies as st
+
+from dilochain.chain import snapshots
+from dilochain.chain.abci import AbciHandler
+from dilochain.chain.app import BLOCK_KEY, Application
+from dilochain.chain.modules import bank
+from dilochain.chain.snapshots import SnapshotStore, decode_chunk, encode_chunks
+from dilochain.chain.store import ChainStore
+from dilochain.protocol.params import DENOM
+from dilochain.testutil import local_chain, signed_tx, wallet
+
+ALICE = wallet(1)
+A, B = str(ALICE.address()), str(wallet(2).address())
+Applied = abci.ResponseApplySnapshotChunk
+
+
+@given(st.lists(st.tuples(st.binary(min_size=1, max_size=40), st.binary(max_size=3000))))
+def test_chunks_hold_every_row_in_order(rows):
+    chunks = list(encode_chunks(iter(rows)))
+    assert [row for chunk in chunks for row in decode_chunk(chunk)] == rows
+    assert all(len(c) < snapshots.CHUNK_BYTES + 4000 for c in chunks)
+
+
+def test_truncated_chunks_are_refused():
+    (chunk,) = encode_chunks([(b"key", b"value")])
+    for cut in (chunk[:3], chunk[:10], b"\x00" * 8 + b"x"):
+        try:
+            decode_chunk(cut)
+        except ValueError:
+            continue
+        raise AssertionError(f"{cut!r} decoded")
+
+
+def _served(tmp_path, monkeypatch):
+    """A chain with a few blocks of state, its snapshot taken (small chunks: several of them),
+    and an empty node of the same genesis."""
+    monkeypatch.setattr(snapshots, "CHUNK_BYTES", 200)
+    chain = local_chain(tmp_path / "a", {A: 10**12})
+    for sequence in range(5):
+        send = MsgSend(from_address=A, to_address=str(wallet(100 + sequence).address()),
+                       amount=[Coin(denom=DENOM, amount="7")])  # fmt: skip
+        chain.broadcast(signed_tx(ALICE, [send], sequence=sequence, account_number=0))
+        chain.block()
+    store = SnapshotStore(tmp_path / "snapshots", interval=1, keep=2)
+    info = store.take(chain.app.height, chain.app.store.snapshot_rows())
+    empty = Application(ChainStore(tmp_path / "b" / "chain.db"), chain.app.genesis)
+    return chain, store, info, AbciHandler(empty, None, "test")
+
+
+def _offer(handler, info, app_hash, fmt=snapshots.FORMAT, **changes) -> int:
+    fields = {"height": info.height, "format": fmt, "chunks": info.chunks, "hash": info.hash,
+              "metadata": info.metadata, **changes}  # fmt: skip
+    request = abci.RequestOfferSnapshot(snapshot=abci.Snapshot(**fields), app_hash=app_hash)
+    return handler._offer_snapshot(request).offer_snapshot.result
+
+
+def _apply(handler, index, chunk, sender="peer"):
+    request = abci.RequestApplySnapshotChunk(index=index, chunk=chunk, sender=sender)
+    return handler._apply_snapshot_chunk(request).apply_snapshot_chunk
+
+
+def test_an_empty_node_restores_a_served_snapshot_and_agrees(tmp_path, monkeypatch):
+    chain, store, info, handler = _served(tmp_path, monkeypatch)
+    serving = AbciHandler(chain.app, None, "test", snapshots=store)
+    (listed,) = serving._list_snapshots(abci.RequestListSnapshots()).list_snapshots.snapshots
+    assert (listed.height, listed.chunks, listed.hash) == (info.height, info.chunks, info.hash)
+    assert info.chunks > 3
+    assert _offer(handler, info, chain.app.app_hash) == abci.ResponseOfferSnapshot.ACCEPT
+    for index in range(info.chunks):
+        request = abci.RequestLoadSnapshotChunk(height=info.height, format=1, chunk=index)
+        chunk = serving._load_snapshot_chunk(request).load_snapshot_chunk.chunk
+        assert _apply(handler, index, chunk).result == Applied.ACCEPT
+    restored = handler.app
+    assert (restored.height, restored.app_hash) == (chain.app.height, chain.app.app_hash)
+    assert restored.last_block_time_ns == chain.app.last_block_time_ns
+    assert restored.store.meta("last_block_hash") == chain.app.store.meta("last_block_hash")
+    view = restored.committed_view()
+    assert bank.balance(view, str(wallet(103).address()), DENOM) == 7
+    # It executes the next block exactly as the serving node does.
+    send = MsgSend(from_address=A, to_address=B, amount=[Coin(denom=DENOM, amount="1")])
+    raw = signed_tx(ALICE, [send], sequence=5, account_number=0)
+    height, time_ns = chain.app.height + 1, chain.app.last_block_time_ns + 10**9
+    hashes = [app.finalize_block(height, time_ns, [raw], b"h").app_hash
+              for app in (chain.app, restored)]  # fmt: skip
+    assert hashes[0] == hashes[1]
+    # And it serves no second restore.
+    assert _offer(handler, info, chain.app.app_hash) == abci.ResponseOfferSnapshot.ABORT
+
+
+def test_a_snapshot_that_does_not_hash_to_the_verified_app_hash_is_refused(tmp_path, monkeypatch):
+    chain, store, info, handler = _served(tmp_path, monkeypatch)
+    assert _offer(handler, info, b"\x01" * 32) == abci.ResponseOfferSnapshot.ACCEPT
+    results = [_apply(handler, i, store.chunk(info.height, 1, i)).result
+               for i in range(info.chunks)]  # fmt: skip
+    assert results == [Applied.ACCEPT] * (info.chunks - 1) + [Applied.REJECT_SNAPSHOT]
+    assert handler.app.height == 0 and list(handler.app.store.iterate(b"")) == []
+    # The honest hash then restores.
+    assert _offer(handler, info, chain.app.app_hash) == abci.ResponseOfferSnapshot.ACCEPT
+    for index in range(info.chunks):
+        assert _apply(handler, index, store.chunk(info.height, 1, index)).result == Applied.ACCEPT
+    assert handler.app.store.get(BLOCK_KEY).startswith(b"%d/" % chain.app.height)
+
+
+def test_hostile_offers_and_chunks_are_refused(tmp_path, monkeypatch):
+    chain, store, info, handler = _served(tmp_path, monkeypatch)
+    offer, app_hash = abci.ResponseOfferSnapshot, chain.app.app_hash
+    assert _offer(handler, info, app_hash, fmt=2) == offer.REJECT_FORMAT
+    assert _offer(handler, info, app_hash, chunks=0) == offer.REJECT
+    assert _offer(handler, info, app_hash, chunks=1 << 20) == offer.REJECT
+    assert _offer(handler, info, app_hash, metadata=info.metadata[:-1]) == offer.REJECT
+    assert _offer(handler, info, app_hash, hash=b"\x00" * 32) == offer.REJECT
+    assert _apply(handler, 0, b"").result == Applied.ABORT  # nothing offered
+    assert _offer(handler, info, app_hash) == offer.ACCEPT
+    # A chunk that is not the one the metadata names: fetched again, from someone else.
+    bad = _apply(handler, 0, b"\x00" * 40, sender="liar")
+    assert (bad.result, list(bad.refetch_chunks), list(bad.reject_senders)) == (
+        Applied.RETRY, [0], ["liar"])  # fmt: skip
+    assert _apply(handler, 1, store.chunk(info.height, 1, 1)).result == Applied.RETRY_SNAPSHOT
+    # A snapshot whose own chunks do not decode is refused as a whole.
+    garbage = b"\xff" * 12
+    metadata = hashlib.sha256(garbage).digest()
+    forged = snapshots.SnapshotInfo(info.height, 1, hashlib.sha256(metadata).digest(), metadata)
+    assert _offer(handler, forged, app_hash) == offer.ACCEPT
+    assert _apply(handler, 0, garbage).result == Applied.REJECT_SNAPSHOT
+    assert list(handler.app.store.iterate(b"")) == []
+
+
+def test_snapshots_are_taken_when_due_and_only_the_newest_are_kept(tmp_path):
+    chain = local_chain(tmp_path / "a", {A: 10**9})
+    store = SnapshotStore(tmp_path / "snapshots", interval=2, keep=2)
+    handler = AbciHandler(chain.app, None, "test", snapshots=store)
+    for _ in range(7):
+        handler._finalize_block(abci.RequestFinalizeBlock(height=chain.app.height + 1,
+                                                          hash=b"h"))  # fmt: skip
+        handler._commit(abci.RequestCommit())
+        if store.thread is not None:
+            store.thread.join()
+    assert [s.height for s in store.list()] == [6, 4]
+    assert store.chunk(6, 1, 99) == b"" and store.chunk(6, 2, 0) == b""
