@@ -178,7 +178,8 @@ class Application:
         state = CacheStore(self.store)
         for account in self.genesis.accounts:
             bank.mint(state, account.address, {c.denom: c.amount for c in account.coins})
-        validator_set.init_genesis(state, self.genesis.validators)
+        validator_set.init_genesis(state, self.genesis.validators,
+                                   self.params.poc.collateral_denom)  # fmt: skip
         app_hash = self.tree.update(state.writes)
         self.store.commit(
             state.writes,
@@ -315,8 +316,9 @@ class Application:
         state = CacheStore(self.store)
         last_hash = self.store.meta("last_block_hash") or b""
         block_ctx = Context(state, height, time_ns, self.chain_id, self.params, [], last_hash)
-        _isolated("validator_set", lambda c: validator_set.begin_block(c, votes, evidence),
-                  block_ctx)  # fmt: skip
+        for found in evidence:  # each on its own: one that fails drops no other
+            _isolated("evidence", lambda c, e=found: validator_set.punish(c, e), block_ctx)
+        _isolated("downtime", lambda c: validator_set.count_votes(c, votes), block_ctx)
         timestamp = block_timestamp(time_ns)
         results = []
         for raw in txs:

@@ -23,7 +23,7 @@ from cryptography.hazmat.primitives.serialization import (
     PrivateFormat,
     PublicFormat,
 )
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from dilochain.chain.cometbft import strip_scheme
 from dilochain.genesis.document import (
@@ -146,12 +146,29 @@ def _read_key(path: Path, *fields: str) -> str:
         raise HomeError(f"{path}: unreadable key file ({err})") from None
 
 
-def validator_of(home: Path, name: str = "") -> GenesisValidator:
-    """The genesis-set entry of this home's validator key."""
-    pub_key = PubKey(value=_read_key(_validator_key_path(home), "pub_key", "value"))
-    return GenesisValidator(
-        address=pub_key.address(), pub_key=pub_key, power=VALIDATOR_POWER, name=name
-    )
+def validator_of(
+    home: Path, name: str = "", operator: str = "", self_bond: int = 0, power_reduction: int = 1
+) -> GenesisValidator:
+    """The genesis-set entry of this home's validator key: staked by ``operator`` with
+    ``self_bond`` (power = self_bond / power_reduction), or a closed set's member."""
+    path = _validator_key_path(home)
+    try:
+        pub_key = PubKey(value=_read_key(path, "pub_key", "value"))
+        power = self_bond // power_reduction if self_bond else VALIDATOR_POWER
+        return GenesisValidator(address=pub_key.address(), pub_key=pub_key, power=power,
+                                name=name, operator=operator, self_bond=self_bond)  # fmt: skip
+    except ValidationError as err:
+        raise HomeError(f"{path}: {err.errors()[0]['msg'].removeprefix('Value error, ')}") from None
+
+
+def consensus_private_key(home: Path) -> Ed25519PrivateKey:
+    """This home's validator (consensus) key."""
+    path = _validator_key_path(home)
+    try:
+        raw = base64.b64decode(_read_key(path, "priv_key", "value"), validate=True)
+        return Ed25519PrivateKey.from_private_bytes(raw[:32])
+    except ValueError as err:
+        raise HomeError(f"{path}: unreadable key file ({err})") from None
 
 
 def node_id(home: Path) -> str:
@@ -243,16 +260,19 @@ def listen_addresses(home: Path) -> tuple[str, str]:
 
 
 def init_home(
-    home: Path, chain_id: str, overwrite: bool = False, config: NodeConfig | None = None
-) -> GenesisDoc:
-    """Create a home: keys, ``config.toml`` and a genesis whose one validator is this node."""
+    home: Path, chain_id: str, overwrite: bool = False, config: NodeConfig | None = None,
+    operator: str = "", self_bond: int = 0,
+) -> GenesisDoc:  # fmt: skip
+    """Create a home: keys, ``config.toml`` and a genesis whose one validator is this node
+    (staked by ``operator`` with ``self_bond``: an open validator set; else a closed one)."""
     if genesis_path(home).exists() and not overwrite:
         raise HomeError(f"{home} already holds a chain (genesis.json exists); pass --overwrite")
     shutil.rmtree(home / "data", ignore_errors=True)  # blocks and state of the chain replaced
     _write_keys(home)
     write_config(home, config or NodeConfig(moniker=home.name or "dilochain"))
     doc = parse_genesis({"chain_id": chain_id}, "chain id")
-    doc = doc.with_validators([validator_of(home, home.name)])
+    reduction = doc.params.validator_set.power_reduction
+    doc = doc.with_validators([validator_of(home, home.name, operator, self_bond, reduction)])
     save_genesis(doc, genesis_path(home))
     return doc
 

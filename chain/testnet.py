@@ -98,10 +98,12 @@ def init_testnet(
     chain_id: str,
     accounts: dict[str, dict[str, int]] | None = None,
     block_time: str = "1s",
+    stakes: list[tuple[str, int]] | None = None,
     **param_overrides: dict,
 ) -> list[Path]:
     """Write ``validators`` homes ``directory/node0…`` sharing one genesis, each peering with
-    all others on free loopback ports; returns the homes."""
+    all others on free loopback ports; returns the homes. With ``stakes`` (an operator and a
+    self-bond per validator) the validator set is open, else closed."""
     if validators < 1:
         raise ValueError("a network needs at least one validator")
     homes, configs = [], []
@@ -112,8 +114,12 @@ def init_testnet(
         homes.append(home)
         configs.append(config)
     genesis = load_genesis(genesis_path(homes[0]))
-    genesis = genesis.with_validators([validator_of(h, h.name) for h in homes])
-    genesis = with_funds_and_params(genesis, accounts or {}, param_overrides)
+    genesis = with_funds_and_params(genesis.with_validators([]), accounts or {}, param_overrides)
+    reduction = genesis.params.validator_set.power_reduction
+    staked = stakes or [("", 0)] * len(homes)
+    members = zip(homes, staked, strict=True)
+    genesis = genesis.with_validators([validator_of(h, h.name, operator, bond, reduction)
+                                       for h, (operator, bond) in members])  # fmt: skip
     for home, config in zip(homes, configs, strict=True):
         save_genesis(genesis, genesis_path(home))
         config.persistent_peers = [

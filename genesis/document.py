@@ -19,7 +19,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, Field, ValidationError, field_validator, model_validator
 
 from dilochain.protocol.address import decode_address
-from dilochain.protocol.params import Denom, Int64, Params, StrictModel
+from dilochain.protocol.params import MAX_VALIDATOR_POWER, Denom, Int64, Params, StrictModel
 
 _CHAIN_ID = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,47}$")
 
@@ -128,11 +128,15 @@ class GenesisValidator(StrictModel):
 
     address: str
     pub_key: PubKey
-    power: Int64 = Field(gt=0)
+    power: Int64 = Field(gt=0, le=MAX_VALIDATOR_POWER)
     name: str = ""
-    # The account that may unjail it (and whose bonded collateral a double-sign slashes); a
-    # genesis validator without one that is jailed stays out.
+    # The account behind it: its self-bond is that account's collateral (slashed for downtime
+    # and double-signing), and it may unjail, leave and rejoin.
     operator: str = ""
+    # udlc of collateral created bonded for the operator at genesis and reserved as the
+    # validator's stake: power = self_bond / power_reduction. 0 for every validator: a closed
+    # set (a development network's), fixed at genesis.
+    self_bond: int = Field(default=0, ge=0)
 
     @field_validator("operator")
     @classmethod
@@ -143,6 +147,8 @@ class GenesisValidator(StrictModel):
     def _address_matches_key(self) -> GenesisValidator:
         if self.address != self.pub_key.address():
             raise ValueError(f"address {self.address} is not that of its pub_key")
+        if self.self_bond and not self.operator:
+            raise ValueError("a validator with a self_bond needs its operator")
         return self
 
 
@@ -186,6 +192,23 @@ class GenesisDoc(StrictModel):
         operators = [v.operator for v in self.validators if v.operator]
         if len(operators) != len(set(operators)):
             raise ValueError("validators: an operator appears twice")
+        return self
+
+    @model_validator(mode="after")
+    def _stakes_make_the_powers(self) -> GenesisDoc:
+        staked = [v for v in self.validators if v.self_bond]
+        if staked and len(staked) != len(self.validators):
+            raise ValueError("validators: every one has a self_bond (an open validator set) or "
+                             "none has (a closed one)")  # fmt: skip
+        params = self.app_state.params.validator_set
+        for v in staked:
+            if v.power != v.self_bond // params.power_reduction:
+                raise ValueError(f"validators: {v.name or v.address}'s power must be its "
+                                 f"self_bond / power_reduction = "
+                                 f"{v.self_bond // params.power_reduction}")  # fmt: skip
+            if v.self_bond < params.min_self_bond:
+                raise ValueError(f"validators: {v.name or v.address}'s self_bond is below "
+                                 f"min_self_bond ({params.min_self_bond})")  # fmt: skip
         return self
 
     @model_validator(mode="after")

@@ -173,13 +173,19 @@ class RewardParams(StrictModel):
     vesting_epochs: int = Field(default=4, ge=1, le=10_000)
 
 
+MAX_VALIDATORS = 10_000  # CometBFT's MaxVotesCount
+# CometBFT refuses a set whose total power exceeds MaxInt64 / 8 (and halts on such an update):
+# no validator gets more than its share of that at the most validators there can be.
+MAX_VALIDATOR_POWER = (2**63 - 1) // 8 // MAX_VALIDATORS
+
+
 class ValidatorSetParams(StrictModel):
     """The open validator set: how stake becomes voting power, and what downtime and
     double-signing cost (names and defaults as in x/staking and x/slashing)."""
 
     power_reduction: int = Field(default=1_000_000, ge=1)  # udlc of stake per unit of power
     min_self_bond: int = Field(default=100_000_000, ge=1)
-    max_validators: int = Field(default=100, ge=1)
+    max_validators: int = Field(default=100, ge=1, le=MAX_VALIDATORS)
     # Downtime: a validator that signs less than min_signed_per_window of the last
     # signed_blocks_window blocks is jailed (and slashed) for downtime_jail_blocks.
     signed_blocks_window: int = Field(default=100, ge=1)

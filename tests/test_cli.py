@@ -12,8 +12,10 @@ import sys
 import pytest
 from cosmpy.aerial.wallet import LocalWallet
 
+from dilochain.chain.home import genesis_path
 from dilochain.chain.testnet import free_port, rpc_address
 from dilochain.cli.main import main
+from dilochain.genesis.document import load_genesis
 from dilochain.localnet import rpc_status
 from dilochain.testutil import wallet
 
@@ -79,6 +81,25 @@ def _init(home) -> None:
     main(["chain", "init", "--home", str(home), "--chain-id", "net-1",
           "--rpc-address", f"127.0.0.1:{free_port()}",
           "--p2p-address", f"127.0.0.1:{free_port()}"])  # fmt: skip
+
+
+def test_chain_init_stakes_its_validator_for_an_open_set(tmp_path, capsys):
+    operator = str(wallet(7).address())
+    base = ["chain", "init", "--chain-id", "net-1"]
+    code, _, _ = run(capsys, *base, "--home", str(tmp_path / "h"), "--operator", operator,
+                     "--self-bond", "250000000")  # fmt: skip
+    assert code == 0
+    (validator,) = load_genesis(genesis_path(tmp_path / "h")).validators
+    assert (validator.operator, validator.self_bond, validator.power) == (operator, 250_000_000,
+                                                                          250)  # fmt: skip
+    code, _, err = run(capsys, *base, "--home", str(tmp_path / "a"), "--operator", operator)
+    assert_one_line_error(code, err, "--operator and --self-bond go together")
+    code, _, err = run(capsys, *base, "--home", str(tmp_path / "b"), "--operator", operator,
+                       "--self-bond", "5")  # fmt: skip
+    assert_one_line_error(code, err, "the genesis min_self_bond")
+    code, _, err = run(capsys, *base, "--home", str(tmp_path / "c"), "--operator", "nobody",
+                       "--self-bond", "250000000")  # fmt: skip
+    assert code == 1 and "nobody" in err and "Traceback" not in err
 
 
 def test_chain_start_without_cometbft(tmp_path, capsys, monkeypatch):

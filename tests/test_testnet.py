@@ -226,7 +226,8 @@ def test_a_node_joins_by_state_sync_then_as_a_validator_is_jailed_while_down_and
     operator = wallet(310)
     funded = {str(operator.address()): {DENOM: 10**10}}
     overrides = {"signed_blocks_window": 10, "downtime_jail_blocks": 5, "min_self_bond": 10**6}
-    (home0,) = init_testnet(tmp_path, 1, CHAIN_ID, funded, block_time="200ms",
+    staked = [(str(wallet(311).address()), 10_000_000)]  # power 10: an open validator set
+    (home0,) = init_testnet(tmp_path, 1, CHAIN_ID, funded, block_time="200ms", stakes=staked,
                             validator_set=overrides)  # fmt: skip
     node0 = ChainProcess(home0, options=("--snapshot-interval", "10", "--snapshot-keep", "20"))
     home1 = tmp_path / "node1"

@@ -14,8 +14,9 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from dilochain.chain.abci import AbciHandler
 from dilochain.chain.app import Application
+from dilochain.chain.context import Context
 from dilochain.chain.errors import codes
-from dilochain.chain.modules import collateral, slashing
+from dilochain.chain.modules import collateral, slashing, verifiers
 from dilochain.chain.modules import validator_set as vs
 from dilochain.chain.store import ChainStore
 from dilochain.chain.testing import InProcessChain
@@ -25,42 +26,51 @@ from dilochain.protocol.pb.poc.v1.tx_pb2 import (
     MsgCreateValidator,
     MsgDepositCollateral,
     MsgLeaveValidatorSet,
+    MsgRegisterVerifier,
     MsgUnjailValidator,
     MsgWithdrawCollateral,
 )
 from dilochain.testutil import CHAIN_ID, signed_tx, wallet
 
 OPERATOR, JOINER = wallet(41), wallet(42)
-OP, J = str(OPERATOR.address()), str(JOINER.address())
+OP, J, OP2 = str(OPERATOR.address()), str(JOINER.address()), str(wallet(43).address())
 WINDOW, JAIL, RELEASE = 4, 3, 5  # max missed in a window: 4 - 0.5 x 4 = 2
 
 
+def _private(seed: int) -> Ed25519PrivateKey:
+    return Ed25519PrivateKey.from_private_bytes(bytes([seed]) * 32)
+
+
 def _key(seed: int) -> bytes:
-    private = Ed25519PrivateKey.from_private_bytes(bytes([seed]) * 32)
-    return private.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
+    return _private(seed).public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
 
 
 G1, G2, K = _key(1), _key(2), _key(3)
 
 
-def _genesis_validator(key: bytes, operator: str = "") -> dict:
+def _proof(seed: int, operator: str) -> bytes:
+    return _private(seed).sign(vs.proof_message(CHAIN_ID, operator))
+
+
+def _genesis_validator(key: bytes, operator: str = "", self_bond: int = 10_000_000) -> dict:
     value = base64.b64encode(key).decode()
     return {"address": vs.consensus_address(key), "power": 10, "operator": operator,
+            "self_bond": self_bond if operator else 0,
             "pub_key": {"type": "tendermint/PubKeyEd25519", "value": value}}  # fmt: skip
 
 
-def _chain(tmp_path, genesis_keys=(G1, G2), **validator_set) -> InProcessChain:
+def _chain(tmp_path, genesis_keys=(G1, G2), staked=True, **validator_set) -> InProcessChain:
     params = {"power_reduction": 1_000_000, "min_self_bond": 1_000_000,
               "signed_blocks_window": WINDOW, "downtime_jail_blocks": JAIL,
               "slash_fraction_downtime": "0.01", "release_blocks": RELEASE,
               "release_seconds": 1, **validator_set}  # fmt: skip
     funded = [{"address": a, "coins": [{"denom": DENOM, "amount": 10**9}]} for a in (OP, J)]
     evidence = {"max_age_num_blocks": RELEASE, "max_age_duration": 10**9}
+    operators = (OP, OP2) if staked else ("", "")
     genesis = parse_genesis({
         "chain_id": CHAIN_ID,
         "consensus_params": {"evidence": evidence},
-        "validators": [_genesis_validator(k, OP if i == 0 else "")
-                       for i, k in enumerate(genesis_keys)],
+        "validators": [_genesis_validator(k, operators[i]) for i, k in enumerate(genesis_keys)],
         "app_state": {"accounts": funded, "params": {"validator_set": params}},
     })  # fmt: skip
     app = Application(ChainStore(tmp_path / "chain.db"), genesis)
@@ -95,18 +105,23 @@ def _votes(**signed: bool) -> list[vs.Vote]:
 def _join(chain: InProcessChain, amount: int = 3_000_000) -> _Signer:
     joiner = _Signer(chain, JOINER, 1)
     deposit = MsgDepositCollateral(depositor=J, amount=str(amount + 2_000_000))
-    create = MsgCreateValidator(operator=J, pub_key=K, amount=str(amount), moniker="k")
+    create = MsgCreateValidator(operator=J, pub_key=K, amount=str(amount), moniker="k",
+                                key_proof=_proof(3, J))  # fmt: skip
     assert joiner.send(deposit, create) == 0
     (result,) = chain.block()
     assert result.code == 0, result.raw_log
     return joiner
 
 
-def test_genesis_members_are_recorded_and_a_staked_validator_joins_with_its_bond(tmp_path):
+def test_genesis_members_are_staked_and_a_validator_joins_with_its_bond(tmp_path):
     chain = _chain(tmp_path)
-    g1, g2 = _record(chain, G1), _record(chain, G2)
-    assert (g1.status, g1.power, g1.operator) == (vs.BONDED, 10, OP)
-    assert (g2.status, g2.power, g2.operator) == (vs.BONDED, 10, "")
+    g1 = _record(chain, G1)
+    assert (g1.status, g1.power, g1.operator, g1.self_bond) == (vs.BONDED, 10, OP, "10000000")
+    view = chain.app.committed_view()
+    # A genesis self-bond is the operator's collateral, reserved: it cannot be withdrawn.
+    assert collateral.bonded(view, OP2) == collateral.locked(view, OP2) == 10_000_000
+    genesis_operator = _Signer(chain, OPERATOR, 0)
+    assert genesis_operator.send(MsgWithdrawCollateral(depositor=OP, amount="1")) != 0
     _join(chain)
     assert chain.last.validator_updates == [(K, 3)]  # 3,000,000 udlc / 1,000,000
     record = _record(chain, K)
@@ -116,7 +131,6 @@ def test_genesis_members_are_recorded_and_a_staked_validator_joins_with_its_bond
     assert collateral.locked(view, J) == 3_000_000 and collateral.bonded(view, J) == 5_000_000
     chain.block()
     assert chain.last.validator_updates == []  # sent once
-    # The reserved bond cannot be withdrawn.
     joiner = _Signer(chain, JOINER, 1)
     joiner.sequence = 1
     assert joiner.send(MsgWithdrawCollateral(depositor=J, amount="2000001")) != 0
@@ -129,12 +143,18 @@ def test_creating_a_validator_refuses_hostile_input(tmp_path):
     chain.block()
 
     def create(**fields) -> int:
-        msg = {"operator": J, "pub_key": K, "amount": "2000000", "moniker": "k", **fields}
+        msg = {"operator": J, "pub_key": K, "amount": "2000000", "moniker": "k",
+               "key_proof": _proof(3, J), **fields}  # fmt: skip
         return joiner.send(MsgCreateValidator(**msg))
 
     assert create(pub_key=K[:31]) == codes.INVALID_PUBKEY
     assert create(pub_key=b"") == codes.INVALID_PUBKEY
-    assert create(pub_key=G2) == codes.INVALID_REQUEST  # a genesis member's key
+    # Only the key's holder registers it: no proof, a proof for another operator or chain.
+    assert create(key_proof=b"") == codes.UNAUTHORIZED
+    assert create(key_proof=_proof(3, OP)) == codes.UNAUTHORIZED
+    assert create(key_proof=_private(3).sign(vs.proof_message("other", J))) == codes.UNAUTHORIZED
+    assert create(pub_key=_key(9)) == codes.UNAUTHORIZED  # K's proof for key 9
+    assert create(pub_key=G2, key_proof=_proof(2, J)) == codes.INVALID_REQUEST  # taken
     assert create(amount="999999") == codes.INSUFFICIENT_FUNDS  # below min_self_bond
     assert create(amount="6000000") == codes.INSUFFICIENT_FUNDS  # more than is bonded
     assert create(amount="-1") == codes.INVALID_COINS
@@ -142,11 +162,11 @@ def test_creating_a_validator_refuses_hostile_input(tmp_path):
     assert create(moniker="a\nb") == codes.INVALID_REQUEST
     assert create() == 0
     chain.block()
-    assert create(pub_key=_key(9)) == codes.INVALID_REQUEST  # one validator per operator
+    again = create(pub_key=_key(9), key_proof=_proof(9, J))
+    assert again == codes.INVALID_REQUEST  # one validator per operator
     operator = _Signer(chain, OPERATOR, 0)
-    taken = MsgCreateValidator(operator=OP, pub_key=K, amount="2000000")
+    taken = MsgCreateValidator(operator=OP, pub_key=K, amount="2000000", key_proof=_proof(3, OP))
     assert operator.send(MsgDepositCollateral(depositor=OP, amount="3000000"), taken) != 0
-    assert chain.app.check_tx(b"\x00garbage").code == codes.TX_DECODE
 
 
 def test_a_validator_absent_too_often_is_jailed_and_its_operator_unjails_it(tmp_path):
@@ -178,7 +198,7 @@ def test_a_validator_absent_too_often_is_jailed_and_its_operator_unjails_it(tmp_
     chain.block()
     record = _record(chain, K)
     assert (record.status, record.signing_start) == (vs.BONDED, chain.app.height)
-    assert chain.last.validator_updates == [(K, 3)]
+    assert chain.last.validator_updates == [(K, 3)]  # 4,950,000 bonded stand behind its 3 DLC
     operator = _Signer(chain, OPERATOR, 0)
     assert operator.send(MsgUnjailValidator(operator=OP)) == codes.INVALID_REQUEST  # not jailed
 
@@ -192,9 +212,12 @@ def test_double_signing_slashes_the_bond_it_had_and_tombstones_the_validator(tmp
     chain.block()
     evidence = vs.Evidence(vs.consensus_address(K), infraction, "duplicate_vote")
     chain.block(evidence=[evidence])
+    tombstoned_at = chain.app.height
     assert chain.last.validator_updates == [(K, 0)]
     record = _record(chain, K)
     assert record.status == vs.TOMBSTONED
+    # Its last vote can be for the next block; evidence of it lives RELEASE blocks more.
+    assert record.release_height == tombstoned_at + 3 + RELEASE
     view = chain.app.committed_view()
     (slash,) = slashing.slashes(view, J)
     assert (slash.reason, slash.amount) == ("duplicate_vote", str(5_000_000 // 20))
@@ -202,8 +225,6 @@ def test_double_signing_slashes_the_bond_it_had_and_tombstones_the_validator(tmp
     chain.block(evidence=[evidence])  # the same evidence again takes nothing more
     assert len(slashing.slashes(chain.app.committed_view(), J)) == 1
     assert joiner.send(MsgUnjailValidator(operator=J)) == codes.INVALID_REQUEST
-    # Its bond stays reserved until evidence expires, then is released; the key is never
-    # used again.
     while chain.app.height < record.release_height:
         assert collateral.locked(chain.app.committed_view(), J) == 3_000_000
         chain.block()
@@ -211,8 +232,8 @@ def test_double_signing_slashes_the_bond_it_had_and_tombstones_the_validator(tmp
     assert collateral.locked(view, J) == 0
     assert _record(chain, K).status == vs.TOMBSTONED  # kept, but no longer visited per block
     assert view.get(b"valset/" + vs.consensus_address(K).encode()) is None
-    create = MsgCreateValidator(operator=J, pub_key=K, amount="1000000")
-    assert joiner.send(create) == codes.INVALID_REQUEST
+    create = MsgCreateValidator(operator=J, pub_key=K, amount="1000000", key_proof=_proof(3, J))
+    assert joiner.send(create) == codes.INVALID_REQUEST  # the key is barred for good
 
 
 def test_leaving_keeps_the_stake_slashable_until_evidence_expires_then_forgets_it(tmp_path):
@@ -220,21 +241,23 @@ def test_leaving_keeps_the_stake_slashable_until_evidence_expires_then_forgets_i
     joiner = _join(chain)
     assert joiner.send(MsgLeaveValidatorSet(operator=J)) == 0
     chain.block()
+    left = chain.app.height
     assert chain.last.validator_updates == [(K, 0)]
     record = _record(chain, K)
-    assert (record.status, record.release_height) == (vs.LEAVING, chain.app.height + RELEASE)
+    assert (record.status, record.release_height) == (vs.LEAVING, left + 3 + RELEASE)
     assert joiner.send(MsgLeaveValidatorSet(operator=J)) == codes.INVALID_REQUEST
     while _record(chain, K) is not None:
         assert collateral.locked(chain.app.committed_view(), J) == 3_000_000
         chain.block()
-    assert chain.app.height == record.release_height
+    assert chain.app.height == left + 3 + RELEASE
     view = chain.app.committed_view()
     assert collateral.locked(view, J) == 0
     assert [key for key, _ in view.iterate(b"valset/")] == [
         b"valset/" + vs.consensus_address(k).encode() for k in sorted(
             (G1, G2), key=vs.consensus_address)]  # fmt: skip
     # Forgotten: the operator may join again, with the same key or another.
-    assert joiner.send(MsgCreateValidator(operator=J, pub_key=K, amount="4000000")) == 0
+    rejoin = MsgCreateValidator(operator=J, pub_key=K, amount="4000000", key_proof=_proof(3, J))
+    assert joiner.send(rejoin) == 0
     chain.block()
     assert chain.last.validator_updates == [(K, 4)]
 
@@ -244,13 +267,48 @@ def test_the_set_is_never_emptied_and_only_the_strongest_sign(tmp_path):
     chain.block(evidence=[vs.Evidence(vs.consensus_address(G1), 1, "duplicate_vote")])
     assert _record(chain, G1).status == vs.TOMBSTONED
     assert chain.last.validator_updates == []  # the only signer is kept until another joins
+    for _ in range(RELEASE + 4):  # while CometBFT counts it, its bond is not released
+        chain.block()
+    assert collateral.locked(chain.app.committed_view(), OP) == 10_000_000
     _join(chain, amount=2_000_000)
     assert sorted(chain.last.validator_updates) == sorted([(G1, 0), (K, 2)])
+    assert _record(chain, G1).release_height == chain.app.height + 3 + RELEASE
 
     capped = _chain(tmp_path / "capped", genesis_keys=(G1,), max_validators=1)
     _join(capped, amount=30_000_000)  # 30 > 10: it takes the only seat
     assert sorted(capped.last.validator_updates) == sorted([(G1, 0), (K, 30)])
     assert _record(capped, G1).status == vs.BONDED and _record(capped, G1).power == 0
+
+
+def test_power_counts_only_collateral_no_other_duty_reserved(tmp_path):
+    chain = _chain(tmp_path)
+    joiner = _Signer(chain, JOINER, 1)
+    deposit = MsgDepositCollateral(depositor=J, amount="13000000")
+    create = MsgCreateValidator(operator=J, pub_key=K, amount="3000000", key_proof=_proof(3, J))
+    assert joiner.send(deposit, MsgRegisterVerifier(verifier=J), create) == 0  # 10 + 3 DLC
+    chain.block()
+    assert _record(chain, K).power == 3
+    view = chain.app.committed_view()
+    ctx = Context(view, chain.app.height, 0, CHAIN_ID, chain.app.params)
+    collateral.slash(ctx, J, Decimal("0.5"))  # 6.5 DLC left behind 13 reserved
+    assert vs._power(view, _record(chain, K), 1_000_000) == 0
+    verifiers.remove_if_uncovered(ctx, J)
+    assert not verifiers.is_verifier(view, J)
+
+
+def test_a_closed_genesis_set_stays_as_it_is(tmp_path):
+    chain = _chain(tmp_path, staked=False)
+    joiner = _Signer(chain, JOINER, 1)
+    create = MsgCreateValidator(operator=J, pub_key=K, amount="2000000", key_proof=_proof(3, J))
+    assert joiner.send(MsgDepositCollateral(depositor=J, amount="3000000"), create) == (
+        codes.UNAUTHORIZED)  # fmt: skip
+    for _ in range(3 * WINDOW):  # nobody to unjail it: downtime is not counted
+        chain.block(votes=_votes(g1=True, g2=False))
+    double_sign = vs.Evidence(vs.consensus_address(G2), 2, "duplicate_vote")
+    chain.block(evidence=[double_sign])
+    assert [e.type for e in chain.last.events] == ["double_sign"]  # reported, no stake to take
+    assert _record(chain, G2).status == vs.BONDED and _record(chain, G2).power == 10
+    assert chain.last.validator_updates == []
 
 
 def test_abci_passes_votes_and_evidence_in_and_validator_updates_out(tmp_path):
@@ -270,7 +328,7 @@ def test_abci_passes_votes_and_evidence_in_and_validator_updates_out(tmp_path):
     response = handler._finalize_block(request).finalize_block
     (update,) = response.validator_updates
     assert (update.pub_key.ed25519, update.power) == (G2, 0)
-    assert [e.type for e in response.events] == ["tombstone_validator"]
+    assert [e.type for e in response.events] == ["slash", "tombstone_validator"]
     handler._commit(abci.RequestCommit())
     assert _record(chain, G1).missed_blocks == 1
 

@@ -73,6 +73,12 @@ def locked(store: CacheStore, address: str) -> int:
     return get_int(store, _locked_key(address))
 
 
+def bond_at_genesis(store: CacheStore, denom: str, address: str, amount: int) -> None:
+    """Create ``amount`` of bonded collateral for ``address`` (a genesis validator's stake)."""
+    bank.mint(store, MODULE_ACCOUNT, {denom: amount})
+    set_int(store, _bonded_key(address), bonded(store, address) + amount)
+
+
 def reserve(store: CacheStore, address: str, amount: int, purpose: str) -> None:
     """Lock ``amount`` of ``address``'s bonded collateral for ``purpose``, from what no other
     run or registration holds: one bond cannot stand behind two runs."""

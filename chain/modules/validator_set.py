@@ -27,6 +27,7 @@ import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from dilochain.chain.context import Context, MsgSpec, QueryContext, QueryHandler, parse_amount
@@ -34,6 +35,7 @@ from dilochain.chain.errors import TxError, codes
 from dilochain.chain.modules import collateral, slashing
 from dilochain.chain.pagination import page
 from dilochain.chain.state import CacheStore
+from dilochain.protocol.params import MAX_VALIDATOR_POWER
 from dilochain.protocol.pb.poc.v1 import query_pb2 as q
 from dilochain.protocol.pb.poc.v1.tx_pb2 import (
     MsgCreateValidator,
@@ -54,6 +56,7 @@ JAILED = ValidatorStatus.VALIDATOR_STATUS_JAILED
 TOMBSTONED = ValidatorStatus.VALIDATOR_STATUS_TOMBSTONED
 LEAVING = ValidatorStatus.VALIDATOR_STATUS_LEAVING
 MAX_MONIKER = 64
+_CLOSED = b"valconf/closed"  # set at genesis when no genesis validator holds stake
 
 
 @dataclass(frozen=True)
@@ -134,18 +137,32 @@ def _in_play_members(store: CacheStore) -> list[ChainValidator]:
     return [record for record in found if record is not None]
 
 
-def init_genesis(store: CacheStore, validators: Iterable) -> None:
-    """Record the genesis set (``GenesisValidator``s), as CometBFT starts with it."""
+def init_genesis(store: CacheStore, validators: Iterable, denom: str) -> None:
+    """Record the genesis set (``GenesisValidator``s), as CometBFT starts with it. Staked
+    validators' self-bonds are created as their operators' bonded, reserved collateral; a
+    genesis set without stake (a development network's) is closed: it stays as it is."""
+    validators = list(validators)
+    if validators and not any(v.self_bond for v in validators):
+        store.set(_CLOSED, b"1")
     for v in validators:
         pub_key = base64.b64decode(v.pub_key.value)
+        if v.self_bond:
+            collateral.bond_at_genesis(store, denom, v.operator, v.self_bond)
+            collateral.reserve(store, v.operator, v.self_bond, "a genesis validator")
         record = ChainValidator(
             consensus_address=v.address, pub_key=pub_key, operator=v.operator,
-            moniker=v.name, self_bond="0", genesis_power=v.power, status=BONDED,
-            power=v.power,
+            moniker=v.name, self_bond=str(v.self_bond),
+            genesis_power=0 if v.self_bond else v.power, status=BONDED, power=v.power,
         )  # fmt: skip
         _put(store, record)
         if v.operator:
             store.set(_operator_key(v.operator), v.address.encode())
+
+
+def closed(store: CacheStore) -> bool:
+    """Whether the set is the genesis one for good (its validators hold no stake: nothing to
+    weigh a joiner against, slash or release)."""
+    return store.get(_CLOSED) is not None
 
 
 def _of_operator(store: CacheStore, operator: str) -> ChainValidator:
@@ -165,19 +182,31 @@ def _reset_signing(store: CacheStore, record: ChainValidator, height: int) -> No
 
 
 # ---- messages --------------------------------------------------------------------------------
-def _checked_key(pub_key: bytes) -> None:
-    if len(pub_key) != 32:
+def proof_message(chain_id: str, operator: str) -> bytes:
+    """What a consensus key signs to be registered by ``operator`` on ``chain_id``."""
+    return f"dilochain-create-validator/v1|{chain_id}|{operator}".encode()
+
+
+def _checked_key(ctx: Context, msg: MsgCreateValidator) -> None:
+    """The key is an ed25519 key, and ``key_proof`` is its signature of the proof message."""
+    if len(msg.pub_key) != 32:
         raise TxError(codes.INVALID_PUBKEY, f"pub_key: an ed25519 key is 32 bytes, not "
-                                            f"{len(pub_key)}")  # fmt: skip
+                                            f"{len(msg.pub_key)}")  # fmt: skip
     try:
-        Ed25519PublicKey.from_public_bytes(pub_key)
+        key = Ed25519PublicKey.from_public_bytes(msg.pub_key)
+        key.verify(msg.key_proof, proof_message(ctx.chain_id, msg.operator))
     except ValueError as err:
         raise TxError(codes.INVALID_PUBKEY, f"pub_key: {err}") from None
+    except InvalidSignature:
+        signed = proof_message(ctx.chain_id, msg.operator).decode()
+        why = f"key_proof: not the consensus key's signature of {signed!r} (only its holder "
+        raise TxError(codes.UNAUTHORIZED, why + "registers a key)") from None
 
 
 def _handle_create(ctx: Context, msg: MsgCreateValidator) -> MsgCreateValidatorResponse:
     params = ctx.params.validator_set
-    _checked_key(msg.pub_key)
+    _require_open(ctx)
+    _checked_key(ctx, msg)
     if len(msg.moniker) > MAX_MONIKER or not msg.moniker.isprintable():
         raise TxError(codes.INVALID_REQUEST, f"moniker: at most {MAX_MONIKER} printable "
                                              "characters")  # fmt: skip
@@ -207,13 +236,14 @@ def _handle_create(ctx: Context, msg: MsgCreateValidator) -> MsgCreateValidatorR
     return MsgCreateValidatorResponse(consensus_address=address)
 
 
-def _start_release(ctx: Context, record: ChainValidator) -> None:
-    params = ctx.params.validator_set
-    record.release_height = ctx.height + params.release_blocks
-    record.release_time_ns = ctx.time_ns + params.release_seconds * 1_000_000_000
+def _require_open(ctx: Context) -> None:
+    if closed(ctx.store):
+        raise TxError(codes.UNAUTHORIZED, "this network's genesis validators hold no stake: "
+                                          "its validator set is closed")  # fmt: skip
 
 
 def _handle_leave(ctx: Context, msg: MsgLeaveValidatorSet) -> MsgLeaveValidatorSetResponse:
+    _require_open(ctx)
     record = _of_operator(ctx.store, msg.operator)
     if record.status not in (BONDED, JAILED):
         status = status_name(record.status)
@@ -222,11 +252,11 @@ def _handle_leave(ctx: Context, msg: MsgLeaveValidatorSet) -> MsgLeaveValidatorS
             f"validator {record.consensus_address} is {status}, not in the set",
         )
     record.status = LEAVING
-    _start_release(ctx, record)
     _put(ctx.store, record)
+    earliest = ctx.height + ctx.params.validator_set.release_blocks + _LAST_VOTE
     ctx.emit("leave_validator_set", validator=record.consensus_address,
-             release_height=record.release_height)  # fmt: skip
-    return MsgLeaveValidatorSetResponse(release_height=record.release_height)
+             earliest_release_height=earliest)  # fmt: skip
+    return MsgLeaveValidatorSetResponse(release_height=earliest)
 
 
 def _handle_unjail(ctx: Context, msg: MsgUnjailValidator) -> MsgUnjailValidatorResponse:
@@ -258,14 +288,17 @@ def _slash_operator(ctx: Context, record: ChainValidator, fraction, reason: str,
         slashing.slash(ctx, record.operator, fraction, "", 0, reason, infraction_height)
 
 
-def _tombstone(ctx: Context, evidence: Evidence) -> None:
+def punish(ctx: Context, evidence: Evidence) -> None:
+    """Slash and tombstone the validator CometBFT caught signing twice (in an open set)."""
+    if closed(ctx.store):
+        ctx.emit("double_sign", validator=evidence.address, infraction=evidence.kind,
+                 infraction_height=evidence.height)  # fmt: skip
+        return
     record = get(ctx.store, evidence.address)
     if record is None or record.status == TOMBSTONED:
         return
     fraction = ctx.params.validator_set.slash_fraction_double_sign
     _slash_operator(ctx, record, fraction, evidence.kind, evidence.height)
-    if record.status != LEAVING:
-        _start_release(ctx, record)
     record.status = TOMBSTONED
     _put(ctx.store, record)
     ctx.emit("tombstone_validator", validator=evidence.address, infraction=evidence.kind,
@@ -299,11 +332,11 @@ def _count_vote(ctx: Context, vote: Vote, window: int, max_missed: int) -> None:
         _put(ctx.store, record)
 
 
-def begin_block(ctx: Context, votes: Iterable[Vote], evidence: Iterable[Evidence]) -> None:
-    """Punish what CometBFT reports of the last blocks: double-signs (slashed, tombstoned) and
-    validators absent from too many of the window's commits (slashed, jailed)."""
-    for found in evidence:
-        _tombstone(ctx, found)
+def count_votes(ctx: Context, votes: Iterable[Vote]) -> None:
+    """Count the last commit's votes into each bonded member's window; jail (and slash) one
+    absent from too many (in an open set)."""
+    if closed(ctx.store):
+        return
     params = ctx.params.validator_set
     window = params.signed_blocks_window
     max_missed = window - int(params.min_signed_per_window * window)
@@ -313,21 +346,46 @@ def begin_block(ctx: Context, votes: Iterable[Vote], evidence: Iterable[Evidence
 
 # ---- the end of a block: powers and releases --------------------------------------------------
 def _power(store: CacheStore, record: ChainValidator, reduction: int) -> int:
+    """Its self-bond over ``reduction``, counting only collateral that no other run or
+    registration has reserved (a slash takes from the bond as a whole), at most
+    :data:`~dilochain.protocol.params.MAX_VALIDATOR_POWER`."""
     if record.status != BONDED:
         return 0
     if record.genesis_power:
         return record.genesis_power
-    stake = min(int(record.self_bond), collateral.bonded(store, record.operator))
-    return stake // reduction
+    self_bond = int(record.self_bond)
+    held_for_others = collateral.locked(store, record.operator) - self_bond
+    stake = min(self_bond, collateral.bonded(store, record.operator) - held_for_others)
+    return min(max(0, stake) // reduction, MAX_VALIDATOR_POWER)
+
+
+# CometBFT counts a validator two blocks after the update that drops it: it votes for that
+# next block at the latest, whose evidence is the last that can come.
+_LAST_VOTE = 3
+
+
+def _release_clock(ctx: Context, record: ChainValidator) -> None:
+    """Start counting a left or tombstoned validator's release once CometBFT no longer counts
+    it: ``release_blocks`` after its last possible vote, and ``release_seconds`` after a block
+    later than that vote."""
+    params = ctx.params.validator_set
+    if record.status not in (LEAVING, TOMBSTONED) or record.power:
+        return
+    if not record.release_height:
+        record.release_height = ctx.height + params.release_blocks + _LAST_VOTE
+    started = record.release_height - params.release_blocks - _LAST_VOTE
+    if not record.release_time_ns and ctx.height >= started + _LAST_VOTE - 1:
+        record.release_time_ns = ctx.time_ns + params.release_seconds * 1_000_000_000
 
 
 def _release(ctx: Context, record: ChainValidator) -> bool:
-    """Give a left or tombstoned validator's self-bond back once evidence has expired (and
-    CometBFT no longer counts it); whether it was released."""
+    """Give a left or tombstoned validator's self-bond back once evidence against it has
+    expired; whether it was released."""
     if record.status not in (LEAVING, TOMBSTONED) or record.self_bond in ("", "0"):
         return False
-    due = ctx.height >= record.release_height and ctx.time_ns >= record.release_time_ns
-    if not due or record.power:
+    if not record.release_height or not record.release_time_ns:
+        return False
+    if ctx.height < record.release_height or ctx.time_ns < record.release_time_ns:
         return False
     collateral.release(ctx.store, record.operator, int(record.self_bond))
     ctx.emit("release_validator_stake", validator=record.consensus_address,
@@ -361,13 +419,18 @@ def end_block(ctx: Context) -> list[tuple[bytes, int]]:
         changed = set()
     updates = []
     for record in records:
+        before = ChainValidator()
+        before.CopyFrom(record)
         if record.consensus_address in changed:
+            if not record.power:  # back in CometBFT's set: its downtime counts afresh
+                _reset_signing(ctx.store, record, ctx.height)
             record.power = wanted[record.consensus_address]
             updates.append((record.pub_key, record.power))
+        _release_clock(ctx, record)
         released = _release(ctx, record)
         if released and record.status == LEAVING:
             _forget(ctx.store, record)  # its operator and key are free again
-        elif released or record.consensus_address in changed:
+        elif record != before:
             _put(ctx.store, record)
     return updates
 

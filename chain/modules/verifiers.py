@@ -52,7 +52,9 @@ def remove_if_uncovered(ctx: Context, address: str) -> None:
     enough and registers again, as a jailed host must. Commitments it sealed before (beacon
     secrets, votes) it may still open."""
     need = ctx.params.poc.min_verifier_collateral
-    if not is_verifier(ctx.store, address) or collateral.bonded(ctx.store, address) >= need:
+    held_for_others = collateral.locked(ctx.store, address) - need  # runs, a validator
+    covered = collateral.bonded(ctx.store, address) - held_for_others >= need
+    if not is_verifier(ctx.store, address) or covered:
         return
     ctx.store.delete(_key(address))
     collateral.release(ctx.store, address, need)

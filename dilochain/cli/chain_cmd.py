@@ -12,10 +12,11 @@ from pydantic import TypeAdapter, ValidationError
 from dilochain.chain.home import NodeConfig, genesis_path, init_home
 from dilochain.cli.common import CliError, add_log_format, default_home, keyring, parse_duration
 from dilochain.genesis.coins import parse_coins
-from dilochain.genesis.document import load_genesis, save_genesis
+from dilochain.genesis.document import GenesisError, load_genesis, save_genesis
 from dilochain.localnet import LISTENING, REST_LISTENING, RPC_LISTENING
 from dilochain.metrics_http import METRICS_LISTENING, MetricsAddress, serve_metrics
 from dilochain.protocol.address import decode_address
+from dilochain.protocol.params import ValidatorSetParams
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -34,6 +35,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     init.add_argument("--cometbft-metrics-address", default="127.0.0.1:26660",
                       help="CometBFT's own Prometheus metrics (empty: off)")  # fmt: skip
     init.add_argument("--block-time", default="1s", help="CometBFT's timeout_commit")
+    init.add_argument(
+        "--operator",
+        default="",
+        metavar="ADDRESS_OR_KEY",
+        help="stake this node's genesis validator: the account behind it (with --self-bond). "
+        "Without it the genesis set is closed: a development network nobody else can join "
+        "as a validator",
+    )
+    init.add_argument(
+        "--self-bond",
+        type=int,
+        default=0,
+        metavar="UDLC",
+        help="collateral created bonded for the operator at genesis as the validator's stake "
+        "(power = self-bond / 1,000,000)",
+    )
     init.add_argument(
         "--persistent-peers",
         default="",
@@ -116,7 +133,17 @@ def _init(args: argparse.Namespace) -> int:
         first = err.errors()[0]
         flag = "--" + str(first["loc"][0]).replace("_", "-")
         raise CliError(f"{flag}: {first['msg'].removeprefix('Value error, ')}") from None
-    doc = init_home(args.home, args.chain_id, overwrite=args.overwrite, config=config)
+    if bool(args.operator) != bool(args.self_bond):
+        raise CliError("--operator and --self-bond go together (a staked genesis validator)")
+    least = ValidatorSetParams().min_self_bond
+    if args.self_bond and args.self_bond < least:
+        raise CliError(f"--self-bond: at least {least} udlc, the genesis min_self_bond")
+    operator = _address(args.home, args.operator) if args.operator else ""
+    try:
+        doc = init_home(args.home, args.chain_id, overwrite=args.overwrite, config=config,
+                        operator=operator, self_bond=args.self_bond)  # fmt: skip
+    except GenesisError as err:
+        raise CliError(str(err)) from None
     print(f"initialised chain {doc.chain_id} in {args.home}")
     return 0
 
@@ -139,15 +166,20 @@ def _trust_point(servers: str) -> dict:
     return {"state_sync_rpc": rpc, "trust_height": height, "trust_hash": block_hash}
 
 
+def _address(home: Path, address_or_key: str) -> str:
+    """A bech32 address as given, or the address of that key in the home's keyring."""
+    try:
+        decode_address(address_or_key)
+    except ValueError:
+        return keyring(home).show(address_or_key).address
+    return address_or_key
+
+
 def _add_genesis_account(args: argparse.Namespace) -> int:
     path = genesis_path(args.home)
     if not path.exists():
         raise CliError(f"no chain home at {args.home} (run `dilochain chain init` first)")
-    address = args.address
-    try:
-        decode_address(address)
-    except ValueError:
-        address = keyring(args.home).show(args.address).address
+    address = _address(args.home, args.address)
     try:
         coins = parse_coins(args.amount)
     except ValueError as err:

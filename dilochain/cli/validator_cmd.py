@@ -4,7 +4,6 @@ back to the CometBFT validator set, and reading it (chain/modules/validator_set.
 from __future__ import annotations
 
 import argparse
-import base64
 from pathlib import Path
 
 from rich.table import Table
@@ -36,8 +35,6 @@ def add_tx(tx: argparse._SubParsersAction) -> list[argparse.ArgumentParser]:
         type=int,
         help="udlc of collateral to bond as the self-bond (deposited as needed)",
     )
-    create.add_argument("--pubkey", help="the node's ed25519 consensus key, base64 (default: "
-                        "the home's config/priv_validator_key.json)")  # fmt: skip
     create.add_argument("--moniker", default="", help="a name shown with the validator")
     create.set_defaults(func=_create)
     leave = commands.add_parser("leave", help="leave the set (the bond is released once "
@@ -59,22 +56,13 @@ def add_query(query: argparse._SubParsersAction) -> argparse.ArgumentParser:
     return shown
 
 
-def _pub_key(args: argparse.Namespace) -> bytes:
-    from dilochain.chain.home import HomeError, validator_of
+def _consensus_key(home: Path):
+    from dilochain.chain.home import HomeError, consensus_private_key
 
-    if args.pubkey:
-        try:
-            key = base64.b64decode(args.pubkey, validate=True)
-        except ValueError:
-            raise CliError("--pubkey: not base64") from None
-    else:
-        try:
-            key = base64.b64decode(validator_of(args.home).pub_key.value)
-        except HomeError as err:
-            raise CliError(f"{err}; give the node's key with --pubkey") from None
-    if len(key) != 32:
-        raise CliError(f"--pubkey: an ed25519 key is 32 bytes, not {len(key)}")
-    return key
+    try:
+        return consensus_private_key(home)
+    except HomeError as err:
+        raise CliError(f"{err}: run this on the node whose key joins, with its --home") from None
 
 
 def _send(args: argparse.Namespace, what: str, build) -> int:
@@ -99,10 +87,13 @@ def _send(args: argparse.Namespace, what: str, build) -> int:
 
 
 def _create(args: argparse.Namespace) -> int:
+    from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
+    from dilochain.chain.modules.validator_set import proof_message
     from dilochain.poc_client import InsufficientFunds, ensure_bonded
     from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgCreateValidator
 
-    key = _pub_key(args)
+    key = _consensus_key(args.home)
     if args.amount <= 0:
         raise CliError("--amount: a positive number of udlc")
 
@@ -112,8 +103,11 @@ def _create(args: argparse.Namespace) -> int:
             deposit = ensure_bonded(client, poc, wallet, args.amount)
         except InsufficientFunds as err:
             raise CliError(str(err)) from None
-        create = MsgCreateValidator(operator=operator, pub_key=key, amount=str(args.amount),
-                                    moniker=args.moniker)  # fmt: skip
+        create = MsgCreateValidator(
+            operator=operator, amount=str(args.amount), moniker=args.moniker,
+            pub_key=key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw),
+            key_proof=key.sign(proof_message(client.network_config.chain_id, operator)),
+        )  # fmt: skip
         return [*deposit, create]
 
     return _send(args, "create-validator", build)

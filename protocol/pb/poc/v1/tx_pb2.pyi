@@ -275,16 +275,18 @@ class MsgSubmitScreenResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class MsgCreateValidator(_message.Message):
-    __slots__ = ("operator", "pub_key", "amount", "moniker")
+    __slots__ = ("operator", "pub_key", "amount", "moniker", "key_proof")
     OPERATOR_FIELD_NUMBER: _ClassVar[int]
     PUB_KEY_FIELD_NUMBER: _ClassVar[int]
     AMOUNT_FIELD_NUMBER: _ClassVar[int]
     MONIKER_FIELD_NUMBER: _ClassVar[int]
+    KEY_PROOF_FIELD_NUMBER: _ClassVar[int]
     operator: str
     pub_key: bytes
     amount: str
     moniker: str
-    def __init__(self, operator: _Optional[str] = ..., pub_key: _Optional[bytes] = ..., amount: _Optional[str] = ..., moniker: _Optional[str] = ...) -> None: ...
+    key_proof: bytes
+    def __init__(self, operator: _Optional[str] = ..., pub_key: _Optional[bytes] = ..., amount: _Optional[str] = ..., moniker: _Optional[str] = ..., key_proof: _Optional[bytes] = ...) -> None: ...
 
 class MsgCreateValidatorResponse(_message.Message):
     __slots__ = ("consensus_address",)
