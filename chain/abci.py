@@ -155,6 +155,7 @@ class AbciHandler:
         self, app: Application, query: QueryFn, version: str,
         on_commit: Callable[[FinalizedBlock], None] | None = None,
         on_fatal: Callable[[str], None] | None = None, snapshots: SnapshotStore | None = None,
+        retain_blocks: int = 0,
     ):  # fmt: skip
         self.app = app
         self.query = query
@@ -162,6 +163,7 @@ class AbciHandler:
         self.on_commit = on_commit  # told of each block once it is committed
         self.on_fatal = on_fatal  # told why the node cannot go on (a block it cannot execute)
         self.snapshots = snapshots  # taken and served for state sync (None: neither)
+        self.retain_blocks = retain_blocks  # CometBFT may prune blocks older (0: keep all)
         self._finalized: FinalizedBlock | None = None
         self._restoring: tuple[SnapshotInfo, bytes] | None = None  # offered snapshot, app hash
         self._next_chunk = 0
@@ -260,7 +262,16 @@ class AbciHandler:
             self.on_commit(self._finalized)
         if self.snapshots is not None and self.snapshots.due(self.app.height):
             self.snapshots.take_in_background(self.app.height, self.app.store.snapshot_rows)
-        return abci.Response(commit=abci.ResponseCommit(retain_height=0))
+        return abci.Response(commit=abci.ResponseCommit(retain_height=self._retain_height()))
+
+    def _retain_height(self) -> int:
+        """The oldest block CometBFT must keep: ``retain_blocks`` back, but never past what
+        evidence may still refer to or what the oldest snapshot kept needs to be verified."""
+        if not self.retain_blocks:
+            return 0
+        evidence = self.app.genesis.consensus_params.evidence.max_age_num_blocks
+        kept = self.snapshots.interval * self.snapshots.keep if self.snapshots else 0
+        return max(0, self.app.height - max(self.retain_blocks, evidence, kept))
 
     # ---- state sync: serving snapshots, and restoring one --------------------------------------
     def _list_snapshots(self, req: abci.RequestListSnapshots) -> abci.Response:

@@ -25,6 +25,9 @@ from cosmpy.protos.cosmos.base.tendermint.v1beta1 import query_pb2_grpc as tm_gr
 from cosmpy.protos.cosmos.base.v1beta1.coin_pb2 import Coin
 from cosmpy.protos.cosmos.consensus.v1 import query_pb2 as consensus_q
 from cosmpy.protos.cosmos.consensus.v1 import query_pb2_grpc as consensus_grpc
+from cosmpy.protos.cosmos.staking.v1beta1 import query_pb2 as staking_q
+from cosmpy.protos.cosmos.staking.v1beta1 import query_pb2_grpc as staking_grpc
+from cosmpy.protos.cosmos.staking.v1beta1 import staking_pb2 as staking_pb
 from cosmpy.protos.cosmos.tx.v1beta1 import service_pb2 as tx_s
 from cosmpy.protos.cosmos.tx.v1beta1 import service_pb2_grpc as tx_grpc
 from cosmpy.protos.tendermint.p2p.types_pb2 import DefaultNodeInfo
@@ -61,6 +64,13 @@ from dilochain.chain.modules import (
 )
 from dilochain.chain.query_router import ABCI_QUERY_PEER, QueryRouter
 from dilochain.chain.simulate_gate import SimulateBusy, SimulateGate
+from dilochain.chain.staking_query import (
+    operator_address,
+    self_delegation,
+    staking_params,
+    to_staking,
+    tokens,
+)
 from dilochain.chain.store_query import STORE_PATH, query_key
 from dilochain.protocol.address import ADDRESS_PREFIX, decode_address
 from dilochain.protocol.hashing import tx_hash
@@ -305,6 +315,51 @@ class TendermintService(_UsesServices, tm_grpc.ServiceServicer):
         return tm_q.GetSyncingResponse(syncing=not self.s.readiness.ready)
 
 
+class StakingQuery(_UsesServices, staking_grpc.QueryServicer):
+    """cosmos.staking.v1beta1.Query over the open validator set (``chain.staking_query``)."""
+
+    def _members(self) -> list:
+        return validator_set.members(self.view)
+
+    async def Validators(self, request, context):
+        reduction = self.s.app.params.validator_set.power_reduction
+        try:
+            wanted = staking_pb.BondStatus.Value(request.status) if request.status else None
+        except ValueError:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                f"status {request.status[:40]!r}: one of BOND_STATUS_BONDED, "
+                                "BOND_STATUS_UNBONDING, BOND_STATUS_UNBONDED")  # fmt: skip
+        found = [to_staking(r, reduction) for r in self._members()]
+        shown = [v for v in found if wanted is None or v.status == wanted]
+        return staking_q.QueryValidatorsResponse(validators=shown)
+
+    async def Validator(self, request, context):
+        reduction = self.s.app.params.validator_set.power_reduction
+        for record in self._members():
+            if operator_address(record) == request.validator_addr:
+                return staking_q.QueryValidatorResponse(validator=to_staking(record, reduction))
+        await context.abort(grpc.StatusCode.NOT_FOUND,
+                            f"validator {request.validator_addr[:80]!r} not found")  # fmt: skip
+
+    async def DelegatorDelegations(self, request, context):
+        address = await _valid_address(request.delegator_addr, context)
+        denom = self.s.app.params.poc.collateral_denom
+        own = [self_delegation(r, denom) for r in self._members()
+               if r.operator == address and r.self_bond not in ("", "0")]  # fmt: skip
+        return staking_q.QueryDelegatorDelegationsResponse(delegation_responses=own)
+
+    async def Params(self, request, context):
+        return staking_q.QueryParamsResponse(params=staking_params(self.s.app.params))
+
+    async def Pool(self, request, context):
+        reduction = self.s.app.params.validator_set.power_reduction
+        bonded = sum(tokens(r, reduction) for r in self._members() if r.power)
+        rest = sum(tokens(r, reduction) for r in self._members() if not r.power)
+        return staking_q.QueryPoolResponse(
+            pool=staking_pb.Pool(bonded_tokens=str(bonded), not_bonded_tokens=str(rest))
+        )
+
+
 class ConsensusQuery(_UsesServices, consensus_grpc.QueryServicer):
     """cosmos.consensus.v1.Query: the block limits cosmpy clips gas estimates to."""
 
@@ -364,6 +419,8 @@ def register_all(
         (BankQuery(services), bank_grpc.add_QueryServicer_to_server, _service(bank_q, "Query")),
         (ConsensusQuery(services), consensus_grpc.add_QueryServicer_to_server,
          _service(consensus_q, "Query")),
+        (StakingQuery(services), staking_grpc.add_QueryServicer_to_server,
+         _service(staking_q, "Query")),
         (PocQuery(services), poc_grpc.add_QueryServicer_to_server, _service(poc_q, "Query")),
     ]  # fmt: skip
     for servicer, add, descriptor in queries:

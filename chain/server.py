@@ -50,7 +50,7 @@ class ChainNode:
     def __init__(
         self, home: Path, grpc_address: str, block_time: str | None = None,
         metrics_address: str = "", rest_address: str = "", snapshot_interval: int = 0,
-        snapshot_keep: int = 2,
+        snapshot_keep: int = 2, retain_blocks: int = 0,
     ):  # fmt: skip
         genesis = load_home(home)
         self.home = home
@@ -67,6 +67,7 @@ class ChainNode:
         self.rest_address = rest_address  # empty: no REST server
         self.rest_listening = ""  # where the REST server listens, once it does
         self.snapshots = SnapshotStore(snapshots_path(home), snapshot_interval, snapshot_keep)
+        self.retain_blocks = retain_blocks
         self.stopped_height = 0
         self.failure = ""
 
@@ -171,7 +172,7 @@ class ChainNode:
             fatal.set()
 
         handler = AbciHandler(self.app, router.query, APP_VERSION, observer, on_fatal,
-                              self.snapshots)  # fmt: skip
+                              self.snapshots, self.retain_blocks)  # fmt: skip
         abci = AbciServer(handler)
         # A private folder (mode 0700) for the socket: a home's path may be longer than a unix
         # socket's name may be.

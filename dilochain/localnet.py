@@ -55,6 +55,12 @@ def rpc_call(rpc_address: str, method: str, timeout: float = 10.0, **params: obj
     return answer["result"]
 
 
+def trust_point(rpc_address: str) -> tuple[int, str]:
+    """(height, hash) of the latest block a CometBFT RPC knows: where state sync starts trusting."""
+    latest = rpc_call(rpc_address, "block")
+    return int(latest["block"]["header"]["height"]), latest["block_id"]["hash"]
+
+
 def rpc_status(rpc_address: str, timeout: float = 5.0) -> dict:
     """CometBFT's ``status`` result (node info, latest height and app hash)."""
     return rpc_call(rpc_address, "status", timeout)

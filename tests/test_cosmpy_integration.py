@@ -356,3 +356,8 @@ def test_cosmjs_reads_the_chain_and_sends_with_fee_auto(running_chain):
     assert 0 < found["gasUsed"] <= found["gasWanted"] < 200_000  # simulated, times cosmjs' 1.4
     assert found["restStatus"] == 200
     assert found["restBalances"] == [{"denom": DENOM, "amount": "12345"}]
+    # x/staking's view of the (closed, genesis) set: its power in udlc, no delegation.
+    (bonded,) = found["bonded"]
+    assert bonded["operator"].startswith("dilovaloper1") and not bonded["jailed"]
+    assert int(bonded["tokens"]) == found["votingPower"][0] * 10**6
+    assert found["staked"] is None and found["restValidators"] == [bonded["operator"]]

@@ -148,3 +148,17 @@ def test_snapshots_are_taken_when_due_and_only_the_newest_are_kept(tmp_path):
             store.thread.join()
     assert [s.height for s in store.list()] == [6, 4]
     assert store.chunk(6, 1, 99) == b"" and store.chunk(6, 2, 0) == b""
+
+
+def test_blocks_are_pruned_only_past_evidence_and_kept_snapshots(tmp_path):
+    chain = local_chain(tmp_path / "a", {A: 10**9})
+    evidence = chain.app.genesis.consensus_params.evidence.max_age_num_blocks  # 100,000
+    keep_all = AbciHandler(chain.app, None, "test")
+    pruning = AbciHandler(chain.app, None, "test", retain_blocks=10,
+                          snapshots=SnapshotStore(tmp_path / "s", interval=0))  # fmt: skip
+    chain.app.store.commit({}, {"height": str(evidence + 500).encode()})
+    assert keep_all._retain_height() == 0
+    assert pruning._retain_height() == 500  # evidence outlives the 10 blocks asked for
+    snapshots = SnapshotStore(tmp_path / "s", interval=200, keep=3)
+    wide = AbciHandler(chain.app, None, "test", retain_blocks=evidence + 100, snapshots=snapshots)
+    assert wide._retain_height() == 400

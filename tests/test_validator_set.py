@@ -3,10 +3,14 @@ downtime jailing and unjailing, double-sign evidence, leaving, and the set's lim
 
 from __future__ import annotations
 
+import asyncio
 import base64
 from decimal import Decimal
 
+import grpc
 import pytest
+from cosmpy.protos.cosmos.crypto.ed25519.keys_pb2 import PubKey
+from cosmpy.protos.cosmos.staking.v1beta1 import query_pb2 as staking_q
 from cosmpy.protos.tendermint.abci import types_pb2 as abci
 from cosmpy.protos.tendermint.types.validator_pb2 import BlockIDFlag
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -16,11 +20,14 @@ from dilochain.chain.abci import AbciHandler
 from dilochain.chain.app import Application
 from dilochain.chain.context import Context
 from dilochain.chain.errors import codes
+from dilochain.chain.grpc_services import Services, register_all
 from dilochain.chain.modules import collateral, slashing, verifiers
 from dilochain.chain.modules import validator_set as vs
+from dilochain.chain.query_router import QueryRouter
 from dilochain.chain.store import ChainStore
 from dilochain.chain.testing import InProcessChain
 from dilochain.genesis.document import GenesisError, parse_genesis
+from dilochain.protocol.address import decode_address, encode_address
 from dilochain.protocol.params import DENOM, ValidatorSetParams
 from dilochain.protocol.pb.poc.v1.tx_pb2 import (
     MsgCreateValidator,
@@ -341,3 +348,43 @@ def test_genesis_refuses_a_stake_release_shorter_than_evidence_lives():
         parse_genesis({"chain_id": CHAIN_ID, "validators": [_genesis_validator(G1, "dilo1x")]})
     shown = vs.params_message(ValidatorSetParams())
     assert Decimal(shown.min_signed_per_window) == Decimal("0.5") and shown.max_validators == 100
+
+
+def _staking(chain: InProcessChain, method: str, request):
+    """``cosmos.staking.v1beta1.Query/METHOD`` through abci_query, as cosmjs asks it."""
+    router = QueryRouter(lambda: chain.app.height)
+
+    async def ask():
+        register_all(grpc.aio.server(), Services(chain.app, None), "test", router)
+        return await router.query(f"/cosmos.staking.v1beta1.Query/{method}",
+                                  request.SerializeToString())  # fmt: skip
+
+    return asyncio.run(ask())
+
+
+def test_wallets_and_explorers_see_the_set_through_cosmos_staking(tmp_path):
+    chain = _chain(tmp_path)
+    _join(chain)
+    answer = _staking(chain, "Validators", staking_q.QueryValidatorsRequest(
+        status="BOND_STATUS_BONDED"))  # fmt: skip
+    assert answer.code == 0, answer.log
+    shown = staking_q.QueryValidatorsResponse.FromString(answer.value).validators
+    by_moniker = {v.description.moniker: v for v in shown}
+    joined = by_moniker["k"]
+    assert joined.operator_address == encode_address(decode_address(J), "dilovaloper")
+    assert (joined.tokens, joined.jailed, joined.delegator_shares) == (
+        "3000000", False, str(3_000_000 * 10**18))  # fmt: skip
+    assert PubKey.FromString(joined.consensus_pubkey.value).key == K
+    assert len(shown) == 3
+    answer = _staking(
+        chain, "DelegatorDelegations", staking_q.QueryDelegatorDelegationsRequest(delegator_addr=J)
+    )
+    (own,) = staking_q.QueryDelegatorDelegationsResponse.FromString(
+        answer.value).delegation_responses  # fmt: skip
+    assert (own.balance.amount, own.delegation.validator_address) == (
+        "3000000", joined.operator_address)  # fmt: skip
+    pool = staking_q.QueryPoolResponse.FromString(
+        _staking(chain, "Pool", staking_q.QueryPoolRequest()).value).pool  # fmt: skip
+    assert pool.bonded_tokens == str(23_000_000)
+    refused = _staking(chain, "Validators", staking_q.QueryValidatorsRequest(status="x"))
+    assert refused.code != 0 and "BOND_STATUS_BONDED" in refused.log

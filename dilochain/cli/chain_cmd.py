@@ -83,6 +83,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         "to join from (0: none; default 500)",
     )
     start.add_argument(
+        "--min-retain-blocks",
+        type=int,
+        default=0,
+        metavar="BLOCKS",
+        help="let CometBFT prune blocks older than this many (never those evidence or a kept "
+        "snapshot may need; 0: keep every block, the default)",
+    )
+    start.add_argument(
         "--snapshot-keep",
         type=int,
         default=2,
@@ -151,15 +159,14 @@ def _init(args: argparse.Namespace) -> int:
 def _trust_point(servers: str) -> dict:
     """The state-sync settings for ``--state-sync`` (none when empty): the servers, and the
     latest block the first one knows (height and hash) as the block to trust."""
-    from dilochain.localnet import rpc_call
+    from dilochain.localnet import trust_point
 
     rpc = [s.strip().removeprefix("http://").removeprefix("tcp://") for s in servers.split(",")]
     rpc = [s for s in rpc if s]
     if not rpc:
         return {}
     try:
-        latest = rpc_call(rpc[0], "block", timeout=10)
-        height, block_hash = int(latest["block"]["header"]["height"]), latest["block_id"]["hash"]
+        height, block_hash = trust_point(rpc[0])
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise CliError(f"--state-sync: no CometBFT RPC answers at {rpc[0]} ({err}); give a "
                        "network node's RPC address, host:port") from None  # fmt: skip
@@ -194,10 +201,12 @@ def _start(args: argparse.Namespace) -> int:
     from dilochain.chain.server import ChainNode
 
     block_time = block_time_flag(args.block_time) if args.block_time else None
-    if args.snapshot_interval < 0 or args.snapshot_keep < 1:
-        raise CliError("--snapshot-interval is 0 or more, --snapshot-keep 1 or more")
+    if args.snapshot_interval < 0 or args.snapshot_keep < 1 or args.min_retain_blocks < 0:
+        raise CliError("--snapshot-interval and --min-retain-blocks are 0 or more, "
+                       "--snapshot-keep 1 or more")  # fmt: skip
     node = ChainNode(args.home, args.grpc_address, block_time, args.metrics_address,
-                     args.rest_address, args.snapshot_interval, args.snapshot_keep)  # fmt: skip
+                     args.rest_address, args.snapshot_interval, args.snapshot_keep,
+                     args.min_retain_blocks)  # fmt: skip
     metrics = serve_metrics(args.metrics_address, REGISTRY)
 
     def ready(grpc_address: str, rpc_address: str) -> None:
