@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import io
 import logging
+import socket
 import time
 from collections.abc import Callable, Iterator
 from concurrent import futures
@@ -15,7 +16,7 @@ from prometheus_client import Counter
 
 from dilochain.artifacts.object_store import MIN_RATE, fetch_object, probe_object
 from dilochain.artifacts.store import ArtifactError, ArtifactStore, PeerUnavailable, PeerUnreachable
-from dilochain.protocol.endpoint import is_url, location_problem
+from dilochain.protocol.endpoint import is_url, location_host, location_problem, never_a_peer
 from dilochain.protocol.grpc_decode import Undecodable, tolerant
 from dilochain.protocol.hashing import HASH_BYTES
 from dilochain.protocol.pb.node.v1 import blob_pb2, blob_pb2_grpc
@@ -181,6 +182,25 @@ class PeerFetchingStore:
         return data
 
 
+def forbidden_destination(location: str) -> str | None:
+    """Why ``location`` is never fetched from: its host is, or resolves to, a link-local,
+    multicast or reserved address (``protocol.endpoint.never_a_peer``). A name that does not
+    resolve is left to the fetch to report; an object store's connection is checked again
+    once made (a name may resolve differently by then)."""
+    host, _, port = location_host(location).rpartition(":")
+    try:
+        found = socket.getaddrinfo(host.strip("[]"), int(port), type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError, ValueError):
+        return None
+    bad = next((info[4][0] for info in found if never_a_peer(info[4][0])), None)
+    if bad is None:
+        return None
+    return (
+        f"{location}: leads to {bad}, a link-local, multicast or reserved address no "
+        "artifact is fetched from"
+    )
+
+
 def _unreachable(endpoint: str, digest: bytes) -> PeerUnreachable | None:
     """A quick ``Has`` of ``endpoint`` (a ``HEAD`` of an object store's): the error if it
     cannot be reached within ``PROBE_SECONDS`` (down, or accepting connections and never
@@ -212,6 +232,10 @@ def fetch_from_peers(
     sink = out if out is not None else io.BytesIO()
     errors: dict[str, ArtifactError] = {}
     left = [e for e in dict.fromkeys(endpoints) if location_problem(e) is None]  # never unix:…
+    for endpoint in list(left):
+        if (refused := forbidden_destination(endpoint)) is not None:
+            errors[endpoint] = ArtifactError(refused)
+            left.remove(endpoint)
     if owner in left and (silent := _unreachable(owner, digest)) is not None:
         errors[owner] = silent  # not asked again: a silent endpoint would hold every pass
         left.remove(owner)

@@ -83,9 +83,12 @@ def is_url(location: str) -> bool:
 def location_problem(text: str) -> str | None:
     """Why ``text`` is not an artifact location: a blob service's ``host:port`` or an
     object-store prefix's URL (None if it is)."""
-    if isinstance(text, str) and is_url(text):
-        return url_problem(text)
-    return endpoint_problem(text)
+    problem = url_problem(text) if isinstance(text, str) and is_url(text) else (
+        endpoint_problem(text))  # fmt: skip
+    if problem is None and never_a_peer(location_host(text).rpartition(":")[0].strip("[]")):
+        return ("a link-local, multicast, unspecified or reserved address: no peer is reached "
+                "there")  # fmt: skip
+    return problem
 
 
 def location_host(location: str) -> str:
@@ -108,6 +111,22 @@ def _loopback_or_unspecified(text: str) -> tuple[bool, bool]:
     except ValueError:
         return False, False
     return ip.is_loopback, ip.is_unspecified
+
+
+def never_a_peer(ip: str) -> bool:
+    """Whether no artifact is ever fetched from address ``ip``: link-local (where clouds serve
+    instance metadata and credentials), multicast, unspecified or reserved. A location that
+    leads there is a stranger steering verifiers at their own machine's surroundings."""
+    try:
+        address = ipaddress.ip_address(ip.split("%", 1)[0])
+    except ValueError:
+        return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    if address.is_loopback:  # ::1 lies in IPv6's reserved ::/8
+        return False
+    return (address.is_link_local or address.is_multicast or address.is_unspecified
+            or address.is_reserved)  # fmt: skip
 
 
 def local_only(text: str) -> bool:

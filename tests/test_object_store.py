@@ -20,6 +20,7 @@ from dilochain.artifacts.store import (
     PeerUnreachable,
 )
 from dilochain.local_s3 import LocalS3
+from dilochain.protocol.endpoint import location_problem
 from dilochain.protocol.hashing import content_hash
 
 
@@ -204,3 +205,36 @@ def test_a_connection_lost_mid_body_is_unreachable_not_corrupt():
                                then_close=True)  # fmt: skip
     with pytest.raises(PeerUnreachable, match="closed after 10 of 1000 bytes"):
         fetch_object(url, content_hash(b"anything"), 1 << 20, io.BytesIO(), timeout=5.0)
+
+
+def test_no_artifact_is_fetched_from_link_local_multicast_or_reserved_addresses(monkeypatch):
+    """A location a stranger registers never steers a verifier at its cloud's metadata service
+    (169.254.169.254) or other addresses no peer has: refused as written (and by the chain),
+    as resolved, and as connected (a name may resolve differently by then)."""
+    digest = content_hash(b"anything")
+    for written in (
+        "http://169.254.169.254/latest",
+        "[fe80::1]:9000",
+        "0.0.0.0:7000",
+        "http://[::ffff:169.254.169.254]/x",
+        "[ff02::1]:9",
+        "240.0.0.1:80",
+    ):
+        assert "link-local" in location_problem(written), written
+    real = socket.getaddrinfo
+
+    def resolver(host, *args, **kwargs):
+        if host == "metadata.internal":
+            return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("169.254.169.254", 80))]
+        return real(host, *args, **kwargs)
+
+    monkeypatch.setattr("dilochain.artifacts.blob_service.socket.getaddrinfo", resolver)
+    started = time.monotonic()
+    with pytest.raises(ArtifactError, match=r"leads to 169\.254\.169\.254") as refused:
+        fetch_from_peers(["http://metadata.internal/latest/meta-data"], digest, 1 << 20)
+    assert not isinstance(refused.value, PeerUnavailable) and time.monotonic() - started < 1
+    url, stop = _dribbling_server(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello")
+    monkeypatch.setattr(object_store, "never_a_peer", lambda ip: ip == "127.0.0.1")
+    with pytest.raises(ArtifactError, match=r"leads to 127\.0\.0\.1"):
+        fetch_object(url, digest, 1 << 20, io.BytesIO(), timeout=5.0)
+    stop.set()

@@ -225,7 +225,10 @@ def test_a_node_joins_by_state_sync_then_as_a_validator_is_jailed_while_down_and
     (10 of 13 power) goes on, restarts, and its operator brings it back."""
     operator = wallet(310)
     funded = {str(operator.address()): {DENOM: 10**10}}
-    overrides = {"signed_blocks_window": 10, "downtime_jail_blocks": 5, "min_self_bond": 10**6}
+    # Jailed after 9 misses in 10 blocks: node0 alone holds 2/3, so node1's votes count only
+    # when they arrive within the 200 ms commit timeout; a busy machine must not jail it alive.
+    overrides = {"signed_blocks_window": 10, "min_signed_per_window": "0.2",
+                 "downtime_jail_blocks": 5, "min_self_bond": 10**6}  # fmt: skip
     staked = [(str(wallet(311).address()), 10_000_000)]  # power 10: an open validator set
     (home0,) = init_testnet(tmp_path, 1, CHAIN_ID, funded, block_time="200ms", stakes=staked,
                             validator_set=overrides)  # fmt: skip
@@ -266,8 +269,7 @@ def test_a_node_joins_by_state_sync_then_as_a_validator_is_jailed_while_down_and
         jailed_until = int(listed[0]["jailed_until"])
         _wait(lambda: joiner not in _powers(node0), "node1 out of CometBFT's set")
         with PocClient(node0.address) as poc:
-            (slash,) = poc.slashes(str(operator.address()))
-        assert slash.reason == "downtime"
+            assert [s.reason for s in poc.slashes(str(operator.address()))] == ["downtime"]
 
         node1.start(first_block=False)
         node1.wait_for_height(max(node0.height(), jailed_until), timeout=120)
