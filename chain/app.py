@@ -175,6 +175,8 @@ class Application:
             if stored != genesis_hash:
                 raise ValueError("the genesis file differs from the one this chain started with")
             return self.app_hash
+        self.store.clear_state()  # rows of a snapshot restore cut short, if any
+        self.tree = StateTree()
         state = CacheStore(self.store)
         for account in self.genesis.accounts:
             bank.mint(state, account.address, {c.denom: c.amount for c in account.coins})

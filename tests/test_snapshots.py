@@ -162,3 +162,15 @@ def test_blocks_are_pruned_only_past_evidence_and_kept_snapshots(tmp_path):
     snapshots = SnapshotStore(tmp_path / "s", interval=200, keep=3)
     wide = AbciHandler(chain.app, None, "test", retain_blocks=evidence + 100, snapshots=snapshots)
     assert wide._retain_height() == 400
+
+
+def test_a_restore_cut_short_leaves_nothing_behind_a_later_genesis(tmp_path, monkeypatch):
+    """Killed in the middle of a restore, then started without state sync: the rows already
+    restored are dropped, and the chain starts from genesis like any other node."""
+    chain, store, info, handler = _served(tmp_path, monkeypatch)
+    assert _offer(handler, info, chain.app.app_hash) == abci.ResponseOfferSnapshot.ACCEPT
+    assert _apply(handler, 0, store.chunk(info.height, 1, 0)).result == Applied.ACCEPT
+    restarted = Application(ChainStore(tmp_path / "b" / "chain.db"), chain.app.genesis)
+    fresh = local_chain(tmp_path / "c", {A: 10**12})
+    assert restarted.init_chain() == fresh.app.app_hash
+    assert list(restarted.store.iterate(b"")) == list(fresh.app.store.iterate(b""))
