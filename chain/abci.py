@@ -32,6 +32,7 @@ from dilochain.chain.errors import CODESPACE, codes
 from dilochain.chain.modules.validator_set import Evidence, Vote
 from dilochain.chain.snapshots import (
     FORMAT,
+    MAX_CHUNK_BYTES,
     SnapshotInfo,
     SnapshotStore,
     decode_chunk,
@@ -167,6 +168,7 @@ class AbciHandler:
         self._finalized: FinalizedBlock | None = None
         self._restoring: tuple[SnapshotInfo, bytes] | None = None  # offered snapshot, app hash
         self._next_chunk = 0
+        self._senders: set[str] = set()  # peers that served the snapshot being restored
 
     async def handle(self, request: abci.Request) -> abci.Response:
         """The response to one request; a coded or default answer if handling fails."""
@@ -266,12 +268,13 @@ class AbciHandler:
 
     def _retain_height(self) -> int:
         """The oldest block CometBFT must keep: ``retain_blocks`` back, but never past what
-        evidence may still refer to or what the oldest snapshot kept needs to be verified."""
+        evidence may still refer to (by height) or the oldest snapshot served."""
         if not self.retain_blocks:
             return 0
         evidence = self.app.genesis.consensus_params.evidence.max_age_num_blocks
-        kept = self.snapshots.interval * self.snapshots.keep if self.snapshots else 0
-        return max(0, self.app.height - max(self.retain_blocks, evidence, kept))
+        retain = max(0, self.app.height - max(self.retain_blocks, evidence))
+        listed = self.snapshots.list() if self.snapshots is not None else []
+        return min([retain, *(s.height for s in listed)])
 
     # ---- state sync: serving snapshots, and restoring one --------------------------------------
     def _list_snapshots(self, req: abci.RequestListSnapshots) -> abci.Response:
@@ -289,14 +292,15 @@ class AbciHandler:
         offer = abci.ResponseOfferSnapshot
         s = req.snapshot
         snapshot = SnapshotInfo(s.height, s.chunks, s.hash, s.metadata)
-        if self.app.height:
-            result = offer.ABORT  # this node has a state of its own
+        if self.app.height or self.app.store.meta("genesis") is not None:
+            result = offer.ABORT  # this node has a state of its own, if only genesis
         elif (problem := offer_problem(snapshot, s.format)) is not None:
             log.warning("snapshot of height %d refused: %s", s.height, problem)
             result = offer.REJECT_FORMAT if s.format != FORMAT else offer.REJECT
         else:
             self.app.abandon_restore()
             self._restoring, self._next_chunk = (snapshot, req.app_hash), 0
+            self._senders = set()
             result = offer.ACCEPT
         return abci.Response(offer_snapshot=offer(result=result))
 
@@ -313,19 +317,31 @@ class AbciHandler:
             return abci.Response(apply_snapshot_chunk=applied(
                 result=applied.RETRY, refetch_chunks=[index],
                 reject_senders=[req.sender] if req.sender else []))  # fmt: skip
+        if req.sender:
+            self._senders.add(req.sender)
         try:
+            if len(req.chunk) > MAX_CHUNK_BYTES:
+                raise ValueError(f"{len(req.chunk)} bytes, more than any honest chunk")
             self.app.restore_rows(decode_chunk(req.chunk))
         except ValueError as err:  # the snapshot itself is malformed
             log.warning("snapshot of height %d refused: chunk %d: %s", snapshot.height, index, err)
-            self.app.abandon_restore()
-            return abci.Response(apply_snapshot_chunk=applied(result=applied.REJECT_SNAPSHOT))
+            return self._refuse_snapshot()
         self._next_chunk += 1
         if self._next_chunk < snapshot.chunks:
             return abci.Response(apply_snapshot_chunk=applied(result=applied.ACCEPT))
         self._restoring = None
-        restored = self.app.finish_restore(snapshot.height, app_hash)
-        result = applied.ACCEPT if restored else applied.REJECT_SNAPSHOT
-        return abci.Response(apply_snapshot_chunk=applied(result=result))
+        if not self.app.finish_restore(snapshot.height, app_hash):
+            return self._refuse_snapshot()
+        return abci.Response(apply_snapshot_chunk=applied(result=applied.ACCEPT))
+
+    def _refuse_snapshot(self) -> abci.Response:
+        """Refuse the snapshot being restored and every peer that served it (its chunks
+        matched the metadata they advertised: they all served the same bad state)."""
+        self.app.abandon_restore()
+        self._restoring = None
+        applied = abci.ResponseApplySnapshotChunk
+        return abci.Response(apply_snapshot_chunk=applied(
+            result=applied.REJECT_SNAPSHOT, reject_senders=sorted(self._senders)))  # fmt: skip
 
     def _extend_vote(self, req: abci.RequestExtendVote) -> abci.Response:
         return abci.Response(extend_vote=abci.ResponseExtendVote())

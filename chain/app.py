@@ -115,7 +115,10 @@ class Application:
     def _verified_tree(self) -> StateTree:
         """The state's Merkle tree, rebuilt from the store and checked against the app hash
         this node committed last: a store damaged since (a flipped byte, a lost write) is
-        refused with one line instead of serving wrong state."""
+        refused with one line instead of serving wrong state. Rows without a genesis behind
+        them (a snapshot restore cut short) are dropped unread."""
+        if self.store.meta("genesis") is None:
+            self.store.clear_state()
         tree = StateTree(self.store.iterate(b""))
         committed = self.store.meta("app_hash")
         started = self.store.meta("genesis") is not None and committed is not None

@@ -325,6 +325,8 @@ class StakingQuery(_UsesServices, staking_grpc.QueryServicer):
         reduction = self.s.app.params.validator_set.power_reduction
         try:
             wanted = staking_pb.BondStatus.Value(request.status) if request.status else None
+            if wanted == staking_pb.BOND_STATUS_UNSPECIFIED:
+                raise ValueError(request.status)
         except ValueError:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
                                 f"status {request.status[:40]!r}: one of BOND_STATUS_BONDED, "
@@ -353,8 +355,9 @@ class StakingQuery(_UsesServices, staking_grpc.QueryServicer):
 
     async def Pool(self, request, context):
         reduction = self.s.app.params.validator_set.power_reduction
-        bonded = sum(tokens(r, reduction) for r in self._members() if r.power)
-        rest = sum(tokens(r, reduction) for r in self._members() if not r.power)
+        members = self._members()
+        bonded = sum(tokens(r, reduction) for r in members if r.power)
+        rest = sum(tokens(r, reduction) for r in members if not r.power)
         return staking_q.QueryPoolResponse(
             pool=staking_pb.Pool(bonded_tokens=str(bonded), not_bonded_tokens=str(rest))
         )

@@ -219,7 +219,10 @@ def write_config(home: Path, config: NodeConfig) -> None:
             "rpc_servers": ",".join(f"http://{a}" for a in _two_at_least(config.state_sync_rpc)),
             "trust_height": config.trust_height,
             "trust_hash": config.trust_hash,
-            "trust_period": "168h0m0s",
+            # Under the time a departed validator's bond stays slashable (release_seconds,
+            # 48 h by default), as light clients need: a key whose bond is gone could sign a
+            # fork for nothing.
+            "trust_period": "32h0m0s",
             "discovery_time": "5s",
         },
         "tx_index": {"indexer": "kv"},

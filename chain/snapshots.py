@@ -28,7 +28,9 @@ log = logging.getLogger(__name__)
 
 FORMAT = 1
 CHUNK_BYTES = 1 << 20
-MAX_CHUNKS = 1 << 16  # 64 GiB of state: more is a hostile offer
+MAX_CHUNKS = 1 << 12  # about 4 GiB of state: more is a hostile offer
+# A chunk ends with the row that passes CHUNK_BYTES: no honest one is larger than this.
+MAX_CHUNK_BYTES = CHUNK_BYTES + (4 << 20)
 _LENGTHS = struct.Struct(">II")
 
 
@@ -45,14 +47,14 @@ class SnapshotInfo:
 def encode_chunks(rows: Iterable[tuple[bytes, bytes]]) -> Iterator[bytes]:
     """``rows`` (in key order) as chunks of about :data:`CHUNK_BYTES` each (at least one)."""
     parts: list[bytes] = []
-    size = 0
+    size, chunks = 0, 0
     for key, value in rows:
         parts += [_LENGTHS.pack(len(key), len(value)), key, value]
         size += _LENGTHS.size + len(key) + len(value)
         if size >= CHUNK_BYTES:
             yield b"".join(parts)
-            parts, size = [], 0
-    if parts or not size:
+            parts, size, chunks = [], 0, chunks + 1
+    if parts or not chunks:  # never a trailing empty chunk: CometBFT cannot carry one
         yield b"".join(parts)
 
 
@@ -111,7 +113,12 @@ class SnapshotStore:
             log.warning("snapshot of height %d skipped: the last one is still being written",
                         height)  # fmt: skip
             return
-        rows = open_rows()
+        try:
+            rows = open_rows()
+        except Exception:  # a snapshot never stops the node: it is skipped
+            log.exception("snapshot of height %d skipped: the state could not be read", height)
+            self._busy.release()
+            return
 
         def work() -> None:
             try:

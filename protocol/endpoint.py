@@ -113,9 +113,15 @@ def _loopback_or_unspecified(text: str) -> tuple[bool, bool]:
     return ip.is_loopback, ip.is_unspecified
 
 
+# Instance-metadata services outside the link-local ranges: AWS's IPv6 one, Alibaba Cloud's,
+# Oracle Cloud's legacy one.
+_METADATA = {ipaddress.ip_address(a) for a in ("fd00:ec2::254", "100.100.100.200", "192.0.0.192")}
+
+
 def never_a_peer(ip: str) -> bool:
     """Whether no artifact is ever fetched from address ``ip``: link-local (where clouds serve
-    instance metadata and credentials), multicast, unspecified or reserved. A location that
+    instance metadata and credentials) or another cloud's metadata address, multicast,
+    unspecified or reserved. A location that
     leads there is a stranger steering verifiers at their own machine's surroundings."""
     try:
         address = ipaddress.ip_address(ip.split("%", 1)[0])
@@ -125,8 +131,8 @@ def never_a_peer(ip: str) -> bool:
         address = address.ipv4_mapped
     if address.is_loopback:  # ::1 lies in IPv6's reserved ::/8
         return False
-    return (address.is_link_local or address.is_multicast or address.is_unspecified
-            or address.is_reserved)  # fmt: skip
+    return (address in _METADATA or address.is_link_local or address.is_multicast
+            or address.is_unspecified or address.is_reserved)  # fmt: skip
 
 
 def local_only(text: str) -> bool:

@@ -219,6 +219,9 @@ def test_no_artifact_is_fetched_from_link_local_multicast_or_reserved_addresses(
         "http://[::ffff:169.254.169.254]/x",
         "[ff02::1]:9",
         "240.0.0.1:80",
+        "http://[fd00:ec2::254]/x",
+        "100.100.100.200:80",
+        "192.0.0.192:80",
     ):
         assert "link-local" in location_problem(written), written
     real = socket.getaddrinfo

@@ -29,7 +29,15 @@ Applied = abci.ResponseApplySnapshotChunk
 def test_chunks_hold_every_row_in_order(rows):
     chunks = list(encode_chunks(iter(rows)))
     assert [row for chunk in chunks for row in decode_chunk(chunk)] == rows
+    assert all(chunks[1:]), "an empty chunk after others: CometBFT cannot carry it"
     assert all(len(c) < snapshots.CHUNK_BYTES + 4000 for c in chunks)
+
+
+def test_rows_that_fill_the_last_chunk_exactly_leave_no_empty_one(monkeypatch):
+    monkeypatch.setattr(snapshots, "CHUNK_BYTES", 100)
+    rows = [(b"k%d" % i, b"v" * 90) for i in range(4)]  # 8 + 2 + 90 = 100 bytes each
+    assert [len(c) for c in encode_chunks(rows)] == [100] * 4
+    assert list(encode_chunks([])) == [b""]
 
 
 def test_truncated_chunks_are_refused():
@@ -101,9 +109,11 @@ def test_an_empty_node_restores_a_served_snapshot_and_agrees(tmp_path, monkeypat
 def test_a_snapshot_that_does_not_hash_to_the_verified_app_hash_is_refused(tmp_path, monkeypatch):
     chain, store, info, handler = _served(tmp_path, monkeypatch)
     assert _offer(handler, info, b"\x01" * 32) == abci.ResponseOfferSnapshot.ACCEPT
-    results = [_apply(handler, i, store.chunk(info.height, 1, i)).result
+    answers = [_apply(handler, i, store.chunk(info.height, 1, i), sender=f"p{i % 2}")
                for i in range(info.chunks)]  # fmt: skip
-    assert results == [Applied.ACCEPT] * (info.chunks - 1) + [Applied.REJECT_SNAPSHOT]
+    assert [a.result for a in answers] == [Applied.ACCEPT] * (info.chunks - 1) + [
+        Applied.REJECT_SNAPSHOT]  # fmt: skip
+    assert list(answers[-1].reject_senders) == ["p0", "p1"]  # everyone who served it
     assert handler.app.height == 0 and list(handler.app.store.iterate(b"")) == []
     # The honest hash then restores.
     assert _offer(handler, info, chain.app.app_hash) == abci.ResponseOfferSnapshot.ACCEPT
@@ -134,6 +144,15 @@ def test_hostile_offers_and_chunks_are_refused(tmp_path, monkeypatch):
     assert _offer(handler, forged, app_hash) == offer.ACCEPT
     assert _apply(handler, 0, garbage).result == Applied.REJECT_SNAPSHOT
     assert list(handler.app.store.iterate(b"")) == []
+    # One larger than any honest chunk is refused before it is decoded.
+    huge = b"\x00\x00\x00\x01\x00\x00\x00\x00k" * (snapshots.MAX_CHUNK_BYTES // 9 + 1)
+    metadata = hashlib.sha256(huge).digest()
+    forged = snapshots.SnapshotInfo(info.height, 1, hashlib.sha256(metadata).digest(), metadata)
+    assert _offer(handler, forged, app_hash) == offer.ACCEPT
+    assert _apply(handler, 0, huge).result == Applied.REJECT_SNAPSHOT
+    # A node that ran InitChain has a state of its own: no snapshot touches it.
+    genesis_only = AbciHandler(local_chain(tmp_path / "g", {A: 1}).app, None, "t")
+    assert _offer(genesis_only, info, app_hash) == offer.ABORT
 
 
 def test_snapshots_are_taken_when_due_and_only_the_newest_are_kept(tmp_path):
@@ -162,6 +181,20 @@ def test_blocks_are_pruned_only_past_evidence_and_kept_snapshots(tmp_path):
     snapshots = SnapshotStore(tmp_path / "s", interval=200, keep=3)
     wide = AbciHandler(chain.app, None, "test", retain_blocks=evidence + 100, snapshots=snapshots)
     assert wide._retain_height() == 400
+    snapshots.take(300, iter([(b"k", b"v")]))  # a snapshot still served keeps its blocks
+    assert wide._retain_height() == 300
+
+
+def test_a_snapshot_that_cannot_start_is_skipped_and_the_next_is_taken(tmp_path):
+    store = SnapshotStore(tmp_path / "s", interval=1)
+
+    def unreadable():
+        raise OSError("unable to open database file")
+
+    store.take_in_background(1, unreadable)  # logged, never raised into Commit
+    store.take_in_background(2, lambda: iter([(b"k", b"v")]))
+    store.thread.join()
+    assert [s.height for s in store.list()] == [2]
 
 
 def test_a_restore_cut_short_leaves_nothing_behind_a_later_genesis(tmp_path, monkeypatch):

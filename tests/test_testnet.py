@@ -240,10 +240,11 @@ def test_a_node_joins_by_state_sync_then_as_a_validator_is_jailed_while_down_and
         _wait((home0 / "data" / "snapshots" / "10" / "snapshot.json").exists, "a snapshot")
         rpc1, p2p1 = free_ports(2)
         peer = f"{node_id(home0)}@{read_config(home0)['p2p']['laddr'].removeprefix('tcp://')}"
-        _cli("chain", "init", "--home", str(home1), "--chain-id", CHAIN_ID,
+        said = _cli("chain", "init", "--home", str(home1), "--chain-id", CHAIN_ID,
              "--rpc-address", f"127.0.0.1:{rpc1}", "--p2p-address", f"127.0.0.1:{p2p1}",
              "--cometbft-metrics-address", "", "--persistent-peers", peer,
              "--state-sync", node0.rpc_address, stdin="")  # fmt: skip
+        assert "state sync trusts block" in said and "give two" in said
         shutil.copy(genesis_path(home0), genesis_path(home1))
         node1.start(first_block=False)
         node1.wait_for_height(node0.height())

@@ -386,5 +386,6 @@ def test_wallets_and_explorers_see_the_set_through_cosmos_staking(tmp_path):
     pool = staking_q.QueryPoolResponse.FromString(
         _staking(chain, "Pool", staking_q.QueryPoolRequest()).value).pool  # fmt: skip
     assert pool.bonded_tokens == str(23_000_000)
-    refused = _staking(chain, "Validators", staking_q.QueryValidatorsRequest(status="x"))
-    assert refused.code != 0 and "BOND_STATUS_BONDED" in refused.log
+    for status in ("x", "BOND_STATUS_UNSPECIFIED"):
+        refused = _staking(chain, "Validators", staking_q.QueryValidatorsRequest(status=status))
+        assert refused.code != 0 and "BOND_STATUS_BONDED" in refused.log

@@ -153,6 +153,12 @@ def _init(args: argparse.Namespace) -> int:
     except GenesisError as err:
         raise CliError(str(err)) from None
     print(f"initialised chain {doc.chain_id} in {args.home}")
+    if config.state_sync_rpc:
+        servers = sorted(set(config.state_sync_rpc))
+        alone = "" if len(servers) > 1 else "; one RPC server is also its own witness: give two"
+        print(f"state sync trusts block {config.trust_height} {config.trust_hash} as "
+              f"{', '.join(servers)} gave it: check that hash with a source you trust (a block "
+              f"explorer, another operator){alone}")  # fmt: skip
     return 0
 
 
