@@ -178,8 +178,6 @@ class Application:
             if stored != genesis_hash:
                 raise ValueError("the genesis file differs from the one this chain started with")
             return self.app_hash
-        self.store.clear_state()  # rows of a snapshot restore cut short, if any
-        self.tree = StateTree()
         state = CacheStore(self.store)
         for account in self.genesis.accounts:
             bank.mint(state, account.address, {c.denom: c.amount for c in account.coins})
@@ -352,7 +350,7 @@ class Application:
         """Write one snapshot chunk's state rows (an empty node restoring)."""
         if self.height or self.store.meta("genesis") is not None:
             raise ValueError("only an empty node restores a snapshot")
-        self.store.put_rows(rows)
+        self.store.commit(dict(rows), {})  # no height or hash yet: see finish_restore
 
     def finish_restore(self, height: int, app_hash: bytes) -> bool:
         """Accept the restored state as that of ``height`` if its root is ``app_hash`` (the

@@ -177,19 +177,6 @@ class ChainStore:
 
         return rows()
 
-    def put_rows(self, rows: list[tuple[bytes, bytes]]) -> None:
-        """Write state rows restored from a snapshot (no height or hash yet: see ``commit``)."""
-        with self._lock:
-            cur = self._db.cursor()
-            cur.execute("BEGIN IMMEDIATE")
-            try:
-                cur.executemany("INSERT OR REPLACE INTO state (key, value) VALUES (?, ?)", rows)
-                cur.execute("COMMIT")
-            except BaseException:
-                cur.execute("ROLLBACK")
-                raise
-            self._cache.clear()
-
     def clear_state(self) -> None:
         """Delete every state row (a restore that did not verify)."""
         with self._lock:
