@@ -25,7 +25,7 @@ from dilochain.chain.home import (
     read_config,
 )
 from dilochain.chain.testnet import free_ports, init_testnet
-from dilochain.localnet import ChainProcess, rpc_call, trust_point
+from dilochain.localnet import ChainProcess, rpc_call, state_sync_settings
 from dilochain.protocol.params import DENOM
 from dilochain.testutil import CHAIN_ID, wallet
 
@@ -34,11 +34,7 @@ def _joiner(root: Path, name: str, validator: ChainProcess, state_sync: bool) ->
     """A fresh home peered with ``validator``, with its genesis; state sync from its RPC."""
     home = root / name
     rpc, p2p = free_ports(2)
-    trust = {}
-    if state_sync:
-        height, block_hash = trust_point(validator.rpc_address)
-        trust = {"state_sync_rpc": [validator.rpc_address], "trust_height": height,
-                 "trust_hash": block_hash}  # fmt: skip
+    trust = state_sync_settings([validator.rpc_address]) if state_sync else {}
     laddr = read_config(validator.home)["p2p"]["laddr"].removeprefix("tcp://")
     peer = f"{node_id(validator.home)}@{laddr}"
     config = NodeConfig(moniker=name, rpc_address=f"127.0.0.1:{rpc}",

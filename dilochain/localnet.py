@@ -55,10 +55,12 @@ def rpc_call(rpc_address: str, method: str, timeout: float = 10.0, **params: obj
     return answer["result"]
 
 
-def trust_point(rpc_address: str) -> tuple[int, str]:
-    """(height, hash) of the latest block a CometBFT RPC knows: where state sync starts trusting."""
-    latest = rpc_call(rpc_address, "block")
-    return int(latest["block"]["header"]["height"]), latest["block_id"]["hash"]
+def state_sync_settings(servers: list[str]) -> dict:
+    """``NodeConfig``'s state-sync settings for CometBFT RPC ``servers``: the latest block the
+    first one knows (height and hash) is the block to trust."""
+    latest = rpc_call(servers[0], "block")
+    return {"state_sync_rpc": servers, "trust_height": int(latest["block"]["header"]["height"]),
+            "trust_hash": latest["block_id"]["hash"]}  # fmt: skip
 
 
 def rpc_status(rpc_address: str, timeout: float = 5.0) -> dict:

@@ -165,18 +165,17 @@ def _init(args: argparse.Namespace) -> int:
 def _trust_point(servers: str) -> dict:
     """The state-sync settings for ``--state-sync`` (none when empty): the servers, and the
     latest block the first one knows (height and hash) as the block to trust."""
-    from dilochain.localnet import trust_point
+    from dilochain.localnet import state_sync_settings
 
     rpc = [s.strip().removeprefix("http://").removeprefix("tcp://") for s in servers.split(",")]
     rpc = [s for s in rpc if s]
     if not rpc:
         return {}
     try:
-        height, block_hash = trust_point(rpc[0])
+        return state_sync_settings(rpc)
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise CliError(f"--state-sync: no CometBFT RPC answers at {rpc[0]} ({err}); give a "
                        "network node's RPC address, host:port") from None  # fmt: skip
-    return {"state_sync_rpc": rpc, "trust_height": height, "trust_hash": block_hash}
 
 
 def _address(home: Path, address_or_key: str) -> str:
