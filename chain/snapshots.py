@@ -98,6 +98,8 @@ class SnapshotStore:
         self.keep = max(1, keep)
         self._busy = threading.Lock()
         self.thread: threading.Thread | None = None
+        for stale in directory.glob(".partial-*"):  # a node killed while writing one
+            shutil.rmtree(stale, ignore_errors=True)
 
     def due(self, height: int) -> bool:
         """Whether a snapshot is to be taken of ``height``."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 
+import pytest
 from cosmpy.protos.cosmos.bank.v1beta1.tx_pb2 import MsgSend
 from cosmpy.protos.cosmos.base.v1beta1.coin_pb2 import Coin
 from cosmpy.protos.tendermint.abci import types_pb2 as abci
@@ -207,3 +208,18 @@ def test_a_restore_cut_short_leaves_nothing_behind_a_later_genesis(tmp_path, mon
     fresh = local_chain(tmp_path / "c", {A: 10**12})
     assert restarted.init_chain() == fresh.app.app_hash
     assert list(restarted.store.iterate(b"")) == list(fresh.app.store.iterate(b""))
+
+
+def test_a_snapshot_cut_off_mid_write_is_never_listed_and_is_swept_at_start(tmp_path):
+    store = SnapshotStore(tmp_path / "s", interval=1)
+
+    def killed_midway():
+        yield b"k", b"v" * (2 * snapshots.CHUNK_BYTES)  # one whole chunk is written …
+        raise KeyboardInterrupt  # … then the process dies (nothing after runs)
+
+    with pytest.raises(KeyboardInterrupt):
+        store.take(5, killed_midway())
+    assert store.list() == [] and (tmp_path / "s" / ".partial-5" / "chunk-0").exists()
+    assert store.chunk(5, 1, 0) == b""
+    SnapshotStore(tmp_path / "s", interval=1)  # the node starts again
+    assert list((tmp_path / "s").iterdir()) == []
