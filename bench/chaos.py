@@ -1,10 +1,13 @@
 """Fault injection against a whole network (``dilochain.chaos``): a four-validator chain, honest
 hosts, a cheating host and three verifiers train a run while validators, hosts and verifiers are
 killed (-9) and started again, paused and cut off the network at seeded random moments, and one
-validator's application database is wiped; then every guarantee is checked and printed. Exit
-code 1 if one failed.
+validator's application database is wiped, while the validator drill brings a node in by state
+sync, jails it for downtime and unjails it, and has a validator's twin double-sign (see
+``dilochain.validator_drill``); then every guarantee is checked and printed. Exit code 1 if one
+failed.
 
-    .venv/bin/python -m bench.chaos [--seed 1] [--rounds 3] [--faults 6] [--dir DIR]
+    .venv/bin/python -m bench.chaos [--seed 1] [--rounds 3] [--faults 6] [--no-validator-drill]
+                                    [--dir DIR]
 """
 
 from __future__ import annotations
@@ -27,10 +30,13 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=defaults.rounds)
     parser.add_argument("--faults", type=int, default=defaults.faults)
     parser.add_argument("--honest-hosts", type=int, default=defaults.honest_hosts)
+    parser.add_argument("--no-validator-drill", dest="validator_drill", action="store_false",
+                        help="a closed genesis validator set, no drill")  # fmt: skip
     parser.add_argument("--dir", type=Path, default=None, help="work directory (kept)")
     args = parser.parse_args()
     config = ChaosConfig(seed=args.seed, rounds=args.rounds, faults=args.faults,
-                         honest_hosts=args.honest_hosts)  # fmt: skip
+                         honest_hosts=args.honest_hosts,
+                         validator_drill=args.validator_drill)  # fmt: skip
     console = Console()
     with tempfile.TemporaryDirectory(prefix="dilochain-chaos-") as tmp:
         root = args.dir or Path(tmp)

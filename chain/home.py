@@ -68,6 +68,9 @@ class NodeConfig(BaseModel):
     block_time: str = "1s"  # consensus.timeout_commit
     timeout_propose: str = "1s"
     mempool_size: int = Field(default=100_000, gt=0)
+    # Whether txs sent to this node are gossiped to its peers (CometBFT's mempool.broadcast;
+    # off on a validator whose txs only reach it through its own sentries).
+    mempool_broadcast: bool = True
     log_level: str = "info"
     # State sync: restore a snapshot from peers, trusting the block of `trust_height` (with
     # `trust_hash`, as the RPC servers below gave it when the home was made), instead of
@@ -207,7 +210,11 @@ def write_config(home: Path, config: NodeConfig) -> None:
             "allow_duplicate_ip": True,
             "flush_throttle_timeout": "10ms",
         },
-        "mempool": {"size": config.mempool_size, "cache_size": config.mempool_size},
+        "mempool": {
+            "size": config.mempool_size,
+            "cache_size": config.mempool_size,
+            "broadcast": config.mempool_broadcast,
+        },
         "consensus": {
             "timeout_propose": config.timeout_propose,
             "timeout_commit": config.block_time,

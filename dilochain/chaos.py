@@ -6,7 +6,9 @@ wiped. Afterwards it checks what must hold whatever happened: every commit and c
 decided, no honest host slashed, every cheater caught and paid nothing, no undecided or failed
 commit in any global state (each global state recomputed from the accepted pseudo-gradients),
 and every validator's app hash equal; and one check of progress, not safety: every round
-trained.
+trained. Meanwhile, unless turned off, the validator drill (:mod:`dilochain.validator_drill`)
+brings a validator in by state sync, keeps it down until jailed and has another double-sign:
+the random faults leave the drill's genesis validator alone.
 
 Hosts and verifiers reach the validators through TCP proxies of their own (one per validator,
 their own validator's first), so cutting a member off the network is closing its proxies.
@@ -41,6 +43,7 @@ from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgCreateRun
 from dilochain.protocol.pb.poc.v1.types_pb2 import ChallengeStatus, CommitOutcome, RunConfig
 from dilochain.supervisor import Supervisor
 from dilochain.testutil import CHAIN_ID, wallet
+from dilochain.validator_drill import SNAPSHOTS, VALIDATOR_SET, ValidatorDrill
 
 PASSWORD = "chaos"
 RUN_ID = "chaos"
@@ -73,6 +76,7 @@ class ChaosConfig:
     # member started again mid-round (several seconds on two loaded cores) to do its part, and
     # for backups to replay in the second half of a verdict window.
     windows: tuple[int, int, int, int] = (16, 40, 48, 24)
+    validator_drill: bool = True
 
 
 @dataclass
@@ -114,7 +118,8 @@ def genesis_params(config: ChaosConfig) -> dict:
         "unbonding_period_seconds": 10, "max_round_blocks": config.round_blocks,
     }  # fmt: skip
     poc["unbonding_blocks"] = PocParams(**poc).slashable_blocks
-    return {"poc": poc, "rewards": {"epoch_blocks": 200, "vesting_epochs": 1}}
+    params = {"poc": poc, "rewards": {"epoch_blocks": 200, "vesting_epochs": 1}}
+    return {**params, "validator_set": VALIDATOR_SET} if config.validator_drill else params
 
 
 def plan(config: ChaosConfig, seconds: float, names: dict[str, list[str]]) -> list[Fault]:
@@ -264,11 +269,19 @@ class Chaos:
         self._keys()
         creator = wallet(7_000)
         accounts = [str(creator.address()), *(m.address for m in self.members.values())]
+        drill = stakes = None
+        if self.config.validator_drill:
+            drill = ValidatorDrill(self.root / "drill", PASSWORD, self.config.block_time,
+                                   self._note)  # fmt: skip
+            stakes = drill.operators(self.config.validators)
+            accounts += drill.accounts
         funded = {a: {DENOM: 10**12} for a in accounts}
         homes = init_testnet(self.root / "chain", self.config.validators, CHAIN_ID, funded,
-                             self.config.block_time, **genesis_params(self.config))  # fmt: skip
+                             self.config.block_time, stakes,
+                             **genesis_params(self.config))  # fmt: skip
         data = default_dataset(self.root)
-        network, proxies = LocalNetwork(homes), Proxies()
+        network = LocalNetwork(homes, options=SNAPSHOTS if drill else ())
+        proxies = Proxies()
         supervisor = Supervisor(self._note)
         try:
             addresses = network.start()
@@ -294,15 +307,22 @@ class Chaos:
             submit(connect(addresses), creator, MsgCreateRun(
                 creator=str(creator.address()), run_id=RUN_ID, config=cfg))  # fmt: skip
             self.say(f"run {RUN_ID!r} created: {self.config.rounds} rounds")
-            names = {"validator": [n.home.name for n in network.nodes],
+            spared = ""
+            if drill is not None:
+                drill.start(network)
+                spared = drill.spared
+            names = {"validator": [n.home.name for n in network.nodes
+                                   if n.home.name != spared],
                      "host": [m.name for m in hosts if m.role == "host"],
                      "verifier": [m.name for m in verifiers]}  # fmt: skip
             self.report.faults = plan(self.config, self._expected_seconds(poc), names)
             self._inject(network, proxies, supervisor, poc)
-            self._finish(poc, supervisor, hosts)
+            self._finish(poc, supervisor, hosts, drill)
             self.say("run over; checking")
-            self._check(network, poc, cfg)
+            self._check(network, poc, cfg, drill)
         finally:
+            if drill is not None:
+                drill.close()
             for child in supervisor.children.values():
                 if child.proc is not None and child.proc.poll() is None:
                     child.proc.terminate()
@@ -383,23 +403,27 @@ class Chaos:
             time.sleep(0.5)
 
     def _finish(self, poc: PocClient, supervisor: Supervisor, hosts: list[_Member],
-                patience: float = 600) -> None:  # fmt: skip
-        """Until the run's last round has resolved and its hosts have ended."""
+                drill: ValidatorDrill | None, patience: float = 600) -> None:  # fmt: skip
+        """Until the run's last round has resolved, its hosts have ended and the drill is
+        over."""
         run, params = poc.run(RUN_ID), poc.params()
         last = schedule.round_window(run, params, self.config.rounds - 1).resolution
         deadline = time.monotonic() + patience
         while time.monotonic() < deadline:
             supervisor.check()
             running = [m.name for m in hosts if m.name in supervisor.running]
-            if poc.round_info(RUN_ID).height > last and not running:
+            drilling = drill is not None and not drill.done
+            if poc.round_info(RUN_ID).height > last and not running and not drilling:
                 return
             time.sleep(0.5)
         raise TimeoutError(f"the run did not end within {patience:.0f} s")
 
     # ---- checks -----------------------------------------------------------------------------
-    def _check(self, network: LocalNetwork, poc: PocClient, cfg: RunConfig) -> None:
+    def _check(self, network: LocalNetwork, poc: PocClient, cfg: RunConfig,
+               drill: ValidatorDrill | None) -> None:  # fmt: skip
         report, rounds = self.report, range(self.config.rounds)
         by_address = {m.address: m.name for m in self.members.values()}
+        by_address.update(drill.names if drill is not None else {})
         commits = {r: list(poc.commits(RUN_ID, r)) for r in rounds}
         challenges = [c for r in rounds for c in poc.challenges(RUN_ID, r)]
         report.outcomes = {r: {by_address.get(c.host, c.host): CommitOutcome.Name(c.outcome)
@@ -425,7 +449,12 @@ class Chaos:
             [m.home for m in self.members.values() if m.role != "verifier"],
             poc.params().fail_closed, poc.params().min_hosts_per_round,
         )  # fmt: skip
-        report.checks["every validator's app hash equal"] = _app_hashes_agree(network)
+        joined = drill.joined if drill is not None else []
+        report.checks["every validator's app hash equal"] = _app_hashes_agree(
+            [*network.nodes, *joined]
+        )
+        if drill is not None:
+            report.checks.update(drill.checks(poc))
 
     def _cheaters_caught(self, poc: PocClient) -> tuple[bool, str]:
         cheaters = [m for m in self.members.values() if m.role == "cheater"]
@@ -480,22 +509,23 @@ def _recompute(cfg: RunConfig, commits: dict, recorded: dict[int, bytes], homes:
     return checked > 0, f"{checked} global states recomputed, {left_out} commits left out"
 
 
-def _app_hashes_agree(network: LocalNetwork) -> tuple[bool, str]:
-    """Every validator's header app hash at a sample of heights up to the lowest one's latest."""
+def _app_hashes_agree(nodes: list) -> tuple[bool, str]:
+    """Every node's header app hash at a sample of the heights all of them hold (a node that
+    joined by state sync holds none before its snapshot)."""
     try:
-        return _compare_app_hashes(network)
-    except (OSError, ValueError) as err:  # a validator that does not answer: the check fails
-        return False, f"a validator's RPC does not answer: {err}"
+        return _compare_app_hashes(nodes)
+    except (OSError, ValueError) as err:  # a node that does not answer: the check fails
+        return False, f"a node's RPC does not answer: {err}"
 
 
-def _compare_app_hashes(network: LocalNetwork) -> tuple[bool, str]:
-    latest = [int(rpc_call(n.rpc_address, "status")["sync_info"]["latest_block_height"])
-              for n in network.nodes]  # fmt: skip
-    top = min(latest)
-    heights = sorted({*range(1, top + 1, max(1, top // 12)), top})
+def _compare_app_hashes(nodes: list) -> tuple[bool, str]:
+    synced = [rpc_call(n.rpc_address, "status")["sync_info"] for n in nodes]
+    top = min(int(s["latest_block_height"]) for s in synced)
+    low = max(int(s["earliest_block_height"]) for s in synced)
+    heights = sorted({*range(low, top + 1, max(1, (top - low) // 12)), top})
     for h in heights:
         found = {rpc_call(n.rpc_address, "block", height=str(h))["block"]["header"]["app_hash"]
-                 for n in network.nodes}  # fmt: skip
+                 for n in nodes}  # fmt: skip
         if len(found) != 1:
             return False, f"at height {h}: {sorted(found)}"
-    return True, f"{len(heights)} heights up to {top} on {len(network.nodes)} validators"
+    return True, f"{len(heights)} heights from {low} to {top} on {len(nodes)} nodes"

@@ -280,9 +280,12 @@ def _restarted(node: ChainProcess) -> subprocess.Popen:
 class LocalNetwork:
     """Every validator home of a testnet directory, each as a :class:`ChainProcess`."""
 
-    def __init__(self, homes: list[Path], block_time: str | None = None, metrics_address: str = ""):
-        self.nodes = [ChainProcess(home, block_time, metrics_address=metrics_address)
-                      for home in homes]  # fmt: skip
+    def __init__(
+        self, homes: list[Path], block_time: str | None = None, metrics_address: str = "",
+        options: tuple[str, ...] = (),
+    ):  # fmt: skip
+        self.nodes = [ChainProcess(home, block_time, metrics_address=metrics_address,
+                                   options=options) for home in homes]  # fmt: skip
 
     def start(self, timeout: float = 120.0) -> list[str]:
         """Start every node, then wait for the network's first block; the gRPC addresses."""

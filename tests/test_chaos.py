@@ -1,11 +1,14 @@
 """A short fixed-seed fault-injection run (``dilochain.chaos``): validators, hosts and verifiers
-killed, paused and cut off, a validator's database wiped; every guarantee still holds."""
+killed, paused and cut off, a validator's database wiped, and the validator drill (a node joins
+by state sync and bonds in, is jailed for downtime and unjailed, a validator's twin double-signs
+and is tombstoned); every guarantee still holds."""
 
 from __future__ import annotations
 
 import pytest
 
 from dilochain.chaos import LIVENESS, Chaos, ChaosConfig, plan
+from dilochain.validator_drill import GENESIS_BOND, STEPS, ValidatorDrill
 
 pytestmark = pytest.mark.integration
 
@@ -27,6 +30,18 @@ def test_a_short_chaos_run_keeps_every_guarantee(tmp_path):
     assert len(report.faults) == 5 and all(f.done_at is not None for f in report.faults)
     safety = {name: check for name, check in report.checks.items() if name != LIVENESS}
     assert safety and all(ok for ok, _ in safety.values()), report.checks
+    assert set(STEPS.values()) <= set(safety), report.checks  # the drill ran every step
+    assert "duplicate_vote" in [why for _, why in report.slashes]
     # Not vacuous: round 0 trained (and, by the checks, was decided); that later rounds train
     # too is progress an overloaded machine may not make, reported but not required here.
     assert report.outcomes[0], report.checks
+
+
+def test_the_drill_stakes_every_genesis_validator_and_needs_four(tmp_path):
+    drill = ValidatorDrill(tmp_path, "pw", "250ms", lambda _: None)
+    with pytest.raises(ValueError, match="four validators"):
+        drill.operators(3)
+    stakes = drill.operators(4)
+    assert [bond for _, bond in stakes] == [GENESIS_BOND] * 4
+    assert len(set(drill.accounts)) == 6  # 4 genesis operators, the joiner's, the twin's sender
+    assert drill.spared == "node1" and not drill.joined and not drill.done

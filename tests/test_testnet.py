@@ -4,10 +4,8 @@ and restarted, and every application agreeing on the app hash."""
 from __future__ import annotations
 
 import base64
-import json
 import os
 import random
-import shutil
 import signal
 import socket
 import subprocess
@@ -18,10 +16,9 @@ from pathlib import Path
 import pytest
 from cosmpy.aerial.client import LedgerClient
 
-from dilochain.chain.home import genesis_path, node_id, read_config, validator_of
+from dilochain.chain.home import genesis_path, node_id, read_config
 from dilochain.chain.testnet import (
     free_port,
-    free_ports,
     init_testnet,
     loopback_config,
     node_homes,
@@ -29,8 +26,7 @@ from dilochain.chain.testnet import (
 )
 from dilochain.client import connect, network_config
 from dilochain.genesis.document import load_genesis
-from dilochain.localnet import ChainProcess, LocalNetwork, rpc_call
-from dilochain.poc_client import PocClient
+from dilochain.localnet import LocalNetwork, rpc_call
 from dilochain.protocol.params import DENOM
 from dilochain.testutil import CHAIN_ID, wallet
 
@@ -179,108 +175,3 @@ def test_free_ports_are_below_the_ephemeral_range_and_bindable():
         assert 1024 <= port < low
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
             probe.bind(("127.0.0.1", port))
-
-
-def _cli(*args: str, stdin: str | None = None):
-    """``dilochain ARGS --output json`` with the test keyring password: its JSON answer (with
-    ``stdin``, ``dilochain ARGS`` reading it: its output)."""
-    shown = ["--output", "json"] if stdin is None else []
-    done = subprocess.run(
-        [sys.executable, "-m", "dilochain.cli.main", *args, *shown], input=stdin,
-        capture_output=True, text=True, timeout=120,
-        env={**os.environ, "DILOCHAIN_KEYRING_PASSWORD": "pw"},
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout) if stdin is None else done.stdout
-
-
-def _wait(condition, what: str, timeout: float = 90.0):
-    """Poll ``condition`` until it returns something true (the chain moves it on)."""
-    deadline = time.monotonic() + timeout
-    while not (found := condition()):
-        assert time.monotonic() < deadline, f"not reached in {timeout:.0f} s: {what}"
-        time.sleep(0.1)
-    return found
-
-
-def _powers(node) -> dict[str, int]:
-    """CometBFT's validator set at the node's latest height: address -> voting power."""
-    listed = rpc_call(node.rpc_address, "validators")["validators"]
-    return {v["address"]: int(v["voting_power"]) for v in listed}
-
-
-def _signed_latest(node, address: str) -> bool:
-    """Whether ``address`` signed the block before the node's latest, as the latest block's
-    last commit (what the application is told) records it."""
-    commit = rpc_call(node.rpc_address, "block")["block"]["last_commit"]
-    return any(s["validator_address"] == address and s["block_id_flag"] == 2
-               for s in commit["signatures"])  # fmt: skip
-
-
-def test_a_node_joins_by_state_sync_then_as_a_validator_is_jailed_while_down_and_unjails(
-    tmp_path,
-):
-    """node1 joins node0's running network by state sync (a snapshot, not every block), then
-    the validator set by bonding stake; it signs, is killed and jailed for downtime while node0
-    (10 of 13 power) goes on, restarts, and its operator brings it back."""
-    operator = wallet(310)
-    funded = {str(operator.address()): {DENOM: 10**10}}
-    # Jailed after 9 misses in 10 blocks: node0 alone holds 2/3, so node1's votes count only
-    # when they arrive within the 200 ms commit timeout; a busy machine must not jail it alive.
-    overrides = {"signed_blocks_window": 10, "min_signed_per_window": "0.2",
-                 "downtime_jail_blocks": 5, "min_self_bond": 10**6}  # fmt: skip
-    staked = [(str(wallet(311).address()), 10_000_000)]  # power 10: an open validator set
-    (home0,) = init_testnet(tmp_path, 1, CHAIN_ID, funded, block_time="200ms", stakes=staked,
-                            validator_set=overrides)  # fmt: skip
-    node0 = ChainProcess(home0, options=("--snapshot-interval", "10", "--snapshot-keep", "20"))
-    home1 = tmp_path / "node1"
-    node1 = ChainProcess(home1)
-    try:
-        node0.start()
-        _wait((home0 / "data" / "snapshots" / "10" / "snapshot.json").exists, "a snapshot")
-        rpc1, p2p1 = free_ports(2)
-        peer = f"{node_id(home0)}@{read_config(home0)['p2p']['laddr'].removeprefix('tcp://')}"
-        said = _cli("chain", "init", "--home", str(home1), "--chain-id", CHAIN_ID,
-             "--rpc-address", f"127.0.0.1:{rpc1}", "--p2p-address", f"127.0.0.1:{p2p1}",
-             "--cometbft-metrics-address", "", "--persistent-peers", peer,
-             "--state-sync", node0.rpc_address, stdin="")  # fmt: skip
-        assert "state sync trusts block" in said and "give two" in said
-        shutil.copy(genesis_path(home0), genesis_path(home1))
-        node1.start(first_block=False)
-        node1.wait_for_height(node0.height())
-        # Restored from the snapshot: its blocks start after it, and its state is the network's.
-        status = rpc_call(node1.rpc_address, "status")["sync_info"]
-        assert int(status["earliest_block_height"]) > 10, status
-        _app_agrees(node1, node0)
-
-        signer = ["--home", str(home1)]
-        _cli("keys", "import-hex", "op", *signer, stdin=operator.signer().private_key_hex + "\n")
-        joiner = validator_of(home1).address
-        chain0 = ["--chain", node0.address]
-        joined = _cli("tx", "validator", "create", "op", "--amount", "3500000",
-                      "--moniker", "node1", *signer, *chain0)  # fmt: skip
-        assert joined["code"] == 0
-        _wait(lambda: _powers(node0).get(joiner) == 3, "node1 in CometBFT's set with power 3")
-        _wait(lambda: _signed_latest(node0, joiner), "node1 signing blocks")
-
-        node1.kill()  # node0 holds 10 of 13: the chain goes on
-        listed = _wait(lambda: [v for v in _cli("query", "validators", *chain0)
-                                if v["status"] == "jailed"], "node1 jailed")  # fmt: skip
-        assert [v["consensus_address"] for v in listed] == [joiner]
-        jailed_until = int(listed[0]["jailed_until"])
-        _wait(lambda: joiner not in _powers(node0), "node1 out of CometBFT's set")
-        with PocClient(node0.address) as poc:
-            assert [s.reason for s in poc.slashes(str(operator.address()))] == ["downtime"]
-
-        node1.start(first_block=False)
-        node1.wait_for_height(max(node0.height(), jailed_until), timeout=120)
-        assert _cli("tx", "validator", "unjail", "op", *signer, *chain0)["code"] == 0
-        # Slashed 0.01% for downtime: 3,499,650 udlc bonded, still power 3.
-        _wait(lambda: _powers(node0).get(joiner) == 3, "node1 back in CometBFT's set")
-        _wait(lambda: _signed_latest(node0, joiner), "node1 signing again")
-        statuses = {v["moniker"]: v["status"] for v in _cli("query", "validators", *chain0)}
-        assert statuses == {"node0": "bonded", "node1": "bonded"}
-        _app_agrees(node1, node0)
-    finally:
-        for node in (node1, node0):
-            node.kill()
