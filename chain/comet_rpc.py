@@ -13,6 +13,7 @@ from cosmpy.protos.tendermint.types.types_pb2 import BlockID, Data, Header, Part
 from cosmpy.protos.tendermint.version.types_pb2 import Consensus
 
 from dilochain.chain.context import block_timestamp
+from dilochain.chain.errors import CODESPACE, codes
 
 
 class CometRpcError(Exception):
@@ -78,6 +79,38 @@ def tx_response_from_json(found: dict, time_ns: int) -> tuple[TxResponse, Tx]:
     return response, tx
 
 
+def block_from_json(result: dict) -> tuple[BlockID, Block]:
+    """The block and its id from CometBFT's ``block`` result."""
+    data = result["block"]
+    block = Block(
+        header=header_from_json(data["header"]),
+        data=Data(txs=[base64.b64decode(tx) for tx in data["data"]["txs"] or []]),
+    )
+    return _block_id(result["block_id"]), block
+
+
+def _mempool_code(error: str) -> int:
+    """The SDK code for a refusal by CometBFT's mempool (named in its error text)."""
+    if "already exists in cache" in error:
+        return codes.TX_IN_MEMPOOL
+    if "mempool is full" in error:
+        return codes.MEMPOOL_FULL
+    if "too large" in error:
+        return codes.TX_TOO_LARGE
+    return codes.INTERNAL
+
+
+def broadcast_response(digest: str, checked: dict | None, error: str = "") -> TxResponse:
+    """``BroadcastTx``'s answer for the tx with hash ``digest``: from CometBFT's
+    ``broadcast_tx_sync`` result (CheckTx's), or from the error it gave instead."""
+    if checked is None:
+        code = _mempool_code(error)
+        return TxResponse(txhash=digest, code=code, codespace=CODESPACE, raw_log=error)
+    return TxResponse(txhash=digest, code=int(checked["code"]),
+                      codespace=checked.get("codespace", ""),
+                      raw_log=checked.get("log", ""))  # fmt: skip
+
+
 class CometRpc:
     """JSON-RPC over HTTP to one CometBFT node (one keep-alive session)."""
 
@@ -114,13 +147,7 @@ class CometRpc:
     async def block(self, height: int | None = None) -> tuple[BlockID, Block]:
         """The committed block at ``height`` (the latest when None)."""
         params = {} if height is None else {"height": str(height)}
-        result = await self.call("block", **params)
-        data = result["block"]
-        block = Block(
-            header=header_from_json(data["header"]),
-            data=Data(txs=[base64.b64decode(tx) for tx in data["data"]["txs"] or []]),
-        )
-        return _block_id(result["block_id"]), block
+        return block_from_json(await self.call("block", **params))
 
     async def tx(self, digest: bytes) -> dict:
         """CometBFT's indexed record of the committed tx with hash ``digest``."""

@@ -17,9 +17,10 @@ from cosmpy.protos.cosmos.auth.v1beta1.auth_pb2 import Params as AuthParams
 from cosmpy.protos.cosmos.bank.v1beta1 import query_pb2 as bank_q
 from cosmpy.protos.cosmos.bank.v1beta1 import query_pb2_grpc as bank_grpc
 from cosmpy.protos.cosmos.bank.v1beta1.bank_pb2 import Params as BankParams
-from cosmpy.protos.cosmos.base.abci.v1beta1.abci_pb2 import GasInfo, Result, TxResponse
+from cosmpy.protos.cosmos.base.abci.v1beta1.abci_pb2 import GasInfo, Result
 from cosmpy.protos.cosmos.base.node.v1beta1 import query_pb2 as node_q
 from cosmpy.protos.cosmos.base.node.v1beta1 import query_pb2_grpc as node_grpc
+from cosmpy.protos.cosmos.base.query.v1beta1.pagination_pb2 import PageResponse
 from cosmpy.protos.cosmos.base.tendermint.v1beta1 import query_pb2 as tm_q
 from cosmpy.protos.cosmos.base.tendermint.v1beta1 import query_pb2_grpc as tm_grpc
 from cosmpy.protos.cosmos.base.v1beta1.coin_pb2 import Coin
@@ -38,11 +39,12 @@ from google.protobuf.descriptor import ServiceDescriptor
 from google.protobuf.timestamp_pb2 import Timestamp
 from grpc_reflection.v1alpha import reflection
 
-from dilochain.chain.app import Application, tx_failure
+from dilochain.chain.app import Application
 from dilochain.chain.comet_rpc import (
     CometRpc,
     CometRpcError,
     CometUnreachable,
+    broadcast_response,
     tx_response_from_json,
 )
 from dilochain.chain.context import QueryContext, QueryHandler
@@ -62,6 +64,7 @@ from dilochain.chain.modules import (
     validator_set,
     verifiers,
 )
+from dilochain.chain.pagination import page_list
 from dilochain.chain.query_router import ABCI_QUERY_PEER, QueryRouter
 from dilochain.chain.simulate_gate import SimulateBusy, SimulateGate
 from dilochain.chain.staking_query import (
@@ -195,17 +198,6 @@ class BankQuery(_UsesServices, bank_grpc.QueryServicer):
         return bank_q.QueryDenomMetadataResponse(metadata=bank.DENOM_METADATA)
 
 
-def _mempool_code(error: str) -> int:
-    """The SDK code for a refusal by CometBFT's mempool (named in its error text)."""
-    if "already exists in cache" in error:
-        return codes.TX_IN_MEMPOOL
-    if "mempool is full" in error:
-        return codes.MEMPOOL_FULL
-    if "too large" in error:
-        return codes.TX_TOO_LARGE
-    return codes.INTERNAL
-
-
 class TxService(_UsesServices, tx_grpc.ServiceServicer):
     """cosmos.tx.v1beta1.Service."""
 
@@ -231,15 +223,8 @@ class TxService(_UsesServices, tx_grpc.ServiceServicer):
         try:
             checked = await self.s.rpc.broadcast_tx_sync(request.tx_bytes)
         except CometRpcError as err:
-            result = tx_failure(_mempool_code(str(err)), str(err))
-        else:
-            result = TxResponse(
-                code=checked["code"],
-                codespace=checked.get("codespace", ""),
-                raw_log=checked.get("log", ""),
-            )
-        result.txhash = digest
-        return tx_s.BroadcastTxResponse(tx_response=result)
+            return tx_s.BroadcastTxResponse(tx_response=broadcast_response(digest, None, str(err)))
+        return tx_s.BroadcastTxResponse(tx_response=broadcast_response(digest, checked))
 
     async def GetTx(self, request, context):
         if not _TX_HASH.fullmatch(request.hash):  # never echo more than a hash's length
@@ -332,8 +317,18 @@ class StakingQuery(_UsesServices, staking_grpc.QueryServicer):
                                 f"status {request.status[:40]!r}: one of BOND_STATUS_BONDED, "
                                 "BOND_STATUS_UNBONDING, BOND_STATUS_UNBONDED")  # fmt: skip
         found = [to_staking(r, reduction) for r in self._members()]
-        shown = [v for v in found if wanted is None or v.status == wanted]
-        return staking_q.QueryValidatorsResponse(validators=shown)
+        matching = sorted(
+            (v for v in found if wanted is None or v.status == wanted),
+            key=lambda v: v.operator_address,
+        )  # as the SDK's store orders them
+        try:
+            shown, next_key, total = page_list(matching, request.pagination,
+                                               lambda v: v.operator_address.encode())  # fmt: skip
+        except TxError as err:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, err.log)
+        return staking_q.QueryValidatorsResponse(
+            validators=shown, pagination=PageResponse(next_key=next_key, total=total)
+        )
 
     async def Validator(self, request, context):
         reduction = self.s.app.params.validator_set.power_reduction

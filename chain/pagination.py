@@ -17,17 +17,39 @@ MAX_LIMIT = 1000
 MAX_PAGE_BYTES = 2 << 20  # well under gRPC's 4 MiB, whatever the entries' size
 
 
+def _limit(request) -> int:
+    """The page size ``request`` asks for, once its form is checked."""
+    if request.reverse:
+        raise TxError(codes.INVALID_REQUEST, "pagination: reverse is not supported")
+    if request.key and request.offset:
+        raise TxError(codes.INVALID_REQUEST, "pagination: give key or offset, not both")
+    return min(request.limit or DEFAULT_LIMIT, MAX_LIMIT)
+
+
+def page_list(
+    items: list[T], request, key_of: Callable[[T], bytes]
+) -> tuple[list[T], bytes, int]:  # fmt: skip
+    """One page of ``items`` (sorted by ``key_of``), paged as :func:`page` pages the store
+    (any ``PageRequest`` type): the page, the next page's key (empty: none) and the total
+    (0 unless counted)."""
+    limit = _limit(request)
+    start = request.offset
+    if request.key:
+        start = next((i for i, item in enumerate(items) if key_of(item) >= request.key),
+                     len(items))  # fmt: skip
+    shown = items[start : start + limit]
+    following = items[start + limit : start + limit + 1]
+    total = len(items) if request.count_total and not request.key else 0
+    return shown, key_of(following[0]) if following else b"", total
+
+
 def page(
     store: CacheStore, prefix: bytes, request: q.PageRequest, decode: Callable[[bytes], T]
 ) -> tuple[list[T], q.PageResponse]:
     """One page of the values under ``prefix``, in key order: from ``request.key`` (a
     ``next_key`` an earlier page returned) or ``request.offset``, at most ``request.limit``
     values (``DEFAULT_LIMIT`` when 0, ``MAX_LIMIT`` at most) and ``MAX_PAGE_BYTES``."""
-    if request.reverse:
-        raise TxError(codes.INVALID_REQUEST, "pagination: reverse is not supported")
-    if request.key and request.offset:
-        raise TxError(codes.INVALID_REQUEST, "pagination: give key or offset, not both")
-    limit = min(request.limit or DEFAULT_LIMIT, MAX_LIMIT)
+    limit = _limit(request)
     items: list[T] = []
     size, skipped, next_key, total = 0, 0, b"", 0
     for key, value in store.iterate(prefix, prefix + request.key if request.key else b""):

@@ -23,9 +23,10 @@ from cosmpy.protos.cosmos.tx.v1beta1.service_pb2 import BroadcastMode, Broadcast
 from google.protobuf.message import Message
 
 from dilochain.chain.errors import codes
-from dilochain.endpoints import FailoverChannel, parse_addresses, shown, transient
+from dilochain.endpoints import open_channel, shown, transient
 from dilochain.protocol.hashing import tx_hash
 from dilochain.protocol.params import DENOM, FeeParams
+from dilochain.rpc_channel import rpc_address
 
 log = logging.getLogger(__name__)
 TX_IN_CACHE = codes.TX_IN_MEMPOOL  # CometBFT's mempool already holds these bytes
@@ -57,7 +58,7 @@ def network_config(
 
 def query_chain_id(addresses: str | Sequence[str], timeout: float = 3.0) -> str:
     """Ask the nodes at ``addresses`` (the first that answers) for their chain id."""
-    with FailoverChannel(addresses, patience=timeout) as channel:
+    with open_channel(addresses, patience=timeout) as channel:
         try:
             info = tm_grpc.ServiceStub(channel).GetNodeInfo(
                 tm_q.GetNodeInfoRequest(), timeout=timeout
@@ -73,13 +74,15 @@ def query_chain_id(addresses: str | Sequence[str], timeout: float = 3.0) -> str:
 def _hint(addresses: Sequence[str]) -> str:
     """What the addresses are, when they are not a chain node's gRPC: a CometBFT RPC port
     (answers HTTP ``/status``) or nothing at all."""
+    if len(addresses) == 1 and rpc_address(addresses[0]):
+        return " (is the node running, and is this the [rpc] laddr of its config.toml?)"
     for address in addresses:
         try:
             with urllib.request.urlopen(f"http://{address}/status", timeout=1.0) as reply:
                 if "node_info" in reply.read(1 << 16).decode("utf-8", "replace"):
-                    return (f" ({address} is CometBFT's RPC; --chain wants a node's gRPC "
-                            "address, which `chain start` prints; 127.0.0.1:9090 by "
-                            "default)")  # fmt: skip
+                    return (f" ({address} is CometBFT's RPC: give it as --node "
+                            f"tcp://{address}; --chain wants a node's gRPC address, which "
+                            "`chain start` prints, 127.0.0.1:9090 by default)")  # fmt: skip
         except (OSError, ValueError):
             continue
     return " (is `dilochain chain start` running, and is this the gRPC address it printed?)"
@@ -88,11 +91,13 @@ def _hint(addresses: Sequence[str]) -> str:
 def connect(addresses: str | Sequence[str], chain_id: str | None = None) -> LedgerClient:
     """An unmodified cosmpy ``LedgerClient`` whose calls go to the chain nodes at ``addresses``
     (``host:port``, one or several) through a :class:`FailoverChannel`: a node that restarts
-    or goes down is ridden out."""
-    nodes = parse_addresses(addresses)
-    client = LedgerClient(network_config(chain_id or query_chain_id(nodes), nodes[0]))
-    channel = FailoverChannel(nodes)
-    for name in _CLIENT_STUBS:  # cosmpy's stubs, rebuilt over the failover channel
+    or goes down is ridden out; or, given one node's CometBFT RPC URL, through that
+    (:func:`~dilochain.endpoints.open_channel`)."""
+    channel = open_channel(addresses)
+    chain_id = chain_id or query_chain_id(channel.addresses)
+    first = channel.addresses[0]
+    client = LedgerClient(network_config(chain_id, rpc_address(first) or first))
+    for name in _CLIENT_STUBS:  # cosmpy's stubs, rebuilt over the channel
         setattr(client, name, type(getattr(client, name))(channel))
     return client
 

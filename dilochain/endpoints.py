@@ -76,6 +76,20 @@ def _checked(address: str) -> str:
 ChainAddresses = Annotated[tuple[str, ...], BeforeValidator(parse_addresses)]
 
 
+def open_channel(
+    addresses: str | Sequence[str], patience: float = PATIENCE_SECONDS
+) -> grpc.Channel:  # fmt: skip
+    """A channel to the chain: through one node's CometBFT RPC when ``addresses`` is its URL
+    (``tcp://host:26657``, as ``--node`` gives it; :class:`~dilochain.rpc_channel.RpcChannel`),
+    else over the nodes' gRPC (:class:`FailoverChannel`)."""
+    from dilochain.rpc_channel import RpcChannel, rpc_address
+
+    items = [addresses] if isinstance(addresses, str) else list(addresses)
+    if len(items) == 1 and isinstance(items[0], str) and rpc_address(items[0]) is not None:
+        return RpcChannel(items[0], timeout=patience)
+    return FailoverChannel(addresses, patience)
+
+
 def shown(addresses: Sequence[str]) -> str:
     """Addresses as one line for messages."""
     return ", ".join(addresses)

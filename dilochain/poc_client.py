@@ -9,7 +9,7 @@ import grpc
 from cosmpy.aerial.client import LedgerClient
 from cosmpy.aerial.wallet import Wallet
 
-from dilochain.endpoints import FailoverChannel
+from dilochain.endpoints import open_channel
 from dilochain.protocol.params import DENOM
 from dilochain.protocol.pb.poc.v1 import query_pb2 as q
 from dilochain.protocol.pb.poc.v1 import query_pb2_grpc as poc_grpc
@@ -44,7 +44,7 @@ class PocClient:
     (:class:`~dilochain.endpoints.FailoverChannel`), which the client owns and closes."""
 
     def __init__(self, addresses: str | Sequence[str]):
-        self._channel = FailoverChannel(addresses)
+        self._channel = open_channel(addresses)
         self.addresses = self._channel.addresses
         self._stub = poc_grpc.QueryStub(self._channel)
 

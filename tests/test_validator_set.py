@@ -9,6 +9,7 @@ from decimal import Decimal
 
 import grpc
 import pytest
+from cosmpy.protos.cosmos.base.query.v1beta1.pagination_pb2 import PageRequest
 from cosmpy.protos.cosmos.crypto.ed25519.keys_pb2 import PubKey
 from cosmpy.protos.cosmos.staking.v1beta1 import query_pb2 as staking_q
 from cosmpy.protos.tendermint.abci import types_pb2 as abci
@@ -389,3 +390,19 @@ def test_wallets_and_explorers_see_the_set_through_cosmos_staking(tmp_path):
     for status in ("x", "BOND_STATUS_UNSPECIFIED"):
         refused = _staking(chain, "Validators", staking_q.QueryValidatorsRequest(status=status))
         assert refused.code != 0 and "BOND_STATUS_BONDED" in refused.log
+    # Paged as the SDK pages: by operator address, a next_key, a total when asked for.
+    everyone = sorted(v.operator_address for v in shown)
+    pages, key = [], b""
+    while True:
+        paging = PageRequest(limit=2, key=key, count_total=not key)
+        answer = staking_q.QueryValidatorsResponse.FromString(
+            _staking(chain, "Validators", staking_q.QueryValidatorsRequest(pagination=paging)).value
+        )
+        pages.append([v.operator_address for v in answer.validators])
+        assert answer.pagination.total == (0 if key else 3)
+        if not (key := answer.pagination.next_key):
+            break
+    assert pages == [everyone[:2], everyone[2:]]
+    refused = _staking(chain, "Validators", staking_q.QueryValidatorsRequest(
+        pagination=PageRequest(key=b"x", offset=1)))  # fmt: skip
+    assert refused.code != 0 and "key or offset" in refused.log
