@@ -83,7 +83,10 @@ class CacheStore:
         return value
 
     def set(self, key: bytes, value: bytes) -> None:
-        """Buffer a write of ``key``."""
+        """Buffer a write of ``key`` (never of an empty value: ICS-23 cannot prove one, nor
+        the absence of a key beside it)."""
+        if not value:
+            raise ValueError(f"empty value for state key {key[:64]!r}")
         self.meter.consume(
             GasMeter.WRITE_FLAT + GasMeter.WRITE_PER_BYTE * (len(key) + len(value)), "WriteFlat"
         )

@@ -119,7 +119,8 @@ def _draw_rosters(ctx: Context) -> None:
     each host its data shards (so a verifier derives a host's shards from chain state alone)."""
     for run in active_runs(ctx.store):
         for round_ in rosters_drawn_at(run, ctx.params.poc, ctx.height):
-            drawn = Roster(hosts=[h.address for h in members(ctx.store, run.run_id)])
+            drawn = Roster(hosts=[h.address for h in members(ctx.store, run.run_id)],
+                           drawn_height=ctx.height)  # fmt: skip
             ctx.store.set(_roster_key(run.run_id, round_), drawn.SerializeToString())
             ctx.emit("roster", run_id=run.run_id, round=round_, hosts=len(drawn.hosts))
 

@@ -121,7 +121,7 @@ def _put(store: CacheStore, record: ChainValidator) -> None:
     them, however many jailed or tombstoned validators the chain has known)."""
     store.set(_key(record.consensus_address), record.SerializeToString())
     if _in_play(record):
-        store.set(_active_key(record.consensus_address), b"")
+        store.set(_active_key(record.consensus_address), b"1")
     else:
         store.delete(_active_key(record.consensus_address))
 

@@ -354,10 +354,12 @@ class Host(_message.Message):
     def __init__(self, run_id: _Optional[str] = ..., address: _Optional[str] = ..., endpoint: _Optional[str] = ..., registered_height: _Optional[int] = ..., left_height: _Optional[int] = ...) -> None: ...
 
 class Roster(_message.Message):
-    __slots__ = ("hosts",)
+    __slots__ = ("hosts", "drawn_height")
     HOSTS_FIELD_NUMBER: _ClassVar[int]
+    DRAWN_HEIGHT_FIELD_NUMBER: _ClassVar[int]
     hosts: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, hosts: _Optional[_Iterable[str]] = ...) -> None: ...
+    drawn_height: int
+    def __init__(self, hosts: _Optional[_Iterable[str]] = ..., drawn_height: _Optional[int] = ...) -> None: ...
 
 class UnbondingEntry(_message.Message):
     __slots__ = ("amount", "completion_time_unix", "completion_height")
