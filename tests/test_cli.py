@@ -59,8 +59,8 @@ def test_init_and_add_genesis_account(tmp_path, capsys):
     home = str(tmp_path / "h")
     assert run(capsys, "chain", "init", "--home", home, "--chain-id", "net-1")[0] == 0
     code, out, _ = run(capsys, "chain", "add-genesis-account", ADDRESS, "1000udlc,5stake",
-                       "--home", home)  # fmt: skip
-    assert code == 0 and ADDRESS in out
+                       "--home", home, "-o", "json")  # fmt: skip
+    assert code == 0 and json.loads(out) == {"address": ADDRESS, "amount": "1000udlc,5stake"}
     genesis = json.loads((tmp_path / "h" / "config" / "genesis.json").read_text())
     assert genesis["chain_id"] == "net-1"
     assert len(genesis["validators"]) == 1 and genesis["validators"][0]["power"] == "10"
@@ -186,8 +186,11 @@ def test_bad_flag_is_a_usage_error(tmp_path):
 def test_keys_add_list_show_and_wrong_password(tmp_path, capsys, monkeypatch):
     home = str(tmp_path)
     monkeypatch.setenv("DILOCHAIN_KEYRING_PASSWORD", "s3cret")
-    code, out, _ = run(capsys, "keys", "add", "alice", "--home", home)
-    assert code == 0 and "mnemonic" in out
+    code, out, _ = run(capsys, "keys", "add", "alice", "--home", home, "-o", "json")
+    added = json.loads(out)
+    assert code == 0 and len(added["mnemonic"].split()) == 24
+    assert str(LocalWallet.from_mnemonic(added["mnemonic"], prefix="dilo").address()) == (
+        added["address"])  # fmt: skip
     code, out, _ = run(capsys, "keys", "show", "alice", "-a", "--home", home)
     alice = out.strip()
     assert code == 0 and alice.startswith("dilo1")
@@ -196,6 +199,39 @@ def test_keys_add_list_show_and_wrong_password(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("DILOCHAIN_KEYRING_PASSWORD", "wrong")
     code, _, err = run(capsys, "keys", "add", "bob", "--home", home)
     assert_one_line_error(code, err, "wrong keyring password")
+
+
+def test_keys_export_armored_and_import_as_the_cosmos_sdk_does(tmp_path, capsys, monkeypatch):
+    """``keys export`` writes the SDK's armor (bcrypt, XSalsa20-Poly1305, CRC-24) under a
+    passphrase read from stdin; ``keys import`` of it into another home gives the same key."""
+    import base64
+    import io
+
+    from dilochain.key_armor import _crc24
+
+    monkeypatch.setenv("DILOCHAIN_KEYRING_PASSWORD", "s3cret")
+    first, second = str(tmp_path / "a"), str(tmp_path / "b")
+    secret = wallet(31).signer().private_key_bytes.hex()
+    assert run(capsys, "keys", "import-hex", "k", secret, "--home", first)[0] == 0
+    monkeypatch.setattr("sys.stdin", io.StringIO("phrase one\n"))
+    code, armor, err = run(capsys, "keys", "export", "k", "--home", first)
+    assert code == 0, err
+    lines = armor.splitlines()
+    assert lines[0] == "-----BEGIN TENDERMINT PRIVATE KEY-----" and "kdf: bcrypt" in lines
+    assert lines[-1] == "-----END TENDERMINT PRIVATE KEY-----" and secret not in armor
+    sealed = base64.b64decode("".join(lines[5:-2]))
+    assert lines[-2] == "=" + base64.b64encode(_crc24(sealed).to_bytes(3, "big")).decode()
+    (tmp_path / "k.armor").write_text(armor)
+    monkeypatch.setattr("sys.stdin", io.StringIO("phrase one\n"))
+    code, out, err = run(capsys, "keys", "import", "k2", str(tmp_path / "k.armor"),
+                         "--home", second)  # fmt: skip
+    assert code == 0, err
+    assert str(wallet(31).address()) in out
+    monkeypatch.setattr("sys.stdin", io.StringIO("phrase two\n"))
+    code, _, err = run(capsys, "keys", "import", "k3", str(tmp_path / "k.armor"), "--home", second)
+    assert_one_line_error(code, err, "wrong passphrase")
+    code, _, err = run(capsys, "keys", "export", "k", "--unarmored-hex", "--home", first)
+    assert_one_line_error(code, err, "add --unsafe")
 
 
 def test_keys_recover_from_stdin(tmp_path):
@@ -250,3 +286,17 @@ def test_port_in_use(tmp_path, which):
     assert proc.returncode == 1
     assert "Traceback" not in err and "add_port.cc" not in err  # no gRPC core line before it
     assert f"error: cannot listen on 127.0.0.1:{port}" in err
+
+
+def test_testnet_init_and_chain_init_answer_in_json(tmp_path, capsys):
+    code, out, err = run(capsys, "testnet", "init", "--validators", "2", "--dir",
+                         str(tmp_path / "net"), "-o", "json")  # fmt: skip
+    assert code == 0, err
+    listed = json.loads(out)
+    assert [n["name"] for n in listed] == ["node0", "node1"]
+    assert listed[1]["rpc"] == rpc_address(tmp_path / "net" / "node1")
+    code, out, err = run(capsys, "chain", "init", "--home", str(tmp_path / "h"), "--chain-id",
+                         "net-2", "-o", "json")  # fmt: skip
+    assert code == 0, err
+    assert json.loads(out) == {"chain_id": "net-2", "home": str(tmp_path / "h"),
+                               "state_sync": None}  # fmt: skip

@@ -169,11 +169,13 @@ def test_hosts_train_rounds_and_agree_on_global_checkpoints(tmp_path):
         # records (computed from the last recorded one), as a Hugging Face model folder.
         exported = subprocess.run(
             [sys.executable, "-m", "dilochain.cli.main", "export", "--chain", chain.address,
-             "--run", "net", "--home", str(homes[0]), "--out", str(tmp_path / "export")],
-            capture_output=True, text=True, timeout=120,
+             "--run", "net", "--home", str(homes[0]), "--out", str(tmp_path / "export"),
+             "--output", "json"], capture_output=True, text=True, timeout=120,
         )  # fmt: skip
         assert exported.returncode == 0, exported.stderr[-2000:]
-        assert "final state" in exported.stdout and not exported.stderr
+        shown = json.loads(exported.stdout)
+        assert shown["round"] == shown["total_rounds"] == ROUNDS and shown["derived"]
+        assert shown["out"] == str(tmp_path / "export") and not exported.stderr
         listed = s3.client().list_objects_v2(Bucket=s3.bucket, Prefix=f"runs/net/{hosts[2]}/")
         in_bucket = {o["Key"].rsplit("/", 1)[1] for o in listed.get("Contents", [])}
     assert sorted(h.address for h in hosts_held) == sorted(hosts)

@@ -303,9 +303,10 @@ def test_leave(running_chain, run_id, operator):
     args = ["node", "leave", "--home", str(home), "--key", "op", "--run", run_id, "--chain",
             running_chain.address]  # fmt: skip
     env = {"DILOCHAIN_KEYRING_PASSWORD": PASSWORD}
-    left = cli(*args, env=env)
+    left = cli(*args, "--output", "json", env=env)
     assert left.returncode == 0, left.stderr
-    assert f"{address} left run {run_id}" in left.stdout and "unbonds" in left.stdout
+    receipt = json.loads(left.stdout)
+    assert (receipt["host"], receipt["run_id"]) == (address, run_id) and receipt["height"] > 0
     with PocClient(running_chain.address) as poc:
         # No longer a member (listed with left_height until its round is decided, if any).
         assert all(h.left_height > 0 for h in poc.hosts(run_id) if h.address == address)
@@ -340,10 +341,12 @@ def test_prune_dry_run_then_prune(running_chain, operator, tmp_path):
         args = ["node", "prune", "--home", str(home), "--key", "op", "--run", "quick", "--chain",
                 running_chain.address, "--object-store", s3.url, "--object-store-endpoint",
                 s3.endpoint]  # fmt: skip
-        dry = cli(*args, "--dry-run", env=s3.env)
+        dry = cli(*args, "--dry-run", "--output", "json", env=s3.env)
         assert dry.returncode == 0, dry.stderr
-        assert "would delete" in dry.stdout and "checkpoint" in dry.stdout
-        assert "global" not in dry.stdout  # the newest global state stays
+        planned = json.loads(dry.stdout)
+        assert planned["dry_run"] and planned["freed_bytes"] > 0
+        kinds = {a["kind"] for a in planned["artifacts"]}
+        assert "checkpoint" in kinds and "global" not in kinds  # the newest global state stays
         assert len(list((home / "artifacts").glob("??/*"))) == 4
         listed = s3.client().list_objects_v2(Bucket=s3.bucket, Prefix=f"runs/quick/{address}/")
         assert listed["KeyCount"] == 4
@@ -393,7 +396,8 @@ def test_cosmos_style_keys_queries_sends_and_version(running_chain, tmp_path):
     exported = cli("keys", "export", "rich", "--unarmored-hex", "--unsafe", "--home", home,
                    env=env)  # fmt: skip
     assert exported.returncode == 0 and exported.stdout.strip() == secret
-    one_line_error(cli("keys", "export", "rich", "--home", home, env=env), "--unarmored-hex")
+    one_line_error(cli("keys", "export", "rich", "--unarmored-hex", "--home", home, env=env),
+                   "add --unsafe")  # fmt: skip
     one_line_error(cli("keys", "import-hex", "bad", "00" * 31, "--home", home, env=env), "32 bytes")
     to = str(wallet(996).address())
     sent = cli("tx", "bank", "send", "rich", to, "7udlc", "--home", home, "--chain", chain,
@@ -413,7 +417,39 @@ def test_cosmos_style_keys_queries_sends_and_version(running_chain, tmp_path):
     shown = json.loads(cli("keys", "show", "rich", "--home", home, "-o", "json").stdout)
     assert shown == listed[0]
     one_line_error(cli("keys", "delete", "rich", "--home", home), "--yes")  # no terminal
-    assert cli("keys", "delete", "rich", "--yes", "--home", home).returncode == 0
+    deleted = cli("keys", "delete", "rich", "--yes", "--home", home, "-o", "json")
+    assert json.loads(deleted.stdout) == {"deleted": "rich", "address": str(funded.address())}
     one_line_error(cli("keys", "show", "rich", "--home", home), "no key named 'rich'")
     shown = json.loads(cli("version", "--output", "json").stdout)
     assert shown["dilochain"] == version("dilochain") and shown["cometbft"].startswith("0.38")
+
+
+def test_node_reaches_the_chain_through_cometbft_rpc_alone(running_chain, tmp_path):
+    """``--node tcp://host:26657``, as Cosmos CLIs take it: queries, a send that waits for its
+    block, and the validator set, all through CometBFT's RPC; its mistakes are one line."""
+    from dilochain.testutil import wallet
+
+    env = {"DILOCHAIN_KEYRING_PASSWORD": PASSWORD}
+    node = f"tcp://{running_chain.process.rpc_address}"
+    home, to = str(tmp_path / "k"), str(wallet(997).address())
+    secret = running_chain.wallets[2].signer().private_key_bytes.hex()
+    assert cli("keys", "import-hex", "rich", secret, "--home", home, env=env).returncode == 0
+    sent = cli("tx", "bank", "send", "rich", to, "5udlc", "--home", home, "--node", node,
+               "-o", "json", env=env)  # fmt: skip
+    assert sent.returncode == 0, sent.stderr
+    receipt = json.loads(sent.stdout)
+    assert receipt["code"] == 0 and receipt["height"] > 0
+    held = json.loads(cli("query", "bank", "balances", to, "--node", node, "-o", "json").stdout)
+    assert held["balances"] == [{"denom": DENOM, "amount": "5"}]
+    listed = cli("query", "validators", "--node", node, "-o", "json")
+    assert listed.returncode == 0, listed.stderr
+    assert [v["status"] for v in json.loads(listed.stdout)] == ["bonded"]
+
+    one_line_error(cli("query", "bank", "balances", to, "--node", "tcp://127.0.0.1:1"),
+                   "no dilochain node answers at tcp://127.0.0.1:1")  # fmt: skip
+    one_line_error(cli("query", "bank", "balances", to, "--node", "127.0.0.1:26657"),
+                   "not a CometBFT RPC URL")  # fmt: skip
+    one_line_error(cli("query", "bank", "balances", to, "--node", node, "--chain",
+                       running_chain.address), "give one")  # fmt: skip
+    one_line_error(cli("query", "bank", "balances", to, "--chain",
+                       running_chain.process.rpc_address), f"give it as --node {node}")  # fmt: skip

@@ -10,7 +10,15 @@ from pathlib import Path
 from pydantic import TypeAdapter, ValidationError
 
 from dilochain.chain.home import NodeConfig, genesis_path, init_home
-from dilochain.cli.common import CliError, add_log_format, default_home, keyring, parse_duration
+from dilochain.cli.common import (
+    CliError,
+    add_log_format,
+    add_output_flag,
+    default_home,
+    keyring,
+    parse_duration,
+    print_result,
+)
 from dilochain.genesis.coins import parse_coins
 from dilochain.genesis.document import GenesisError, load_genesis, save_genesis
 from dilochain.localnet import LISTENING, REST_LISTENING, RPC_LISTENING
@@ -68,6 +76,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     acct = chain.add_parser("add-genesis-account", help="fund an account in genesis")
     acct.add_argument("address", help="bech32 address, or the name of a key in the keyring")
     acct.add_argument("amount", help="coins, e.g. 1000000000udlc")
+    for command in (init, acct):
+        add_output_flag(command)
     start = chain.add_parser("start", help="run the node: the application and CometBFT")
     start.add_argument("--grpc-address", default="127.0.0.1:9090")
     start.add_argument("--rest-address", default="127.0.0.1:1317", type=_listen_address,
@@ -152,13 +162,17 @@ def _init(args: argparse.Namespace) -> int:
                         operator=operator, self_bond=args.self_bond)  # fmt: skip
     except GenesisError as err:
         raise CliError(str(err)) from None
-    print(f"initialised chain {doc.chain_id} in {args.home}")
+    text = f"initialised chain {doc.chain_id} in {args.home}"
+    data: dict = {"chain_id": doc.chain_id, "home": str(args.home), "state_sync": None}
     if config.state_sync_rpc:
         servers = sorted(set(config.state_sync_rpc))
         alone = "" if len(servers) > 1 else "; one RPC server is also its own witness: give two"
-        print(f"state sync trusts block {config.trust_height} {config.trust_hash} as "
-              f"{', '.join(servers)} gave it: check that hash with a source you trust (a block "
-              f"explorer, another operator){alone}")  # fmt: skip
+        text += (f"\nstate sync trusts block {config.trust_height} {config.trust_hash} as "
+                 f"{', '.join(servers)} gave it: check that hash with a source you trust (a "
+                 f"block explorer, another operator){alone}")  # fmt: skip
+        data["state_sync"] = {"rpc_servers": servers, "trust_height": config.trust_height,
+                              "trust_hash": config.trust_hash}  # fmt: skip
+    print_result(args, data, text)
     return 0
 
 
@@ -197,7 +211,8 @@ def _add_genesis_account(args: argparse.Namespace) -> int:
     except ValueError as err:
         raise CliError(str(err)) from None
     save_genesis(load_genesis(path).with_account(address, coins), path)
-    print(f"added {args.amount} to {address}")
+    print_result(args, {"address": address, "amount": args.amount},
+                 f"added {args.amount} to {address}")  # fmt: skip
     return 0
 
 

@@ -58,6 +58,11 @@ def print_output(args: argparse.Namespace, data: object, *tables: object) -> Non
         print_tables(*tables)
 
 
+def print_result(args: argparse.Namespace, data: object, text: str) -> None:
+    """``data`` as JSON with ``--output json``, else ``text`` as it is."""
+    print(json.dumps(data, indent=2) if args.output == "json" else text)
+
+
 def folded(*renderables: object) -> tuple[object, ...]:
     """``renderables`` with every table's cells folding onto more lines in a narrow terminal
     instead of ending in "…"."""
@@ -80,16 +85,29 @@ class CliError(Exception):
 
 
 def add_chain_flag(parser: argparse.ArgumentParser, default: object = None) -> None:
-    """``--chain HOST:PORT``, repeatable; read it with :func:`chain_nodes` (``default`` None)
-    or leave it to a config file (``argparse.SUPPRESS``)."""
+    """``--chain HOST:PORT``, repeatable, or ``--node URL``; read them with
+    :func:`chain_nodes` (``default`` None), or leave the chain to a config file
+    (``argparse.SUPPRESS``: no ``--node``, a long-running service fails over between nodes)."""
     parser.add_argument("--chain", action="append", default=default, metavar="HOST:PORT",
                         help=f"{CHAIN_HELP} (default: {DEFAULT_CHAIN})")  # fmt: skip
+    if default is None:
+        parser.add_argument("--node", metavar="URL", help="instead of --chain: one node's "
+                            "CometBFT RPC, tcp://host:26657, as Cosmos CLIs take it")  # fmt: skip
 
 
 def chain_nodes(args: argparse.Namespace) -> tuple[str, ...]:
-    """The ``--chain`` addresses given (or the default), checked."""
+    """The ``--chain`` addresses given (or the default), checked; or ``--node``'s URL."""
     from dilochain.endpoints import AddressError, parse_addresses
+    from dilochain.rpc_channel import rpc_address
 
+    node = getattr(args, "node", None)
+    if node is not None:
+        if args.chain:
+            raise CliError("--chain and --node: give one (nodes' gRPC, or one node's RPC)")
+        if rpc_address(node) is None:
+            raise CliError(f"--node: {node[:80]!r} is not a CometBFT RPC URL; give "
+                           "tcp://host:port (26657 by default)")  # fmt: skip
+        return (node,)
     try:
         return parse_addresses(args.chain or DEFAULT_CHAIN)
     except AddressError as err:

@@ -11,7 +11,14 @@ import tempfile
 from pathlib import Path
 
 from dilochain.chain_view import eval_curve
-from dilochain.cli.common import CliError, add_chain_flag, chain_nodes, default_home
+from dilochain.cli.common import (
+    CliError,
+    add_chain_flag,
+    add_output_flag,
+    chain_nodes,
+    default_home,
+    print_result,
+)
 from dilochain.poc_client import PocClient
 from dilochain.protocol import schedule
 from dilochain.protocol.model_config import config_hash
@@ -34,6 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     export.add_argument("--artifacts", type=Path, default=None,
                         help="an artifact store to read instead of HOME/artifacts (what it "
                              "lacks comes from the run's hosts)")  # fmt: skip
+    add_output_flag(export)
     export.set_defaults(func=_export)
 
 
@@ -80,7 +88,8 @@ def _export(args: argparse.Namespace) -> int:
     (args.out / "README.md").write_text(model_card(notes, model.config.model_type))
     (args.out / "dilochain.json").write_text(json.dumps(dataclasses.asdict(notes), indent=2) + "\n")
     what = "final state" if target == total else f"round {target}"
-    print(f"exported run {args.run_id} {what} ({digest[:12]}…) to {args.out}")
+    print_result(args, {**dataclasses.asdict(notes), "out": str(args.out)},
+                 f"exported run {args.run_id} {what} ({digest[:12]}…) to {args.out}")  # fmt: skip
     if differ:
         print(f"warning: transformers' tokenizer for {model.config.model_type} does not give "
               f"this run's token ids for {differ[0]!r} (the run's tokenizer predates exports "

@@ -12,7 +12,14 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
-from dilochain.cli.common import CliError, keyring, print_tables, signing_wallet
+from dilochain.cli.common import (
+    CliError,
+    add_output_flag,
+    keyring,
+    print_result,
+    print_tables,
+    signing_wallet,
+)
 from dilochain.cli.config_file import (
     Setting,
     add_config_command,
@@ -141,13 +148,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="start before the run is created and wait for it",
     )
-    add_config_command(node, CONFIG_NAME, "leave",
-                       "leave the run: deregister now, unbond once the last round resolves",
-                       _leave, _add_settings)  # fmt: skip
+    leave = add_config_command(node, CONFIG_NAME, "leave",
+                               "leave the run: deregister now, unbond once the last round "
+                               "resolves", _leave, _add_settings)  # fmt: skip
     prune = add_config_command(node, CONFIG_NAME, "prune",
                                "delete artifacts that no longer matter (see --dry-run)", _prune,
                                _add_settings)  # fmt: skip
     prune.add_argument("--dry-run", action="store_true", help="only show what would go")
+    for command in (leave, prune):
+        add_output_flag(command)
     # The devnet's and the tests' dishonest hosts; not for operators.
     start.add_argument(
         "--behavior", default="honest", choices=BEHAVIOR_NAMES, help=argparse.SUPPRESS
@@ -269,12 +278,17 @@ def _leave(args: argparse.Namespace) -> int:
     release = response.events.get("leave_run", {}).get("release_height", "?")
     with PocClient(cfg.chain) as poc:
         params = poc.params()
-    print(f"{host} left run {cfg.run_id} at block {response.height} (tx {response.hash}).\n"
-          f"Its collateral stays held until block {release}, when the round it left in is "
-          f"resolved (a slash for that round is taken first);\nthen all its free collateral "
-          f"unbonds and is paid back {params.unbonding_blocks} blocks and at least "
-          f"{params.unbonding_period_seconds} s later. A running `node start` reveals "
-          "what it owes for that round, then stops.")  # fmt: skip
+    data = {"host": host, "run_id": cfg.run_id, "height": response.height,
+            "txhash": response.hash, "release_height": release,
+            "unbonding_blocks": params.unbonding_blocks,
+            "unbonding_period_seconds": params.unbonding_period_seconds}  # fmt: skip
+    print_result(args, data, (
+        f"{host} left run {cfg.run_id} at block {response.height} (tx {response.hash}).\n"
+        f"Its collateral stays held until block {release}, when the round it left in is "
+        f"resolved (a slash for that round is taken first);\nthen all its free collateral "
+        f"unbonds and is paid back {params.unbonding_blocks} blocks and at least "
+        f"{params.unbonding_period_seconds} s later. A running `node start` reveals "
+        "what it owes for that round, then stops."))  # fmt: skip
     return 0
 
 
@@ -300,9 +314,17 @@ def _prune(args: argparse.Namespace) -> int:
                                            published=objects)  # fmt: skip
     except ArtifactError as err:
         raise CliError(f"{err} (nothing deleted here: run node prune again)") from None
-    if objects is not None:
-        removed = len({e.hash for e, _ in gone})
+    removed = len({e.hash for e, _ in gone}) if objects is not None else 0
+    if objects is not None and args.output == "text":
         print(f"deleted {removed} objects from {objects.location}")
+    if args.output == "json":
+        print_result(args, {
+            "dry_run": args.dry_run, "decided_through": resolved, "objects_deleted": removed,
+            "artifacts": [{"kind": e.kind, "round": e.round, "hash": e.hash, "bytes": size}
+                          for e, size in gone],
+            "freed_bytes": sum(size for _, size in gone), "stored_bytes": store.total_bytes(),
+        }, "")  # fmt: skip
+        return 0
     table = Table("kind", "rounds", "artifacts", "MB",
                   title=("would delete" if args.dry_run else "deleted")
                   + f" (rounds up to {resolved} are decided)")  # fmt: skip

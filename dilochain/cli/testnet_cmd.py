@@ -9,7 +9,7 @@ from pathlib import Path
 
 from dilochain.chain.testnet import init_testnet, node_homes, rpc_address
 from dilochain.cli.chain_cmd import block_time_flag
-from dilochain.cli.common import CliError
+from dilochain.cli.common import CliError, add_output_flag, print_result
 from dilochain.localnet import LocalNetwork
 
 
@@ -22,6 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     init.add_argument("--dir", type=Path, required=True)
     init.add_argument("--chain-id", default="dilochain-testnet")
     init.add_argument("--block-time", default="500ms", help="CometBFT's timeout_commit")
+    add_output_flag(init)
     init.set_defaults(func=_init)
     up = cmds.add_parser("up", help="run every validator of DIR until interrupted, starting "
                          "again any that stops")  # fmt: skip
@@ -38,8 +39,8 @@ def _init(args: argparse.Namespace) -> int:
         raise CliError(f"{args.dir} already holds a testnet")
     homes = init_testnet(args.dir, args.validators, args.chain_id, block_time=block_time_flag(
         args.block_time))  # fmt: skip
-    for home in homes:
-        print(f"{home.name}: {home} (RPC {rpc_address(home)})")
+    data = [{"name": h.name, "home": str(h), "rpc": rpc_address(h)} for h in homes]
+    print_result(args, data, "\n".join(f"{h.name}: {h} (RPC {rpc_address(h)})" for h in homes))
     return 0
 
 
