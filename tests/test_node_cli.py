@@ -453,3 +453,27 @@ def test_node_reaches_the_chain_through_cometbft_rpc_alone(running_chain, tmp_pa
                        running_chain.address), "give one")  # fmt: skip
     one_line_error(cli("query", "bank", "balances", to, "--chain",
                        running_chain.process.rpc_address), f"give it as --node {node}")  # fmt: skip
+
+
+def test_query_poc_reads_the_chain_s_own_objects(running_chain, run_id):
+    """``query poc …``: runs, rounds, commits, params and the rest, as JSON (the .proto's
+    field names) or YAML-like text; unknown runs and bad input are one line."""
+    chain = ["--chain", running_chain.address]
+
+    def ask(*args: str):
+        done = cli("query", "poc", *args, *chain, "-o", "json")
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    assert ask("run", run_id)["run_id"] == run_id
+    assert run_id in [r["run_id"] for r in ask("runs")]
+    assert int(ask("round", run_id)["height"]) > 0
+    assert ask("commits", run_id, "0") == [] and ask("challenges", run_id, "0") == []
+    assert "sampling_rate" in ask("params")
+    funded = str(running_chain.wallets[0].address())
+    assert set(ask("collateral", funded)) >= {"bonded", "locked"}
+    shown = cli("query", "poc", "run", run_id, *chain)
+    assert shown.returncode == 0 and f"run_id: {run_id}" in shown.stdout
+    one_line_error(cli("query", "poc", "run", "nope", *chain), "unknown run 'nope'")
+    one_line_error(cli("query", "poc", "commits", run_id, "-1", *chain), "round: 0 or more")
+    one_line_error(cli("query", "poc", "collateral", "not-an-address", *chain), "address")

@@ -1,5 +1,6 @@
-"""The Cosmos-style basics: ``version``, ``query bank balances`` and ``tx bank send``, each with
-``--output text|json`` as Cosmos SDK CLIs have it."""
+"""The Cosmos-style basics: ``version``, ``query bank balances``, ``query poc …`` (the chain's
+own objects) and ``tx bank send``, each with ``--output text|json`` as Cosmos SDK CLIs have
+it."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 
 from rich.table import Table
 
-from dilochain.cli import validator_cmd
+from dilochain.cli import poc_query_cmd, validator_cmd
 from dilochain.cli.common import (
     CliError,
     add_output_flag,
@@ -30,7 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_output_flag(shown)
     shown.set_defaults(func=_version)
     query = sub.add_parser("query", help="read the chain (Cosmos modules)").add_subparsers(
-        dest="query_module", required=True, metavar="{bank,validators}"
+        dest="query_module", required=True, metavar="{bank,validators,poc}"
     )
     bank_query = query.add_parser("bank", help="balances").add_subparsers(
         dest="query_cmd", required=True, metavar="{balances}"
@@ -48,8 +49,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     send.add_argument("to", help="the recipient's address")
     send.add_argument("amount", help="coins, e.g. 1000000udlc")
     send.add_argument("--home", type=Path, default=default_home())
-    validator_cmd.add_flags([balances, send, validator_cmd.add_query(query),
-                             *validator_cmd.add_tx(tx)])  # fmt: skip
+    queries = [balances, validator_cmd.add_query(query), *poc_query_cmd.add_query(query)]
+    validator_cmd.add_flags([*queries, send, *validator_cmd.add_tx(tx)])
     balances.set_defaults(func=_balances)
     send.set_defaults(func=_send)
 
