@@ -320,7 +320,7 @@ class StakingQuery(_UsesServices, staking_grpc.QueryServicer):
         matching = sorted(
             (v for v in found if wanted is None or v.status == wanted),
             key=lambda v: v.operator_address,
-        )  # as the SDK's store orders them
+        )  # a stable order to page by (the SDK's store orders by address bytes)
         try:
             shown, next_key, total = page_list(matching, request.pagination,
                                                lambda v: v.operator_address.encode())  # fmt: skip

@@ -2,18 +2,19 @@
 reads, so a key moves between dilochain and any SDK chain's CLI: the key's amino bytes sealed
 with XSalsa20-Poly1305 (PyNaCl's ``SecretBox``, a random nonce in front) under
 SHA-256(bcrypt(passphrase, salt, cost 12)), in an OpenPGP-style armor block with ``kdf``,
-``salt`` and ``type`` headers and a CRC-24 line. Reading is cosmpy's
-(``PrivateKey.from_bcrypt_key``)."""
+``salt`` and ``type`` headers and a CRC-24 line. Passphrases count their first 72 bytes, as
+bcrypt (and the SDK's) does."""
 
 from __future__ import annotations
 
 import base64
+import binascii
 import hashlib
-import io
 import os
+import re
 
 import bcrypt
-from cosmpy.crypto.keypairs import PrivateKey
+from nacl.exceptions import CryptoError
 from nacl.secret import SecretBox
 
 BLOCK = "TENDERMINT PRIVATE KEY"
@@ -25,6 +26,10 @@ _BCRYPT_ALPHABET = bytes.maketrans(
     b"./ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789",
 )
 _LINE = 64  # base64 characters per body line, as Go's armor writes them
+_BCRYPT_MAX = 72  # bcrypt reads no further into a passphrase
+_HEADER = re.compile(r"^([A-Za-z-]+):\s*(.*)$")
+# secp256k1's group order: a private key is in [1, N).
+_ORDER = 0xFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFEBAAEDCE6AF48A03BBFD25E8CD0364141
 
 
 class ArmorError(ValueError):
@@ -47,7 +52,8 @@ def _key(passphrase: str, salt: bytes) -> bytes:
     """SHA-256 of bcrypt's hash of ``passphrase`` with ``salt`` (16 bytes), as the SDK derives
     the sealing key."""
     encoded = base64.b64encode(salt)[:22].translate(_BCRYPT_ALPHABET)
-    hashed = bcrypt.hashpw(passphrase.encode(), b"$2a$%02d$" % BCRYPT_COST + encoded)
+    secret = passphrase.encode()[:_BCRYPT_MAX]
+    hashed = bcrypt.hashpw(secret, b"$2a$%02d$" % BCRYPT_COST + encoded)
     return hashlib.sha256(hashed).digest()
 
 
@@ -70,9 +76,37 @@ def armor_private_key(raw: bytes, passphrase: str) -> str:
 
 def unarmor_private_key(text: str, passphrase: str) -> bytes:
     """The 32-byte secp256k1 private key an armored block holds; :class:`ArmorError` if the
-    block is malformed, of another key type, or not sealed under ``passphrase``."""
+    block is malformed or damaged, of another key type, or not sealed under ``passphrase``."""
+    lines = [line.strip() for line in text.lstrip("\ufeff").strip().splitlines()]
+    if len(lines) < 3 or lines[0] != f"-----BEGIN {BLOCK}-----":
+        raise ArmorError(f"not an armored private key (no -----BEGIN {BLOCK}----- line)")
+    if lines[-1] != f"-----END {BLOCK}-----":
+        raise ArmorError(f"the armor is cut short (no -----END {BLOCK}----- line)")
+    headers, body = {}, lines[1:-1]
+    while body and (found := _HEADER.match(body[0])):
+        headers[found[1].lower()] = found[2]
+        body = body[1:]
+    checksum = body.pop()[1:] if body and body[-1].startswith("=") else None
+    if headers.get("kdf", "").lower() != "bcrypt":
+        raise ArmorError(f"unsupported key derivation {headers.get('kdf', '')[:20]!r} (bcrypt)")
+    if headers.get("type", "secp256k1").lower() != "secp256k1":
+        raise ArmorError(f"a {headers['type'][:20]!r} key, not secp256k1")
     try:
-        key = PrivateKey.from_bcrypt_key(io.BytesIO(text.encode()), passphrase)
-    except ValueError as err:  # cosmpy's ArmorError is one
-        raise ArmorError(str(err)) from None
-    return key.private_key_bytes
+        salt = bytes.fromhex(headers.get("salt", ""))
+        sealed = base64.b64decode("".join(body), validate=True)
+        expected = base64.b64decode(checksum, validate=True) if checksum else None
+    except (ValueError, binascii.Error):
+        raise ArmorError("the armor is damaged (salt or body not hex/base64)") from None
+    if len(salt) != 16:
+        raise ArmorError("the armor's salt is not 16 bytes")
+    if expected is not None and expected != _crc24(sealed).to_bytes(3, "big"):
+        raise ArmorError("the armor is damaged (its CRC-24 does not match)")
+    try:
+        plain = SecretBox(_key(passphrase, salt)).decrypt(sealed)
+    except (CryptoError, ValueError):
+        raise ArmorError("wrong passphrase, or the key file is damaged") from None
+    raw = plain[len(_AMINO_SECP256K1) :]
+    valid = len(raw) == 32 and 0 < int.from_bytes(raw, "big") < _ORDER
+    if not plain.startswith(_AMINO_SECP256K1) or not valid:
+        raise ArmorError("the sealed key is not a secp256k1 private key")
+    return raw

@@ -8,6 +8,7 @@ come from ``status`` and ``block``."""
 from __future__ import annotations
 
 import base64
+import http.client
 import json
 import re
 import urllib.error
@@ -18,7 +19,7 @@ import grpc
 from cosmpy.protos.cosmos.base.tendermint.v1beta1 import query_pb2 as tm_q
 from cosmpy.protos.cosmos.tx.v1beta1 import service_pb2 as tx_s
 from cosmpy.protos.tendermint.p2p.types_pb2 import DefaultNodeInfo
-from google.protobuf.message import Message
+from google.protobuf.message import DecodeError, Message
 
 from dilochain.chain.comet_rpc import (
     block_from_json,
@@ -30,6 +31,7 @@ from dilochain.chain.errors import codes
 from dilochain.protocol.endpoint import endpoint_problem
 from dilochain.protocol.hashing import tx_hash
 
+_TX_HASH = re.compile(r"[0-9A-Fa-f]{64}")
 RPC_URL = re.compile(r"^(?:tcp|http)://(?P<address>[^/?#]+)/?$")
 # ABCI query codes back to the gRPC statuses the application's router made them from.
 _STATUSES = {
@@ -74,7 +76,7 @@ class RpcChannel(grpc.Channel):
             raise ValueError(f"{url[:80]!r} is not a CometBFT RPC URL (tcp://host:port)")
         self.addresses = (url,)
         self._url, self._timeout = f"http://{address}", timeout
-        self._special: dict[str, Callable[[bytes], Message]] = {
+        self._special: dict[str, Callable[[bytes, float | None], Message]] = {
             "/cosmos.tx.v1beta1.Service/BroadcastTx": self._broadcast,
             "/cosmos.tx.v1beta1.Service/GetTx": self._get_tx,
             "/cosmos.base.tendermint.v1beta1.Service/GetNodeInfo": self._node_info,
@@ -90,31 +92,44 @@ class RpcChannel(grpc.Channel):
         try:
             with urllib.request.urlopen(request, timeout=timeout or self._timeout) as reply:
                 answer = json.load(reply)
-        except (OSError, ValueError) as err:  # refused, reset, timed out, not JSON
+        except urllib.error.HTTPError as err:  # CometBFT sends request errors as HTTP 500
+            answer = _json_or_none(err)
+            if answer is None:
+                raise RpcError(grpc.StatusCode.UNAVAILABLE,
+                               f"{self._url} answered HTTP {err.code}") from None  # fmt: skip
+        except (OSError, ValueError, http.client.HTTPException) as err:  # refused, reset, …
             raise RpcError(grpc.StatusCode.UNAVAILABLE,
                            f"no CometBFT RPC answers at {self._url}: {err}") from None  # fmt: skip
-        if "error" in answer:
-            error = answer["error"]
+        error = answer.get("error") if isinstance(answer, dict) else None
+        if isinstance(error, dict):
             raise RpcError(grpc.StatusCode.UNKNOWN,
                            str(error.get("data") or error.get("message")))  # fmt: skip
+        if not isinstance(answer, dict) or not isinstance(answer.get("result"), dict):
+            raise RpcError(grpc.StatusCode.UNAVAILABLE,
+                           f"{self._url} is not a CometBFT RPC (no JSON-RPC answer)")  # fmt: skip
         return answer["result"]
 
     def unary(self, method: str, request: bytes, timeout: float | None = None) -> bytes:
         """The serialized answer of gRPC ``method`` to the serialized ``request``."""
-        special = self._special.get(method)
-        if special is not None:
-            return special(request).SerializeToString()
-        found = self.call("abci_query", timeout, path=method, data=request.hex())["response"]
-        code = int(found.get("code") or 0)
-        if code:
-            raise RpcError(_STATUSES.get(code, grpc.StatusCode.UNKNOWN), found.get("log", ""))
-        return base64.b64decode(found.get("value") or "")
+        try:
+            special = self._special.get(method)
+            if special is not None:
+                return special(request, timeout).SerializeToString()
+            found = self.call("abci_query", timeout, path=method, data=request.hex())["response"]
+            code = int(found.get("code") or 0)
+            if code:
+                status = _STATUSES.get(code, grpc.StatusCode.UNKNOWN)
+                raise RpcError(status, str(found.get("log", "")))
+            return base64.b64decode(found.get("value") or "", validate=True)
+        except (KeyError, TypeError, AttributeError, ValueError, DecodeError) as err:
+            raise RpcError(grpc.StatusCode.UNKNOWN,
+                           f"unexpected answer to {method}: {err!r}"[:300]) from None  # fmt: skip
 
-    def _broadcast(self, request: bytes) -> Message:
+    def _broadcast(self, request: bytes, timeout: float | None) -> Message:
         raw = tx_s.BroadcastTxRequest.FromString(request).tx_bytes
         digest = tx_hash(raw).hex().upper()
         try:
-            checked = self.call("broadcast_tx_sync", tx=base64.b64encode(raw).decode())
+            checked = self.call("broadcast_tx_sync", timeout, tx=base64.b64encode(raw).decode())
         except RpcError as err:
             if err.code() == grpc.StatusCode.UNAVAILABLE:
                 raise
@@ -122,37 +137,37 @@ class RpcChannel(grpc.Channel):
             return tx_s.BroadcastTxResponse(tx_response=refused)
         return tx_s.BroadcastTxResponse(tx_response=broadcast_response(digest, checked))
 
-    def _get_tx(self, request: bytes) -> Message:
+    def _get_tx(self, request: bytes, timeout: float | None) -> Message:
         wanted = tx_s.GetTxRequest.FromString(request).hash
-        try:
-            digest = bytes.fromhex(wanted)
-            found = self.call("tx", hash=base64.b64encode(digest).decode())
-        except ValueError:
+        if not _TX_HASH.fullmatch(wanted):
             raise RpcError(grpc.StatusCode.INVALID_ARGUMENT,
-                           f"invalid tx hash {wanted[:80]!r}") from None  # fmt: skip
+                           f"invalid tx hash {wanted[:80]!r}: 64 hex digits")  # fmt: skip
+        digest = base64.b64encode(bytes.fromhex(wanted)).decode()
+        try:
+            found = self.call("tx", timeout, hash=digest)
         except RpcError as err:
-            if err.code() == grpc.StatusCode.UNAVAILABLE:
-                raise
+            if err.code() == grpc.StatusCode.UNAVAILABLE or "not found" not in err.details():
+                raise  # down, or e.g. its tx index turned off: not worth waiting for
             raise RpcError(grpc.StatusCode.NOT_FOUND, f"tx not found: {wanted}") from None
-        header = self.call("header", height=str(found["height"]))["header"]
+        header = self.call("header", timeout, height=str(found["height"]))["header"]
         time_ns = header_from_json(header).time.ToNanoseconds()
         response, tx = tx_response_from_json(found, time_ns)
         return tx_s.GetTxResponse(tx=tx, tx_response=response)
 
-    def _node_info(self, _request: bytes) -> Message:
-        info = self.call("status")["node_info"]
+    def _node_info(self, _request: bytes, timeout: float | None) -> Message:
+        info = self.call("status", timeout)["node_info"]
         return tm_q.GetNodeInfoResponse(default_node_info=DefaultNodeInfo(
             network=info["network"], moniker=info.get("moniker", ""),
             version=info.get("version", "")))  # fmt: skip
 
-    def _latest_block(self, _request: bytes) -> Message:
-        block_id, block = block_from_json(self.call("block"))
+    def _latest_block(self, _request: bytes, timeout: float | None) -> Message:
+        block_id, block = block_from_json(self.call("block", timeout))
         return tm_q.GetLatestBlockResponse(block_id=block_id, block=block)
 
-    def _block_at(self, request: bytes) -> Message:
+    def _block_at(self, request: bytes, timeout: float | None) -> Message:
         height = tm_q.GetBlockByHeightRequest.FromString(request).height
         try:
-            block_id, block = block_from_json(self.call("block", height=str(height)))
+            block_id, block = block_from_json(self.call("block", timeout, height=str(height)))
         except RpcError as err:
             if err.code() == grpc.StatusCode.UNAVAILABLE:
                 raise
@@ -193,9 +208,22 @@ class _RpcCallable(grpc.UnaryUnaryMultiCallable):
         return self.with_call(request, timeout)[0]
 
     def with_call(self, request, timeout=None, **_):
+        """The answer and, for want of a gRPC call, None (no metadata comes over the RPC)."""
         raw = self._serialize(request) if self._serialize else request
         answer = self._channel.unary(self._method, raw, timeout)
-        return (self._deserialize(answer) if self._deserialize else answer), None
+        try:
+            return (self._deserialize(answer) if self._deserialize else answer), None
+        except DecodeError as err:
+            raise RpcError(grpc.StatusCode.UNKNOWN,
+                           f"undecodable answer to {self._method}: {err}") from None  # fmt: skip
 
     def future(self, request, timeout=None, **_):
         raise NotImplementedError("calls through CometBFT's RPC are synchronous")
+
+
+def _json_or_none(err: urllib.error.HTTPError) -> object:
+    """The JSON body of an HTTP error answer (None if it has none)."""
+    try:
+        return json.loads(err.read(1 << 20))
+    except (OSError, ValueError, http.client.HTTPException):
+        return None

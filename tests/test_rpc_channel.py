@@ -43,3 +43,29 @@ def test_a_node_that_does_not_answer_is_unavailable():
         stub.Balance(bank_q.QueryBalanceRequest(address="dilo1", denom="udlc"))
     assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
     assert "no CometBFT RPC answers" in caught.value.details()
+
+
+@pytest.mark.parametrize(("reply", "needle"), [
+    (b"\x00\x00\x00\x04\x00garbage, as a gRPC port answers HTTP/1.1", "no CometBFT RPC answers"),
+    (b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n[]", "is not a CometBFT RPC"),
+    (b"HTTP/1.1 500 Oops\r\nContent-Length: 4\r\n\r\nnope", "answered HTTP 500"),
+])  # fmt: skip
+def test_a_server_that_is_not_cometbft_is_unavailable_not_a_crash(reply, needle):
+    """What ``--node`` pointed at the wrong port meets: one gRPC status, never a traceback."""
+    import socket
+    import threading
+
+    with socket.create_server(("127.0.0.1", 0)) as server:
+
+        def answer() -> None:
+            conn, _ = server.accept()
+            with conn:
+                conn.recv(65536)
+                conn.sendall(reply)
+
+        threading.Thread(target=answer, daemon=True).start()
+        channel = RpcChannel(f"tcp://127.0.0.1:{server.getsockname()[1]}", timeout=5)
+        with pytest.raises(grpc.RpcError) as caught:
+            bank_grpc.QueryStub(channel).Balance(bank_q.QueryBalanceRequest(address="dilo1"))
+    assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
+    assert needle in caught.value.details()
