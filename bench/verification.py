@@ -14,7 +14,7 @@
    screening alone, by sampling alone at the default rate, and by both (a failed screen
    replays every segment).
 
-    .venv/bin/python -m bench.verification [--trials 2000]
+    .venv/bin/python -m bench.verification [--trials 2000] [--preset small]
 """
 
 from __future__ import annotations
@@ -49,10 +49,10 @@ POLICY = Policy(PocParams().verification_mode, float(PocParams().tolerance),
 MARGIN = float(PocParams().screen_loss_margin)
 
 
-def measure_cost() -> tuple[float, float, float, int, int]:
-    """(seconds per host round, per verification, per screen, H, k) for the 'small' preset."""
+def measure_cost(preset: str = "small") -> tuple[float, float, float, int, int]:
+    """(seconds per host round, per verification, per screen, H, k) for ``preset``."""
     corpus, pins = shipped_data()
-    cfg = make_run_config(pins, "small")
+    cfg = make_run_config(pins, preset)
     model = build_model(cfg.model_config, cfg.seed)
     base = initial_global({n: p.detach().clone() for n, p in model.named_parameters()})
     t = time.perf_counter()
@@ -146,6 +146,7 @@ def detection_rate(rate: float, faked: int, trials: int, rng: random.Random) -> 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--trials", type=int, default=2000)
+    parser.add_argument("--preset", default="small", help="the run preset whose costs are timed")
     parser.add_argument("--threads", type=int, default=min(2, os.cpu_count() or 1))
     parser.add_argument("--anchors", type=int, default=5, help="beacon anchors per cheat screen")
     parser.add_argument("--network-verifiers", type=int, default=50,
@@ -153,7 +154,7 @@ def main() -> None:
     args = parser.parse_args()
     set_deterministic(args.threads)
     console = Console()
-    round_s, verify_s, screen_s, h, k = measure_cost()
+    round_s, verify_s, screen_s, h, k = measure_cost(args.preset)
     per_segment_training = round_s / (h // k)
     defaults = PocParams()
     verifiers = defaults.verifiers_per_challenge
