@@ -93,8 +93,8 @@ def connect(addresses: str | Sequence[str], chain_id: str | None = None) -> Ledg
     (``host:port``, one or several) through a :class:`FailoverChannel`: a node that restarts
     or goes down is ridden out; or, given one node's CometBFT RPC URL, through that
     (:func:`~dilochain.endpoints.open_channel`)."""
+    chain_id = chain_id or query_chain_id(addresses)  # before a channel that could be left open
     channel = open_channel(addresses)
-    chain_id = chain_id or query_chain_id(channel.addresses)
     first = channel.addresses[0]
     client = LedgerClient(network_config(chain_id, rpc_address(first) or first))
     for name in _CLIENT_STUBS:  # cosmpy's stubs, rebuilt over the channel

@@ -33,8 +33,8 @@ from dilochain.chain.home import (
     NodeConfig,
     genesis_path,
     init_home,
+    listen_addresses,
     node_id,
-    read_config,
     validator_of,
 )
 from dilochain.chain.modules.validator_set import BONDED, JAILED, TOMBSTONED, status_name
@@ -299,7 +299,7 @@ def _send_one(sender) -> object:
 
 
 def _peer(home: Path) -> str:
-    return f"{node_id(home)}@{read_config(home)['p2p']['laddr'].removeprefix('tcp://')}"
+    return f"{node_id(home)}@{listen_addresses(home)[1]}"
 
 
 def _reference(network: LocalNetwork) -> ChainProcess:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import signal
 import threading
@@ -318,12 +319,12 @@ def _prune(args: argparse.Namespace) -> int:
     if objects is not None and args.output == "text":
         print(f"deleted {removed} objects from {objects.location}")
     if args.output == "json":
-        print_result(args, {
+        print(json.dumps({
             "dry_run": args.dry_run, "decided_through": resolved, "objects_deleted": removed,
             "artifacts": [{"kind": e.kind, "round": e.round, "hash": e.hash, "bytes": size}
                           for e, size in gone],
             "freed_bytes": sum(size for _, size in gone), "stored_bytes": store.total_bytes(),
-        }, "")  # fmt: skip
+        }, indent=2))  # fmt: skip
         return 0
     table = Table("kind", "rounds", "artifacts", "MB",
                   title=("would delete" if args.dry_run else "deleted")
