@@ -16,8 +16,9 @@ from dilochain.protocol.pb.poc.v1.types_pb2 import RunConfig
 from dilochain.protocol.schedule import derive_data_seed
 from dilochain.training.compress import compress, compress_with_feedback, decompress
 from dilochain.training.diloco import PARAM, params_of, pseudo_gradient
-from dilochain.training.round_work import RoundResult
+from dilochain.training.round_work import RoundResult, checkpoint_steps
 from dilochain.training.tensor_codec import Encoding, decode_state, encode_state
+from dilochain.training.train_step import start_checkpoint
 
 NOISE = 1e-6
 
@@ -42,6 +43,26 @@ class RandomPseudoGrad(Honest):
         }
         result.pseudo_grad = compress(fake, job.cfg.compression)
         return result
+
+
+class NoTraining(Honest):
+    """Trains nothing: every checkpoint is the round's first, the pseudo-gradient random, the
+    loss made up. The cheat that pays (the work is what it skips), caught by the screen: its
+    final checkpoint is not at step H (and its pseudo-gradient not the start minus it)."""
+
+    name = "no-training"
+
+    def train(self, job: RoundJob) -> RoundResult:
+        cfg = job.cfg
+        fake = {k: torch.randn_like(v) * cfg.inner_lr for k, v in job.start.items()}
+        pseudo_grad, left = compress_with_feedback(fake, job.residual, cfg.compression)
+        first = Encoding.of(start_checkpoint(job.start, job.carried))
+        result = RoundResult(
+            checkpoints=[], checkpoint_hashes=[], ckpt_root=b"", pseudo_grad=pseudo_grad,
+            residual=encode_state(left), data_seed=derive_data_seed(cfg.seed, job.host, job.round),
+            loss=2.0, tokens=cfg.inner_steps * cfg.batch_size * cfg.seq_len,
+        )  # fmt: skip
+        return _with_checkpoints(result, [first] * len(checkpoint_steps(cfg)))
 
 
 class FewerSteps(Honest):
@@ -129,8 +150,8 @@ def _perturb(checkpoint: Encoding, generator: torch.Generator) -> Encoding:
 
 BEHAVIORS: dict[str, type[Behavior]] = {
     b.name: b
-    for b in (Honest, RandomPseudoGrad, FewerSteps, WrongData, Noisy, BadReveal, NoReveal,
-              CopyPseudoGrad)
+    for b in (Honest, RandomPseudoGrad, NoTraining, FewerSteps, WrongData, Noisy, BadReveal,
+              NoReveal, CopyPseudoGrad)
 }  # fmt: skip
 
 

@@ -19,8 +19,8 @@ from dilochain.protocol.endpoint import (
 )
 
 # Host behaviours by name: honest, and the cheats of dilochain.node.cheats (tests, devnet).
-BEHAVIOR_NAMES = ("honest", "random-pg", "fewer-steps", "wrong-data", "bad-reveal", "no-reveal",
-                  "copy-pg", "noisy")  # fmt: skip
+BEHAVIOR_NAMES = ("honest", "random-pg", "no-training", "fewer-steps", "wrong-data", "bad-reveal",
+                  "no-reveal", "copy-pg", "noisy")  # fmt: skip
 BehaviorName = Literal[BEHAVIOR_NAMES]
 # What an address or URL setting must be (empty: not set): why a value is not, by setting.
 _FORMS = {"advertise_address": endpoint_problem, "object_store": s3_url_problem,

@@ -28,6 +28,37 @@ from dilochain.verifier.ballots import BallotBox
 from dilochain.verifier.round_duties import RoundDuties, beacon_secret
 
 
+def test_votes_on_the_run_s_hosts_go_out_before_a_departed_host_is_screened(tmp_path):
+    """A host slashed (or gone) since it committed serves nothing, and its fetches retry: the
+    votes on the others are sent first, so they land in a short window whatever it costs."""
+    me = wallet(73)
+    member, gone = str(wallet(74).address()), str(wallet(75).address())
+    poc = SimpleNamespace(
+        params=lambda: PocParams(screeners_per_commit=0),
+        screens=lambda run_id, round_: [],
+        verifiers=lambda: [SimpleNamespace(address=str(me.address()), registered_height=1)],
+        commits=lambda run_id, round_: [RoundCommit(host=h, round=0) for h in (gone, member)],
+        hosts=lambda run_id: [SimpleNamespace(address=member)],
+    )
+    events = []
+
+    def screener(run, round_, anchor, todo, patient):
+        events.append(("screen", [c.host for c in todo]))
+        return [MsgSubmitScreen(verifier=str(me.address()), run_id=run.run_id, round=round_,
+                                host=c.host, passed=c.host == member) for c in todo]  # fmt: skip
+
+    def send(*msgs, until_height):
+        events.append(("send", [m.host for m in msgs]))
+
+    duties = RoundDuties(poc, me, send, screener,
+                         BallotBox(tmp_path / "ballots.sqlite", str(me.address())))  # fmt: skip
+    window = Window(0, start=10, end=13, selection=23, opening=40, resolution=42, handover=33)
+    duties._screen(Run(run_id="r"), window, Beacon(anchor=b"\x01" * 32), 15)
+    assert events == [("screen", [member]), ("send", [member]), ("screen", [gone]),
+                      ("send", [gone])]  # fmt: skip
+    assert ("r", 0, "screen") in duties._done
+
+
 @pytest.mark.integration
 def test_duties_commit_and_open_the_beacon_every_round(running_chain, caplog, tmp_path):
     client, (creator, verifier, *_) = running_chain.client, running_chain.wallets
@@ -82,6 +113,7 @@ def test_a_screen_waits_for_an_unreachable_host_until_the_window_s_middle(tmp_pa
         screens=lambda run_id, round_: [],
         verifiers=lambda: [SimpleNamespace(address=str(me.address()), registered_height=1)],
         commits=lambda run_id, round_: [RoundCommit(host=host, round=0)],
+        hosts=lambda run_id: [SimpleNamespace(address=host)],
     )
     asked = []
 

@@ -69,7 +69,7 @@ def test_honest_round_passes_in_both_modes(tmp_path, base):
         assert all(v.passed for v in verdicts(tmp_path, base, result, policy)), policy
 
 
-@pytest.mark.parametrize("name", ["random-pg", "fewer-steps", "wrong-data"])
+@pytest.mark.parametrize("name", ["random-pg", "no-training", "fewer-steps", "wrong-data"])
 def test_cheats_fail_every_segment_they_touch(tmp_path, base, name):
     result = cheated(name, base)
     found = verdicts(tmp_path, base, result, TOLERANT)

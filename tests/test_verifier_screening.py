@@ -41,6 +41,9 @@ def test_a_random_or_copied_pseudo_gradient_fails_the_consistency_check(tmp_path
     random_pg = screened(tmp_path / "a", base, cheated("random-pg", base))
     assert not random_pg.passed and "start minus final" in random_pg.reason
     assert random_pg.inconsistent  # any replay of the commit finds it: one segment decides
+    skipped = screened(tmp_path / "n", base, cheated("no-training", base))
+    assert not skipped.passed and "not at step H" in skipped.reason
+    assert skipped.inconsistent
     theirs = honest(base, OTHER)
     mine = CopyPseudoGrad().train(job(base, peer_pseudo_grad=lambda: theirs.pseudo_grad))
     copied = screened(tmp_path / "b", base, mine)

@@ -11,11 +11,12 @@ distance.
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -175,6 +176,18 @@ def eval_loss(model: CausalLM, batches: list[torch.Tensor]) -> float:
     return sum(float(lm_loss(model, b.to(device))) for b in batches) / len(batches)
 
 
+def timed_steps(cfg: RunConfig, data: Dataset) -> Iterator[float]:
+    """Inner steps of the run ``cfg`` on ``data`` from a fresh model, in this process on its
+    torch threads, one a ``next``: each step's seconds."""
+    model = build_model(cfg.model_config, cfg.seed)
+    state = fresh_inner_state(model, cfg, {n: p.detach() for n, p in model.named_parameters()})
+    shards = data.shards_of(cfg.seed, "timing")
+    while True:
+        started = time.perf_counter()
+        train_step(state, cfg, data, shards, 0, 0)
+        yield time.perf_counter() - started
+
+
 def seconds_per_step(
     cfg: RunConfig, data: Dataset, threads: int = 1, steps: int = 12, warmup: int = 3
 ) -> float:
@@ -183,16 +196,8 @@ def seconds_per_step(
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        model = build_model(cfg.model_config, cfg.seed)
-        state = fresh_inner_state(model, cfg, {n: p.detach() for n, p in model.named_parameters()})
-        shards = data.shards_of(cfg.seed, "timing")
-        times = []
-        for i in range(warmup + steps):
-            started = time.perf_counter()
-            train_step(state, cfg, data, shards, 0, 0)
-            if i >= warmup:
-                times.append(time.perf_counter() - started)
-        return statistics.median(times)
+        times = list(itertools.islice(timed_steps(cfg, data), warmup + steps))
+        return statistics.median(times[warmup:])
     finally:
         torch.set_num_threads(before)
 

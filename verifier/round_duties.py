@@ -79,14 +79,16 @@ class RoundDuties:
     def _act(
         self, run_id: str, window: schedule.Window, action: str, *msgs: Message,
         complete: bool = True,
-    ) -> None:  # fmt: skip
+    ) -> bool:  # fmt: skip
         """Send an action's messages, waiting for them no later than the action's window ends;
         it is done once none was refused and it is ``complete`` (else it is tried again at the
-        next poll while its window is open)."""
+        next poll while its window is open). Whether none was refused."""
         what = f"{action} of {run_id} round {window.round}"
         last = {"commit": window.end, "open": window.resolution}.get(action, window.selection)
-        if not send_batched(self.send, list(msgs), what, last) and complete:
+        accepted = not send_batched(self.send, list(msgs), what, last)
+        if accepted and complete:
             self._done.add((run_id, window.round, action))
+        return accepted
 
     def step(self) -> None:
         """Do whatever the next block's place in each run's schedule calls for, in every round
@@ -163,10 +165,20 @@ class RoundDuties:
                 and self.address in committee.screen_committee(
                     beacon.anchor, run.run_id, window.round, c.host, candidates, size)]  # fmt: skip
         patient = next_block < window.screen_patience
-        votes = self.screener(run, window.round, beacon.anchor, todo, patient) if todo else []
+        # The run's hosts first, then any that left or was jailed since it committed: one gone
+        # serves nothing, and its fetches' retries must not hold the others' votes past the
+        # window (a cheater slashed in round 0 made every honest round-1 screen miss it).
+        members = {h.address for h in self.poc.hosts(run_id=run.run_id)}
+        accepted, unvoted = True, 0
+        for group in (
+            [c for c in todo if c.host in members], [c for c in todo if c.host not in members]
+        ):  # fmt: skip
+            votes = self.screener(run, window.round, beacon.anchor, group, patient) if group else []
+            accepted = self._act(run.run_id, window, "screen", *votes, complete=False) and accepted
+            unvoted += len(group) - len(votes)
         # A commit left unvoted while patient (its host unreachable) is screened again.
-        self._act(run.run_id, window, "screen", *votes,
-                  complete=not patient or len(votes) == len(todo))  # fmt: skip
+        if accepted and (not patient or not unvoted):
+            self._done.add((run.run_id, window.round, "screen"))
 
     def _open(self, run: Run, window: schedule.Window) -> None:
         """Open every vote of mine still sealed (done once none is left)."""

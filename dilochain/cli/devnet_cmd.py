@@ -51,7 +51,14 @@ from dilochain.cli.devnet_churn import (
     Churn,
     ChurnEvent,
 )
-from dilochain.cli.devnet_sizing import SEGMENTS, Utilisation, size_rounds, usable_cores
+from dilochain.cli.devnet_sizing import (
+    SEGMENTS,
+    Utilisation,
+    binomial_quantile,
+    shared_step_seconds,
+    size_rounds,
+    usable_cores,
+)
 from dilochain.cli.status_cmd import tables
 from dilochain.client import TxRefused, connect, submit
 from dilochain.dashboard.server import Dashboard
@@ -75,9 +82,9 @@ CHAIN_ID = "dilochain-devnet"
 RUN_ID = "devnet-run"
 PASSWORD = "devnet"
 HOST_COLLATERAL = 10_000_000
-# Overlapped rounds: the last round is verified (28 blocks) while this one trains in its commit
+# Overlapped rounds: the last round is verified (34 blocks) while this one trains in its commit
 # window; the other 8 blocks are a host's lead, which absorbs the variation of its steps.
-ROUND_BLOCKS = 36
+ROUND_BLOCKS = 42
 # --churn: rounds one after another (a commit window, then its verification), so a host killed
 # while training round r has nothing of an earlier round left to serve to verifiers. (In an
 # overlapped run round r-1 is verified while r trains: a crash then costs the host round r-1.)
@@ -87,11 +94,21 @@ CHURN_ROUND_BLOCKS = 15
 START_DELAY_SECONDS = 4
 SAMPLING_RATE = 0.1
 PROOF_WORK = 0.25  # a host's checkpoint hashing and writing, per second of steps (2 cores)
-VERDICT_BLOCKS = 12  # a verifier replays a round's sampled segments and a caught cheater's last
+SCREEN_BLOCKS = 10  # fewer: a fetch that retries made whole rounds' screens miss (8 tried)
+# A verifier replays a round's sampled segments in these: at the rounds' size, up to a whole
+# round's steps (4 of 12 segments drawn: 1 round in 200 draws more).
+VERDICT_BLOCKS = 18
+# A replayed step's seconds over a step alone: both verifiers replay at once beside the chain,
+# and each segment's checkpoints are fetched, decoded and hashed (measured 1.8).
+REPLAY_SLOWDOWN = 1.8
+REPLAY_TAIL = 0.005  # the chance a round draws more segments than the verdict window is sized for
 HOST_NICENESS = 19
 VERIFIERS_PER_CHALLENGE = 2
+# The devnet's cheater skips the work it is paid for: the cheat that pays, and one that leaves the
+# machine's cores to the honest hosts (their pace is what rounds are sized to).
+CHEAT = "no-training"
 ROLES = [
-    ("host-0", "honest"), ("host-1", "honest"), ("host-2", "honest"), ("host-3", "random-pg"),
+    ("host-0", "honest"), ("host-1", "honest"), ("host-2", "honest"), ("host-3", CHEAT),
     ("verifier-0", "verifier"), ("verifier-1", "verifier"),
 ]  # fmt: skip
 
@@ -156,7 +173,7 @@ def _genesis_params() -> dict:
         # A cheater's failed screen has its segments replayed whatever the draw; honest
         # hosts' replays share the hosts' cores here (on a real network, verifiers' own).
         "sampling_rate": str(SAMPLING_RATE),
-        "beacon_reveal_blocks": 10,  # each commit's committee screens it in these
+        "beacon_reveal_blocks": SCREEN_BLOCKS,  # each commit's committee screens it in these
         "reveal_window_blocks": 3,
         "verdict_window_blocks": VERDICT_BLOCKS,
         "verdict_open_blocks": 3,
@@ -228,7 +245,7 @@ def _run(
         start_delay_blocks=int(START_DELAY_SECONDS / block_time),
         min_collateral=str(HOST_COLLATERAL),
     )
-    hosts_at_once = sum(name.startswith("host") for name, _ in ROLES)
+    training = sum(name.startswith("host") and b != CHEAT for name, b in ROLES)
     step = 0.0
     if not args.inner_steps:
         with console.status("timing an inner step on this machine"):
@@ -303,7 +320,9 @@ def _run(
             else:  # seconds a block while hosts and verifiers started: the pace under load
                 blocks = client.query_height() - started[1]
                 block_seconds = max(block_time, (time.monotonic() - started[0]) / max(1, blocks))
-                _size(console, cfg, step, block_seconds, hosts_at_once, len(verifiers))
+                with console.status(f"timing inner steps with {training} hosts stepping at once"):
+                    pace = shared_step_seconds(cfg, data, training, niceness=HOST_NICENESS)
+                _size(console, cfg, (step, pace), block_seconds, training, len(verifiers))
             submit(client, wallets["creator"], MsgCreateRun(creator=members[0].address,
                                                             run_id=RUN_ID, config=cfg))  # fmt: skip
             busy = _utilisation(PocClient(addresses), hosts, node_procs)
@@ -363,26 +382,27 @@ def _object_store(
 
 
 def _size(
-    console: Console, cfg, step_seconds: float, block_seconds: float, hosts: int, verifiers: int
-) -> None:
-    """Set ``cfg``'s inner steps to fill a window with ``hosts`` hosts on this machine's cores,
-    the replays of their commits beside them, and few enough that each verifier replays its
-    share within the verdict window (the sampled segments and the caught cheater's last, each
-    by two verifiers; hosts yield the cores to it), and say so."""
-    # Steps replayed for each a host trains: sampled ones, and in the round the cheater is
-    # caught (round 0: its screen fails on contradicting artifacts) its last segment too.
-    sampled = VERIFIERS_PER_CHALLENGE * SAMPLING_RATE
-    # Once the cheater is out: each host's steps, its proof work (hashing and writing
-    # checkpoints beside them) and its replays; and a core for the chain and the screens.
-    load = (hosts - 1) * (1 + PROOF_WORK + sampled) + 1
-    worst = VERIFIERS_PER_CHALLENGE * (1 / SEGMENTS + hosts * SAMPLING_RATE) / verifiers
-    replay = (VERDICT_BLOCKS * block_seconds, worst)
+    console: Console, cfg, steps: tuple[float, float], block_seconds: float, training: int,
+    verifiers: int,
+) -> None:  # fmt: skip
+    """Set ``cfg``'s inner steps to fill a window at the ``training`` honest hosts' pace, with
+    their proof work beside them, and few enough that each verifier replays its share of a
+    round's drawn segments within the verdict window (hosts yield the cores to it), and say
+    so. ``steps``: seconds of a step alone, and with the training hosts stepping at once."""
+    alone, pace = steps
+    # Segments replayed by each verifier in a round: all but 1 round in 200 draw no more.
+    drawn = binomial_quantile(training * SEGMENTS, SAMPLING_RATE, 1 - REPLAY_TAIL)
+    replays = VERIFIERS_PER_CHALLENGE * drawn / SEGMENTS / verifiers  # per step a host trains
+    replay = (VERDICT_BLOCKS * block_seconds, replays)
     window = cfg.round_blocks * block_seconds
-    sizing = size_rounds(step_seconds, window, load, usable_cores(), replay)
+    # Beside each host's steps, on the same cores: its proof work (hashing and writing
+    # checkpoints) and the replays of its sampled segments.
+    sampled = VERIFIERS_PER_CHALLENGE * SAMPLING_RATE
+    sizing = size_rounds(alone * REPLAY_SLOWDOWN, pace * (1 + PROOF_WORK + sampled), window, replay)
     cfg.inner_steps = sizing.inner_steps
     cfg.checkpoint_interval = sizing.checkpoint_interval
     console.print(f"[bold]rounds[/] sized to this machine: "
-                  f"{sizing.describe(hosts, usable_cores())}", soft_wrap=True)  # fmt: skip
+                  f"{sizing.describe(training, usable_cores())}", soft_wrap=True)  # fmt: skip
 
 
 def _utilisation(poc: PocClient, hosts: list[Member], running: dict) -> Utilisation:
