@@ -92,11 +92,13 @@ CHURN_ROUND_BLOCKS = 15
 # Hosts are started (and wait for the run) and verifiers registered before the run is created;
 # this covers a host's loading the run's model and registering.
 START_DELAY_SECONDS = 4
-SAMPLING_RATE = 0.1
+# Each (host, segment) is replayed with this chance: enough to show replays every round or two;
+# 0.1 drew up to 4 of 12 segments, whose replay on these cores bounded the rounds' steps.
+SAMPLING_RATE = 0.05
 PROOF_WORK = 0.25  # a host's checkpoint hashing and writing, per second of steps (2 cores)
 SCREEN_BLOCKS = 10  # fewer: a fetch that retries made whole rounds' screens miss (8 tried)
-# A verifier replays a round's sampled segments in these: at the rounds' size, up to a whole
-# round's steps (4 of 12 segments drawn: 1 round in 200 draws more).
+# A verifier replays a round's sampled segments in these (3 of 12 segments drawn: 1 round in
+# 200 draws more; the rounds' steps are bounded so they fit).
 VERDICT_BLOCKS = 18
 # A replayed step's seconds over a step alone: both verifiers replay at once beside the chain,
 # and each segment's checkpoints are fetched, decoded and hashed (measured 1.8).
