@@ -16,7 +16,7 @@ from prometheus_client import Counter
 
 from dilochain.artifacts.object_store import MIN_RATE, fetch_object, probe_object
 from dilochain.artifacts.store import ArtifactError, ArtifactStore, PeerUnavailable, PeerUnreachable
-from dilochain.protocol.endpoint import is_url, location_host, location_problem, never_a_peer
+from dilochain.protocol.endpoint import is_url, location_host, location_problem, peer_refusal
 from dilochain.protocol.grpc_decode import Undecodable, tolerant
 from dilochain.protocol.hashing import HASH_BYTES
 from dilochain.protocol.pb.node.v1 import blob_pb2, blob_pb2_grpc
@@ -183,8 +183,9 @@ class PeerFetchingStore:
 
 
 def forbidden_destination(location: str) -> str | None:
-    """Why ``location`` is never fetched from: its host is, or resolves to, a link-local,
-    multicast or reserved address (``protocol.endpoint.never_a_peer``). A name that does not
+    """Why ``location`` is never fetched from: its host is, or resolves to, an address no
+    artifact is fetched from (``protocol.endpoint.peer_refusal``: link-local, multicast or
+    reserved; private or loopback where this process refuses those). A name that does not
     resolve is left to the fetch to report; an object store's connection is checked again
     once made (a name may resolve differently by then)."""
     host, _, port = location_host(location).rpartition(":")
@@ -192,13 +193,10 @@ def forbidden_destination(location: str) -> str | None:
         found = socket.getaddrinfo(host.strip("[]"), int(port), type=socket.SOCK_STREAM)
     except (OSError, UnicodeError, ValueError):
         return None
-    bad = next((info[4][0] for info in found if never_a_peer(info[4][0])), None)
-    if bad is None:
-        return None
-    return (
-        f"{location}: leads to {bad}, a link-local, multicast or reserved address no "
-        "artifact is fetched from"
-    )
+    for info in found:
+        if (why := peer_refusal(info[4][0])) is not None:
+            return f"{location}: leads to {info[4][0]}, {why}"
+    return None
 
 
 def _unreachable(endpoint: str, digest: bytes) -> PeerUnreachable | None:

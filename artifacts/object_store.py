@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from dilochain.artifacts.store import ArtifactError, PeerUnavailable, PeerUnreachable
-from dilochain.protocol.endpoint import location_host, never_a_peer, url_problem
+from dilochain.protocol.endpoint import location_host, peer_refusal, url_problem
 from dilochain.protocol.hashing import content_hash
 
 CHUNK = 1 << 20
@@ -68,10 +68,10 @@ class _Exchange:
         except (OSError, ValueError, http.client.HTTPException) as err:
             raise PeerUnreachable(f"{url}: {err or type(err).__name__}") from None
         peer = self.connection.sock.getpeername()[0]
-        if never_a_peer(peer):  # what the name led to, whatever it resolved to when checked
+        # What the name led to, whatever it resolved to when checked.
+        if (why := peer_refusal(peer)) is not None:
             self.connection.close()
-            raise ArtifactError(f"{url}: leads to {peer}, a link-local, multicast or reserved "
-                                "address no artifact is fetched from")  # fmt: skip
+            raise ArtifactError(f"{url}: leads to {peer}, {why}")
         self._timer = threading.Timer(within, self._cut)
         self._timer.daemon = True
         self._timer.start()

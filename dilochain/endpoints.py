@@ -7,6 +7,7 @@ failure of an outage and the recovery are logged once each."""
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Sequence
@@ -15,7 +16,11 @@ from typing import Annotated
 import grpc
 from pydantic import BeforeValidator
 
-from dilochain.protocol.endpoint import endpoint_problem
+from dilochain.protocol.endpoint import (
+    PRIVATE_SWITCH,
+    endpoint_problem,
+    settle_private_peers,
+)
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +90,8 @@ def open_channel(
     from dilochain.rpc_channel import RpcChannel, rpc_address
 
     items = [addresses] if isinstance(addresses, str) else list(addresses)
+    settle_private_peers([a for item in items for a in item.split(",") if a],
+                         os.environ.get(PRIVATE_SWITCH, ""))  # fmt: skip
     if len(items) == 1 and isinstance(items[0], str) and rpc_address(items[0]) is not None:
         return RpcChannel(items[0], timeout=patience)
     return FailoverChannel(addresses, patience)

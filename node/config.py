@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Literal
 
@@ -12,8 +13,10 @@ from dilochain.endpoints import ChainAddresses
 from dilochain.logs import LogFormat
 from dilochain.metrics_http import MetricsAddress
 from dilochain.protocol.endpoint import (
+    PRIVATE_SWITCH,
     endpoint_problem,
     local_only,
+    private_location_problem,
     unreachable_endpoint,
     url_problem,
 )
@@ -73,10 +76,13 @@ class NodeConfig(BaseModel):
         on a chain elsewhere, would get the host slashed, so ``node start`` refuses it before
         anything starts."""
         chain = tuple(self.chain)
+        switch = os.environ.get(PRIVATE_SWITCH, "")
         if not location:
-            return unreachable_endpoint(self.blob_address, self.advertise_address, chain)
+            endpoint = self.advertise_address or self.blob_address
+            return unreachable_endpoint(self.blob_address, self.advertise_address, chain) or (
+                private_location_problem(endpoint, chain, switch))  # fmt: skip
         if all(local_only(node) for node in chain) or not local_only(location):
-            return None
+            return private_location_problem(location, chain, switch)
         return (f"the object store's public URL {location} is reachable from this machine "
                 f"only, but the chain ({', '.join(chain)}) is elsewhere: give the URL others "
                 "read it at (--object-store-public-url)")  # fmt: skip

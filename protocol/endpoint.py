@@ -118,21 +118,112 @@ def _loopback_or_unspecified(text: str) -> tuple[bool, bool]:
 _METADATA = {ipaddress.ip_address(a) for a in ("fd00:ec2::254", "100.100.100.200", "192.0.0.192")}
 
 
+def _address(ip: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """The address ``ip`` names (an IPv4-mapped IPv6 one as its IPv4), None if none."""
+    try:
+        address = ipaddress.ip_address(ip.split("%", 1)[0])
+    except ValueError:
+        return None
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    return address
+
+
 def never_a_peer(ip: str) -> bool:
     """Whether no artifact is ever fetched from address ``ip``: link-local (where clouds serve
     instance metadata and credentials) or another cloud's metadata address, multicast,
     unspecified or reserved. A location that
     leads there is a stranger steering verifiers at their own machine's surroundings."""
-    try:
-        address = ipaddress.ip_address(ip.split("%", 1)[0])
-    except ValueError:
-        return False
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
-    if address.is_loopback:  # ::1 lies in IPv6's reserved ::/8
+    address = _address(ip)
+    if address is None or address.is_loopback:  # ::1 lies in IPv6's reserved ::/8
         return False
     return (address in _METADATA or address.is_link_local or address.is_multicast
             or address.is_unspecified or address.is_reserved)  # fmt: skip
+
+
+_SHARED = ipaddress.ip_network("100.64.0.0/10")  # carrier-grade NAT, and overlays (Tailscale)
+PRIVATE_SWITCH = "DILOCHAIN_PRIVATE_ARTIFACTS"  # allow | refuse | auto (the default)
+
+
+class _PrivatePeers:
+    """This process's rule for artifact peers on private networks and loopback: None until
+    told or settled from the chain's address (:func:`settle_private_peers`)."""
+
+    allowed: bool | None = None
+
+
+def private_peer(ip: str) -> bool:
+    """Whether address ``ip`` is on a private network (RFC 1918, IPv6 unique-local, shared
+    100.64/10) or loopback: somewhere only this machine's own network reaches."""
+    address = _address(ip)
+    return address is not None and (address.is_loopback or address.is_private
+                                    or address in _SHARED)  # fmt: skip
+
+
+def allow_private_peers(allowed: bool | None) -> None:
+    """Set whether artifacts are fetched from private and loopback addresses (None: settle it
+    from the chain's address at the next connection)."""
+    _PrivatePeers.allowed = allowed
+
+
+def private_switch_problem(value: str) -> str | None:
+    """Why ``value`` is not a setting of :data:`PRIVATE_SWITCH` (None if it is)."""
+    if value in ("", "auto", "allow", "refuse"):
+        return None
+    return f"{PRIVATE_SWITCH} is allow, refuse or auto, not {value[:32]!r}"
+
+
+def settle_private_peers(chain: list[str], switch: str = "") -> None:
+    """Unless already set, decide whether artifacts are fetched from private and loopback
+    addresses: as ``switch`` says (the operator's ``allow`` or ``refuse``), else (``auto``)
+    only when the chain itself is reached at such an address (a devnet, a LAN): on a chain
+    reached over the internet, a location there is a stranger steering this machine at its
+    own network."""
+    if _PrivatePeers.allowed is not None:
+        return
+    if switch in ("allow", "refuse"):
+        _PrivatePeers.allowed = switch == "allow"
+        return
+    _PrivatePeers.allowed = private_chain(chain)
+
+
+def _host_of(address: str) -> str:
+    """The host of a ``host:port``, an object-store URL or a ``tcp://`` RPC URL, lowercase."""
+    plain = address.partition("://")[2] if "://" in address and not is_url(address) else address
+    return location_host(plain).rpartition(":")[0].strip("[]").lower()
+
+
+def private_chain(chain: list[str] | tuple[str, ...]) -> bool:
+    """Whether every address of ``chain`` is this machine's or on a private network: a devnet,
+    a LAN, an overlay network."""
+    hosts = [_host_of(a) for a in chain]
+    return bool(hosts) and all(
+        h == "localhost" or h.endswith(".localhost") or private_peer(h) for h in hosts
+    )
+
+
+def private_location_problem(
+    location: str, chain: list[str] | tuple[str, ...], switch: str = ""
+) -> str | None:  # fmt: skip
+    """Why verifiers of ``chain`` would not fetch from a host's artifact ``location`` on a
+    private network (None if they would): they refuse private addresses when the chain is
+    reached over the internet, unless told otherwise (``switch`` = ``allow``)."""
+    if switch == "allow" or private_chain(chain) or not private_peer(_host_of(location)):
+        return None
+    return (f"{location} is on a private network, but the chain ({', '.join(chain)}) is reached "
+            f"over the internet, whose verifiers refuse private addresses: give the address "
+            f"others reach (--advertise-address, --object-store-public-url), or set "
+            f"{PRIVATE_SWITCH}=allow on every machine of a private deployment")  # fmt: skip
+
+
+def peer_refusal(ip: str) -> str | None:
+    """Why no artifact is fetched from address ``ip`` (None: it may be)."""
+    if never_a_peer(ip):
+        return "a link-local, multicast or reserved address no artifact is fetched from"
+    if _PrivatePeers.allowed is False and private_peer(ip):
+        return (f"a private or loopback address, which this process refuses on a chain reached "
+                f"over the internet ({PRIVATE_SWITCH}=allow fetches from it)")  # fmt: skip
+    return None
 
 
 def local_only(text: str) -> bool:

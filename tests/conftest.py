@@ -17,10 +17,20 @@ from cosmpy.aerial.wallet import LocalWallet
 
 from dilochain.client import network_config
 from dilochain.localnet import ChainProcess, init_localnet
+from dilochain.protocol.endpoint import allow_private_peers
 from dilochain.protocol.params import DENOM
 from dilochain.testutil import CHAIN_ID, wallet
 
 FUNDS = 10**12
+
+
+@pytest.fixture(autouse=True)
+def _private_peers_settled_per_test() -> Iterator[None]:
+    """Each test settles afresh where artifacts may be fetched from (the rule is per process:
+    a test that connected to a public-looking name would otherwise refuse loopback peers to
+    every later test)."""
+    yield
+    allow_private_peers(None)
 
 
 @dataclass

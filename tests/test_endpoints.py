@@ -132,3 +132,14 @@ def test_a_blob_service_behind_nat_must_listen_where_it_advertises(listen, adver
 
     problem = unreachable_endpoint(listen, advertised, ("10.0.0.5:9090",))
     assert (problem is None) if not refused else (refused in problem)
+
+
+def test_a_host_on_a_private_network_is_refused_on_a_chain_reached_over_the_internet():
+    from dilochain.protocol.endpoint import private_location_problem
+
+    public, lan = ("8.8.4.4:9090", "node.example.com:9090"), ("10.0.0.5:9090",)
+    assert "private network" in private_location_problem("192.168.1.9:7000", public)
+    assert "private network" in private_location_problem("http://10.0.0.7:9000/b/p", public)
+    assert private_location_problem("192.168.1.9:7000", lan) is None
+    assert private_location_problem("192.168.1.9:7000", public, "allow") is None
+    assert private_location_problem("1.1.1.1:7000", public) is None

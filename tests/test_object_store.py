@@ -20,7 +20,13 @@ from dilochain.artifacts.store import (
     PeerUnreachable,
 )
 from dilochain.local_s3 import LocalS3
-from dilochain.protocol.endpoint import location_problem
+from dilochain.protocol.endpoint import (
+    allow_private_peers,
+    location_problem,
+    peer_refusal,
+    private_switch_problem,
+    settle_private_peers,
+)
 from dilochain.protocol.hashing import content_hash
 
 
@@ -236,8 +242,33 @@ def test_no_artifact_is_fetched_from_link_local_multicast_or_reserved_addresses(
     with pytest.raises(ArtifactError, match=r"leads to 169\.254\.169\.254") as refused:
         fetch_from_peers(["http://metadata.internal/latest/meta-data"], digest, 1 << 20)
     assert not isinstance(refused.value, PeerUnavailable) and time.monotonic() - started < 1
-    url, stop = _dribbling_server(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello")
-    monkeypatch.setattr(object_store, "never_a_peer", lambda ip: ip == "127.0.0.1")
-    with pytest.raises(ArtifactError, match=r"leads to 127\.0\.0\.1"):
-        fetch_object(url, digest, 1 << 20, io.BytesIO(), timeout=5.0)
-    stop.set()
+
+
+def test_private_and_loopback_peers_are_refused_on_a_chain_reached_over_the_internet():
+    """On a public chain a location on a private network or loopback is a stranger steering a
+    verifier at its own network: refused as resolved and as connected, unless the operator
+    allows it; on a chain reached at such an address (a devnet, a LAN) it is fetched."""
+    digest = content_hash(b"anything")
+    try:
+        for chain, allowed in ((["127.0.0.1:9090"], True), (["tcp://10.1.2.3:26657"], True),
+                               (["[::1]:9090", "localhost:9091"], True),
+                               (["100.101.1.2:9090"], True), (["node.example.com:9090"], False),
+                               (["127.0.0.1:9090", "8.8.8.8:9090"], False)):  # fmt: skip
+            allow_private_peers(None)
+            settle_private_peers(chain)
+            assert (peer_refusal("192.168.1.5") is None) == allowed, chain
+        allow_private_peers(None)
+        settle_private_peers(["127.0.0.1:9090"], "refuse")  # the operator's word wins
+        assert "private or loopback" in peer_refusal("::ffff:10.0.0.1")
+        assert peer_refusal("8.8.8.8") is None
+        settle_private_peers(["8.8.8.8:9090"])  # settled once: a later chain changes nothing
+        with pytest.raises(ArtifactError, match=r"leads to (127\.0\.0\.1|::1), a private or loop"):
+            fetch_from_peers(["localhost:9"], digest, 1 << 20)
+        url, stop = _dribbling_server(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello")
+        with pytest.raises(ArtifactError, match=r"leads to 127\.0\.0\.1"):
+            fetch_object(url, digest, 1 << 20, io.BytesIO(), timeout=5.0)
+        stop.set()
+    finally:
+        allow_private_peers(None)
+    assert private_switch_problem("auto") is None
+    assert "allow, refuse or auto" in private_switch_problem("yes")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 import grpc
@@ -34,6 +35,7 @@ from dilochain.keyring import KeyringError
 from dilochain.logs import setup_logging
 from dilochain.metrics_http import MetricsError
 from dilochain.node.errors import NodeError
+from dilochain.protocol.endpoint import PRIVATE_SWITCH, private_switch_problem
 from dilochain.protocol.model_config import ModelConfigError
 from dilochain.training.errors import DataError
 from dilochain.verifier.errors import VerifierError
@@ -95,6 +97,9 @@ def main(argv: list[str] | None = None) -> int:
     """Run one command; user errors print one line and exit 1."""
     args = build_parser().parse_args(argv)
     setup_logging(args.log_format or "text")
+    if (problem := private_switch_problem(os.environ.get(PRIVATE_SWITCH, ""))) is not None:
+        print(f"error: {problem}", file=sys.stderr)
+        return 1
     try:
         return args.func(args)
     except KeyboardInterrupt:
