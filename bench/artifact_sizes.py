@@ -31,7 +31,7 @@ from rich.table import Table
 
 from dilochain.protocol import model_config
 from dilochain.protocol.compression import DCT_CHUNK
-from dilochain.training.compress import compress
+from dilochain.training.compress import RESIDUAL_DTYPE, compress
 from dilochain.training.diloco import initial_global
 from dilochain.training.model import build_model, parameter_count
 from dilochain.training.run_config import llama
@@ -44,7 +44,8 @@ LINKS = {"100 Mbit/s": 100e6 / 8, "1 Gbit/s": 1e9 / 8}
 
 
 def measured(hidden: int, layers: int) -> dict[str, float]:
-    """Bytes per parameter of each artifact, encoded as the node encodes it (fp32)."""
+    """Bytes per parameter of each artifact, encoded as the node encodes it (fp32; the
+    residual bf16)."""
     config = model_config.canonical(llama(hidden, layers, max(1, hidden // 64), 64))
     model = build_model(config, seed=0)
     params = {n: p.detach().clone() for n, p in model.named_parameters()}
@@ -53,7 +54,7 @@ def measured(hidden: int, layers: int) -> dict[str, float]:
     sizes = {
         "checkpoint": len(encode_state(start_checkpoint(params))) / n,
         "global state": len(encode_state(initial_global(params))) / n,
-        "residual": len(encode_state(delta)) / n,
+        "residual": len(encode_state({k: v.to(RESIDUAL_DTYPE) for k, v in delta.items()})) / n,
     }
     for name in COMPRESSORS:
         sizes[f"pseudo-gradient {name}"] = len(compress(delta, name)) / n
@@ -98,7 +99,7 @@ def main() -> None:
     overhead = per["checkpoint"] - 12.0
     ckpt = 10.0 + overhead
     state = 2.0 + 4.0 + (per["global state"] - 8.0)  # bf16 weights, fp32 outer momentum
-    residual = per["residual"]  # fp32, as the node keeps it
+    residual = per["residual"]  # bf16, as the node keeps it
     pg = per[f"pseudo-gradient {args.compressor}"]
     s, p = args.segments, args.sampling_rate
     revealed = 2 * p * s  # start + end of each challenged segment, on average

@@ -51,7 +51,7 @@ def test_a_step_is_measured_on_the_runs_own_model_and_data():
 def test_steps_of_processes_stepping_at_once_take_longer_than_alone():
     data, pins = shipped_data()
     cfg = make_run_config(pins, "demo")
-    alone = shared_step_seconds(cfg, data.root, 1, seconds=0.5)
+    alone = seconds_per_step(cfg, data, steps=10)
     crowded = shared_step_seconds(cfg, data.root, 2 * usable_cores(), seconds=0.5, niceness=19)
     # Twice as many steppers as cores: each gets at most half a core.
     assert 0 < alone < 5 and crowded > 1.5 * alone

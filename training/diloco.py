@@ -39,19 +39,20 @@ def pseudo_gradient(
 
 
 def pseudo_gradient_problem(
-    delta: dict[str, torch.Tensor], params: dict[str, torch.Tensor]
-) -> str | None:
-    """Why ``delta`` cannot be a pseudo-gradient of ``params`` (None if it can): the same tensor
-    names and shapes, float32, every value finite. Every party applies the same test, so an
-    invalid pseudo-gradient is left out of aggregation identically everywhere."""
+    delta: dict[str, torch.Tensor], params: dict[str, torch.Tensor],
+    dtype: torch.dtype = torch.float32,
+) -> str | None:  # fmt: skip
+    """Why ``delta`` cannot be a pseudo-gradient (or, with its ``dtype``, an error-feedback
+    residual) of ``params`` (None if it can): the same tensor names and shapes, ``dtype``,
+    every value finite. Every party applies the same test, so an invalid pseudo-gradient is
+    left out of aggregation identically everywhere."""
     if delta.keys() != params.keys():
         missing, extra = sorted(params.keys() - delta.keys()), sorted(delta.keys() - params.keys())
         return f"tensors differ from the model's (missing {missing[:3]}, extra {extra[:3]})"
     for name, value in delta.items():
-        if value.shape != params[name].shape or value.dtype != torch.float32:
-            return (
-                f"{name}: {value.dtype}{tuple(value.shape)}, not float32{tuple(params[name].shape)}"
-            )
+        if value.shape != params[name].shape or value.dtype != dtype:
+            wanted = f"{str(dtype).removeprefix('torch.')}{tuple(params[name].shape)}"
+            return f"{name}: {value.dtype}{tuple(value.shape)}, not {wanted}"
         if not torch.isfinite(value).all():
             return f"{name}: not finite"
     return None

@@ -18,6 +18,7 @@ from dilochain.artifacts.store import ArtifactError, ArtifactStore, PeerUnreacha
 from dilochain.protocol.pb.poc.v1.types_pb2 import Challenge, RoundCommit, RunConfig
 from dilochain.protocol.verdict import fingerprint_step
 from dilochain.training.compress import (
+    RESIDUAL_DTYPE,
     CompressionError,
     compress,
     decompress,
@@ -252,9 +253,9 @@ def pseudo_grad_mismatch(
     tolerance, for floating-point differences in choosing coefficients) and the committed
     residual is, bit for bit, what that pseudo-gradient left of it; else None."""
     delta = pseudo_gradient(artifacts.start, params_of(artifacts.final))
-    for what, tensors in (("pseudo-gradient", artifacts.pseudo_grad),
-                          ("residual", artifacts.residual_in)):  # fmt: skip
-        problem = tensors is not None and pseudo_gradient_problem(tensors, artifacts.start)
+    for what, tensors, dtype in (("pseudo-gradient", artifacts.pseudo_grad, torch.float32),
+                                 ("residual", artifacts.residual_in, RESIDUAL_DTYPE)):  # fmt: skip
+        problem = tensors is not None and pseudo_gradient_problem(tensors, artifacts.start, dtype)
         if problem:
             return Verdict(False, f"{what} does not fit the model: {problem}")
     target = feedback_target(delta, artifacts.residual_in)
