@@ -102,9 +102,14 @@ def location_host(location: str) -> str:
     return authority
 
 
+def _localhost_name(host: str) -> bool:
+    """Whether the lowercase name ``host`` is this machine's (``localhost``, ``*.localhost``)."""
+    return host == "localhost" or host.endswith(".localhost")
+
+
 def _loopback_or_unspecified(text: str) -> tuple[bool, bool]:
     host = location_host(text).rpartition(":")[0].strip("[]").lower()
-    if host == "localhost" or host.endswith(".localhost"):
+    if _localhost_name(host):
         return True, False
     try:
         ip = ipaddress.ip_address(host)
@@ -197,9 +202,7 @@ def private_chain(chain: list[str] | tuple[str, ...]) -> bool:
     """Whether every address of ``chain`` is this machine's or on a private network: a devnet,
     a LAN, an overlay network."""
     hosts = [_host_of(a) for a in chain]
-    return bool(hosts) and all(
-        h == "localhost" or h.endswith(".localhost") or private_peer(h) for h in hosts
-    )
+    return bool(hosts) and all(_localhost_name(h) or private_peer(h) for h in hosts)
 
 
 def private_location_problem(

@@ -168,7 +168,7 @@ class RoundDuties:
         # The run's hosts first, then any that left or was jailed since it committed: one gone
         # serves nothing, and its fetches' retries must not hold the others' votes past the
         # window (a cheater slashed in round 0 made every honest round-1 screen miss it).
-        members = {h.address for h in self.poc.hosts(run_id=run.run_id)}
+        members = {h.address for h in self.poc.hosts(run_id=run.run_id)} if todo else set()
         accepted, unvoted = True, 0
         for group in (
             [c for c in todo if c.host in members], [c for c in todo if c.host not in members]
