@@ -1,11 +1,12 @@
 """``devnet up --churn``: hosts come and go while the devnet's run goes on.
 
-One host joins once the run is in round 1 (it trains from the first round whose roster it is
-in), one is killed with SIGKILL in the middle of its inner loop in round 2 (a failpoint) and
-started again with the same home, and one leaves with ``dilochain node leave`` once it has
-committed round 3 (or the first round after it that it made; its node reveals what it owes,
-then stops). What happened is read back from the chain for the summary: the round each
-joined, crashed, came back and left.
+One host starts once round 1's commit window has closed (it trains from the first round whose
+roster it is in; started while the others train, its loading of torch and the model took their
+cores and made them miss the window), one is killed with SIGKILL in the middle of its inner
+loop in round 2 (a failpoint) and started again with the same home, and one leaves with
+``dilochain node leave`` once it has committed round 3 (or the first round after it that it
+made; its node reveals what it owes, then stops). What happened is read back from the chain
+for the summary: the round each joined, crashed, came back and left.
 """
 
 from __future__ import annotations
@@ -69,7 +70,8 @@ class Churn:
         """Start the joiner, restart the crashed host, make the leaver leave, as due."""
         info = self.poc.round_info(self.run_id)
         self.over = info.finished
-        if not self.joined and info.round >= JOIN_AT and info.height >= info.window_start:
+        verifying = info.round == JOIN_AT and info.height > info.window_end  # window closed
+        if not self.joined and (verifying or info.round > JOIN_AT):
             procs[JOINER] = self.spawn(JOINER, {})
             self.joined = True
         if not self.restarted and procs[CRASHER].poll() == -signal.SIGKILL:

@@ -88,7 +88,8 @@ ROUND_BLOCKS = 42
 # --churn: rounds one after another (a commit window, then its verification), so a host killed
 # while training round r has nothing of an earlier round left to serve to verifiers. (In an
 # overlapped run round r-1 is verified while r trains: a crash then costs the host round r-1.)
-CHURN_ROUND_BLOCKS = 15
+# 18 blocks: 32 steps of 4 hosts on 2 cores took 2.0-2.4 s; 15 blocks (3 s) left too little.
+CHURN_ROUND_BLOCKS = 18
 # Hosts are started (and wait for the run) and verifiers registered before the run is created;
 # this covers a host's loading the run's model and registering.
 START_DELAY_SECONDS = 4
@@ -149,7 +150,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="leave the chain and dashboard running after the run (Ctrl-C stops)",
     )
     up.add_argument("--churn", action="store_true",
-                    help=f"hosts come and go: {JOINER} joins in round {JOIN_AT}, {CRASHER} is "
+                    help=f"hosts come and go: {JOINER} joins after round {JOIN_AT}, {CRASHER} is "
                          f"killed (SIGKILL) in round {CRASH_IN} and restarted, {LEAVER} leaves "
                          f"after round {LEAVE_AFTER}")  # fmt: skip
     up.add_argument("--store", choices=["blob", "s3"], default="blob",
