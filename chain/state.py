@@ -7,6 +7,8 @@ message a cache over its tx's. ``write()`` pushes a layer's writes down one leve
 
 from __future__ import annotations
 
+import bisect
+import itertools
 from collections.abc import Iterator
 from typing import Protocol
 
@@ -52,6 +54,15 @@ class CacheStore:
         self.parent = parent
         self.meter = meter or GasMeter()
         self.writes: dict[bytes, bytes | None] = {}
+        # The keys of ``writes``, sorted: an iteration visits only those under its prefix (a
+        # scan of every write made each iteration O(writes), and a block of 7,000 screens,
+        # each iterating a few prefixes, quadratic: 4.8 of its 6.6 s).
+        self._keys: list[bytes] = []
+
+    def _record(self, key: bytes, value: bytes | None) -> None:
+        if key not in self.writes:
+            bisect.insort(self._keys, key)
+        self.writes[key] = value
 
     def _lookup(self, key: bytes) -> bytes | None:
         if key in self.writes:
@@ -66,12 +77,15 @@ class CacheStore:
             if isinstance(parent, CacheStore)
             else dict(parent.iterate(prefix, start))
         )
-        for key, value in self.writes.items():
-            if key.startswith(prefix) and key >= start:
-                if value is None:
-                    merged.pop(key, None)
-                else:
-                    merged[key] = value
+        first = bisect.bisect_left(self._keys, max(prefix, start))
+        for key in itertools.islice(self._keys, first, None):
+            if not key.startswith(prefix):
+                break
+            value = self.writes[key]
+            if value is None:
+                merged.pop(key, None)
+            else:
+                merged[key] = value
         return merged
 
     def get(self, key: bytes) -> bytes | None:
@@ -90,12 +104,12 @@ class CacheStore:
         self.meter.consume(
             GasMeter.WRITE_FLAT + GasMeter.WRITE_PER_BYTE * (len(key) + len(value)), "WriteFlat"
         )
-        self.writes[key] = value
+        self._record(key, value)
 
     def delete(self, key: bytes) -> None:
         """Buffer a deletion of ``key``."""
         self.meter.consume(GasMeter.DELETE, "Delete")
-        self.writes[key] = None
+        self._record(key, None)
 
     def iterate(self, prefix: bytes, start: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
         """(key, value) pairs under ``prefix`` in key order (from ``start`` on), this layer's
@@ -114,5 +128,6 @@ class CacheStore:
         parent = self.parent
         if not isinstance(parent, CacheStore):
             raise TypeError("write() pushes into a parent cache; commit the root via the store")
-        parent.writes.update(self.writes)
-        self.writes = {}
+        for key, value in self.writes.items():
+            parent._record(key, value)
+        self.writes, self._keys = {}, []

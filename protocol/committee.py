@@ -11,6 +11,7 @@ anchor is known cannot place itself on it.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Iterable
 
@@ -29,7 +30,17 @@ def screen_committee(
     """The verifiers among ``candidates`` that screen ``host``'s commit of the round: the
     ``size`` ranked first by SHA-256 of (anchor, run, round, host, verifier); all of them when
     ``size`` is 0 or covers them."""
-    ranked = sorted(set(candidates), key=lambda verifier: hashlib.sha256(
+    ranked = _ranked(anchor, run_id, round_, host, tuple(sorted(set(candidates))))
+    return set(ranked[: size or None])
+
+
+@functools.lru_cache(maxsize=4096)
+def _ranked(
+    anchor: bytes, run_id: str, round_: int, host: str, candidates: tuple[str, ...]
+) -> tuple[str, ...]:
+    """The ranking behind :func:`screen_committee`, kept for the next vote on the same commit
+    (the chain checks each of a commit's ``size`` votes against it, once in CheckTx and once
+    in the block)."""
+    return tuple(sorted(candidates, key=lambda verifier: hashlib.sha256(
         b"\x00".join([_TAG, anchor, run_id.encode(), b"%d" % round_, host.encode(),
-                      verifier.encode()])).digest())  # fmt: skip
-    return set(ranked if size == 0 else ranked[:size])
+                      verifier.encode()])).digest()))  # fmt: skip

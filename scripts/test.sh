@@ -12,4 +12,4 @@ if [ -n "$(git status --porcelain -- protocol/pb)" ]; then
     echo "error: protocol/pb differs from what proto/ generates; run ./scripts/gen_proto.sh" >&2
     exit 1
 fi
-.venv/bin/python -m pytest "$@"
+.venv/bin/python -m pytest --durations=15 "$@"

@@ -20,6 +20,10 @@ CASES = {
     "proof_work": (["--preset", "tiny", "--repeats", "1"], "compress the pseudo-gradient"),
     "replay_tolerance": (["--preset", "tiny", "--hosts", "cpu"], "passes"),
     "verification": (["--preset", "tiny", "--trials", "20"], "verifiers per challenge"),
+    # The one bench of a process network here (a chain process, ~10 s): its duties are the
+    # protocol's, so every window must hold and nothing may be refused.
+    "protocol_traffic": (["--hosts", "12", "--verifiers", "3", "--rounds", "1", "--round-blocks",
+                          "4", "--block-time", "200ms"], "held: every window of every round"),
 }  # fmt: skip
 
 

@@ -308,9 +308,7 @@ def _handle_reveal(ctx: Context, msg: MsgRevealCheckpoints) -> MsgRevealCheckpoi
                       f"the reveal window is blocks {window.selection + 1}-{last}")  # fmt: skip
     if c.revealed:
         raise TxError(codes.INVALID_REQUEST, "already revealed")
-    commit = next(
-        (x for x in rounds.commits(ctx.store, msg.run_id, msg.round) if x.host == msg.host), None
-    )
+    commit = rounds.commit_of(ctx.store, msg.run_id, msg.round, msg.host)
     checks = [
         (msg.start_hash, msg.segment, msg.start_proof, "start"),
         (msg.end_hash, msg.segment + 1, msg.end_proof, "end"),

@@ -59,6 +59,12 @@ def commits(store: CacheStore, run_id: str, round_: int) -> list[RoundCommit]:
     return [RoundCommit.FromString(v) for _, v in store.iterate(_round_prefix(run_id, round_))]
 
 
+def commit_of(store: CacheStore, run_id: str, round_: int, host: str) -> RoundCommit | None:
+    """A host's commit of a round (None if it made none): one read, not a scan of the round."""
+    raw = store.get(_commit_key(run_id, round_, host))
+    return RoundCommit.FromString(raw) if raw is not None else None
+
+
 def set_commit(store: CacheStore, commit: RoundCommit) -> None:
     """Store (or update) a host's commit of a round."""
     key = _commit_key(commit.run_id, commit.round, commit.host)
@@ -76,8 +82,8 @@ def _previous_commit(store: CacheStore, run_id: str, round_: int, host: str) -> 
     residual is the one the round starts from, in an overlapped run its pseudo-gradient is the
     one the round's start steps the base by, and in a run with ``carry_inner_state`` its final
     checkpoint holds the AdamW moments the round continues from."""
-    previous = store.get(_commit_key(run_id, round_ - 1, host)) if round_ else None
-    return RoundCommit.FromString(previous) if previous is not None else RoundCommit()
+    previous = commit_of(store, run_id, round_ - 1, host) if round_ else None
+    return previous if previous is not None else RoundCommit()
 
 
 def _handle_commit(ctx: Context, msg: MsgCommitRound) -> MsgCommitRoundResponse:

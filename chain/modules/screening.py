@@ -84,7 +84,7 @@ def _handle_screen(ctx: Context, msg: MsgSubmitScreen) -> MsgSubmitScreenRespons
     verifiers.require_verifier(ctx.store, msg.verifier)
     window = schedule.round_window(run, ctx.params.poc, msg.round)
     beacon.require_beacon_window(ctx, window, "screens")
-    if not any(c.host == msg.host for c in rounds.commits(ctx.store, msg.run_id, msg.round)):
+    if rounds.commit_of(ctx.store, msg.run_id, msg.round, msg.host) is None:
         raise TxError(codes.NOT_FOUND, f"{msg.host} did not commit round {msg.round}")
     if not beacon.get(ctx.store, msg.run_id, msg.round).anchor:
         raise TxError(codes.INVALID_REQUEST, f"screens of round {msg.round} are taken from "
