@@ -40,6 +40,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from grpc_reflection.v1alpha import reflection
 
 from dilochain.chain.app import Application
+from dilochain.chain.block_feed import BlockFeed, EventsService
 from dilochain.chain.comet_rpc import (
     CometRpc,
     CometRpcError,
@@ -77,6 +78,8 @@ from dilochain.chain.staking_query import (
 from dilochain.chain.store_query import STORE_PATH, query_key
 from dilochain.protocol.address import ADDRESS_PREFIX, decode_address
 from dilochain.protocol.hashing import tx_hash
+from dilochain.protocol.pb.poc.v1 import events_pb2 as ev_pb
+from dilochain.protocol.pb.poc.v1 import events_pb2_grpc as ev_grpc
 from dilochain.protocol.pb.poc.v1 import query_pb2 as poc_q
 from dilochain.protocol.pb.poc.v1 import query_pb2_grpc as poc_grpc
 
@@ -96,6 +99,7 @@ class Services:
         self.rpc = rpc
         self.simulate_gate = simulate_gate or SimulateGate()
         self.readiness = readiness or Readiness()
+        self.feed = BlockFeed(app.height)  # told of each commit by the ABCI handler
 
 
 class _UsesServices:
@@ -432,8 +436,9 @@ def register_all(
     tx_grpc.add_ServiceServicer_to_server(tx_service, server)
     node_grpc.add_ServiceServicer_to_server(node, server)
     tm_grpc.add_ServiceServicer_to_server(TendermintService(services, moniker), server)
+    ev_grpc.add_EventsServicer_to_server(EventsService(services.feed), server)
     served = [descriptor for _, _, descriptor in queries]
     served += [_service(m, "Service") for m in (tx_s, node_q, tm_q)]
-    names = [service.full_name for service in served]
+    names = [service.full_name for service in served] + [_service(ev_pb, "Events").full_name]
     reflection.enable_server_reflection([*names, reflection.SERVICE_NAME], server)
     return served

@@ -1,5 +1,5 @@
 """The chain node's Prometheus metrics (served by ``chain start --metrics-address``): height,
-block interval, mempool size and txs by result code."""
+block interval, mempool size, txs by result code and block followers."""
 
 from __future__ import annotations
 
@@ -20,6 +20,9 @@ MEMPOOL_TXS = Gauge("dilochain_chain_mempool_txs", "Txs waiting in CometBFT's me
                     registry=REGISTRY)  # fmt: skip
 TXS = Counter("dilochain_chain_txs", "Txs executed in blocks, by result code",
               labelnames=("code",), registry=REGISTRY)  # fmt: skip
+FOLLOWERS = Gauge("dilochain_chain_block_followers",
+                  "Clients following committed blocks (the Events.Blocks stream)",
+                  registry=REGISTRY)  # fmt: skip
 
 
 class BlockObserver:

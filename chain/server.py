@@ -21,7 +21,7 @@ import grpc
 
 from dilochain.chain import metrics
 from dilochain.chain.abci import AbciHandler, AbciServer
-from dilochain.chain.app import Application
+from dilochain.chain.app import Application, FinalizedBlock
 from dilochain.chain.comet_rpc import CometRpc, CometRpcError
 from dilochain.chain.cometbft import cometbft_binary, die_with_parent, port_free
 from dilochain.chain.grpc_errors import (
@@ -150,8 +150,8 @@ class ChainNode:
             interceptors=[UnavailableUntilReady(readiness), DecodeErrorsAsInvalidArgument()],
             options=[("grpc.so_reuseport", 0)],
         )
-        served = register_all(server, Services(self.app, rpc, readiness=readiness),
-                              self.home.name, router)  # fmt: skip
+        services = Services(self.app, rpc, readiness=readiness)
+        served = register_all(server, services, self.home.name, router)
         try:
             port = server.add_insecure_port(self.grpc_address)
         except RuntimeError:
@@ -164,6 +164,12 @@ class ChainNode:
         host = self.grpc_address.rsplit(":", 1)[0]
         gateway = RestGateway(served, f"{'127.0.0.1' if host == '0.0.0.0' else host}:{port}")
         observer = metrics.BlockObserver() if self.metrics_address else None
+
+        def on_commit(block: FinalizedBlock) -> None:
+            services.feed.committed(self.app.height)
+            if observer is not None:
+                observer(block)
+
         fatal = asyncio.Event()
 
         def on_fatal(error: str) -> None:
@@ -171,7 +177,7 @@ class ChainNode:
                             "commit a state this node cannot vouch for")  # fmt: skip
             fatal.set()
 
-        handler = AbciHandler(self.app, router.query, APP_VERSION, observer, on_fatal,
+        handler = AbciHandler(self.app, router.query, APP_VERSION, on_commit, on_fatal,
                               self.snapshots, self.retain_blocks)  # fmt: skip
         abci = AbciServer(handler)
         # A private folder (mode 0700) for the socket: a home's path may be longer than a unix
@@ -203,6 +209,7 @@ class ChainNode:
             await _terminate(cometbft)
             gateway.stop()
             await rpc.close()
+            services.feed.close()
             await server.stop(grace=1)
             await abci.stop()
             shutil.rmtree(sockets, ignore_errors=True)

@@ -3,12 +3,14 @@ hosts and verifiers share."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import grpc
 from cosmpy.aerial.client import LedgerClient
 from cosmpy.aerial.wallet import Wallet
 
+from dilochain.block_watch import BlockWatch
 from dilochain.endpoints import open_channel
 from dilochain.protocol.params import DENOM
 from dilochain.protocol.pb.poc.v1 import query_pb2 as q
@@ -48,8 +50,15 @@ class PocClient:
         self.addresses = self._channel.addresses
         self._stub = poc_grpc.QueryStub(self._channel)
 
+    @functools.cached_property
+    def blocks(self) -> BlockWatch:
+        """The chain's committed height, pushed by its node (a stream opened at first use)."""
+        return BlockWatch(self._channel)
+
     def close(self) -> None:
-        """Close the channel."""
+        """Close the block stream, if one was opened, and the channel."""
+        if "blocks" in self.__dict__:
+            self.blocks.close()
         self._channel.close()
 
     def __enter__(self) -> PocClient:

@@ -61,7 +61,7 @@ class NodeConfig(BaseModel):
     auto_claim: bool = True  # claim every claimable epoch and what has vested
     log_format: LogFormat = "text"
     behavior: BehaviorName = "honest"
-    poll_seconds: float = Field(default=0.2, gt=0)
+    poll_seconds: float = Field(default=0.2, gt=0)  # between polls while blocks are not pushed
 
     @field_validator(*_FORMS)
     @classmethod

@@ -467,13 +467,17 @@ class HostNode:
     def _wait_for_height(
         self, height: int, stop: threading.Event, prefetch: range = range(0)
     ) -> None:
-        """Poll until ``height`` is committed, meanwhile fetching the ``prefetch`` rounds' new
+        """Wait until ``height`` is committed, meanwhile fetching the ``prefetch`` rounds' new
         pseudo-gradients (while their hosts are surely up) so aggregation does not depend on
         them later."""
-        while not stop.is_set() and self._round_info().height < height:
-            with contextlib.suppress(grpc.RpcError):  # the next poll asks again
+        while not stop.is_set() and (now := self._round_info().height) < height:
+            with contextlib.suppress(grpc.RpcError):  # the next block asks again
                 self.aggregator.prefetch(prefetch)
-            stop.wait(self.cfg.poll_seconds)
+            self._next_block(now, stop)
+
+    def _next_block(self, seen: int, stop: threading.Event) -> None:
+        """Wait for a block past ``seen`` (pushed by the chain; polled while it cannot push)."""
+        self.poc.blocks.wait_past(seen, stop, self.cfg.poll_seconds)
 
     def reveal(self, round_: int, last_height: int) -> bool:
         """Reveal every challenged segment of this host's round ``round_`` (with Merkle proofs),
@@ -515,6 +519,7 @@ class HostNode:
         minutes never holds a reveal."""
         finished: set[int] = set()  # rounds whose revealed checkpoints are all up
         while not done.is_set():
+            seen = self.poc.blocks.height
             try:
                 height = self._round_info().height
                 for round_, leaves in list(self.checkpoint_hashes.items()):
@@ -536,7 +541,7 @@ class HostNode:
                 log.warning("uploads: chain error %s; retrying", err.code())
             except Exception:  # logged; the next pass tries again
                 log.exception("uploads: unexpected error; retrying")
-            done.wait(self.cfg.poll_seconds)
+            self._next_block(seen, done)
 
     def _reveal_window(self, round_: int) -> range:
         """The blocks in which round ``round_``'s challenged segments are revealed."""
@@ -550,6 +555,7 @@ class HostNode:
         reveal it misses is a slash, so it logs the error and tries again."""
         revealed: set[int] = set()  # rounds with nothing left to reveal
         while not done.is_set():
+            seen = self.poc.blocks.height
             try:
                 next_block = self._round_info().height + 1
                 for window in in_flight(self.run_, self.chain_params, next_block):
@@ -561,19 +567,19 @@ class HostNode:
                             done.wait(1.0)  # refused: again at the next poll, not at once
             except grpc.RpcError as err:
                 log.warning("reveals: chain error %s; retrying", err.code())
-            except Exception:  # logged; the next poll tries again
+            except Exception:  # logged; the next block tries again
                 log.exception("reveals: unexpected error; retrying")
-            done.wait(self.cfg.poll_seconds)
+            self._next_block(seen, done)
 
     def _peer_pseudo_grad(self, round_: int) -> bytes | None:
         """Another host's pseudo-gradient of this round once one is committed in the window."""
         window_end = round_window(self.run_, self.chain_params, round_).end
-        while self._round_info().height + 2 < window_end:
+        while (height := self._round_info().height) + 2 < window_end:
             others = [c for c in self.poc.commits(self.cfg.run_id, round_)
                       if c.host != self.address]  # fmt: skip
             if others:
                 return self.store.get(others[0].pseudo_grad_hash)
-            time.sleep(self.cfg.poll_seconds)
+            self._next_block(height, self._stopping)
         return None
 
     def _roster(self, round_: int) -> list[str] | None:

@@ -53,8 +53,8 @@ from dilochain.verifier.round_duties import RoundDuties, send_batched
 from dilochain.verifier.screening import screen_commit
 
 log = logging.getLogger(__name__)
-# Every so many passes a verifier checks it is still registered (a slash below the minimum
-# removes it): ~15 s at the default poll.
+# Every so many passes (a pass a block) a verifier checks it is still registered (a slash below
+# the minimum removes it).
 REGISTRATION_CHECK_PASSES = 50
 
 
@@ -73,6 +73,7 @@ class VerifierConfig(BaseModel):
     auto_claim: bool = True  # claim every claimable epoch and what has vested
     log_format: LogFormat = "text"
     behavior: Literal["honest", "always-fail", "always-pass", "copy"] = "honest"  # lazy: tests
+    # Loops wake at each block the chain pushes; these are their intervals while it cannot.
     poll_seconds: float = 0.3
     duties_poll_seconds: float = 0.1
 
@@ -115,6 +116,7 @@ class VerifierService:
         """Round duties until ``stop``; an error is logged and the next poll tries again (a
         duty missed is a slash or a lost vote, so the thread never ends on one)."""
         while not stop.is_set():
+            seen = self.poc.blocks.height
             try:
                 self.duties.step()
             except grpc.RpcError as err:
@@ -123,7 +125,7 @@ class VerifierService:
             except Exception:
                 log.exception("round duties failed; retrying")
                 stop.wait(1.0)
-            stop.wait(self.cfg.duties_poll_seconds)
+            self.poc.blocks.wait_past(seen, stop, self.cfg.duties_poll_seconds)
 
     def ensure_registered(self) -> None:
         """Bond the minimum verifier collateral and register, once."""
@@ -386,6 +388,7 @@ class VerifierService:
                 for passes in itertools.count(1):
                     if stop.is_set():
                         break
+                    seen = self.poc.blocks.height
                     try:
                         if passes % REGISTRATION_CHECK_PASSES == 0:
                             self._stay_registered()
@@ -395,7 +398,7 @@ class VerifierService:
                             raise
                         log.warning("chain unreachable (%s); retrying", err.code().name)
                         stop.wait(2.0)
-                    stop.wait(self.cfg.poll_seconds)
+                    self.poc.blocks.wait_past(seen, stop, self.cfg.poll_seconds)
         except grpc.RpcError as err:
             raise VerifierError(
                 f"chain at {shown(self.cfg.chain)}: {err.details() or err.code()}"

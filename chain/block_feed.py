@@ -1,0 +1,83 @@
+"""``dilochain.poc.v1.Events``: committed heights pushed to followers (hosts, verifiers), so
+they wait for the next block instead of polling the chain for it.
+
+Runs on the event loop that serves ABCI, told of each commit by the ABCI handler after the
+state is committed: a follower woken by height h reads h's state with its next query.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import grpc
+
+from dilochain.chain import metrics
+from dilochain.protocol.pb.poc.v1 import events_pb2 as ev
+from dilochain.protocol.pb.poc.v1 import events_pb2_grpc as ev_grpc
+
+MAX_FOLLOWERS = 4096  # streams one node serves at once; more are RESOURCE_EXHAUSTED
+
+
+class FeedFull(Exception):
+    """Every follower slot of the node is taken."""
+
+
+class BlockFeed:
+    """The last committed height and a wake-up for everyone waiting past it."""
+
+    def __init__(self, height: int, limit: int = MAX_FOLLOWERS):
+        self.height = height
+        self.limit = limit
+        self.followers = 0
+        self.closed = False
+        self._changed = asyncio.Event()
+
+    def committed(self, height: int) -> None:
+        """Record a commit and wake every follower waiting for a block past the last one."""
+        self.height = height
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
+
+    def close(self) -> None:
+        """End every stream (the node is stopping: a server's grace period would otherwise
+        wait for streams that never end)."""
+        self.closed = True
+        self._changed.set()
+
+    async def after(self, height: int) -> int | None:
+        """The committed height, once it is past ``height`` (the newest, whatever it skips);
+        None once the feed is closed."""
+        while self.height <= height and not self.closed:
+            await self._changed.wait()
+        return None if self.closed else self.height
+
+    def join(self) -> None:
+        """Take a follower slot; :class:`FeedFull` when none is left."""
+        if self.followers >= self.limit:
+            raise FeedFull(f"this node already serves {self.limit} block streams")
+        self.followers += 1
+        metrics.FOLLOWERS.set(self.followers)
+
+    def leave(self) -> None:
+        """Give a follower slot back."""
+        self.followers -= 1
+        metrics.FOLLOWERS.set(self.followers)
+
+
+class EventsService(ev_grpc.EventsServicer):
+    """The ``Blocks`` stream over a :class:`BlockFeed`."""
+
+    def __init__(self, feed: BlockFeed):
+        self.feed = feed
+
+    async def Blocks(self, request: ev.BlocksRequest, context: grpc.aio.ServicerContext):
+        try:
+            self.feed.join()
+        except FeedFull as err:
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(err))
+        try:
+            height: int | None = request.after_height
+            while (height := await self.feed.after(height)) is not None:
+                yield ev.BlocksResponse(height=height)
+        finally:
+            self.feed.leave()

@@ -1,0 +1,80 @@
+"""Follow the chain's committed height by the node's ``Events.Blocks`` stream, so a client's
+loops wait for the next block instead of asking for it every fraction of a second.
+
+One thread per client keeps the stream open (and opens it again, at the node its channel
+fails over to, after an outage); loops call :meth:`BlockWatch.wait_past`. While no stream is
+open, a wait lasts the loop's old poll interval, so a chain node without the stream, or one
+that is down, is polled as before.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+import grpc
+
+from dilochain.protocol.pb.poc.v1 import events_pb2 as ev
+from dilochain.protocol.pb.poc.v1 import events_pb2_grpc as ev_grpc
+
+log = logging.getLogger(__name__)
+
+LIVE_WAIT_SECONDS = 2.0  # the longest wait with a stream open: a halted chain still wakes loops
+RECONNECT_SECONDS = 1.0  # pause before opening a stream again after it ended
+STOP_CHECK_SECONDS = 0.25  # how often a wait looks at its stop event
+
+
+class BlockWatch:
+    """The last committed height the chain pushed, and waits for a newer one."""
+
+    def __init__(self, channel: grpc.Channel):
+        self._channel = channel
+        self._changed = threading.Condition()
+        self._closed = threading.Event()
+        self._call = None
+        self.height = 0
+        self.live = False  # whether a stream is open now
+        self._thread = threading.Thread(target=self._follow, name="block-watch", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        """Stop following (the stream is cancelled; waits fall back to their poll interval)."""
+        self._closed.set()
+        call = self._call
+        if call is not None:
+            call.cancel()
+        self._thread.join(timeout=5)
+
+    def _follow(self) -> None:
+        while not self._closed.is_set():
+            # A new stub each time: the channel's streams go to its current node. The stream
+            # starts with that node's height.
+            call = ev_grpc.EventsStub(self._channel).Blocks(ev.BlocksRequest())
+            self._call = call
+            if self._closed.is_set():  # closed while it was opened: close() may not see it
+                call.cancel()
+            try:
+                for block in call:
+                    with self._changed:
+                        self.height, self.live = block.height, True
+                        self._changed.notify_all()
+            except grpc.RpcError as err:
+                if not self._closed.is_set() and err.code() != grpc.StatusCode.UNAVAILABLE:
+                    log.debug("block stream ended: %s", err.code().name)
+            with self._changed:
+                self.live = False
+                self._changed.notify_all()
+            self._closed.wait(RECONNECT_SECONDS)
+
+    def wait_past(self, height: int, stop: threading.Event, poll: float) -> None:
+        """Return once a block past ``height`` is committed, or ``stop`` is set, or no block
+        came for a while (``LIVE_WAIT_SECONDS``; ``poll`` seconds while no stream is open)."""
+        start = time.monotonic()
+        with self._changed:
+            while self.height <= height and not stop.is_set():
+                limit = LIVE_WAIT_SECONDS if self.live else poll
+                remaining = start + limit - time.monotonic()
+                if remaining <= 0:
+                    return
+                self._changed.wait(min(remaining, STOP_CHECK_SECONDS))
