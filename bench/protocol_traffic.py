@@ -63,19 +63,26 @@ from dilochain.protocol.pb.poc.v1.tx_pb2 import (
     MsgRevealCheckpoints,
     MsgSubmitScreen,
     MsgSubmitVerdict,
+    ScreenVote,
 )
 from dilochain.protocol.pb.poc.v1.types_pb2 import Challenge, ChallengeStatus, Run
 from dilochain.testutil import CHAIN_ID, FAKE_DATA, signed_tx, wallet
 from dilochain.training.run_config import make_run_config
-from dilochain.verifier.round_duties import MSGS_PER_TX
+from dilochain.verifier.round_duties import MSGS_PER_TX, VOTES_PER_SCREEN_MSG
 
 RUN_ID = "traffic"
 HOST_COLLATERAL = 1_000_000
 VERIFIER_COLLATERAL = 10_000_000
 GAS_PER_MSG = 200_000
+GAS_PER_VOTE = 25_000  # a screen vote (measured ~15,000: reads of the commit and screen, a write)
 SEGMENTS = 4
 KINDS = ("register", "commit", "beacon commit", "beacon reveal", "screen", "reveal", "vote",
          "vote opening")  # fmt: skip
+
+
+def _gas(msg: Message) -> int:
+    """A message's gas limit: a screen message's grows with its votes."""
+    return GAS_PER_MSG + GAS_PER_VOTE * len(msg.votes if isinstance(msg, MsgSubmitScreen) else ())
 
 
 @dataclass
@@ -117,7 +124,7 @@ class Broadcaster:
             for first in range(0, len(msgs), MSGS_PER_TX):
                 batch = msgs[first : first + MSGS_PER_TX]
                 raw = signed_tx(member.key, batch, sequence=member.sequence,
-                                account_number=member.number, gas_limit=GAS_PER_MSG * len(batch),
+                                account_number=member.number, gas_limit=sum(map(_gas, batch)),
                                 chain_id=CHAIN_ID)  # fmt: skip
                 body = {"jsonrpc": "2.0", "id": 1, "method": "broadcast_tx_sync",
                         "params": {"tx": base64.b64encode(raw).decode()}}  # fmt: skip
@@ -242,15 +249,16 @@ class Network:
         registered = await asyncio.to_thread(self.poc.verifiers)
         candidates = committee.eligible(((v.address, v.registered_height) for v in registered),
                                         w.start)  # fmt: skip
-        votes: dict[str, list[Message]] = defaultdict(list)
+        votes: dict[str, list[ScreenVote]] = defaultdict(list)
         for c in commits:
             for v in committee.screen_committee(anchor, RUN_ID, w.round, c.host, candidates,
                                                 self.params.screeners_per_commit):  # fmt: skip
-                votes[v].append(MsgSubmitScreen(verifier=v, run_id=RUN_ID, round=w.round,
-                                                host=c.host, passed=True,
-                                                evidence_hash=b"\x05" * 32))  # fmt: skip
-        return [self.out.send(self.verifiers[v], w.round, "screen", msgs)
-                for v, msgs in votes.items()]  # fmt: skip
+                votes[v].append(ScreenVote(host=c.host, passed=True, evidence_hash=b"\x05" * 32))
+        return [self.out.send(self.verifiers[v], w.round, "screen", [
+                    MsgSubmitScreen(verifier=v, run_id=RUN_ID, round=w.round,
+                                    votes=mine[i : i + VOTES_PER_SCREEN_MSG])
+                    for i in range(0, len(mine), VOTES_PER_SCREEN_MSG)])
+                for v, mine in votes.items()]  # fmt: skip
 
     def _reveals(self, round_: int, challenges: list[Challenge]) -> list:
         owed: dict[str, list[Message]] = defaultdict(list)

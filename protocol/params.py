@@ -173,6 +173,7 @@ class RewardParams(StrictModel):
     vesting_epochs: int = Field(default=4, ge=1, le=10_000)
 
 
+MAX_SCREEN_VOTES = 256  # votes one MsgSubmitScreen carries at most
 MAX_VALIDATORS = 10_000  # CometBFT's MaxVotesCount
 # CometBFT refuses a set whose total power exceeds MaxInt64 / 8 (and halts on such an update):
 # no validator gets more than its share of that at the most validators there can be.

@@ -18,7 +18,7 @@ from dilochain.protocol.pb.poc.v1.tx_pb2 import (
     MsgCreateRun,
     MsgDepositCollateral,
     MsgRegisterVerifier,
-    MsgSubmitScreen,
+    ScreenVote,
 )
 from dilochain.protocol.pb.poc.v1.types_pb2 import Beacon, RoundCommit, Run
 from dilochain.protocol.schedule import Window
@@ -44,11 +44,10 @@ def test_votes_on_the_run_s_hosts_go_out_before_a_departed_host_is_screened(tmp_
 
     def screener(run, round_, anchor, todo, patient):
         events.append(("screen", [c.host for c in todo]))
-        return [MsgSubmitScreen(verifier=str(me.address()), run_id=run.run_id, round=round_,
-                                host=c.host, passed=c.host == member) for c in todo]  # fmt: skip
+        return [ScreenVote(host=c.host, passed=c.host == member) for c in todo]
 
     def send(*msgs, until_height):
-        events.append(("send", [m.host for m in msgs]))
+        events.append(("send", [v.host for m in msgs for v in m.votes]))
 
     duties = RoundDuties(poc, me, send, screener,
                          BallotBox(tmp_path / "ballots.sqlite", str(me.address())))  # fmt: skip
@@ -119,8 +118,7 @@ def test_a_screen_waits_for_an_unreachable_host_until_the_window_s_middle(tmp_pa
 
     def screener(run, round_, anchor, todo, patient):
         asked.append(patient)
-        vote = MsgSubmitScreen(verifier=str(me.address()), run_id=run.run_id, round=round_,
-                               host=host, passed=False)  # fmt: skip
+        vote = ScreenVote(host=host, passed=False)
         return [] if patient else [vote]
 
     sent = []
@@ -133,7 +131,7 @@ def test_a_screen_waits_for_an_unreachable_host_until_the_window_s_middle(tmp_pa
         duties._screen(run, window, beacon, next_block)
         assert ("r", 0, "screen") not in duties._done and not sent  # asked again next poll
     duties._screen(run, window, beacon, 19)
-    assert asked == [True, True, False] and len(sent) == 1
+    assert asked == [True, True, False] and [len(m.votes) for m in sent] == [1]
     assert ("r", 0, "screen") in duties._done
 
 

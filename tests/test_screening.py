@@ -8,7 +8,8 @@ import pytest
 from dilochain.chain.errors import codes
 from dilochain.chain.modules import beacon, challenges, rewards, rounds, screening, slashing
 from dilochain.protocol.committee import screen_committee
-from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgSubmitScreen
+from dilochain.protocol.params import MAX_SCREEN_VOTES
+from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgSubmitScreen, ScreenVote
 from tests.test_beacon import window
 from tests.test_challenges import (
     CHEAT,
@@ -28,9 +29,9 @@ ACCEPTED, FAILED, PAID = (challenges.COMMIT_ACCEPTED, challenges.COMMIT_FAILED,
 
 
 def screen(net, v, host, passed, inconsistent=False):
-    return net.send(v, MsgSubmitScreen(verifier=addr(v), run_id="r", round=0, host=addr(host),
-                                       passed=passed, evidence_hash=b"\x00" * 32,
-                                       inconsistent=inconsistent))  # fmt: skip
+    return net.send(v, MsgSubmitScreen(verifier=addr(v), run_id="r", round=0, votes=[
+        ScreenVote(host=addr(host), passed=passed, evidence_hash=b"\x00" * 32,
+                   inconsistent=inconsistent)]))  # fmt: skip
 
 
 @pytest.fixture
@@ -56,6 +57,32 @@ def test_screens_are_taken_between_the_commit_window_and_selection(net):
     net.blocks_until(window(net).selection)
     late = screen(net, VERIFIERS[1], HONEST, True)
     assert late.code == codes.INVALID_REQUEST
+
+
+def test_a_message_packs_a_verifier_s_votes_which_stand_or_fall_together(net):
+    net.blocks_until(window(net).end + 1)
+    v = VERIFIERS[0]
+
+    def votes(*hosts, passed=True):
+        return MsgSubmitScreen(verifier=addr(v), run_id="r", round=0, votes=[
+            ScreenVote(host=h if isinstance(h, str) else addr(h), passed=passed)
+            for h in hosts])  # fmt: skip
+
+    for bad, code, why in (
+        (votes(), codes.INVALID_REQUEST, f"1 to {MAX_SCREEN_VOTES} votes"),
+        (votes(HONEST, HONEST), codes.INVALID_REQUEST, "one a host"),
+        (votes(*[f"h{i}" for i in range(MAX_SCREEN_VOTES + 1)]), codes.INVALID_REQUEST,
+         f"1 to {MAX_SCREEN_VOTES} votes"),
+        (votes(HONEST, VERIFIERS[1]), codes.NOT_FOUND, "did not commit"),  # one bad vote
+    ):  # fmt: skip
+        refused = net.send(v, bad)
+        assert refused.code == code and why in refused.raw_log, refused.raw_log
+    # The good vote of the last fell with it: else HONEST's would now be "already screened".
+    assert net.send(v, votes(HONEST, CHEAT, LAZY)).code == 0
+    net.c.block()
+    screens = {s.host: [(x.verifier, x.passed) for x in s.votes]
+               for s in screening.screens(net.view, "r", 0)}  # fmt: skip
+    assert screens == {addr(h): [(addr(v), True)] for h in (HONEST, CHEAT, LAZY)}
 
 
 def test_a_failed_screen_challenges_every_segment_and_the_replay_decides(net):
@@ -158,7 +185,8 @@ def test_only_a_commits_committee_may_screen_it(tmp_path):
         net.blocks_until(w.end + 1)
         anchor = beacon.get(net.view, "r", 0).anchor
         everyone = [addr(v) for v in VERIFIERS]
-        chosen = screening.committee(net.view, net.c.app.params.poc, "r", 0, w.start, addr(HONEST))
+        (chosen,) = screening.committee(net.view, net.c.app.params.poc, "r", 0, w.start,
+                                        [addr(HONEST)]).values()  # fmt: skip
         assert chosen == screen_committee(anchor, "r", 0, addr(HONEST), everyone, 2)
         assert len(chosen) == 2 and chosen < set(everyone)
         left_out = next(v for v in VERIFIERS if addr(v) not in chosen)

@@ -17,17 +17,25 @@ from dilochain.client import TxRefused
 from dilochain.poc_client import PocClient
 from dilochain.protocol import beacon as encoding
 from dilochain.protocol import committee, schedule
-from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgCommitBeacon, MsgRevealBeacon, MsgSubmitScreen
+from dilochain.protocol.pb.poc.v1.tx_pb2 import (
+    MsgCommitBeacon,
+    MsgRevealBeacon,
+    MsgSubmitScreen,
+    ScreenVote,
+)
 from dilochain.protocol.pb.poc.v1.types_pb2 import Beacon, BeaconEntry, RoundCommit, Run
 from dilochain.verifier.ballots import BallotBox
 
 log = logging.getLogger(__name__)
 MSGS_PER_TX = 32
+# Screen votes a message: the chain reads the run, the beacon and the verifier set once a
+# message (per vote, they were most of a 1,000-host round's screens block), and a message refused
+# for one vote (sent again alone, as every refused tx's messages are) holds up at most 16.
+VOTES_PER_SCREEN_MSG = 16
 
-# (run, round, the round's beacon anchor, commits to screen) -> one vote per commit
 # (run, round, the round's beacon anchor, commits to screen, whether to wait for unreachable
 # artifacts rather than fail their commits) -> one vote per commit screened
-Screener = Callable[[Run, int, bytes, list[RoundCommit], bool], list[MsgSubmitScreen]]
+Screener = Callable[[Run, int, bytes, list[RoundCommit], bool], list[ScreenVote]]
 
 
 def beacon_secret(wallet: Wallet, run_id: str, round_: int) -> bytes:
@@ -174,7 +182,10 @@ class RoundDuties:
             [c for c in todo if c.host in members], [c for c in todo if c.host not in members]
         ):  # fmt: skip
             votes = self.screener(run, window.round, beacon.anchor, group, patient) if group else []
-            accepted = self._act(run.run_id, window, "screen", *votes, complete=False) and accepted
+            msgs = [MsgSubmitScreen(verifier=self.address, run_id=run.run_id, round=window.round,
+                                    votes=votes[i : i + VOTES_PER_SCREEN_MSG])
+                    for i in range(0, len(votes), VOTES_PER_SCREEN_MSG)]  # fmt: skip
+            accepted = self._act(run.run_id, window, "screen", *msgs, complete=False) and accepted
             unvoted += len(group) - len(votes)
         # A commit left unvoted while patient (its host unreachable) is screened again.
         if accepted and (not patient or not unvoted):

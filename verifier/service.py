@@ -32,7 +32,7 @@ from dilochain.metrics_http import MetricsAddress, set_standing
 from dilochain.poc_client import InsufficientFunds, PocClient, ensure_bonded
 from dilochain.protocol import schedule
 from dilochain.protocol.model_config import ModelConfigError
-from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgRegisterVerifier, MsgSubmitScreen
+from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgRegisterVerifier, ScreenVote
 from dilochain.protocol.pb.poc.v1.types_pb2 import (
     Challenge,
     ChallengeStatus,
@@ -271,7 +271,7 @@ class VerifierService:
     def screen(
         self, run: Run, round_: int, anchor: bytes, commits: list[RoundCommit],
         patient: bool = False,
-    ) -> list[MsgSubmitScreen]:  # fmt: skip
+    ) -> list[ScreenVote]:  # fmt: skip
         """Screen a round's commits (one vote each; none for a run whose data it lacks, and
         with ``patient`` none yet for a commit whose artifacts no peer serves)."""
         data = self._dataset(run)
@@ -307,11 +307,9 @@ class VerifierService:
             log.info("screen %s round %d %s…: %s (%s, %.2e)", run.run_id, round_,
                      commit.host[:14], "PASS" if verdict.passed else "FAIL", verdict.reason,
                      verdict.distance)  # fmt: skip
-            votes.append(MsgSubmitScreen(
-                verifier=self.address, run_id=run.run_id, round=round_, host=commit.host,
-                passed=verdict.passed, evidence_hash=verdict.evidence_hash,
-                inconsistent=verdict.inconsistent,
-            ))  # fmt: skip
+            votes.append(ScreenVote(host=commit.host, passed=verdict.passed,
+                                    evidence_hash=verdict.evidence_hash,
+                                    inconsistent=verdict.inconsistent))  # fmt: skip
         return votes
 
     def step(self, pool: ThreadPoolExecutor) -> int:

@@ -5,11 +5,12 @@ the commit window and the selection block, the commit's committee (``screeners_p
 verifiers drawn from the round's beacon anchor, :mod:`dilochain.protocol.committee`) screens
 it cheaply (its pseudo-gradient against base - final checkpoint, and a held-out loss test on a
 batch drawn from the anchor, which nobody knew while committing) and votes
-(``MsgSubmitScreen``). At the selection block a commit that a quorum failed has every one of
-its segments challenged: the screen never slashes on its own, the full replay decides, so an
-honest host that fails the statistical loss test is re-executed and paid. On a fail-closed
-chain (the default) so has every commit that no quorum passed (too few verifiers screened it),
-and only commits a quorum passed can enter the global state.
+(``MsgSubmitScreen``: a verifier's votes on several commits in one message). At the selection
+block a commit that a quorum failed has every one of its segments challenged: the screen never
+slashes on its own, the full replay decides, so an honest host that fails the statistical loss
+test is re-executed and paid. On a fail-closed chain (the default) so has every commit that no
+quorum passed (too few verifiers screened it), and only commits a quorum passed can enter the
+global state.
 """
 
 from __future__ import annotations
@@ -21,8 +22,13 @@ from dilochain.chain.pagination import page
 from dilochain.chain.state import CacheStore
 from dilochain.protocol import committee as committees
 from dilochain.protocol import schedule
+from dilochain.protocol.params import MAX_SCREEN_VOTES
 from dilochain.protocol.pb.poc.v1 import query_pb2 as q
-from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgSubmitScreen, MsgSubmitScreenResponse
+from dilochain.protocol.pb.poc.v1.tx_pb2 import (
+    MsgSubmitScreen,
+    MsgSubmitScreenResponse,
+    ScreenVote,
+)
 from dilochain.protocol.pb.poc.v1.types_pb2 import Screen, Vote
 
 
@@ -67,45 +73,57 @@ def passed(store: CacheStore, run_id: str, round_: int) -> set[str]:
 
 
 def committee(store: CacheStore, params, run_id: str, round_: int, window_start: int,
-              host: str) -> set[str]:  # fmt: skip
-    """The verifiers that screen ``host``'s commit of the round (empty before the anchor)."""
+              hosts: list[str]) -> dict[str, set[str]]:  # fmt: skip
+    """The verifiers that screen each of ``hosts``' commits of the round (empty sets before
+    the anchor); the verifier set is read once for all of them."""
     anchor = beacon.get(store, run_id, round_).anchor
     if not anchor:
-        return set()
+        return {host: set() for host in hosts}
     candidates = committees.eligible(
         ((v.address, v.registered_height) for v in verifiers.verifiers(store)), window_start
     )
-    return committees.screen_committee(anchor, run_id, round_, host, candidates,
-                                       params.screeners_per_commit)  # fmt: skip
+    return {host: committees.screen_committee(anchor, run_id, round_, host, candidates,
+                                              params.screeners_per_commit)
+            for host in hosts}  # fmt: skip
 
 
 def _handle_screen(ctx: Context, msg: MsgSubmitScreen) -> MsgSubmitScreenResponse:
     run = registry.require_run(ctx.store, msg.run_id)
     verifiers.require_verifier(ctx.store, msg.verifier)
+    hosts = [vote.host for vote in msg.votes]
+    if not 1 <= len(hosts) <= MAX_SCREEN_VOTES or len(set(hosts)) != len(hosts):
+        raise TxError(codes.INVALID_REQUEST, f"a screen message carries 1 to {MAX_SCREEN_VOTES} "
+                      "votes, one a host")  # fmt: skip
     window = schedule.round_window(run, ctx.params.poc, msg.round)
     beacon.require_beacon_window(ctx, window, "screens")
-    if rounds.commit_of(ctx.store, msg.run_id, msg.round, msg.host) is None:
-        raise TxError(codes.NOT_FOUND, f"{msg.host} did not commit round {msg.round}")
     if not beacon.get(ctx.store, msg.run_id, msg.round).anchor:
         raise TxError(codes.INVALID_REQUEST, f"screens of round {msg.round} are taken from "
                       f"block {window.end + 2}, once its anchor is recorded")  # fmt: skip
-    chosen = committee(ctx.store, ctx.params.poc, msg.run_id, msg.round, window.start, msg.host)
+    chosen = committee(ctx.store, ctx.params.poc, msg.run_id, msg.round, window.start, hosts)
+    for vote in msg.votes:
+        _record_vote(ctx, msg, vote, chosen[vote.host])
+    return MsgSubmitScreenResponse()
+
+
+def _record_vote(ctx: Context, msg: MsgSubmitScreen, vote: ScreenVote, chosen: set[str]) -> None:
+    if rounds.commit_of(ctx.store, msg.run_id, msg.round, vote.host) is None:
+        raise TxError(codes.NOT_FOUND, f"{vote.host} did not commit round {msg.round}")
     if msg.verifier not in chosen:
         raise TxError(codes.UNAUTHORIZED, f"{msg.verifier} is not on the screening committee of "
-                      f"{msg.host}'s round {msg.round} commit")  # fmt: skip
-    key = _prefix(msg.run_id, msg.round) + msg.host.encode()
+                      f"{vote.host}'s round {msg.round} commit")  # fmt: skip
+    key = _prefix(msg.run_id, msg.round) + vote.host.encode()
     raw = ctx.store.get(key)
     screen = Screen.FromString(raw) if raw else Screen(run_id=msg.run_id, round=msg.round,
-                                                       host=msg.host)  # fmt: skip
+                                                       host=vote.host)  # fmt: skip
     if any(v.verifier == msg.verifier for v in screen.votes):
-        raise TxError(codes.INVALID_REQUEST, f"{msg.verifier} already screened this commit")
-    screen.votes.append(Vote(verifier=msg.verifier, passed=msg.passed,
-                             evidence_hash=msg.evidence_hash,
-                             inconsistent=msg.inconsistent and not msg.passed))  # fmt: skip
+        raise TxError(codes.INVALID_REQUEST, f"{msg.verifier} already screened {vote.host}'s "
+                      f"round {msg.round} commit")  # fmt: skip
+    screen.votes.append(Vote(verifier=msg.verifier, passed=vote.passed,
+                             evidence_hash=vote.evidence_hash,
+                             inconsistent=vote.inconsistent and not vote.passed))  # fmt: skip
     _save(ctx.store, screen)
-    ctx.emit("screen", run_id=msg.run_id, round=msg.round, host=msg.host, verifier=msg.verifier,
-             passed=msg.passed)  # fmt: skip
-    return MsgSubmitScreenResponse()
+    ctx.emit("screen", run_id=msg.run_id, round=msg.round, host=vote.host, verifier=msg.verifier,
+             passed=vote.passed)  # fmt: skip
 
 
 MSGS = [MsgSpec(MsgSubmitScreen, "verifier", _handle_screen)]

@@ -27,6 +27,7 @@ from dilochain.protocol.pb.poc.v1.tx_pb2 import (
     MsgSubmitVerdict,
     MsgWithdrawCollateral,
     MsgWithdrawVested,
+    ScreenVote,
 )
 from dilochain.testutil import FAKE_DATA, safetensors_declaring, shipped_data, signed_tx
 from dilochain.training.compress import compress
@@ -60,7 +61,9 @@ def _seeds() -> dict[str, list[bytes]]:
         MsgCommitBeacon(verifier=alice, run_id="fuzz", round=0, commitment=b"\2" * 32),
         MsgRevealBeacon(verifier=alice, run_id="fuzz", round=0, secret=b"\3" * 32),
         MsgWithdrawVested(claimer=alice),
-        MsgSubmitScreen(verifier=alice, run_id="fuzz", round=0, host=bob, passed=False),
+        MsgSubmitScreen(
+            verifier=alice, run_id="fuzz", round=0, votes=[ScreenVote(host=bob, passed=False)]
+        ),
     ]
     types = [spec.message for spec in MSG_SPECS]
     small = {"a": torch.arange(6, dtype=torch.float32).reshape(2, 3), "b": torch.ones(4)}

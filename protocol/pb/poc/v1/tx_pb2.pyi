@@ -253,22 +253,28 @@ class MsgWithdrawVestedResponse(_message.Message):
     def __init__(self, amount: _Optional[str] = ...) -> None: ...
 
 class MsgSubmitScreen(_message.Message):
-    __slots__ = ("verifier", "run_id", "round", "host", "passed", "evidence_hash", "inconsistent")
+    __slots__ = ("verifier", "run_id", "round", "votes")
     VERIFIER_FIELD_NUMBER: _ClassVar[int]
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     ROUND_FIELD_NUMBER: _ClassVar[int]
+    VOTES_FIELD_NUMBER: _ClassVar[int]
+    verifier: str
+    run_id: str
+    round: int
+    votes: _containers.RepeatedCompositeFieldContainer[ScreenVote]
+    def __init__(self, verifier: _Optional[str] = ..., run_id: _Optional[str] = ..., round: _Optional[int] = ..., votes: _Optional[_Iterable[_Union[ScreenVote, _Mapping]]] = ...) -> None: ...
+
+class ScreenVote(_message.Message):
+    __slots__ = ("host", "passed", "evidence_hash", "inconsistent")
     HOST_FIELD_NUMBER: _ClassVar[int]
     PASSED_FIELD_NUMBER: _ClassVar[int]
     EVIDENCE_HASH_FIELD_NUMBER: _ClassVar[int]
     INCONSISTENT_FIELD_NUMBER: _ClassVar[int]
-    verifier: str
-    run_id: str
-    round: int
     host: str
     passed: bool
     evidence_hash: bytes
     inconsistent: bool
-    def __init__(self, verifier: _Optional[str] = ..., run_id: _Optional[str] = ..., round: _Optional[int] = ..., host: _Optional[str] = ..., passed: bool = ..., evidence_hash: _Optional[bytes] = ..., inconsistent: bool = ...) -> None: ...
+    def __init__(self, host: _Optional[str] = ..., passed: bool = ..., evidence_hash: _Optional[bytes] = ..., inconsistent: bool = ...) -> None: ...
 
 class MsgSubmitScreenResponse(_message.Message):
     __slots__ = ()
