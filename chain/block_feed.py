@@ -12,6 +12,7 @@ import asyncio
 import grpc
 
 from dilochain.chain import metrics
+from dilochain.chain.grpc_errors import Readiness
 from dilochain.protocol.pb.poc.v1 import events_pb2 as ev
 from dilochain.protocol.pb.poc.v1 import events_pb2_grpc as ev_grpc
 
@@ -65,12 +66,17 @@ class BlockFeed:
 
 
 class EventsService(ev_grpc.EventsServicer):
-    """The ``Blocks`` stream over a :class:`BlockFeed`."""
+    """The ``Blocks`` stream over a :class:`BlockFeed`. A node catching up refuses new
+    streams (UNAVAILABLE, as its queries) and sends its streams nothing: blocks it replays by
+    the hundred would only wake followers into queries it refuses."""
 
-    def __init__(self, feed: BlockFeed):
+    def __init__(self, feed: BlockFeed, readiness: Readiness):
         self.feed = feed
+        self.readiness = readiness
 
     async def Blocks(self, request: ev.BlocksRequest, context: grpc.aio.ServicerContext):
+        if not self.readiness.ready:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, self.readiness.why)
         try:
             self.feed.join()
         except FeedFull as err:
@@ -78,6 +84,7 @@ class EventsService(ev_grpc.EventsServicer):
         try:
             height: int | None = request.after_height
             while (height := await self.feed.after(height)) is not None:
-                yield ev.BlocksResponse(height=height)
+                if self.readiness.ready:
+                    yield ev.BlocksResponse(height=height)
         finally:
             self.feed.leave()

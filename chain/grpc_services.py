@@ -436,7 +436,7 @@ def register_all(
     tx_grpc.add_ServiceServicer_to_server(tx_service, server)
     node_grpc.add_ServiceServicer_to_server(node, server)
     tm_grpc.add_ServiceServicer_to_server(TendermintService(services, moniker), server)
-    ev_grpc.add_EventsServicer_to_server(EventsService(services.feed), server)
+    ev_grpc.add_EventsServicer_to_server(EventsService(services.feed, services.readiness), server)
     served = [descriptor for _, _, descriptor in queries]
     served += [_service(m, "Service") for m in (tx_s, node_q, tm_q)]
     names = [service.full_name for service in served] + [_service(ev_pb, "Events").full_name]

@@ -11,7 +11,10 @@ import grpc
 import pytest
 
 from dilochain.block_watch import LIVE_WAIT_SECONDS, BlockWatch
-from dilochain.chain.block_feed import BlockFeed, FeedFull
+from dilochain.chain.block_feed import BlockFeed, EventsService, FeedFull
+from dilochain.chain.grpc_errors import Readiness
+from dilochain.protocol.pb.poc.v1 import events_pb2 as ev
+from dilochain.protocol.pb.poc.v1 import events_pb2_grpc as ev_grpc
 
 
 def test_the_feed_wakes_followers_with_the_newest_height_and_ends_when_closed():
@@ -36,6 +39,43 @@ def test_the_feed_wakes_followers_with_the_newest_height_and_ends_when_closed():
         return seen
 
     assert asyncio.run(scenario()) == [7, 7, None]
+
+
+def test_the_stream_refuses_past_its_limit_and_sends_nothing_while_catching_up():
+    async def scenario() -> tuple:
+        feed, readiness = BlockFeed(3, limit=1), Readiness()
+        server = grpc.aio.server()
+        ev_grpc.add_EventsServicer_to_server(EventsService(feed, readiness), server)
+        port = server.add_insecure_port("127.0.0.1:0")
+        await server.start()
+        try:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+                stub = ev_grpc.EventsStub(channel)
+                first = stub.Blocks(ev.BlocksRequest())
+                heights = [(await first.read()).height]  # the height at once
+                with pytest.raises(grpc.aio.AioRpcError) as full:
+                    await stub.Blocks(ev.BlocksRequest()).read()
+                readiness.ready, readiness.why = False, "catching up"
+                feed.committed(4)  # replayed while catching up: not sent
+                readiness.ready = True
+                feed.committed(5)
+                heights.append((await first.read()).height)
+                first.cancel()
+                for _ in range(400):  # until the server has seen the cancel and freed the slot
+                    if not feed.followers:
+                        break
+                    await asyncio.sleep(0.05)
+                readiness.ready = False
+                with pytest.raises(grpc.aio.AioRpcError) as unready:
+                    await stub.Blocks(ev.BlocksRequest()).read()
+                return heights, full.value.code(), unready.value.code(), feed.followers
+        finally:
+            await server.stop(None)
+
+    heights, full, unready, followers = asyncio.run(scenario())
+    assert heights == [3, 5]
+    assert full == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert unready == grpc.StatusCode.UNAVAILABLE and followers == 0
 
 
 def test_a_chain_s_blocks_wake_a_watch_and_closing_it_ends_its_thread(running_chain):
