@@ -15,6 +15,8 @@ global state.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from dilochain.chain.context import Context, MsgSpec, QueryContext, QueryHandler
 from dilochain.chain.errors import TxError, codes
 from dilochain.chain.modules import beacon, registry, rounds, verifiers
@@ -72,19 +74,20 @@ def passed(store: CacheStore, run_id: str, round_: int) -> set[str]:
     return {s.host for s in screens(store, run_id, round_) if s.passed}
 
 
-def committee(store: CacheStore, params, run_id: str, round_: int, window_start: int,
-              hosts: list[str]) -> dict[str, set[str]]:  # fmt: skip
-    """The verifiers that screen each of ``hosts``' commits of the round (empty sets before
-    the anchor); the verifier set is read once for all of them."""
+def committees_of(
+    store: CacheStore, params, run_id: str, round_: int, window_start: int
+) -> Callable[[str], set[str]]:
+    """A host → the verifiers that screen its commit of the round (none before the anchor);
+    the anchor and the verifier set are read once for every host it is asked about."""
     anchor = beacon.get(store, run_id, round_).anchor
     if not anchor:
-        return {host: set() for host in hosts}
+        return lambda host: set()
     candidates = committees.eligible(
         ((v.address, v.registered_height) for v in verifiers.verifiers(store)), window_start
     )
-    return {host: committees.screen_committee(anchor, run_id, round_, host, candidates,
-                                              params.screeners_per_commit)
-            for host in hosts}  # fmt: skip
+    size = params.screeners_per_commit
+    return lambda host: committees.screen_committee(anchor, run_id, round_, host, candidates,
+                                                    size)  # fmt: skip
 
 
 def _handle_screen(ctx: Context, msg: MsgSubmitScreen) -> MsgSubmitScreenResponse:
@@ -99,16 +102,20 @@ def _handle_screen(ctx: Context, msg: MsgSubmitScreen) -> MsgSubmitScreenRespons
     if not beacon.get(ctx.store, msg.run_id, msg.round).anchor:
         raise TxError(codes.INVALID_REQUEST, f"screens of round {msg.round} are taken from "
                       f"block {window.end + 2}, once its anchor is recorded")  # fmt: skip
-    chosen = committee(ctx.store, ctx.params.poc, msg.run_id, msg.round, window.start, hosts)
+    chosen = committees_of(ctx.store, ctx.params.poc, msg.run_id, msg.round, window.start)
     for vote in msg.votes:
-        _record_vote(ctx, msg, vote, chosen[vote.host])
+        _record_vote(ctx, msg, vote, chosen)
     return MsgSubmitScreenResponse()
 
 
-def _record_vote(ctx: Context, msg: MsgSubmitScreen, vote: ScreenVote, chosen: set[str]) -> None:
+def _record_vote(
+    ctx: Context, msg: MsgSubmitScreen, vote: ScreenVote, chosen: Callable[[str], set[str]]
+) -> None:
+    # The commit first: a committee is drawn (50 hashes, not metered as gas) only for a host
+    # that committed, never for any name a message lists.
     if rounds.commit_of(ctx.store, msg.run_id, msg.round, vote.host) is None:
         raise TxError(codes.NOT_FOUND, f"{vote.host} did not commit round {msg.round}")
-    if msg.verifier not in chosen:
+    if msg.verifier not in chosen(vote.host):
         raise TxError(codes.UNAUTHORIZED, f"{msg.verifier} is not on the screening committee of "
                       f"{vote.host}'s round {msg.round} commit")  # fmt: skip
     key = _prefix(msg.run_id, msg.round) + vote.host.encode()

