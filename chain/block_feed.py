@@ -8,6 +8,8 @@ state is committed: a follower woken by height h reads h's state with its next q
 from __future__ import annotations
 
 import asyncio
+import ipaddress
+from collections import Counter
 
 import grpc
 
@@ -17,19 +19,23 @@ from dilochain.protocol.pb.poc.v1 import events_pb2 as ev
 from dilochain.protocol.pb.poc.v1 import events_pb2_grpc as ev_grpc
 
 MAX_FOLLOWERS = 4096  # streams one node serves at once; more are RESOURCE_EXHAUSTED
+MAX_FOLLOWERS_PER_PEER = 16  # from one address (this machine's own processes are not counted)
 
 
 class FeedFull(Exception):
-    """Every follower slot of the node is taken."""
+    """Every follower slot of the node, or of the address asking, is taken."""
 
 
 class BlockFeed:
     """The last committed height and a wake-up for everyone waiting past it."""
 
-    def __init__(self, height: int, limit: int = MAX_FOLLOWERS):
+    def __init__(self, height: int, limit: int = MAX_FOLLOWERS,
+                 per_peer: int = MAX_FOLLOWERS_PER_PEER):  # fmt: skip
         self.height = height
         self.limit = limit
+        self.per_peer = per_peer
         self.followers = 0
+        self.by_peer: Counter[str] = Counter()
         self.closed = False
         self._changed = asyncio.Event()
 
@@ -52,23 +58,43 @@ class BlockFeed:
             await self._changed.wait()
         return None if self.closed else self.height
 
-    def join(self) -> None:
-        """Take a follower slot; :class:`FeedFull` when none is left."""
+    def join(self, peer: str) -> None:
+        """Take a follower slot for ``peer`` (an address; "" for this machine's own processes,
+        which only the node-wide limit applies to); :class:`FeedFull` when none is left."""
         if self.followers >= self.limit:
             raise FeedFull(f"this node already serves {self.limit} block streams")
+        if peer and self.by_peer[peer] >= self.per_peer:
+            raise FeedFull(f"{peer} already has {self.per_peer} block streams")
         self.followers += 1
+        self.by_peer[peer] += 1
         metrics.FOLLOWERS.set(self.followers)
 
-    def leave(self) -> None:
-        """Give a follower slot back."""
+    def leave(self, peer: str) -> None:
+        """Give ``peer``'s follower slot back."""
         self.followers -= 1
+        self.by_peer[peer] -= 1
+        if not self.by_peer[peer]:
+            del self.by_peer[peer]
         metrics.FOLLOWERS.set(self.followers)
+
+
+def peer_address(peer: str) -> str:
+    """The address of a gRPC peer (``ipv4:1.2.3.4:5``, ``ipv6:[::1]:5``); "" for loopback and
+    unix sockets: this machine's own processes."""
+    kind, _, rest = peer.partition(":")
+    if kind not in ("ipv4", "ipv6"):
+        return ""
+    host = rest.rsplit(":", 1)[0].strip("[]")
+    try:
+        return "" if ipaddress.ip_address(host).is_loopback else host
+    except ValueError:
+        return host
 
 
 class EventsService(ev_grpc.EventsServicer):
-    """The ``Blocks`` stream over a :class:`BlockFeed`. A node catching up refuses new
-    streams (UNAVAILABLE, as its queries) and sends its streams nothing: blocks it replays by
-    the hundred would only wake followers into queries it refuses."""
+    """The ``Blocks`` stream over a :class:`BlockFeed`. A node catching up refuses streams
+    (UNAVAILABLE, as its queries) and ends those it has: blocks it replays by the hundred would
+    only wake followers into queries it refuses, and a follower whose stream goes quiet polls."""
 
     def __init__(self, feed: BlockFeed, readiness: Readiness):
         self.feed = feed
@@ -77,14 +103,16 @@ class EventsService(ev_grpc.EventsServicer):
     async def Blocks(self, request: ev.BlocksRequest, context: grpc.aio.ServicerContext):
         if not self.readiness.ready:
             await context.abort(grpc.StatusCode.UNAVAILABLE, self.readiness.why)
+        peer = peer_address(context.peer() or "")
         try:
-            self.feed.join()
+            self.feed.join(peer)
         except FeedFull as err:
             await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(err))
         try:
             height: int | None = request.after_height
             while (height := await self.feed.after(height)) is not None:
-                if self.readiness.ready:
-                    yield ev.BlocksResponse(height=height)
+                if not self.readiness.ready:
+                    await context.abort(grpc.StatusCode.UNAVAILABLE, self.readiness.why)
+                yield ev.BlocksResponse(height=height)
         finally:
-            self.feed.leave()
+            self.feed.leave(peer)

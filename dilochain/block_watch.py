@@ -23,6 +23,12 @@ log = logging.getLogger(__name__)
 LIVE_WAIT_SECONDS = 2.0  # the longest wait with a stream open: a halted chain still wakes loops
 RECONNECT_SECONDS = 1.0  # pause before opening a stream again after it ended
 STOP_CHECK_SECONDS = 0.25  # how often a wait looks at its stop event
+# A stream is stale once no block came for twice its usual interval (and this margin): its
+# node fell behind or stopped, or the connection died without a word. Waits then last the poll
+# interval again (a 3-block window at 0.2 s blocks is 0.6 s), and a stream stale this long
+# (or five intervals) is opened again, at the node the channel fails over to.
+STALE_MARGIN_SECONDS = 0.25
+REOPEN_STALE_SECONDS = 5.0
 
 
 class BlockWatch:
@@ -35,6 +41,8 @@ class BlockWatch:
         self._call = None
         self.height = 0
         self.live = False  # whether a stream is open now
+        self._pushed_at = 0.0  # when the last block came (monotonic)
+        self._interval: float | None = None  # the usual seconds between blocks (a moving mean)
         self._thread = threading.Thread(target=self._follow, name="block-watch", daemon=True)
         self._thread.start()
 
@@ -56,9 +64,7 @@ class BlockWatch:
                 call.cancel()
             try:
                 for block in call:
-                    with self._changed:
-                        self.height, self.live = block.height, True
-                        self._changed.notify_all()
+                    self._pushed(block.height)
             except grpc.RpcError as err:
                 if not self._closed.is_set() and err.code() != grpc.StatusCode.UNAVAILABLE:
                     log.debug("block stream ended: %s", err.code().name)
@@ -67,14 +73,38 @@ class BlockWatch:
                 self._changed.notify_all()
             self._closed.wait(RECONNECT_SECONDS)
 
+    def _pushed(self, height: int) -> None:
+        now = time.monotonic()
+        with self._changed:
+            if self.live and height > self.height:
+                gap = (now - self._pushed_at) / (height - self.height)
+                self._interval = gap if self._interval is None else 0.8 * self._interval + 0.2 * gap
+            self.height, self.live, self._pushed_at = height, True, now
+            self._changed.notify_all()
+
+    def fresh(self) -> bool:
+        """Whether a stream is open and its blocks come at their usual pace."""
+        quiet = time.monotonic() - self._pushed_at
+        usual = LIVE_WAIT_SECONDS if self._interval is None else 2 * self._interval
+        return self.live and quiet <= usual + STALE_MARGIN_SECONDS
+
+    def _reopen_if_stale(self) -> None:
+        quiet = time.monotonic() - self._pushed_at
+        if self.live and quiet > max(REOPEN_STALE_SECONDS, 5 * (self._interval or 0)):
+            call = self._call
+            if call is not None:
+                log.info("block stream silent for %.1f s; opening it again", quiet)
+                call.cancel()
+
     def wait_past(self, height: int, stop: threading.Event, poll: float) -> None:
-        """Return once a block past ``height`` is committed, or ``stop`` is set, or no block
-        came for a while (``LIVE_WAIT_SECONDS``; ``poll`` seconds while no stream is open)."""
+        """Return once a block past ``height`` is pushed, or ``stop`` is set, or no block came
+        for a while: ``LIVE_WAIT_SECONDS`` with a fresh stream, ``poll`` seconds without one."""
         start = time.monotonic()
         with self._changed:
             while self.height <= height and not stop.is_set():
-                limit = LIVE_WAIT_SECONDS if self.live else poll
+                limit = LIVE_WAIT_SECONDS if self.fresh() else poll
                 remaining = start + limit - time.monotonic()
                 if remaining <= 0:
+                    self._reopen_if_stale()
                     return
                 self._changed.wait(min(remaining, STOP_CHECK_SECONDS))

@@ -3,7 +3,7 @@ hosts and verifiers share."""
 
 from __future__ import annotations
 
-import functools
+import threading
 from collections.abc import Sequence
 
 import grpc
@@ -49,16 +49,21 @@ class PocClient:
         self._channel = open_channel(addresses)
         self.addresses = self._channel.addresses
         self._stub = poc_grpc.QueryStub(self._channel)
+        self._blocks: BlockWatch | None = None
+        self._lock = threading.Lock()
 
-    @functools.cached_property
+    @property
     def blocks(self) -> BlockWatch:
         """The chain's committed height, pushed by its node (a stream opened at first use)."""
-        return BlockWatch(self._channel)
+        with self._lock:  # every loop of a node asks from a thread of its own
+            if self._blocks is None:
+                self._blocks = BlockWatch(self._channel)
+            return self._blocks
 
     def close(self) -> None:
         """Close the block stream, if one was opened, and the channel."""
-        if "blocks" in self.__dict__:
-            self.blocks.close()
+        if self._blocks is not None:
+            self._blocks.close()
         self._channel.close()
 
     def __enter__(self) -> PocClient:

@@ -470,13 +470,17 @@ class HostNode:
         """Wait until ``height`` is committed, meanwhile fetching the ``prefetch`` rounds' new
         pseudo-gradients (while their hosts are surely up) so aggregation does not depend on
         them later."""
-        while not stop.is_set() and (now := self._round_info().height) < height:
+        while not stop.is_set():
+            seen = self.poc.blocks.height
+            if self._round_info().height >= height:
+                return
             with contextlib.suppress(grpc.RpcError):  # the next block asks again
                 self.aggregator.prefetch(prefetch)
-            self._next_block(now, stop)
+            self._next_block(seen, stop)
 
     def _next_block(self, seen: int, stop: threading.Event) -> None:
-        """Wait for a block past ``seen`` (pushed by the chain; polled while it cannot push)."""
+        """Wait for a block past ``seen`` (the watch's height before the pass: a query may go to
+        another node), pushed by the chain; polled while it cannot push."""
         self.poc.blocks.wait_past(seen, stop, self.cfg.poll_seconds)
 
     def reveal(self, round_: int, last_height: int) -> bool:
@@ -574,12 +578,15 @@ class HostNode:
     def _peer_pseudo_grad(self, round_: int) -> bytes | None:
         """Another host's pseudo-gradient of this round once one is committed in the window."""
         window_end = round_window(self.run_, self.chain_params, round_).end
-        while (height := self._round_info().height) + 2 < window_end:
+        while not self._stopping.is_set():
+            seen = self.poc.blocks.height
+            if self._round_info().height + 2 >= window_end:
+                return None
             others = [c for c in self.poc.commits(self.cfg.run_id, round_)
                       if c.host != self.address]  # fmt: skip
             if others:
                 return self.store.get(others[0].pseudo_grad_hash)
-            self._next_block(height, self._stopping)
+            self._next_block(seen, self._stopping)
         return None
 
     def _roster(self, round_: int) -> list[str] | None:

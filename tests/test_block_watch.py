@@ -10,8 +10,9 @@ import time
 import grpc
 import pytest
 
+from dilochain import block_watch
 from dilochain.block_watch import LIVE_WAIT_SECONDS, BlockWatch
-from dilochain.chain.block_feed import BlockFeed, EventsService, FeedFull
+from dilochain.chain.block_feed import BlockFeed, EventsService, FeedFull, peer_address
 from dilochain.chain.grpc_errors import Readiness
 from dilochain.protocol.pb.poc.v1 import events_pb2 as ev
 from dilochain.protocol.pb.poc.v1 import events_pb2_grpc as ev_grpc
@@ -19,7 +20,7 @@ from dilochain.protocol.pb.poc.v1 import events_pb2_grpc as ev_grpc
 
 def test_the_feed_wakes_followers_with_the_newest_height_and_ends_when_closed():
     async def scenario() -> list:
-        feed = BlockFeed(5, limit=2)
+        feed = BlockFeed(5)
         waiting = asyncio.ensure_future(feed.after(5))
         await asyncio.sleep(0)
         assert not waiting.done()  # nothing past 5 yet
@@ -30,18 +31,30 @@ def test_the_feed_wakes_followers_with_the_newest_height_and_ends_when_closed():
         await asyncio.sleep(0)
         feed.close()
         seen.append(await later)
-        feed.join()
-        feed.join()
-        with pytest.raises(FeedFull):
-            feed.join()
-        feed.leave()
-        feed.join()  # a slot given back is taken again
         return seen
 
     assert asyncio.run(scenario()) == [7, 7, None]
 
 
-def test_the_stream_refuses_past_its_limit_and_sends_nothing_while_catching_up():
+def test_follower_slots_are_bounded_per_node_and_per_address():
+    feed = BlockFeed(0, limit=4, per_peer=2)
+    feed.join("203.0.113.5")
+    feed.join("203.0.113.5")
+    with pytest.raises(FeedFull, match="already has 2"):
+        feed.join("203.0.113.5")
+    feed.join("")  # this machine's own processes: only the node-wide limit
+    feed.join("198.51.100.7")
+    with pytest.raises(FeedFull, match="already serves 4"):
+        feed.join("")
+    feed.leave("203.0.113.5")
+    feed.join("203.0.113.5")  # a slot given back is taken again
+    assert feed.followers == 4 and feed.by_peer == {"203.0.113.5": 2, "": 1, "198.51.100.7": 1}
+    assert [peer_address(p) for p in ("ipv4:127.0.0.1:5", "ipv6:[::1]:5", "unix:/tmp/s",
+                                      "ipv4:203.0.113.5:443", "ipv6:[2001:db8::1]:9")] == [
+        "", "", "", "203.0.113.5", "2001:db8::1"]  # fmt: skip
+
+
+def test_the_stream_refuses_past_its_limit_and_ends_while_catching_up():
     async def scenario() -> tuple:
         feed, readiness = BlockFeed(3, limit=1), Readiness()
         server = grpc.aio.server()
@@ -55,27 +68,94 @@ def test_the_stream_refuses_past_its_limit_and_sends_nothing_while_catching_up()
                 heights = [(await first.read()).height]  # the height at once
                 with pytest.raises(grpc.aio.AioRpcError) as full:
                     await stub.Blocks(ev.BlocksRequest()).read()
-                readiness.ready, readiness.why = False, "catching up"
-                feed.committed(4)  # replayed while catching up: not sent
-                readiness.ready = True
-                feed.committed(5)
+                feed.committed(4)
                 heights.append((await first.read()).height)
-                first.cancel()
-                for _ in range(400):  # until the server has seen the cancel and freed the slot
+                readiness.ready, readiness.why = False, "catching up"
+                feed.committed(5)  # replayed while catching up: the stream ends instead
+                with pytest.raises(grpc.aio.AioRpcError) as ended:
+                    await first.read()
+                with pytest.raises(grpc.aio.AioRpcError) as unready:
+                    await stub.Blocks(ev.BlocksRequest()).read()
+                for _ in range(400):  # until the server has freed the ended stream's slot
                     if not feed.followers:
                         break
                     await asyncio.sleep(0.05)
-                readiness.ready = False
-                with pytest.raises(grpc.aio.AioRpcError) as unready:
-                    await stub.Blocks(ev.BlocksRequest()).read()
-                return heights, full.value.code(), unready.value.code(), feed.followers
+                codes = (full.value.code(), ended.value.code(), unready.value.code())
+                return heights, codes, feed.followers
         finally:
             await server.stop(None)
 
-    heights, full, unready, followers = asyncio.run(scenario())
-    assert heights == [3, 5]
-    assert full == grpc.StatusCode.RESOURCE_EXHAUSTED
-    assert unready == grpc.StatusCode.UNAVAILABLE and followers == 0
+    heights, codes, followers = asyncio.run(scenario())
+    assert heights == [3, 4] and followers == 0
+    assert codes == (grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.UNAVAILABLE,
+                     grpc.StatusCode.UNAVAILABLE)  # fmt: skip
+
+
+class FeedServer:
+    """An Events server with a feed the test commits to, on an event loop of its own."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.feed = BlockFeed(1)
+        self.joined = 0
+        started = threading.Event()
+        threading.Thread(target=self._serve, args=(started,), daemon=True).start()
+        started.wait(10)
+
+    def _serve(self, started: threading.Event) -> None:
+        asyncio.set_event_loop(self.loop)
+        join = self.feed.join
+
+        def counted(peer: str) -> None:
+            self.joined += 1
+            join(peer)
+
+        self.feed.join = counted
+        self.server = grpc.aio.server()
+        ev_grpc.add_EventsServicer_to_server(EventsService(self.feed, Readiness()), self.server)
+        self.port = self.server.add_insecure_port("127.0.0.1:0")
+        self.loop.run_until_complete(self.server.start())
+        started.set()
+        self.loop.run_forever()
+
+    def commit(self, height: int) -> None:
+        self.loop.call_soon_threadsafe(self.feed.committed, height)
+
+    def stop(self) -> None:
+        asyncio.run_coroutine_threadsafe(self.server.stop(None), self.loop).result(10)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+
+
+def test_a_stream_gone_quiet_is_stale_polled_and_opened_again(monkeypatch):
+    monkeypatch.setattr(block_watch, "REOPEN_STALE_SECONDS", 0.6)
+    server = FeedServer()
+    channel = grpc.insecure_channel(f"127.0.0.1:{server.port}")
+    watch = BlockWatch(channel)
+    stop = threading.Event()
+    try:
+        for height in range(2, 8):  # blocks every 0.1 s: the watch learns their pace
+            watch.wait_past(height - 2, stop, poll=0.05)
+            time.sleep(0.1)
+            server.commit(height)
+        watch.wait_past(6, stop, poll=0.05)
+        assert watch.height == 7 and watch.fresh()
+        for _ in range(100):  # no block for more than two intervals: stale
+            if not watch.fresh():
+                break
+            time.sleep(0.05)
+        assert not watch.fresh() and watch.live
+        started = time.monotonic()
+        watch.wait_past(7, stop, poll=0.1)  # the poll interval, not LIVE_WAIT_SECONDS
+        assert time.monotonic() - started < 1.0
+        for _ in range(100):  # the silent stream is cancelled and opened again
+            if server.joined >= 2 and watch.live:
+                break
+            time.sleep(0.05)
+        assert server.joined >= 2 and watch.live and watch.height == 7
+    finally:
+        watch.close()
+        channel.close()
+        server.stop()
 
 
 def test_a_chain_s_blocks_wake_a_watch_and_closing_it_ends_its_thread(running_chain):
