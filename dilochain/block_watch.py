@@ -58,7 +58,11 @@ class BlockWatch:
         while not self._closed.is_set():
             # A new stub each time: the channel's streams go to its current node. The stream
             # starts with that node's height.
-            call = ev_grpc.EventsStub(self._channel).Blocks(ev.BlocksRequest())
+            try:
+                call = ev_grpc.EventsStub(self._channel).Blocks(ev.BlocksRequest())
+            except NotImplementedError:  # a channel without streams (CometBFT's RPC): poll
+                log.info("no block stream through this chain connection; polling")
+                return
             self._call = call
             if self._closed.is_set():  # closed while it was opened: close() may not see it
                 call.cancel()

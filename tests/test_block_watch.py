@@ -16,6 +16,7 @@ from dilochain.chain.block_feed import BlockFeed, EventsService, FeedFull, peer_
 from dilochain.chain.grpc_errors import Readiness
 from dilochain.protocol.pb.poc.v1 import events_pb2 as ev
 from dilochain.protocol.pb.poc.v1 import events_pb2_grpc as ev_grpc
+from dilochain.rpc_channel import RpcChannel
 
 
 def test_the_feed_wakes_followers_with_the_newest_height_and_ends_when_closed():
@@ -178,6 +179,16 @@ def test_a_chain_s_blocks_wake_a_watch_and_closing_it_ends_its_thread(running_ch
         poc.close()
     assert not watch._thread.is_alive()
     assert not watch.live
+
+
+def test_a_channel_without_streams_polls():
+    watch = BlockWatch(RpcChannel("tcp://127.0.0.1:9"))  # CometBFT's RPC: unary calls only
+    watch._thread.join(5)
+    assert not watch._thread.is_alive() and not watch.live
+    started = time.monotonic()
+    watch.wait_past(0, threading.Event(), poll=0.1)
+    assert time.monotonic() - started < LIVE_WAIT_SECONDS
+    watch.close()
 
 
 def test_with_no_stream_a_wait_lasts_the_poll_interval():
