@@ -21,6 +21,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from cosmpy.aerial.client import LedgerClient
+from cosmpy.aerial.wallet import LocalWallet
 from rich.console import Console
 from rich.table import Table
 
@@ -42,13 +43,19 @@ class Sightings:
     def __init__(self) -> None:
         self.first: dict[int, list[float]] = defaultdict(list)
         self.queries = 0
-        self._lock = threading.Lock()
+        self._counted = threading.Condition()
 
     def saw(self, height: int, fresh: bool) -> None:
-        with self._lock:
+        with self._counted:
             self.queries += 1
             if fresh:
                 self.first[height].append(time.monotonic())
+            self._counted.notify_all()
+
+    def wait_for(self, queries: int, timeout: float) -> None:
+        """Until ``queries`` were answered in all (or ``timeout`` seconds)."""
+        with self._counted:
+            self._counted.wait_for(lambda: self.queries >= queries, timeout)
 
     def reaction_ms(self) -> float:
         """Mean delay from the first client to see a block to each other client seeing it."""
@@ -77,7 +84,7 @@ def measure(address: str, pid: int, way: str, args: argparse.Namespace) -> dict:
                for _ in range(args.clients)]  # fmt: skip
     for t in threads:
         t.start()
-    time.sleep(3)  # every client connected (and following)
+    out.wait_for(3 * args.clients, timeout=5)  # every client connected (and following)
     with PocClient(address) as poc:
 
         def now() -> tuple[int, int, float, float]:
@@ -95,6 +102,32 @@ def measure(address: str, pid: int, way: str, args: argparse.Namespace) -> dict:
             "reaction": out.reaction_ms()}  # fmt: skip
 
 
+def compare(address: str, pid: int, creator: LocalWallet, args: argparse.Namespace,
+            console: Console) -> list[dict]:  # fmt: skip
+    """Create the run on the node at ``address`` (its app process ``pid``), measure both ways
+    and print the table; its rows."""
+    client = LedgerClient(network_config(CHAIN_ID, address))
+    cfg = make_run_config(FAKE_DATA, "tiny", total_rounds=1000)
+    submit(client, creator, MsgCreateRun(creator=str(creator.address()), run_id=RUN_ID,
+                                         config=cfg))  # fmt: skip
+    rows = [measure(address, pid, way, args) for way in ("poll", "follow")]
+    table = Table(title=f"{args.clients} clients following one chain node "
+                        f"({args.block_time} blocks, polling every {args.poll} s)")  # fmt: skip
+    for column in ("way", "queries/s", "queries a block", "node CPU (cores)",
+                   "block interval (s)", "reaction (ms)"):  # fmt: skip
+        table.add_column(column, justify="right")
+    for r in rows:
+        table.add_row(r["way"], f"{r['qps']:,.0f}", f"{r['per_block']:,.0f}", f"{r['cpu']:.2f}",
+                      f"{r['interval']:.2f}", f"{r['reaction']:.0f}")  # fmt: skip
+    console.print(table)
+    poll, follow = rows
+    console.print(
+        f"following: {follow['qps'] / poll['qps']:.2f}x the queries and "
+        f"{follow['cpu'] / max(poll['cpu'], 1e-9):.2f}x the node CPU of polling"
+    )
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--clients", type=int, default=100)
@@ -110,28 +143,10 @@ def main() -> None:
         chain = ChainProcess(home, block_time=args.block_time)
         address = chain.start()
         try:
-            client = LedgerClient(network_config(CHAIN_ID, address))
-            cfg = make_run_config(FAKE_DATA, "tiny", total_rounds=1000)
-            submit(client, creator, MsgCreateRun(creator=str(creator.address()), run_id=RUN_ID,
-                                                 config=cfg))  # fmt: skip
             assert chain.proc is not None
-            rows = [measure(address, chain.proc.pid, way, args) for way in ("poll", "follow")]
+            compare(address, chain.proc.pid, creator, args, console)
         finally:
             chain.stop()
-    table = Table(title=f"{args.clients} clients following one chain node "
-                        f"({args.block_time} blocks, polling every {args.poll} s)")  # fmt: skip
-    for column in ("way", "queries/s", "queries a block", "node CPU (cores)",
-                   "block interval (s)", "reaction (ms)"):  # fmt: skip
-        table.add_column(column, justify="right")
-    for r in rows:
-        table.add_row(r["way"], f"{r['qps']:,.0f}", f"{r['per_block']:,.0f}", f"{r['cpu']:.2f}",
-                      f"{r['interval']:.2f}", f"{r['reaction']:.0f}")  # fmt: skip
-    console.print(table)
-    poll, follow = rows
-    console.print(
-        f"following: {follow['qps'] / poll['qps']:.2f}x the queries and "
-        f"{follow['cpu'] / max(poll['cpu'], 1e-9):.2f}x the node CPU of polling"
-    )
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import socket
 import threading
@@ -9,6 +10,7 @@ import time
 
 import grpc
 import pytest
+from rich.console import Console
 
 from dilochain import block_watch
 from dilochain.block_watch import LIVE_WAIT_SECONDS, BlockWatch
@@ -211,3 +213,15 @@ def test_with_no_stream_a_wait_lasts_the_poll_interval():
     finally:
         watch.close()
         channel.close()
+
+
+def test_the_following_bench_runs_on_a_chain_at_tiny_size(running_chain, capsys):
+    """``bench.block_following``'s smoke test, on this module's chain (no chain of its own)."""
+    from bench.block_following import compare
+
+    args = argparse.Namespace(clients=2, seconds=0.6, poll=0.2, block_time="200ms")
+    rows = compare(running_chain.address, running_chain.process.proc.pid,
+                   running_chain.wallets[3], args, Console(width=200))  # fmt: skip
+    assert [r["way"] for r in rows] == ["poll", "follow"]
+    assert all(r["qps"] > 0 and r["interval"] > 0 for r in rows)
+    assert "following:" in capsys.readouterr().out
