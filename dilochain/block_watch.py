@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Iterator
 
 import grpc
 
@@ -99,6 +100,15 @@ class BlockWatch:
             if call is not None:
                 log.info("block stream silent for %.1f s; opening it again", quiet)
                 call.cancel()
+
+    def passes(self, stop: threading.Event, poll: float) -> Iterator[None]:
+        """A loop's passes until ``stop``: one at once, then one after each block past the
+        height this watch knew before the last (a query of the pass may go to another node
+        than the stream's, so not the height it read); see :meth:`wait_past`."""
+        while not stop.is_set():
+            seen = self.height
+            yield
+            self.wait_past(seen, stop, poll)
 
     def wait_past(self, height: int, stop: threading.Event, poll: float) -> None:
         """Return once a block past ``height`` is pushed, or ``stop`` is set, or no block came

@@ -19,6 +19,7 @@ import contextlib
 import logging
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -470,18 +471,16 @@ class HostNode:
         """Wait until ``height`` is committed, meanwhile fetching the ``prefetch`` rounds' new
         pseudo-gradients (while their hosts are surely up) so aggregation does not depend on
         them later."""
-        while not stop.is_set():
-            seen = self.poc.blocks.height
+        for _ in self._blocks(stop):
             if self._round_info().height >= height:
                 return
             with contextlib.suppress(grpc.RpcError):  # the next block asks again
                 self.aggregator.prefetch(prefetch)
-            self._next_block(seen, stop)
 
-    def _next_block(self, seen: int, stop: threading.Event) -> None:
-        """Wait for a block past ``seen`` (the watch's height before the pass: a query may go to
-        another node), pushed by the chain; polled while it cannot push."""
-        self.poc.blocks.wait_past(seen, stop, self.cfg.poll_seconds)
+    def _blocks(self, stop: threading.Event) -> Iterator[None]:
+        """A loop's passes until ``stop``: one per block the chain pushes (one per
+        ``poll_seconds`` while it cannot push)."""
+        return self.poc.blocks.passes(stop, self.cfg.poll_seconds)
 
     def reveal(self, round_: int, last_height: int) -> bool:
         """Reveal every challenged segment of this host's round ``round_`` (with Merkle proofs),
@@ -522,8 +521,7 @@ class HostNode:
         a restart interrupted is uploaded after it; on a thread of its own, so an upload of
         minutes never holds a reveal."""
         finished: set[int] = set()  # rounds whose revealed checkpoints are all up
-        while not done.is_set():
-            seen = self.poc.blocks.height
+        for _ in self._blocks(done):
             try:
                 height = self._round_info().height
                 for round_, leaves in list(self.checkpoint_hashes.items()):
@@ -545,7 +543,6 @@ class HostNode:
                 log.warning("uploads: chain error %s; retrying", err.code())
             except Exception:  # logged; the next pass tries again
                 log.exception("uploads: unexpected error; retrying")
-            self._next_block(seen, done)
 
     def _reveal_window(self, round_: int) -> range:
         """The blocks in which round ``round_``'s challenged segments are revealed."""
@@ -558,8 +555,7 @@ class HostNode:
         may be included after the restart), until ``done``. It never dies of an error: a
         reveal it misses is a slash, so it logs the error and tries again."""
         revealed: set[int] = set()  # rounds with nothing left to reveal
-        while not done.is_set():
-            seen = self.poc.blocks.height
+        for _ in self._blocks(done):
             try:
                 next_block = self._round_info().height + 1
                 for window in in_flight(self.run_, self.chain_params, next_block):
@@ -573,20 +569,17 @@ class HostNode:
                 log.warning("reveals: chain error %s; retrying", err.code())
             except Exception:  # logged; the next block tries again
                 log.exception("reveals: unexpected error; retrying")
-            self._next_block(seen, done)
 
     def _peer_pseudo_grad(self, round_: int) -> bytes | None:
         """Another host's pseudo-gradient of this round once one is committed in the window."""
         window_end = round_window(self.run_, self.chain_params, round_).end
-        while not self._stopping.is_set():
-            seen = self.poc.blocks.height
+        for _ in self._blocks(self._stopping):
             if self._round_info().height + 2 >= window_end:
                 return None
             others = [c for c in self.poc.commits(self.cfg.run_id, round_)
                       if c.host != self.address]  # fmt: skip
             if others:
                 return self.store.get(others[0].pseudo_grad_hash)
-            self._next_block(seen, self._stopping)
         return None
 
     def _roster(self, round_: int) -> list[str] | None:

@@ -183,6 +183,30 @@ def test_a_chain_s_blocks_wake_a_watch_and_closing_it_ends_its_thread(running_ch
     assert not watch.live
 
 
+def test_a_loop_passes_once_at_once_then_once_a_block():
+    server = FeedServer()
+    channel = grpc.insecure_channel(f"127.0.0.1:{server.port}")
+    watch = BlockWatch(channel)
+    stop = threading.Event()
+    try:
+        for _ in range(200):  # until the stream is open
+            if watch.live:
+                break
+            time.sleep(0.05)
+        seen = []
+        for _ in watch.passes(stop, poll=5):
+            seen.append(watch.height)
+            if len(seen) == 4:
+                stop.set()  # the loop ends at its next pass
+            else:
+                server.commit(watch.height + 1)  # the next pass comes with this block
+        assert seen == [1, 2, 3, 4]
+    finally:
+        watch.close()
+        channel.close()
+        server.stop()
+
+
 def test_a_channel_without_streams_polls():
     watch = BlockWatch(RpcChannel("tcp://127.0.0.1:9"))  # CometBFT's RPC: unary calls only
     watch._thread.join(5)

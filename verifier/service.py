@@ -6,7 +6,6 @@ long and must not wait for a replay."""
 
 from __future__ import annotations
 
-import itertools
 import logging
 import threading
 import time
@@ -115,8 +114,7 @@ class VerifierService:
     def _duties_loop(self, stop: threading.Event) -> None:
         """Round duties until ``stop``; an error is logged and the next poll tries again (a
         duty missed is a slash or a lost vote, so the thread never ends on one)."""
-        while not stop.is_set():
-            seen = self.poc.blocks.height
+        for _ in self.poc.blocks.passes(stop, self.cfg.duties_poll_seconds):
             try:
                 self.duties.step()
             except grpc.RpcError as err:
@@ -125,7 +123,6 @@ class VerifierService:
             except Exception:
                 log.exception("round duties failed; retrying")
                 stop.wait(1.0)
-            self.poc.blocks.wait_past(seen, stop, self.cfg.duties_poll_seconds)
 
     def ensure_registered(self) -> None:
         """Bond the minimum verifier collateral and register, once."""
@@ -383,10 +380,8 @@ class VerifierService:
             if self.cfg.auto_claim:
                 AutoClaimer(self.poc, self.address, self._send).start(done)
             with ThreadPoolExecutor(max_workers=self.cfg.jobs) as pool:
-                for passes in itertools.count(1):
-                    if stop.is_set():
-                        break
-                    seen = self.poc.blocks.height
+                blocks = self.poc.blocks.passes(stop, self.cfg.poll_seconds)
+                for passes, _ in enumerate(blocks, 1):
                     try:
                         if passes % REGISTRATION_CHECK_PASSES == 0:
                             self._stay_registered()
@@ -396,7 +391,6 @@ class VerifierService:
                             raise
                         log.warning("chain unreachable (%s); retrying", err.code().name)
                         stop.wait(2.0)
-                    self.poc.blocks.wait_past(seen, stop, self.cfg.poll_seconds)
         except grpc.RpcError as err:
             raise VerifierError(
                 f"chain at {shown(self.cfg.chain)}: {err.details() or err.code()}"
