@@ -278,7 +278,7 @@ class AbciHandler:
 
     # ---- state sync: serving snapshots, and restoring one --------------------------------------
     def _list_snapshots(self, req: abci.RequestListSnapshots) -> abci.Response:
-        found = self.snapshots.list() if self.snapshots is not None else []
+        found = self.snapshots.offer() if self.snapshots is not None else []
         return abci.Response(list_snapshots=abci.ResponseListSnapshots(snapshots=[
             abci.Snapshot(height=s.height, format=FORMAT, chunks=s.chunks, hash=s.hash,
                           metadata=s.metadata) for s in found]))  # fmt: skip

@@ -20,6 +20,7 @@ import logging
 import shutil
 import struct
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -90,12 +91,18 @@ def offer_problem(snapshot: SnapshotInfo, fmt: int) -> str | None:
 class SnapshotStore:
     """Snapshots on disk (``DIR/HEIGHT/`` holding ``chunk-N`` files and ``snapshot.json``),
     taken every ``interval`` blocks (0: never) in a background thread, the newest ``keep``
-    kept."""
+    kept, and besides them up to ``keep`` older ones offered to a peer or fetched from in the
+    last ``HOLD_SECONDS``: CometBFT's state sync asks for a vanished snapshot's chunks forever,
+    so one pruned under a node about to restore it would stall that node."""
+
+    HOLD_SECONDS = 120.0
 
     def __init__(self, directory: Path, interval: int, keep: int = 2):
         self.directory = directory
         self.interval = interval
         self.keep = max(1, keep)
+        self._served: dict[int, float] = {}  # height: when last offered or served
+        self._served_lock = threading.Lock()  # ABCI's thread marks, the snapshot thread prunes
         self._busy = threading.Lock()
         self.thread: threading.Thread | None = None
         for stale in directory.glob(".partial-*"):  # a node killed while writing one
@@ -151,10 +158,30 @@ class SnapshotStore:
         final = self.directory / str(height)
         shutil.rmtree(final, ignore_errors=True)
         partial.rename(final)
-        for old in self.list()[self.keep :]:
+        for old in self._prunable(self.list()[self.keep :]):
             shutil.rmtree(self.directory / str(old.height), ignore_errors=True)
         log.info("snapshot of height %d: %d chunks", height, info.chunks)
         return info
+
+    def _prunable(self, old: list[SnapshotInfo]) -> list[SnapshotInfo]:
+        """Of the snapshots past the newest ``keep`` (newest first), those not held for a
+        peer restoring them (the newest ``keep`` served within ``HOLD_SECONDS`` are)."""
+        now = time.monotonic()
+        with self._served_lock:
+            self._served = {h: t for h, t in self._served.items() if now - t < self.HOLD_SECONDS}
+            held = [s for s in old if s.height in self._served][: self.keep]
+        return [s for s in old if s not in held]
+
+    def _mark_served(self, *heights: int) -> None:
+        now = time.monotonic()
+        with self._served_lock:
+            self._served.update(dict.fromkeys(heights, now))
+
+    def offer(self) -> list[SnapshotInfo]:
+        """The snapshots to list to a peer (:meth:`list`), held a while for it to restore."""
+        found = self.list()
+        self._mark_served(*(snapshot.height for snapshot in found))
+        return found
 
     def list(self) -> list[SnapshotInfo]:
         """The snapshots on disk, newest first (unreadable ones left out)."""
@@ -174,6 +201,8 @@ class SnapshotStore:
         if fmt != FORMAT or index < 0:
             return b""
         try:
-            return (self.directory / str(int(height)) / f"chunk-{int(index)}").read_bytes()
+            data = (self.directory / str(int(height)) / f"chunk-{int(index)}").read_bytes()
         except OSError:
             return b""
+        self._mark_served(int(height))
+        return data

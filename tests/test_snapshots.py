@@ -223,3 +223,20 @@ def test_a_snapshot_cut_off_mid_write_is_never_listed_and_is_swept_at_start(tmp_
     assert store.chunk(5, 1, 0) == b""
     SnapshotStore(tmp_path / "s", interval=1)  # the node starts again
     assert list((tmp_path / "s").iterdir()) == []
+
+
+def test_a_snapshot_a_peer_is_restoring_outlives_its_turn_to_be_pruned(tmp_path, monkeypatch):
+    store = SnapshotStore(tmp_path / "s", interval=1, keep=1)
+    for height in (1, 2):
+        store.take(height, iter([(b"k", b"v")]))
+    assert [s.height for s in store.list()] == [2]  # nobody asked for 1: pruned in turn
+    assert [s.height for s in store.offer()] == [2]  # a peer is offered 2, to restore...
+    for height in (3, 4):
+        store.take(height, iter([(b"k", b"v")]))
+    assert [s.height for s in store.list()] == [4, 2]  # ...so 2 is held past its turn (3 is not)
+    assert store.chunk(2, snapshots.FORMAT, 0) and store.chunk(4, snapshots.FORMAT, 0)
+    store.take(5, iter([(b"k", b"v")]))  # held beside at most `keep` more: the newest served
+    assert [s.height for s in store.list()] == [5, 4]
+    monkeypatch.setattr(SnapshotStore, "HOLD_SECONDS", 0.0)  # pruned once nobody asks for it
+    store.take(6, iter([(b"k", b"v")]))
+    assert [s.height for s in store.list()] == [6]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import signal
 from pathlib import Path
 
@@ -251,5 +252,6 @@ def _start(args: argparse.Namespace) -> int:
             metrics.close()
     if node.failure:
         raise CliError(f"{node.failure} (stopped at height {node.stopped_height})")
-    print(f"stopped at height {node.stopped_height}", flush=True)
+    with contextlib.suppress(BrokenPipeError):  # whoever started the node may be gone
+        print(f"stopped at height {node.stopped_height}", flush=True)
     return 0
