@@ -200,15 +200,14 @@ def _drive(rpcs: list[str], streams: list[list[bytes]], loaders: int, pids: dict
         for proc in procs:
             proc.join()
         accepted = {digest: t for digest, t, code in sent if code == 0}
-        deadline = time.monotonic() + 120
-        while True:  # until a block that the mempool left empty, after the last broadcast
-            last_height = await blocks.height()
-            _, tail = await blocks.blocks(range(last_height, last_height + 1))
-            if not tail[0][3] or time.monotonic() > deadline:
-                break
-            await asyncio.sleep(0.5)
+        seen, chain, deadline = {}, [], time.monotonic() + 120
+        while not accepted.keys() <= seen.keys() and time.monotonic() < deadline:
+            await asyncio.sleep(0.5)  # blocks announced (their times known) since the last pass
+            announced = max(blocks.announced, default=0)
+            more_seen, more = await blocks.blocks(range(first_height + len(chain), announced + 1))
+            seen.update(more_seen)
+            chain += more
         await blocks.stop()
-        seen, chain = await blocks.blocks(range(first_height, last_height + 1))
         cpu = {role: sum(map(_cpu_seconds, group)) - before[role] for role, group in pids.items()}
         cpu["loaders"] = sum(seconds for _, seconds in answers)
         included = {d: seen[d] for d in accepted if d in seen}

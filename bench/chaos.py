@@ -20,7 +20,27 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from dilochain.chaos import Chaos, ChaosConfig
+from dilochain.chaos import Chaos, ChaosConfig, ChaosReport
+
+
+def print_report(console: Console, report: ChaosReport, seed: int) -> None:
+    """The run's faults, each round's commits, the slashes and every check, as tables."""
+    faults = Table("at (s)", "fault", "target", "lasting (s)", title=f"faults (seed {seed})")
+    for f in report.faults:
+        faults.add_row(f"{f.done_at}", f.kind, f.target, f"{f.seconds}" if f.seconds else "-")
+    console.print(faults)
+    rounds = Table("round", "commits (outcome)", title="commits")
+    for r, found in report.outcomes.items():
+        rounds.add_row(str(r), ", ".join(f"{name}: {o}" for name, o in sorted(found.items())))
+    console.print(rounds)
+    slashes = Table("who", "why", title="slashes")
+    for who, why in report.slashes:
+        slashes.add_row(who, why)
+    console.print(slashes)
+    checks = Table("check", "held", "detail", title=f"after {report.seconds:.0f} s")
+    for name, (ok, detail) in report.checks.items():
+        checks.add_row(name, "yes" if ok else "[red]NO[/]", detail)
+    console.print(checks)
 
 
 def main() -> int:
@@ -41,22 +61,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="dilochain-chaos-") as tmp:
         root = args.dir or Path(tmp)
         report = Chaos(config, root, lambda line: console.print(line, highlight=False)).run()
-    faults = Table("at (s)", "fault", "target", "lasting (s)", title=f"faults (seed {args.seed})")
-    for f in report.faults:
-        faults.add_row(f"{f.done_at}", f.kind, f.target, f"{f.seconds}" if f.seconds else "-")
-    console.print(faults)
-    rounds = Table("round", "commits (outcome)", title="commits")
-    for r, found in report.outcomes.items():
-        rounds.add_row(str(r), ", ".join(f"{name}: {o}" for name, o in sorted(found.items())))
-    console.print(rounds)
-    slashes = Table("who", "why", title="slashes")
-    for who, why in report.slashes:
-        slashes.add_row(who, why)
-    console.print(slashes)
-    checks = Table("check", "held", "detail", title=f"after {report.seconds:.0f} s")
-    for name, (ok, detail) in report.checks.items():
-        checks.add_row(name, "yes" if ok else "[red]NO[/]", detail)
-    console.print(checks)
+    print_report(console, report, args.seed)
     return 0 if report.ok else 1
 
 

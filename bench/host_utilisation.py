@@ -31,7 +31,7 @@ from cosmpy.aerial.client import LedgerClient
 from rich.console import Console
 from rich.table import Table
 
-from dilochain.client import network_config, submit
+from dilochain.client import TxRefused, network_config, submit
 from dilochain.keyring import Keyring
 from dilochain.localnet import (
     ChainProcess,
@@ -95,8 +95,9 @@ def measure(root: Path, overlap: bool, args, window: int, rounds: int) -> Measur
     funded = {a: {DENOM: 10**12} for a in [str(creator.address()), *address.values()]}
     init_localnet(root / "chain", CHAIN_ID, funded, poc=POC)
     _, pins = shipped_data()
+    segment = math.gcd(args.h, make_run_config(pins, "small").checkpoint_interval)
     cfg = make_run_config(pins, "small", round_blocks=window, total_rounds=rounds,
-                          inner_steps=args.h, start_delay_blocks=30,
+                          inner_steps=args.h, checkpoint_interval=segment, start_delay_blocks=30,
                           min_collateral=str(COLLATERAL), overlap=overlap)  # fmt: skip
     with ChainProcess(root / "chain", f"{int(BLOCK_SECONDS * 1000)}ms") as chain:
         client = LedgerClient(network_config(CHAIN_ID, chain.address))
@@ -170,7 +171,10 @@ def main() -> None:
                   "commits")  # fmt: skip
     for overlap in (True,) if args.overlapped_only else (False, True):
         with tempfile.TemporaryDirectory(prefix="dilochain-util-") as tmp:
-            found = measure(Path(tmp), overlap, args, window, args.rounds)
+            try:
+                found = measure(Path(tmp), overlap, args, window, args.rounds)
+            except TxRefused as err:  # e.g. a window too short for the run's verification
+                raise SystemExit(f"the chain refused the run: {err}") from None
         name = "overlapped" if overlap else "one after another"
         shares = ", ".join(f"{s:.1%}" for s in found.utilisation)
         console.print(f"{name} ({window} blocks): {shares}")

@@ -3,7 +3,7 @@ chain's newest global state by hash from a peer's blob service (gRPC on loopback
 decoding it, and training its first round (H inner steps with the node's checkpoints), as the
 node does (``HostNode._load`` → ``Aggregator.latest``, then ``train_round``).
 
-    .venv/bin/python -m bench.late_join [--h 20] [--threads 2]
+    .venv/bin/python -m bench.late_join [--h 20] [--threads 2] [--sizes tiny,small,medium]
 """
 
 from __future__ import annotations
@@ -51,7 +51,8 @@ def join(name: str, shape: tuple, h: int, root: Path) -> tuple[int, int, float, 
     finally:
         server.stop(grace=0)
     started = time.perf_counter()
-    train_round(model, cfg, data, HOST, 0, params_of(fetched), None, sink=mine.put)
+    write = lambda checkpoint, digest: mine.put_parts(checkpoint.parts, digest)  # noqa: E731
+    train_round(model, cfg, data, HOST, 0, params_of(fetched), None, sink=write)
     first = time.perf_counter() - started
     return parameter_count(model), peer.size(digest), fetch, first
 
@@ -60,13 +61,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--h", type=int, default=20, help="inner steps of the first round")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--sizes", default=",".join(name for name, *_ in SIZES))
     args = parser.parse_args()
+    sizes = [size for size in SIZES if size[0] in args.sizes.split(",")]
+    if not sizes:
+        parser.error(f"--sizes: choose from {', '.join(name for name, *_ in SIZES)}")
     set_deterministic(args.threads)
     title = "a late joiner, until it has trained a round"
     table = Table("model", "parameters", "global state", "fetch + decode",
                   f"first round (H={args.h})", "to first commit", title=title)  # fmt: skip
     with tempfile.TemporaryDirectory() as tmp:
-        for name, *shape in SIZES:
+        for name, *shape in sizes:
             params, size, fetch, first = join(name, tuple(shape), args.h, Path(tmp))
             table.add_row(name, f"{params:,}", f"{size / 1e6:.1f} MB", f"{fetch:.2f} s",
                           f"{first:.1f} s", f"{fetch + first:.1f} s")  # fmt: skip

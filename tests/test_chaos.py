@@ -6,7 +6,9 @@ and is tombstoned); every guarantee still holds."""
 from __future__ import annotations
 
 import pytest
+from rich.console import Console
 
+from bench.chaos import print_report
 from dilochain.chaos import LIVENESS, Chaos, ChaosConfig, plan
 from dilochain.validator_drill import GENESIS_BOND, STEPS, ValidatorDrill
 
@@ -22,7 +24,7 @@ def test_the_plan_is_seeded_and_covers_a_wipe():
     assert [f.at for f in first] == sorted(f.at for f in first) and first[-1].at < 100
 
 
-def test_a_short_chaos_run_keeps_every_guarantee(tmp_path):
+def test_a_short_chaos_run_keeps_every_guarantee(tmp_path, capsys, monkeypatch):
     # Two rounds (round 1's commits record the global state round 0's aggregation made), with
     # shorter windows than the command's defaults.
     config = ChaosConfig(seed=1, rounds=2, faults=5, round_blocks=24, windows=(12, 32, 40, 16))
@@ -35,6 +37,10 @@ def test_a_short_chaos_run_keeps_every_guarantee(tmp_path):
     # Not vacuous: round 0 trained (and, by the checks, was decided); that later rounds train
     # too is progress an overloaded machine may not make, reported but not required here.
     assert report.outcomes[0], report.checks
+    monkeypatch.setenv("COLUMNS", "200")  # bench.chaos prints this report (its smoke test)
+    print_report(Console(), report, config.seed)
+    printed = capsys.readouterr().out
+    assert "duplicate_vote" in printed and f"after {report.seconds:.0f} s" in printed
 
 
 def test_the_drill_stakes_every_genesis_validator_and_needs_four(tmp_path):
