@@ -23,7 +23,7 @@ from dilochain.training.diloco import initial_global, params_of
 from dilochain.training.model import build_model, max_artifact_bytes, parameter_count
 from dilochain.training.round_work import train_round
 from dilochain.training.run_config import llama, make_run_config
-from dilochain.training.tensor_codec import decode_state, encode_state
+from dilochain.training.tensor_codec import Encoding, decode_state, encode_state
 from dilochain.training.train_step import set_deterministic
 
 HOST = "dilo1joiner"
@@ -50,9 +50,12 @@ def join(name: str, shape: tuple, h: int, root: Path) -> tuple[int, int, float, 
         fetch = time.perf_counter() - started
     finally:
         server.stop(grace=0)
+
+    def sink(checkpoint: Encoding, digest: bytes) -> None:
+        mine.put_parts(checkpoint.parts, digest)
+
     started = time.perf_counter()
-    write = lambda checkpoint, digest: mine.put_parts(checkpoint.parts, digest)  # noqa: E731
-    train_round(model, cfg, data, HOST, 0, params_of(fetched), None, sink=write)
+    train_round(model, cfg, data, HOST, 0, params_of(fetched), None, sink=sink)
     first = time.perf_counter() - started
     return parameter_count(model), peer.size(digest), fetch, first
 
