@@ -28,33 +28,35 @@ def _ephemeral_low() -> int:
 
 
 _RANDOM = random.SystemRandom()
+_ISSUED: set[int] = set()  # every port free_port returned in this process
 
 
 def free_port() -> int:
-    """A loopback TCP port that is free now, below the kernel's ephemeral range: a port
-    written into a config is bound only later, and an ephemeral one can meanwhile become some
-    connection's source port (found as "bind: address already in use" when a testnet node
-    started after its peers)."""
+    """A loopback TCP port that is free now, below the kernel's ephemeral range, and not one
+    this process handed out before: a port written into a config is bound only later, so
+    neither a connection's source port nor another config drawn meanwhile (two nodes of one
+    testnet) may take it (found as "bind: address already in use" when a testnet node started
+    after its peers)."""
     low = _ephemeral_low()
     # Not the global generator: a test that seeds it would make every call draw the same ports.
     candidates = [_RANDOM.randrange(max(1024, low - 20000), low) for _ in range(200)]
     for port in [*candidates, 0]:  # 0 last: all taken, any free one
+        if port in _ISSUED:
+            continue
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
             try:
                 probe.bind(("127.0.0.1", port))
             except OSError:
                 continue
-            return probe.getsockname()[1]
+            port = probe.getsockname()[1]
+        _ISSUED.add(port)
+        return port
     raise OSError("no free loopback port")
 
 
 def free_ports(count: int) -> list[int]:
-    """``count`` distinct ports, each :func:`free_port` now."""
-    ports: list[int] = []
-    while len(ports) < count:
-        if (port := free_port()) not in ports:
-            ports.append(port)
-    return ports
+    """``count`` distinct free ports (:func:`free_port`)."""
+    return [free_port() for _ in range(count)]
 
 
 def loopback_config(moniker: str, block_time: str) -> NodeConfig:

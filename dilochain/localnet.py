@@ -200,12 +200,25 @@ class ChainProcess:
         threading.Thread(target=read, daemon=True).start()
         if not wait:
             return self.address
-        if not found.wait(timeout):
-            self.kill()
-            raise ChainStartError(f"the chain did not start; see {self.log_path}")
+        deadline = time.monotonic() + timeout
+        while not found.wait(0.1):
+            if self.proc.poll() is not None:  # it said why in its log: no need to wait on
+                raise self._exited()
+            if time.monotonic() > deadline:
+                self.kill()
+                raise ChainStartError(f"the chain did not start; see {self.log_path}")
         if first_block:
             self.wait_for_height(1, timeout)
         return self.address
+
+    def _exited(self) -> ChainStartError:
+        """The error for a process that exited while awaited: its last logged line (its
+        one-line error) and where its log is."""
+        assert self.proc is not None
+        lines = self.log_path.read_text(errors="replace").strip().splitlines()
+        last = lines[-1] if lines else "nothing logged"
+        return ChainStartError(f"{self.home.name} exited with code {self.proc.returncode}: "
+                               f"{last} (log: {self.log_path})")  # fmt: skip
 
     def cometbft_pid(self) -> int:
         """The pid of the CometBFT process the app started (its child)."""
@@ -240,12 +253,21 @@ class ChainProcess:
                 reached = 0
             if reached >= height:
                 return reached
+            if self.proc is not None and self.proc.poll() is not None:
+                raise self._exited()
             if time.monotonic() > deadline:
                 raise ChainStartError(
                     f"{self.home.name}: height {height} not reached in {timeout:.0f} s "
-                    f"(at {reached}); see {self.log_path}"
+                    f"(at {reached}, {self._peers()} peers); see {self.log_path}"
                 )
             time.sleep(0.05)
+
+    def _peers(self) -> str:
+        """How many peers CometBFT has ("?" while its RPC does not answer)."""
+        try:
+            return str(rpc_call(self.rpc_address, "net_info", 2.0)["n_peers"])
+        except (OSError, ValueError, KeyError):
+            return "?"
 
     def stop(self, timeout: float = 15.0) -> int:
         """SIGTERM and wait; returns the exit code."""

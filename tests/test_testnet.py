@@ -17,6 +17,7 @@ import pytest
 from cosmpy.aerial.client import LedgerClient
 
 from dilochain.chain.home import genesis_path, node_id, read_config
+from dilochain.chain.server import ChainStartError
 from dilochain.chain.testnet import (
     free_port,
     init_testnet,
@@ -26,7 +27,7 @@ from dilochain.chain.testnet import (
 )
 from dilochain.client import connect, network_config
 from dilochain.genesis.document import load_genesis
-from dilochain.localnet import LocalNetwork, rpc_call
+from dilochain.localnet import ChainProcess, LocalNetwork, rpc_call
 from dilochain.protocol.params import DENOM
 from dilochain.testutil import CHAIN_ID, wallet
 
@@ -128,7 +129,7 @@ def test_testnet_commands(tmp_path):
                           stderr=subprocess.PIPE, text=True)  # fmt: skip
     try:
         lines = [up.stdout.readline() for _ in range(3)]
-        assert lines[0].startswith("node0: gRPC 127.0.0.1:"), lines
+        assert lines[0].startswith("node0: gRPC 127.0.0.1:"), (lines, lines[0] or up.stderr.read())
         assert "2 validators committing blocks" in lines[2], lines
         assert _height(homes[1]) >= 1
         # One validator killed: `up` says so, starts it again, and keeps the other running.
@@ -175,3 +176,21 @@ def test_free_ports_are_below_the_ephemeral_range_and_bindable():
         assert 1024 <= port < low
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
             probe.bind(("127.0.0.1", port))
+
+
+def test_ports_drawn_before_any_is_bound_are_all_different():
+    # Configs are written before their nodes bind: without a memory of what it handed out,
+    # 400 draws from 20,000 ports repeat one (two testnet nodes on one port) 98 times in 100.
+    drawn = [free_port() for _ in range(400)]
+    assert len(set(drawn)) == len(drawn)
+
+
+def test_a_node_that_exits_while_awaited_is_reported_with_its_error_at_once(tmp_path):
+    # Not after the start timeout (a testnet once waited 120 s on a node long gone).
+    node = ChainProcess(tmp_path / "no-home", log_path=tmp_path / "chain.log")
+    with pytest.raises(ChainStartError) as raised:
+        node.start(timeout=600)
+    assert str(raised.value) == (
+        f"no-home exited with code 1: error: no chain home at {tmp_path / 'no-home'} (run "
+        f"`dilochain chain init --home {tmp_path / 'no-home'}` first) (log: {tmp_path}/chain.log)"
+    )
