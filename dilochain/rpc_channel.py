@@ -32,7 +32,7 @@ from dilochain.protocol.endpoint import endpoint_problem
 from dilochain.protocol.hashing import tx_hash
 
 _TX_HASH = re.compile(r"[0-9A-Fa-f]{64}")
-RPC_URL = re.compile(r"^(?:tcp|http)://(?P<address>[^/?#]+)/?$")
+RPC_URL = re.compile(r"^(?:tcp|http)://(?P<address>[^/?#]+)/?\Z")
 # ABCI query codes back to the gRPC statuses the application's router made them from.
 _STATUSES = {
     codes.NOT_FOUND: grpc.StatusCode.NOT_FOUND,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 # ASCII digits only (``\d`` would take any script's digits, which ``int`` then reads).
-_COIN = re.compile(r"^([0-9]+)([a-zA-Z][a-zA-Z0-9/:._-]{2,127})$")
+_COIN = re.compile(r"^([0-9]+)([a-zA-Z][a-zA-Z0-9/:._-]{2,127})\Z")
 _EXPONENT = re.compile(r"^[eE][0-9]")  # "1e30udlc" is 1 of "e30udlc", never 10^30 udlc
 MAX_AMOUNT = 2**256 - 1  # the SDK's Int bound
 

@@ -21,7 +21,7 @@ from pydantic import AfterValidator, Field, ValidationError, field_validator, mo
 from dilochain.protocol.address import decode_address
 from dilochain.protocol.params import MAX_VALIDATOR_POWER, Denom, Int64, Params, StrictModel
 
-_CHAIN_ID = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,47}$")
+_CHAIN_ID = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,47}\Z")
 
 
 class GenesisError(ValueError):

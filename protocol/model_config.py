@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 
 MAX_BYTES = 16 * 1024
 MIN_VOCAB = 256  # a byte-level BPE holds the 256 byte tokens at least
@@ -25,6 +26,12 @@ SIZES = {
     "positions": ("max_position_embeddings", "n_positions"),
 }
 LIMIT = 1 << 31  # no size of a real model is near it; above it every product overflows
+# Real configs nest two or three deep (rope_scaling, quantization_config). Bounded before
+# parsing: Python's parser recurses per level, and whether a deep document overflows the stack
+# would depend on how deep the caller's stack already is (a validity no two callers agree on).
+MAX_DEPTH = 32
+_STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"')
+_BRACKETS = re.compile(r"[\[\]{}]")
 
 
 class ModelConfigError(ValueError):
@@ -40,8 +47,10 @@ def parse(text: str) -> dict:
     """The config dict of canonical JSON ``text``; :class:`ModelConfigError` says what is wrong."""
     if len(text.encode()) > MAX_BYTES:
         raise ModelConfigError(f"model config is over {MAX_BYTES} bytes")
+    if _depth(text) > MAX_DEPTH:
+        raise ModelConfigError(f"model config nests deeper than {MAX_DEPTH} levels")
     try:
-        config = json.loads(text)
+        config = json.loads(text, parse_constant=_no_constant)
     except ValueError as err:
         raise ModelConfigError(f"model config is not JSON: {err}") from None
     if not isinstance(config, dict):
@@ -57,6 +66,20 @@ def parse(text: str) -> dict:
     if code:
         raise ModelConfigError(f"model config may not load code ({', '.join(code)})")
     return config
+
+
+def _depth(text: str) -> int:
+    """How deep arrays and objects nest in JSON ``text`` (brackets inside strings skipped)."""
+    deepest = depth = 0
+    for bracket in _BRACKETS.findall(_STRINGS.sub("", text)):
+        depth += 1 if bracket in "[{" else -1
+        deepest = max(deepest, depth)
+    return deepest
+
+
+def _no_constant(name: str) -> float:
+    """Refuse ``NaN`` and ``Infinity``, which Python's parser takes but JSON has not."""
+    raise ValueError(f"{name} is not JSON")
 
 
 def _sizes(config: dict) -> dict[str, int]:

@@ -9,7 +9,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainSerializer, model_validator
 
 DENOM = "udlc"
-_DENOM = re.compile(r"^[a-zA-Z][a-zA-Z0-9/:._-]{2,127}$")
+_DENOM = re.compile(r"^[a-zA-Z][a-zA-Z0-9/:._-]{2,127}\Z")
 
 
 def _valid_denom(value: str) -> str:

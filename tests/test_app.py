@@ -369,6 +369,17 @@ def test_run_parameters_and_message_counts_are_bounded(chain):
         create = MsgCreateRun(creator=A, run_id="hostile", config=config)
         result = chain.broadcast(signed_tx(ALICE, [create], sequence=0, account_number=0))
         assert result.code == codes.INVALID_REQUEST and message in result.raw_log, result.raw_log
+    # A run id that prints as another's (a newline after "demo") and a config nested deeper
+    # than parsers at different stack depths agree on are refused in kind.
+    deep = make_run_config(FAKE_DATA, "tiny")
+    deep.model_config = deep.model_config[:-1] + ',"x":' + "[" * 900 + "]" * 900 + "}"
+    for run_id, config, message in [
+        ("demo\n", make_run_config(FAKE_DATA, "tiny"), "invalid run id 'demo\\n'"),
+        ("deep", deep, "nests deeper than 32"),
+    ]:
+        create = MsgCreateRun(creator=A, run_id=run_id, config=config)
+        result = chain.broadcast(signed_tx(ALICE, [create], sequence=0, account_number=0))
+        assert result.code == codes.INVALID_REQUEST and message in result.raw_log, result.raw_log
     crowd = signed_tx(ALICE, [send(B, 1)] * 65, sequence=0, account_number=0, gas_limit=10**7)
     for answer in (chain.broadcast(crowd), chain.app.simulate(crowd)):
         assert answer.code == codes.INVALID_REQUEST and "at most 64 per tx" in answer.raw_log

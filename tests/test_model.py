@@ -3,8 +3,12 @@ builds from the run's config.json, the same weights for the same seed, clear err
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dilochain.protocol import model_config
 from dilochain.protocol.model_config import ModelConfigError
@@ -79,11 +83,35 @@ def test_presets_are_llama_and_load_params_round_trips():
         ('{"model_type":"llama","vocab_size":true}', "vocab_size"),
         ('{"vocab_size":256,"model_type":"llama"}', "canonical"),
         ('{"model_type":"llama","vocab_size":256,"x":"' + "a" * 20_000 + '"}', "over"),
+        # Python's parser recurses per level: how deep it may go would depend on the stack
+        # the caller already has, so the chain's CheckTx and FinalizeBlock could disagree.
+        (
+            '{"model_type":"llama","vocab_size":256,"x":' + "[" * 900 + "]" * 900 + "}",
+            "nests deeper than 32",
+        ),
+        ("[" * 10_000, "nests deeper than 32"),
+        ('{"model_type":"llama","rope_theta":NaN,"vocab_size":256}', "NaN is not JSON"),
+        ('{"model_type":"llama","rope_theta":-Infinity,"vocab_size":256}', "not JSON"),
     ],
 )
 def test_bad_model_configs_are_named(text, message):
     with pytest.raises(ModelConfigError, match=message):
         model_config.parse(text)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.recursive(st.none() | st.integers() | st.text(alphabet='[]{}"\\ax'),
+                    lambda inner: st.lists(inner, max_size=3)
+                    | st.dictionaries(st.text(alphabet='[]{}"\\ax', max_size=4), inner,
+                                      max_size=3), max_leaves=20))  # fmt: skip
+def test_nesting_is_measured_as_the_parser_sees_it_whatever_the_strings_hold(value):
+    def depth(v) -> int:
+        children = v.values() if isinstance(v, dict) else v if isinstance(v, list) else None
+        return 0 if children is None else 1 + max(map(depth, children), default=0)
+
+    assert model_config._depth(json.dumps(value)) == depth(value)
+    config = {"model_type": "llama", "vocab_size": 256, "x": value}
+    assert model_config.parse(model_config.canonical(config)) == config
 
 
 def test_a_model_transformers_does_not_know_is_one_clear_error():

@@ -122,6 +122,9 @@ def test_commits_and_majority_global_checkpoint(setup):
         ({"residual_hash": b""}, codes.INVALID_REQUEST, "residual_hash must be a 32-byte"),
         ({"final_hash": LEAVES[0]}, codes.INVALID_REQUEST, "do not open ckpt_root's last leaf"),
         ({"run_id": "nope"}, codes.NOT_FOUND, "not found"),
+        ({"eval_loss": float("nan")}, codes.INVALID_REQUEST, "must be finite and not negative"),
+        ({"loss": float("inf")}, codes.INVALID_REQUEST, "must be finite and not negative"),
+        ({"eval_loss": -1.0}, codes.INVALID_REQUEST, "must be finite and not negative"),
     ],
 )
 def test_bad_commits(setup, change, code, needle):

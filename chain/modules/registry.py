@@ -28,7 +28,7 @@ from dilochain.protocol.pb.poc.v1.types_pb2 import Host, Roster, Run, RunConfig
 from dilochain.protocol.pb.poc.v1.types_pb2 import Params as ParamsProto
 from dilochain.protocol.schedule import overlap_problem, rosters_drawn_at, window_at
 
-_RUN_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+_RUN_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}\Z")
 RUNS_ACCOUNT = module_address("runs")  # where run deposits wait for their runs to end
 
 

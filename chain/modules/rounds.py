@@ -12,6 +12,7 @@ momentum) the round started from.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 
 from dilochain.chain.context import Context, MsgSpec, QueryContext, QueryHandler
@@ -109,6 +110,9 @@ def _handle_commit(ctx: Context, msg: MsgCommitRound) -> MsgCommitRoundResponse:
     for name in ("ckpt_root", "pseudo_grad_hash", "base_hash", "final_hash", "residual_hash"):
         if len(getattr(msg, name)) != 32:
             raise TxError(codes.INVALID_REQUEST, f"{name} must be a 32-byte sha256")
+    # NaN or inf in state would reach every reader (a dashboard's JSON is then not JSON).
+    if not all(math.isfinite(x) and x >= 0 for x in (msg.loss, msg.eval_loss)):
+        raise TxError(codes.INVALID_REQUEST, "loss and eval_loss must be finite and not negative")
     if not opens_leaf(run, msg.ckpt_root, msg.final_hash, segments(run), msg.final_proof):
         raise TxError(codes.INVALID_REQUEST,
                       "final_hash and final_proof do not open ckpt_root's last leaf")  # fmt: skip

@@ -14,7 +14,7 @@ from dilochain.keyring import Keyring
 from dilochain.logs import LOG_FORMATS
 
 PASSWORD_ENV = "DILOCHAIN_KEYRING_PASSWORD"
-_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m)$")
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m)\Z")
 
 
 DEFAULT_CHAIN = "127.0.0.1:9090"
