@@ -25,6 +25,10 @@ SIZES = {
     "head_dim": ("head_dim",),
     "positions": ("max_position_embeddings", "n_positions"),
 }
+# Attention may cost a token at most this many times what the parameters cost it: 0.3-0.5 for
+# 1-8B models trained on 8,192-token sequences, 32 for a 4M-parameter model at 65,536 (an
+# hour's screen on a core).
+MAX_ATTENTION_SHARE = 4
 LIMIT = 1 << 31  # no size of a real model is near it; above it every product overflows
 # Real configs nest two or three deep (rope_scaling, quantization_config). Bounded before
 # parsing: Python's parser recurses per level, and whether a deep document overflows the stack
@@ -118,6 +122,18 @@ def parameter_estimate(config: dict) -> int:
     return (
         layers * per_layer + 2 * config["vocab_size"] * hidden + sizes.get("positions", 0) * hidden
     )
+
+
+def attention_share(config: dict, seq_len: int) -> float:
+    """What attention costs a token (its scores and weighted sums over ``seq_len`` positions,
+    in every layer) over what the parameters cost it: 2 x layers x seq_len x heads x head_dim
+    over the parameter estimate. It grows with ``seq_len`` while the chain's budgets (parameters,
+    tokens a step) do not, so it bounds what a run's step costs a verifier."""
+    parameters = parameter_estimate(config)  # checks the sizes this needs
+    sizes = _sizes(config)
+    heads = sizes.get("heads", 1)
+    width = heads * sizes.get("head_dim", sizes["hidden"] // heads)
+    return 2 * sizes["layers"] * seq_len * width / parameters
 
 
 def check_budget(text: str, max_parameters: int) -> int:

@@ -360,6 +360,9 @@ def test_run_parameters_and_message_counts_are_bounded(chain):
     result = chain.broadcast(signed_tx(ALICE, [create], sequence=0, account_number=0))
     assert result.code == codes.INVALID_REQUEST and "at least 2" in result.raw_log
     hostile = [({"batch_size": 4096, "seq_len": 4096}, "1048576 tokens a step"),
+               # the tiny model's attention at 8,192 positions: 3.6 x its parameters' cost a
+               # token is taken, at 16,384 (7.3 x) a verifier's step would be mostly attention
+               ({"batch_size": 1, "seq_len": 16_384}, "attention would cost a token 7.3 times"),
                ({"inner_lr": float("inf")}, "must be finite"),
                ({"grad_clip": float("nan")}, "must be finite")]  # fmt: skip
     for change, message in hostile:
