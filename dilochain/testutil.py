@@ -53,7 +53,10 @@ def signed_tx(signer: LocalWallet, msgs: list[Message], **kwargs) -> bytes:
 
 
 def local_chain(tmp_path: Path, funded: dict[str, int], **params) -> InProcessChain:
-    """An in-process chain over a fresh store in ``tmp_path`` with ``funded`` udlc balances."""
+    """An in-process chain over a fresh store in ``tmp_path`` with ``funded`` udlc balances.
+    Its runs may ask any collateral (``min_host_collateral`` 1 unless ``poc`` says): unit tests
+    count collateral in small numbers."""
+    params = {**params, "poc": {"min_host_collateral": 1, **params.get("poc", {})}}
     app_state = {
         "accounts": [
             {"address": a, "coins": [{"denom": DENOM, "amount": n}]} for a, n in funded.items()

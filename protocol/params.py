@@ -79,6 +79,10 @@ class PocParams(StrictModel):
     # slash_fraction (checked in MsgCreateRun).
     beacon_withhold_slash_fraction: Decimal = Field(default=Decimal("0.3"), ge=0, le=1)
     min_verifier_collateral: int = Field(default=10_000_000, ge=0)
+    # A run may not ask its hosts for less collateral: a failed commit costs its host
+    # slash_fraction of it, while the replays it forces cost verifiers whatever the run's size
+    # (a run's creator could otherwise register hosts bonded 1 udlc, slashed 0 for garbage).
+    min_host_collateral: int = Field(default=1_000_000, ge=0)
     verification_mode: Literal["exact", "tolerance"] = "exact"
     # Relative L2 distance allowed between a replayed and a revealed checkpoint (tolerance mode)
     # of an fp32 run; bench/replay_tolerance.py measures honest noise and cheats around it.

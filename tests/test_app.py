@@ -430,18 +430,31 @@ def test_a_run_whose_model_no_one_could_build_is_refused(chain):
         assert result.code == codes.INVALID_REQUEST and message in result.raw_log, result.raw_log
 
 
-def test_a_run_s_host_slash_may_not_exceed_what_withholding_a_secret_costs(chain):
-    """Withholding a beacon secret re-rolls a round's seed, worth at most a cheater's slash: a
-    run may not put more at stake for a host than that costs a verifier (0.3 x 10,000,000)."""
+def _asking(chain, just_too_far: str, just_enough: str, message: str) -> None:
+    """A run asking its hosts for ``just_too_far`` collateral is refused with ``message``, one
+    asking ``just_enough`` is taken."""
     results = []
-    for seq, amount in enumerate(["10000001", "10000000"]):
+    for seq, amount in enumerate([just_too_far, just_enough]):
         config = make_run_config(FAKE_DATA, "tiny", min_collateral=amount)
         create = MsgCreateRun(creator=A, run_id=f"stake{seq}", config=config)
         results.append(chain.broadcast(signed_tx(ALICE, [create], sequence=0, account_number=0)))
     refused, taken = results
-    assert refused.code == codes.INVALID_REQUEST
-    assert "a host's slash (3000000.3) may not exceed" in refused.raw_log, refused.raw_log
+    assert refused.code == codes.INVALID_REQUEST and message in refused.raw_log, refused.raw_log
     assert taken.code == 0, taken.raw_log
+
+
+def test_a_run_s_host_slash_may_not_exceed_what_withholding_a_secret_costs(chain):
+    """Withholding a beacon secret re-rolls a round's seed, worth at most a cheater's slash: a
+    run may not put more at stake for a host than that costs a verifier (0.3 x 10,000,000)."""
+    _asking(chain, "10000001", "10000000", "a host's slash (3000000.3) may not exceed")
+
+
+def test_a_run_asks_its_hosts_for_at_least_the_chain_s_minimum_collateral(tmp_path):
+    """A run's creator could otherwise register hosts bonded 1 udlc whose garbage commits force
+    full replays and are slashed nothing."""
+    chain = local_chain(tmp_path, {A: 10**9}, poc={"min_host_collateral": 1_000_000})
+    _asking(chain, "999999", "1000000", "min_collateral below the chain's minimum 1000000")
+    assert PocParams().min_host_collateral == 1_000_000  # the default a network starts with
 
 
 def test_host_locations_are_host_port_or_a_plain_url(chain):

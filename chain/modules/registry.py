@@ -130,7 +130,11 @@ def _validate_config(cfg: RunConfig, params: PocParams) -> None:
         if not ok:
             raise TxError(codes.INVALID_REQUEST, f"config: {what}")
 
-    host_slash = params.slash_fraction * parse_amount(cfg.min_collateral, "config.min_collateral")
+    asked = parse_amount(cfg.min_collateral, "config.min_collateral")
+    least = params.min_host_collateral
+    need(asked >= least, f"min_collateral below the chain's minimum {least} (a failed commit "
+         "must cost its host something)")  # fmt: skip
+    host_slash = params.slash_fraction * asked
     withhold = params.beacon_withhold_slash_fraction * params.min_verifier_collateral
     need(host_slash <= withhold, f"min_collateral: a host's slash ({host_slash:f}) may not exceed "
          f"what withholding a beacon secret costs a verifier ({withhold:f}), or re-rolling a "

@@ -384,7 +384,7 @@ class CollateralInfo(_message.Message):
     def __init__(self, address: _Optional[str] = ..., bonded: _Optional[str] = ..., unbonding: _Optional[_Iterable[_Union[UnbondingEntry, _Mapping]]] = ..., locked: _Optional[str] = ...) -> None: ...
 
 class Params(_message.Message):
-    __slots__ = ("collateral_denom", "unbonding_period_seconds", "sampling_rate", "reveal_window_blocks", "verdict_window_blocks", "verifiers_per_challenge", "quorum", "slash_fraction", "verifier_slash_fraction", "min_verifier_collateral", "verification_mode", "tolerance", "pseudo_grad_tolerance", "max_segments_per_round", "max_inner_steps", "max_total_rounds", "max_start_delay_blocks", "max_active_runs", "beacon_reveal_blocks", "screen_loss_margin", "verdict_open_blocks", "tolerance_bf16", "min_hosts_per_round", "fail_closed", "max_model_parameters", "run_deposit", "run_deposit_per_byte", "max_round_blocks", "unbonding_blocks", "beacon_withhold_slash_fraction", "max_step_tokens", "screeners_per_commit")
+    __slots__ = ("collateral_denom", "unbonding_period_seconds", "sampling_rate", "reveal_window_blocks", "verdict_window_blocks", "verifiers_per_challenge", "quorum", "slash_fraction", "verifier_slash_fraction", "min_verifier_collateral", "verification_mode", "tolerance", "pseudo_grad_tolerance", "max_segments_per_round", "max_inner_steps", "max_total_rounds", "max_start_delay_blocks", "max_active_runs", "beacon_reveal_blocks", "screen_loss_margin", "verdict_open_blocks", "tolerance_bf16", "min_hosts_per_round", "fail_closed", "max_model_parameters", "run_deposit", "run_deposit_per_byte", "max_round_blocks", "unbonding_blocks", "beacon_withhold_slash_fraction", "max_step_tokens", "screeners_per_commit", "min_host_collateral")
     COLLATERAL_DENOM_FIELD_NUMBER: _ClassVar[int]
     UNBONDING_PERIOD_SECONDS_FIELD_NUMBER: _ClassVar[int]
     SAMPLING_RATE_FIELD_NUMBER: _ClassVar[int]
@@ -417,6 +417,7 @@ class Params(_message.Message):
     BEACON_WITHHOLD_SLASH_FRACTION_FIELD_NUMBER: _ClassVar[int]
     MAX_STEP_TOKENS_FIELD_NUMBER: _ClassVar[int]
     SCREENERS_PER_COMMIT_FIELD_NUMBER: _ClassVar[int]
+    MIN_HOST_COLLATERAL_FIELD_NUMBER: _ClassVar[int]
     collateral_denom: str
     unbonding_period_seconds: int
     sampling_rate: str
@@ -449,7 +450,8 @@ class Params(_message.Message):
     beacon_withhold_slash_fraction: str
     max_step_tokens: int
     screeners_per_commit: int
-    def __init__(self, collateral_denom: _Optional[str] = ..., unbonding_period_seconds: _Optional[int] = ..., sampling_rate: _Optional[str] = ..., reveal_window_blocks: _Optional[int] = ..., verdict_window_blocks: _Optional[int] = ..., verifiers_per_challenge: _Optional[int] = ..., quorum: _Optional[int] = ..., slash_fraction: _Optional[str] = ..., verifier_slash_fraction: _Optional[str] = ..., min_verifier_collateral: _Optional[int] = ..., verification_mode: _Optional[str] = ..., tolerance: _Optional[str] = ..., pseudo_grad_tolerance: _Optional[str] = ..., max_segments_per_round: _Optional[int] = ..., max_inner_steps: _Optional[int] = ..., max_total_rounds: _Optional[int] = ..., max_start_delay_blocks: _Optional[int] = ..., max_active_runs: _Optional[int] = ..., beacon_reveal_blocks: _Optional[int] = ..., screen_loss_margin: _Optional[str] = ..., verdict_open_blocks: _Optional[int] = ..., tolerance_bf16: _Optional[str] = ..., min_hosts_per_round: _Optional[int] = ..., fail_closed: bool = ..., max_model_parameters: _Optional[int] = ..., run_deposit: _Optional[int] = ..., run_deposit_per_byte: _Optional[int] = ..., max_round_blocks: _Optional[int] = ..., unbonding_blocks: _Optional[int] = ..., beacon_withhold_slash_fraction: _Optional[str] = ..., max_step_tokens: _Optional[int] = ..., screeners_per_commit: _Optional[int] = ...) -> None: ...
+    min_host_collateral: int
+    def __init__(self, collateral_denom: _Optional[str] = ..., unbonding_period_seconds: _Optional[int] = ..., sampling_rate: _Optional[str] = ..., reveal_window_blocks: _Optional[int] = ..., verdict_window_blocks: _Optional[int] = ..., verifiers_per_challenge: _Optional[int] = ..., quorum: _Optional[int] = ..., slash_fraction: _Optional[str] = ..., verifier_slash_fraction: _Optional[str] = ..., min_verifier_collateral: _Optional[int] = ..., verification_mode: _Optional[str] = ..., tolerance: _Optional[str] = ..., pseudo_grad_tolerance: _Optional[str] = ..., max_segments_per_round: _Optional[int] = ..., max_inner_steps: _Optional[int] = ..., max_total_rounds: _Optional[int] = ..., max_start_delay_blocks: _Optional[int] = ..., max_active_runs: _Optional[int] = ..., beacon_reveal_blocks: _Optional[int] = ..., screen_loss_margin: _Optional[str] = ..., verdict_open_blocks: _Optional[int] = ..., tolerance_bf16: _Optional[str] = ..., min_hosts_per_round: _Optional[int] = ..., fail_closed: bool = ..., max_model_parameters: _Optional[int] = ..., run_deposit: _Optional[int] = ..., run_deposit_per_byte: _Optional[int] = ..., max_round_blocks: _Optional[int] = ..., unbonding_blocks: _Optional[int] = ..., beacon_withhold_slash_fraction: _Optional[str] = ..., max_step_tokens: _Optional[int] = ..., screeners_per_commit: _Optional[int] = ..., min_host_collateral: _Optional[int] = ...) -> None: ...
 
 class BeaconEntry(_message.Message):
     __slots__ = ("verifier", "commitment", "secret")
