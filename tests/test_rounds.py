@@ -214,6 +214,21 @@ def test_each_round_s_roster_is_drawn_as_its_window_opens(setup):
     assert chain.broadcast(acct.tx(OUTSIDER, [commit(OUTSIDER, 1)], 4)).code == 0
 
 
+def test_a_run_keeps_only_its_newest_rosters(setup, monkeypatch):
+    """Rosters are written every round for as long as a run lasts, ~45 bytes a member, with no
+    gas paid after registration: drawing round r's deletes round r - KEPT_ROSTERS's."""
+    chain, _ = setup
+    monkeypatch.setattr(registry, "KEPT_ROSTERS", 1)
+    view = chain.app.committed_view
+    drawn = registry.roster(view(), "r", 0)
+    assert drawn is not None
+    while registry.roster(view(), "r", 1) is None:
+        assert registry.roster(view(), "r", 0) == drawn
+        chain.block()
+    assert registry.roster(view(), "r", 0) is None
+    assert registry.roster(view(), "r", 1).hosts == drawn.hosts
+
+
 OVERLAPPED = make_run_config(FAKE_DATA, "tiny", min_collateral="100", round_blocks=25,
                              total_rounds=3, overlap=True)  # fmt: skip
 

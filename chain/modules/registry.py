@@ -102,6 +102,12 @@ def _host(store: CacheStore, run_id: str, address: str) -> Host | None:
     return Host.FromString(raw) if raw is not None else None
 
 
+# A run keeps the rosters of its last 64 rounds: a round is decided within two periods of its
+# window, and a roster costs ~45 bytes a member, written every round for as long as the run
+# lasts (up to max_total_rounds) with no gas paid after a host's registration.
+KEPT_ROSTERS = 64
+
+
 def _roster_key(run_id: str, round_: int) -> bytes:
     return b"roster/" + run_id.encode() + b"/%010d" % round_
 
@@ -123,6 +129,8 @@ def _draw_rosters(ctx: Context) -> None:
                            drawn_height=ctx.height)  # fmt: skip
             ctx.store.set(_roster_key(run.run_id, round_), drawn.SerializeToString())
             ctx.emit("roster", run_id=run.run_id, round=round_, hosts=len(drawn.hosts))
+            if round_ >= KEPT_ROSTERS:  # long decided: its challenges were drawn and answered
+                ctx.store.delete(_roster_key(run.run_id, round_ - KEPT_ROSTERS))
 
 
 def _validate_config(cfg: RunConfig, params: PocParams) -> None:
