@@ -118,6 +118,10 @@ class PocParams(StrictModel):
     # run, so a run costs its creator what it costs the network while it lasts.
     run_deposit: int = Field(default=1_000_000, ge=0)
     run_deposit_per_byte: int = Field(default=100, ge=0)
+    # ... and so much per block of its life: a run holds one of max_active_runs slots for its
+    # whole schedule, up to max_total_rounds x max_round_blocks (10^9 blocks), so holding the
+    # slots for years must lock more than holding them for a day.
+    run_deposit_per_block: int = Field(default=1, ge=0)
     # A run's commit window is at most this many blocks, so a commit stays slashable for at
     # most round_period(max_round_blocks) blocks: from its commit to its round's resolution.
     max_round_blocks: int = Field(default=10_000, ge=1)

@@ -97,9 +97,21 @@ def round_period(round_blocks: int, params: PocParams) -> int:
 def round_stride(run: Run, params: PocParams) -> int:
     """Blocks from one round's start to the next: its period, or in an overlapped run its
     commit window."""
-    if run.config.overlap:
-        return run.config.round_blocks
-    return round_period(run.config.round_blocks, params)
+    return _stride(run.config, params)
+
+
+def _stride(cfg: RunConfig, params: PocParams) -> int:
+    return cfg.round_blocks if cfg.overlap else round_period(cfg.round_blocks, params)
+
+
+def run_lifetime(cfg: RunConfig, params: PocParams) -> int:
+    """Blocks from a run's creation to its last round's resolution."""
+    rounds = max(1, cfg.total_rounds)
+    return (
+        cfg.start_delay_blocks
+        + (rounds - 1) * _stride(cfg, params)
+        + round_period(cfg.round_blocks, params)
+    )
 
 
 def overlap_problem(round_blocks: int, params: PocParams) -> str | None:

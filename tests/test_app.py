@@ -14,7 +14,7 @@ from dilochain.chain.app import BLOCK_KEY
 from dilochain.chain.errors import codes
 from dilochain.chain.modules import bank, collateral, registry
 from dilochain.chain.modules.collateral import MODULE_ACCOUNT
-from dilochain.protocol import model_config
+from dilochain.protocol import model_config, schedule
 from dilochain.protocol.hashing import tx_hash
 from dilochain.protocol.params import DENOM, PocParams
 from dilochain.protocol.pb.poc.v1.tx_pb2 import (
@@ -494,11 +494,18 @@ def test_host_locations_are_host_port_or_a_plain_url(chain):
 
 def test_a_run_escrows_a_deposit_that_grows_with_its_config_and_comes_back(chain):
     """Creating a run costs what it costs the network while it lasts: a deposit of the base
-    plus so much per byte of its config, refunded to the creator when the run ends."""
+    plus so much per byte of its config and per block of its life, refunded to the creator
+    when the run ends."""
     params = chain.app.params.poc
     config = make_run_config(FAKE_DATA, "tiny", round_blocks=2, total_rounds=1)
     deposit = registry.run_deposit(params, config)
-    assert deposit == params.run_deposit + params.run_deposit_per_byte * config.ByteSize()
+    life = config.start_delay_blocks + schedule.round_period(2, params)  # one round
+    assert deposit == (params.run_deposit + params.run_deposit_per_byte * config.ByteSize()
+                       + params.run_deposit_per_block * life)  # fmt: skip
+    # Holding one of the max_active_runs slots for the longest schedule locks ~10^9 udlc more.
+    longest = make_run_config(FAKE_DATA, "tiny", round_blocks=10_000, total_rounds=100_000)
+    extra = registry.run_deposit(params, longest) - params.run_deposit
+    assert extra > 10**9 * params.run_deposit_per_block and params.run_deposit_per_block == 1
     before = balance(chain, A)
     create = MsgCreateRun(creator=A, run_id="paid", config=config)
     result = chain.broadcast(signed_tx(ALICE, [create], sequence=0, account_number=0))

@@ -26,7 +26,12 @@ from dilochain.protocol.pb.poc.v1.tx_pb2 import (
 )
 from dilochain.protocol.pb.poc.v1.types_pb2 import Host, Roster, Run, RunConfig
 from dilochain.protocol.pb.poc.v1.types_pb2 import Params as ParamsProto
-from dilochain.protocol.schedule import overlap_problem, rosters_drawn_at, window_at
+from dilochain.protocol.schedule import (
+    overlap_problem,
+    rosters_drawn_at,
+    run_lifetime,
+    window_at,
+)
 
 _RUN_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}\Z")
 RUNS_ACCOUNT = module_address("runs")  # where run deposits wait for their runs to end
@@ -71,8 +76,10 @@ def active_runs(store: CacheStore) -> list[Run]:
 
 
 def run_deposit(params: PocParams, config: RunConfig) -> int:
-    """What creating a run with ``config`` escrows (``run_deposit`` + per byte of config)."""
-    return params.run_deposit + params.run_deposit_per_byte * config.ByteSize()
+    """What creating a run with ``config`` escrows: ``run_deposit``, so much per byte of its
+    config and so much per block of its life (``schedule.run_lifetime``)."""
+    return (params.run_deposit + params.run_deposit_per_byte * config.ByteSize()
+            + params.run_deposit_per_block * run_lifetime(config, params))  # fmt: skip
 
 
 def retire(ctx: Context, run: Run) -> None:
