@@ -5,6 +5,7 @@ never slashed. (Screening against real hosts: the devnet and adversarial network
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from types import SimpleNamespace
 
@@ -20,7 +21,7 @@ from dilochain.protocol.pb.poc.v1.tx_pb2 import (
     MsgRegisterVerifier,
     ScreenVote,
 )
-from dilochain.protocol.pb.poc.v1.types_pb2 import Beacon, RoundCommit, Run
+from dilochain.protocol.pb.poc.v1.types_pb2 import Beacon, BeaconEntry, RoundCommit, Run
 from dilochain.protocol.schedule import Window
 from dilochain.testutil import FAKE_DATA, wallet
 from dilochain.training.run_config import make_run_config
@@ -56,6 +57,51 @@ def test_votes_on_the_run_s_hosts_go_out_before_a_departed_host_is_screened(tmp_
     assert events == [("screen", [member]), ("send", [member]), ("screen", [gone]),
                       ("send", [gone])]  # fmt: skip
     assert ("r", 0, "screen") in duties._done
+
+
+def test_a_run_whose_screens_take_long_delays_no_beacon_opening(tmp_path):
+    """Screens run on a thread of their own: while one run's screen has not come back (a
+    hostile run's model can make it take an hour), every run's beacon secret is still opened
+    in its window (an unopened one is slashed)."""
+    me = wallet(76)
+    address = str(me.address())
+    cfg = make_run_config(FAKE_DATA, "tiny", round_blocks=4, total_rounds=2)
+    runs = [Run(run_id=r, config=cfg, start_height=10) for r in ("huge", "small")]
+    committed = Beacon(
+        anchor=b"\x01" * 32, entries=[BeaconEntry(verifier=address, commitment=b"\x02" * 32)]
+    )
+    poc = SimpleNamespace(
+        params=lambda: PocParams(screeners_per_commit=0),
+        runs=lambda active: runs,
+        round_info=lambda run_id: SimpleNamespace(height=14),  # round 0's beacon window
+        beacon=lambda run_id, round_: committed,
+        screens=lambda run_id, round_: [],
+        verifiers=lambda: [SimpleNamespace(address=address, registered_height=1)],
+        commits=lambda run_id, round_: [RoundCommit(host="h", round=0)],
+        hosts=lambda run_id: [SimpleNamespace(address="h")],
+    )
+    screening, finish = threading.Event(), threading.Event()
+
+    def screener(run, round_, anchor, todo, patient):
+        screening.set()
+        finish.wait(30)
+        return []
+
+    sent = []
+    duties = RoundDuties(poc, me, lambda *msgs, until_height: sent.extend(msgs), screener,
+                         BallotBox(tmp_path / "ballots.sqlite", address))  # fmt: skip
+    screens = threading.Thread(target=duties.screen_step)
+    screens.start()
+    try:
+        assert screening.wait(30)  # the first run's screen is under way, and stays so
+        duties.step()
+        assert [(m.run_id, type(m).__name__) for m in sent] == [
+            ("huge", "MsgRevealBeacon"),
+            ("small", "MsgRevealBeacon"),
+        ]
+    finally:
+        finish.set()
+        screens.join(30)
 
 
 @pytest.mark.integration

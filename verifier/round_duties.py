@@ -99,12 +99,22 @@ class RoundDuties:
         return accepted
 
     def step(self) -> None:
-        """Do whatever the next block's place in each run's schedule calls for, in every round
-        in flight (several when rounds overlap); a run whose duties fail (hostile input, a bug)
-        is logged and the others go on."""
+        """Do what the next block's place in each run's schedule calls for, in every round in
+        flight (several when rounds overlap): beacon commitments and openings, vote openings.
+        A run whose duties fail (hostile input, a bug) is logged and the others go on."""
+        self._each_run(screens=False)
+
+    def screen_step(self) -> None:
+        """Screen what each run's rounds in flight call for. Apart from :meth:`step`, on a
+        thread of its own: a screen takes as long as its run's model makes it (a hostile run's
+        can take long), and no run's screens may delay another's beacon or vote openings,
+        whose omission is slashed."""
+        self._each_run(screens=True)
+
+    def _each_run(self, screens: bool) -> None:
         for run in self.poc.runs(active=True):
             try:
-                self._run_duties(run)
+                self._run_duties(run, screens)
             except grpc.RpcError:
                 raise
             except Exception as err:
@@ -113,16 +123,21 @@ class RoundDuties:
                     log.exception("round duties of run %s failed; the others go on",
                                   run.run_id)  # fmt: skip
 
-    def _run_duties(self, run: Run) -> None:
+    def _run_duties(self, run: Run, screens: bool) -> None:
         next_block = self.poc.round_info(run.run_id).height + 1
         windows = [w for w in schedule.in_flight(run, self.params, next_block)
                    if w.round < run.config.total_rounds]  # fmt: skip
         if not windows:
             return
         oldest = windows[0].round
-        self._done = {d for d in self._done if d[0] != run.run_id or d[1] >= oldest}
+        # In place: the other thread's duties add to the same set meanwhile.
+        self._done.difference_update([d for d in list(self._done)
+                                      if d[0] == run.run_id and d[1] < oldest])  # fmt: skip
         for window in windows:
-            self._round(run, window, next_block)
+            if screens:
+                self._screens_due(run, window, next_block)
+            else:
+                self._round(run, window, next_block)
 
     def _round(self, run: Run, window: schedule.Window, next_block: int) -> None:
         round_ = window.round
@@ -132,17 +147,18 @@ class RoundDuties:
             return
         if next_block > window.selection:
             return
-        actions = ["commit"] if next_block <= window.end else ["reveal", "screen"]
-        todo = [a for a in actions if (run.run_id, round_, a) not in self._done]
-        if not todo:
+        action = "commit" if next_block <= window.end else "reveal"
+        if (run.run_id, round_, action) in self._done:
             return
         beacon = self.poc.beacon(run.run_id, round_)
         mine = next((e for e in beacon.entries if e.verifier == self.address), None)
-        for action in todo:
-            if action == "screen":
-                self._screen(run, window, beacon, next_block)
-            else:
-                self._beacon(run, window, action, mine)
+        self._beacon(run, window, action, mine)
+
+    def _screens_due(self, run: Run, window: schedule.Window, next_block: int) -> None:
+        if not window.end < next_block <= window.selection:
+            return
+        if (run.run_id, window.round, "screen") not in self._done:
+            self._screen(run, window, self.poc.beacon(run.run_id, window.round), next_block)
 
     def _beacon(
         self, run: Run, window: schedule.Window, action: str, mine: BeaconEntry | None

@@ -1,14 +1,15 @@
 """The verifier daemon: watches the chain, re-executes its assigned challenges in parallel jobs,
 and seals one vote per challenge (it checks the chain first, so a restart never votes twice);
 beside that, a thread of its own does the round's time-critical duties (the challenge beacon,
-the screening of every commit, the opening of its sealed votes), whose windows are a few blocks
-long and must not wait for a replay."""
+the opening of its sealed votes) and another screens commits, whose windows are a few blocks
+long and must not wait for a replay (nor a beacon opening for a slow run's screens)."""
 
 from __future__ import annotations
 
 import logging
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Literal
@@ -111,12 +112,13 @@ class VerifierService:
         with self._send_lock:
             return submit(self.client, self.wallet, *msgs, until_height=until_height)
 
-    def _duties_loop(self, stop: threading.Event) -> None:
-        """Round duties until ``stop``; an error is logged and the next poll tries again (a
-        duty missed is a slash or a lost vote, so the thread never ends on one)."""
+    def _duties_loop(self, stop: threading.Event, step: Callable[[], None]) -> None:
+        """Round duties (``step``: the beacon's and openings, or screens) until ``stop``; an
+        error is logged and the next poll tries again (a duty missed is a slash or a lost vote,
+        so the thread never ends on one)."""
         for _ in self.poc.blocks.passes(stop, self.cfg.duties_poll_seconds):
             try:
-                self.duties.step()
+                step()
             except grpc.RpcError as err:
                 log.warning("round duties: chain error %s; retrying", err.code().name)
                 stop.wait(1.0)
@@ -373,10 +375,13 @@ class VerifierService:
     def run(self, stop: threading.Event) -> int:
         """Watch and vote until ``stop``; returns verdicts submitted."""
         done = threading.Event()
-        duties = threading.Thread(target=self._duties_loop, args=(done,), name="round-duties")
+        duties = [threading.Thread(target=self._duties_loop, args=(done, step), name=name)
+                  for step, name in ((self.duties.step, "round-duties"),
+                                     (self.duties.screen_step, "screens"))]  # fmt: skip
         try:
             self.ensure_registered()
-            duties.start()
+            for thread in duties:
+                thread.start()
             if self.cfg.auto_claim:
                 AutoClaimer(self.poc, self.address, self._send).start(done)
             with ThreadPoolExecutor(max_workers=self.cfg.jobs) as pool:
@@ -397,6 +402,7 @@ class VerifierService:
             ) from None
         finally:
             done.set()
-            if duties.is_alive():
-                duties.join()
+            for thread in duties:
+                if thread.is_alive():
+                    thread.join()
         return self.verdicts
