@@ -124,25 +124,32 @@ def parameter_estimate(config: dict) -> int:
     )
 
 
-def attention_share(config: dict, seq_len: int) -> float:
+def attention_share(config: dict, seq_len: int, parameters: int) -> float:
     """What attention costs a token (its scores and weighted sums over ``seq_len`` positions,
     in every layer) over what the parameters cost it: 2 x layers x seq_len x heads x head_dim
-    over the parameter estimate. It grows with ``seq_len`` while the chain's budgets (parameters,
-    tokens a step) do not, so it bounds what a run's step costs a verifier."""
-    parameters = parameter_estimate(config)  # checks the sizes this needs
+    over ``parameters`` (:func:`parameter_estimate` of ``config``, which checked its sizes). It
+    grows with ``seq_len`` while the chain's budgets (parameters, tokens a step) do not, so it
+    bounds what a run's step costs a verifier."""
     sizes = _sizes(config)
     heads = sizes.get("heads", 1)
     width = heads * sizes.get("head_dim", sizes["hidden"] // heads)
     return 2 * sizes["layers"] * seq_len * width / parameters
 
 
-def check_budget(text: str, max_parameters: int) -> int:
+def check_budget(text: str, max_parameters: int, seq_len: int = 0) -> int:
     """The estimate of a canonical config's parameters, if within ``max_parameters`` (the
-    chain's budget); :class:`ModelConfigError` otherwise."""
-    estimate = parameter_estimate(parse(text))
+    chain's budget) and, at ``seq_len`` tokens a sequence, its attention within
+    ``MAX_ATTENTION_SHARE``; :class:`ModelConfigError` otherwise."""
+    config = parse(text)
+    estimate = parameter_estimate(config)
     if estimate > max_parameters:
         raise ModelConfigError(f"the model has about {estimate:,} parameters, over the chain's "
                                f"budget of {max_parameters:,}")  # fmt: skip
+    share = attention_share(config, seq_len, estimate)
+    if share > MAX_ATTENTION_SHARE:
+        raise ModelConfigError(f"seq_len {seq_len}: attention would cost a token {share:.1f} "
+                               f"times what the model's parameters do (at most "
+                               f"{MAX_ATTENTION_SHARE})")  # fmt: skip
     return estimate
 
 

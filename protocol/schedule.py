@@ -105,11 +105,11 @@ def _stride(cfg: RunConfig, params: PocParams) -> int:
 
 
 def run_lifetime(cfg: RunConfig, params: PocParams) -> int:
-    """Blocks from a run's creation to its last round's resolution."""
-    rounds = max(1, cfg.total_rounds)
+    """A run's start delay plus the blocks from its first round's start to its last round's
+    resolution (``total_rounds`` at least 1, as ``MsgCreateRun`` checks first)."""
     return (
         cfg.start_delay_blocks
-        + (rounds - 1) * _stride(cfg, params)
+        + (cfg.total_rounds - 1) * _stride(cfg, params)
         + round_period(cfg.round_blocks, params)
     )
 

@@ -155,14 +155,10 @@ def _validate_config(cfg: RunConfig, params: PocParams) -> None:
          f"what withholding a beacon secret costs a verifier ({withhold:f}), or re-rolling a "
          "round's seed would pay for a cheater")  # fmt: skip
     try:
-        model_config.check_budget(cfg.model_config, params.max_model_parameters)
+        model_config.check_budget(cfg.model_config, params.max_model_parameters, cfg.seq_len)
     except model_config.ModelConfigError as err:
         need(False, str(err))
     need(cfg.seq_len > 0, "seq_len must be positive")
-    share = model_config.attention_share(model_config.parse(cfg.model_config), cfg.seq_len)
-    need(share <= model_config.MAX_ATTENTION_SHARE,
-         f"seq_len {cfg.seq_len}: attention would cost a token {share:.1f} times what the "
-         f"model's parameters do (at most {model_config.MAX_ATTENTION_SHARE})")  # fmt: skip
     need(cfg.batch_size > 0 and cfg.round_blocks > 0 and cfg.total_rounds > 0,
          "batch_size, round_blocks and total_rounds must be positive")  # fmt: skip
     need(cfg.batch_size * cfg.seq_len <= params.max_step_tokens,
