@@ -1,7 +1,8 @@
 """What a round moves at 1B, 8B and 70B parameters, from constants measured on a real model.
 
 Measures, with the node's own encoders on a Llama of a few million parameters, the bytes per
-parameter of a checkpoint (parameters, AdamW moments), a global state (parameters, outer
+parameter of a checkpoint's two objects (its weights: steps and parameters; its AdamW moments),
+a global state (parameters, outer
 momentum), a residual and the pseudo-gradient under every shipped compressor; then projects a
 round of the small preset's shape (``--segments``, ``--sampling-rate``, ``--screeners``)
 to larger models, stored as the issue asks (bf16 weights, fp32 moments: checkpoints of
@@ -11,12 +12,14 @@ transfer takes at 100 Mbit/s and 1 Gbit/s. Rows:
 - *checkpoint*, *disk/host/round*: what a host writes each round (segments + 1 checkpoints, its
   pseudo-gradient, residual and the global state);
 - *S3 upload/host/round*: what a host publishes to an object store before its commit (final
-  checkpoint, pseudo-gradient, residual, global state) and its reveals (the start and end of
-  each challenged segment, ``sampling_rate * segments`` of them on average);
+  checkpoint's weights, pseudo-gradient, residual, global state) and once challenged (the start
+  and end of each challenged segment, ``sampling_rate * segments`` of them on average, and the
+  final checkpoint's moments when the next round's segment 0 is challenged, ``sampling_rate``);
 - *blob upload/host/round*: what it serves from its blob service instead: the same reads, once
   per reader (each peer fetches its pseudo-gradient, each screener the commit's artifacts);
 - *verifier/challenge*, *screen*: what one replay and one screen download (a screen's base
-  global state is the round's, fetched once a round by each verifier).
+  global state is the round's, fetched once a round by each verifier; a replay of segment 0
+  also reads the host's last final checkpoint, counted at its average of one in ``segments``).
 
     .venv/bin/python -m bench.artifact_sizes
 """
@@ -31,6 +34,7 @@ from rich.table import Table
 
 from dilochain.protocol import model_config
 from dilochain.protocol.compression import DCT_CHUNK
+from dilochain.training.checkpoint_codec import CheckpointEncoding
 from dilochain.training.compress import RESIDUAL_DTYPE, compress
 from dilochain.training.diloco import initial_global
 from dilochain.training.model import build_model, parameter_count
@@ -51,8 +55,10 @@ def measured(hidden: int, layers: int) -> dict[str, float]:
     params = {n: p.detach().clone() for n, p in model.named_parameters()}
     n = parameter_count(model)
     delta = {k: torch.randn_like(v) * 1e-3 for k, v in params.items()}
+    checkpoint = CheckpointEncoding.of(start_checkpoint(params))
     sizes = {
-        "checkpoint": len(encode_state(start_checkpoint(params))) / n,
+        "checkpoint weights": len(checkpoint.weights) / n,
+        "checkpoint moments": len(checkpoint.moments) / n,
         "global state": len(encode_state(initial_global(params))) / n,
         "residual": len(encode_state({k: v.to(RESIDUAL_DTYPE) for k, v in delta.items()})) / n,
     }
@@ -95,9 +101,10 @@ def main() -> None:
             table.add_row(name, f"{value:.3f}")
     console.print(table)
 
-    # bf16 weights + fp32 moments: 2 + 4 + 4 bytes, plus the encoding's measured overhead.
-    overhead = per["checkpoint"] - 12.0
-    ckpt = 10.0 + overhead
+    # bf16 weights + fp32 moments: 2 + 4 + 4 bytes, plus the encodings' measured overhead.
+    weights = 2.0 + per["checkpoint weights"] - 4.0
+    moments = per["checkpoint moments"]
+    ckpt = weights + moments
     state = 2.0 + 4.0 + (per["global state"] - 8.0)  # bf16 weights, fp32 outer momentum
     residual = per["residual"]  # bf16, as the node keeps it
     pg = per[f"pseudo-gradient {args.compressor}"]
@@ -106,12 +113,12 @@ def main() -> None:
     rows = {
         "checkpoint": ckpt,
         "disk/host/round": (s + 1) * ckpt + pg + residual + state,
-        "S3 upload/host/round": ckpt + pg + residual + state + revealed * ckpt,
+        "S3 upload/host/round": weights + pg + residual + state + revealed * ckpt + p * moments,
         "blob upload/host/round": ((args.hosts - 1) * pg
-                                   + args.screeners * (ckpt + pg + residual + state)
-                                   + revealed * args.verifiers_per_challenge * ckpt),
-        "verifier/challenge": 3 * ckpt + state + pg + residual,
-        "screen": ckpt + pg + residual,  # the round's base state: once a round, not a screen
+                                   + args.screeners * (weights + pg + residual + state)
+                                   + (revealed + p) * args.verifiers_per_challenge * ckpt),
+        "verifier/challenge": 2 * ckpt + weights + ckpt / s + state + pg + residual,
+        "screen": weights + pg + residual,  # the round's base state: once a round
     }  # fmt: skip
     out = Table(title=f"a round at scale: {s} segments, sampling {p}, {args.screeners} screeners, "
                 f"{args.hosts} hosts, pseudo-gradients {args.compressor}; bf16 weights, fp32 "

@@ -24,12 +24,12 @@ from dilochain.client import sign_offline
 from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgCommitRound
 from dilochain.protocol.schedule import derive_data_seed
 from dilochain.testutil import shipped_data, wallet
+from dilochain.training.checkpoint_codec import CheckpointEncoding, store_checkpoint
 from dilochain.training.compress import compress
 from dilochain.training.diloco import initial_global, params_of, pseudo_gradient
 from dilochain.training.model import build_model, parameter_count
 from dilochain.training.round_work import checkpoint_steps, train_round
 from dilochain.training.run_config import make_run_config
-from dilochain.training.tensor_codec import Encoding
 from dilochain.training.train_step import fresh_inner_state, set_deterministic, train_step
 
 HOST = "dilo1bench"
@@ -50,8 +50,7 @@ def node_round(model, cfg, data, state, store_dir: Path) -> float:
     store = LocalArtifactStore(store_dir)
     put = functools.partial(store.put, sync=False)  # as the node: fsync after the commit
 
-    def sink(checkpoint: Encoding, digest: bytes) -> None:
-        store.put_parts(checkpoint.parts, digest, sync=False)
+    sink = functools.partial(store_checkpoint, functools.partial(store.put_parts, sync=False))
 
     started = time.perf_counter()
     result = train_round(model, cfg, data, HOST, 0, params_of(state), None, sink=sink)
@@ -60,7 +59,8 @@ def node_round(model, cfg, data, state, store_dir: Path) -> float:
                          residual_hash=put(result.residual))  # fmt: skip
     sign_offline(wallet(1), [msg], sequence=0, account_number=0, chain_id="c")
     seconds = time.perf_counter() - started
-    store.sync([*result.checkpoint_hashes, msg.pseudo_grad_hash, msg.residual_hash])
+    stored = [h for c in result.checkpoints for h in c.hashes()]
+    store.sync([*stored, msg.pseudo_grad_hash, msg.residual_hash])
     return seconds
 
 
@@ -70,13 +70,13 @@ def inline_costs(model, cfg, state, store_dir: Path) -> dict[str, float]:
     count = len(checkpoint_steps(cfg))
     store = LocalArtifactStore(store_dir)
     started = time.perf_counter()
-    encoding = Encoding.of(checkpoint)  # a header and views of the tensors
+    encoding = CheckpointEncoding.of(checkpoint)  # headers and views of the tensors
     encode = time.perf_counter() - started
     started = time.perf_counter()
-    digest = encoding.digest()
+    encoding.digest()
     sha = time.perf_counter() - started
     started = time.perf_counter()
-    store.put_parts(encoding.parts, digest)
+    store_checkpoint(store.put_parts, encoding)
     write = time.perf_counter() - started
     started = time.perf_counter()
     compress(pseudo_gradient(params_of(state), params_of(state)), cfg.compression)

@@ -27,7 +27,6 @@ from dilochain.testutil import shipped_data
 from dilochain.training.diloco import initial_global, params_of
 from dilochain.training.model import build_model
 from dilochain.training.run_config import make_run_config
-from dilochain.training.tensor_codec import decode_state
 from dilochain.training.train_step import load_inner_state, run_segment, set_deterministic
 from dilochain.verifier.replay import Policy, relative_l2, verify_challenge
 from dilochain.verifier.testing import publish_round
@@ -54,7 +53,7 @@ def _one_step_short(cfg, data, result) -> list[float]:
     """Per segment: how far a replay that skips the segment's last step lands from the honest
     end (what a host that trains k-1 of every k steps would have to hide)."""
     set_deterministic(1)
-    states = [decode_state(c) for c in result.checkpoints]
+    states = [c.state() for c in result.checkpoints]
     shards, k = data.shards_of(cfg.seed, HOST), cfg.checkpoint_interval
     distances = []
     for start, end in itertools.pairwise(states):

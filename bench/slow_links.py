@@ -6,11 +6,13 @@ One real round of ``--preset`` is trained (its wall-clock measured), then for ea
 and each backend the bytes of a round cross the links with the node's own code:
 
 - **blob**: the host serves its store (gRPC blob service, in its namespace); the verifier
-  fetches what one screen and one challenge read (final checkpoint, pseudo-gradient, residual,
-  base global state; a segment's start and end checkpoints), and a peer host its
+  fetches what one screen and one challenge read (the final checkpoint's index and weights,
+  pseudo-gradient, residual, base global state; a segment's start and end checkpoints, whole),
+  and a peer host its
   pseudo-gradient, each through the host's link;
 - **s3**: the host publishes what the node publishes before its commit and its reveal (final
-  checkpoint, pseudo-gradient, residual, global state; the challenged segment's checkpoints)
+  checkpoint's index and weights, pseudo-gradient, residual, global state; the challenged
+  segment's checkpoints, whole)
   through its link; the verifier and the peer read them from the bucket through theirs.
 
 It prints, per rate and backend, the seconds and bytes each role moves and the share of the
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import io
 import json
 import os
@@ -92,6 +95,7 @@ def train(preset: str, root: Path) -> tuple[dict[str, list[str]], float]:
     """One real round into a store at ``root``: (artifact hashes by role, training seconds)."""
     from dilochain.artifacts.store import LocalArtifactStore
     from dilochain.testutil import shipped_data
+    from dilochain.training.checkpoint_codec import store_checkpoint
     from dilochain.training.diloco import initial_global, params_of
     from dilochain.training.model import build_model
     from dilochain.training.round_work import train_round
@@ -107,18 +111,17 @@ def train(preset: str, root: Path) -> tuple[dict[str, list[str]], float]:
     store = LocalArtifactStore(root)
     base = store.put(encode_state(state))
 
-    def sink(checkpoint, digest: bytes) -> None:
-        store.put_parts(checkpoint.parts, digest)
-
     started = time.perf_counter()
-    result = train_round(model, cfg, data, "dilo1bench", 0, params_of(state), None, sink=sink)
+    result = train_round(model, cfg, data, "dilo1bench", 0, params_of(state), None,
+                         sink=functools.partial(store_checkpoint, store.put_parts))  # fmt: skip
     seconds = time.perf_counter() - started
     pg, residual = store.put(result.pseudo_grad), store.put(result.residual)
-    leaves = result.checkpoint_hashes
+    # a commit names, and a screen reads, its final checkpoint's weights, not its moments
+    final = [h.hex() for h in result.checkpoints[-1].hashes(moments=False)]
     hexes = {
-        "commit": [leaves[-1].hex(), pg.hex(), residual.hex(), base.hex()],
-        "reveal": [leaves[0].hex(), leaves[1].hex()],  # segment 0 challenged
-        "screen": [leaves[-1].hex(), pg.hex(), residual.hex(), base.hex()],
+        "commit": [*final, pg.hex(), residual.hex(), base.hex()],
+        "reveal": [h.hex() for c in result.checkpoints[:2] for h in c.hashes()],  # segment 0
+        "screen": [*final, pg.hex(), residual.hex(), base.hex()],
         "peer": [pg.hex()],
     }
     hexes["challenge"] = hexes["reveal"]

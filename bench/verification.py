@@ -115,7 +115,6 @@ def honest_noise() -> float:
     """Relative L2 between a segment trained on 2 threads and its replay on 1 (float drift)."""
     import torch
 
-    from dilochain.training.tensor_codec import decode_state
     from dilochain.training.train_step import load_inner_state, run_segment
     from dilochain.verifier.replay import relative_l2
 
@@ -126,11 +125,11 @@ def honest_noise() -> float:
     torch.set_num_threads(2)
     result = train_round(model, cfg, corpus, HOST, 0, params_of(base), None)
     torch.set_num_threads(1)
-    start = decode_state(result.checkpoints[0])
+    start = result.checkpoints[0].state()
     state = load_inner_state(build_model(cfg.model_config, 0), cfg, start)
     shards = corpus.shards_of(cfg.seed, HOST)
     run_segment(state, cfg, corpus, shards, result.data_seed, 0, cfg.checkpoint_interval)
-    end = decode_state(result.checkpoints[1])
+    end = result.checkpoints[1].state()
     return relative_l2(params_of(state.checkpoint()), params_of(end))
 
 

@@ -21,6 +21,7 @@ from rich.table import Table
 from safetensors.torch import save
 
 from dilochain.testutil import shipped_data
+from dilochain.training.checkpoint_codec import CheckpointEncoding
 from dilochain.training.diloco import initial_global, params_of
 from dilochain.training.model import build_model, parameter_count
 from dilochain.training.run_config import make_run_config
@@ -46,7 +47,7 @@ def main() -> None:
         "nothing beside it": None,
         "safetensors.torch.save (one bytes object)": lambda: save(checkpoint, METADATA),
         "encode_state (the parts joined)": lambda: encode_state(checkpoint),
-        "encode as parts + SHA-256 (the writer)": lambda: Encoding.of(checkpoint).digest(),
+        "encode as parts + SHA-256 (the writer)": lambda: CheckpointEncoding.of(checkpoint).index,
         "torch copies of the tensors": lambda: [v.clone() for v in checkpoint.values()],
     }
 

@@ -14,16 +14,17 @@ from dilochain.protocol.hashing import content_hash
 from dilochain.protocol.merkle import merkle_root
 from dilochain.protocol.pb.poc.v1.types_pb2 import RunConfig
 from dilochain.protocol.schedule import derive_data_seed
+from dilochain.training.checkpoint_codec import CheckpointEncoding
 from dilochain.training.compress import compress, compress_with_feedback, decompress
 from dilochain.training.diloco import PARAM, params_of, pseudo_gradient
 from dilochain.training.round_work import RoundResult, checkpoint_steps
-from dilochain.training.tensor_codec import Encoding, decode_state, encode_state
+from dilochain.training.tensor_codec import encode_state
 from dilochain.training.train_step import start_checkpoint
 
 NOISE = 1e-6
 
 
-def _with_checkpoints(result: RoundResult, checkpoints: list[Encoding]) -> RoundResult:
+def _with_checkpoints(result: RoundResult, checkpoints: list[CheckpointEncoding]) -> RoundResult:
     hashes = [c.digest() for c in checkpoints]
     result.checkpoints, result.checkpoint_hashes = checkpoints, hashes
     result.ckpt_root = merkle_root(hashes)
@@ -56,7 +57,7 @@ class NoTraining(Honest):
         cfg = job.cfg
         fake = {k: torch.randn_like(v) * cfg.inner_lr for k, v in job.start.items()}
         pseudo_grad, left = compress_with_feedback(fake, job.residual, cfg.compression)
-        first = Encoding.of(start_checkpoint(job.start, job.carried))
+        first = CheckpointEncoding.of(start_checkpoint(job.start, job.carried))
         result = RoundResult(
             checkpoints=[], checkpoint_hashes=[], ckpt_root=b"", pseudo_grad=pseudo_grad,
             residual=encode_state(left), data_seed=derive_data_seed(cfg.seed, job.host, job.round),
@@ -104,7 +105,7 @@ class Noisy(Honest):
         result = job.train()
         generator = torch.Generator().manual_seed(job.round)
         noisy = [result.checkpoints[0]] + [_perturb(c, generator) for c in result.checkpoints[1:]]
-        delta = pseudo_gradient(job.start, params_of(decode_state(bytes(noisy[-1]))))
+        delta = pseudo_gradient(job.start, params_of(noisy[-1].state()))
         result.pseudo_grad, left = compress_with_feedback(delta, job.residual, job.cfg.compression)
         result.residual = encode_state(left)
         return _with_checkpoints(result, noisy)
@@ -139,13 +140,13 @@ class CopyPseudoGrad(Honest):
         return result
 
 
-def _perturb(checkpoint: Encoding, generator: torch.Generator) -> Encoding:
-    state = decode_state(bytes(checkpoint))
+def _perturb(checkpoint: CheckpointEncoding, generator: torch.Generator) -> CheckpointEncoding:
+    state = checkpoint.state()
     for key, value in state.items():
         if key.startswith(PARAM):
             noise = torch.randn(value.shape, generator=generator) * NOISE
             state[key] = value * (1 + noise)
-    return Encoding.of(state)
+    return CheckpointEncoding.of(state)
 
 
 BEHAVIORS: dict[str, type[Behavior]] = {

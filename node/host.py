@@ -16,6 +16,7 @@ flight. What it needs to resume after a restart is saved after every step
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import threading
 import time
@@ -55,7 +56,7 @@ from dilochain.protocol.pb.poc.v1.tx_pb2 import (
     MsgRegisterHost,
     MsgRevealCheckpoints,
 )
-from dilochain.protocol.pb.poc.v1.types_pb2 import Run
+from dilochain.protocol.pb.poc.v1.types_pb2 import Challenge, Run
 from dilochain.protocol.schedule import (
     Window,
     base_round,
@@ -63,6 +64,12 @@ from dilochain.protocol.schedule import (
     roster_height,
     round_window,
     window_at,
+)
+from dilochain.training.checkpoint_codec import (
+    CheckpointEncoding,
+    checkpoint_objects,
+    fetch_checkpoint,
+    store_checkpoint,
 )
 from dilochain.training.compress import decompress
 from dilochain.training.dataset import (
@@ -82,7 +89,7 @@ from dilochain.training.model import (
 )
 from dilochain.training.prepare import default_dataset
 from dilochain.training.round_work import RoundResult
-from dilochain.training.tensor_codec import Encoding, decode_state
+from dilochain.training.tensor_codec import CodecError, decode_state
 from dilochain.training.train_step import EVAL_BATCHES, eval_loss, set_deterministic
 
 log = logging.getLogger(__name__)
@@ -108,6 +115,11 @@ class Sent:
     window_end: int
     outcome: Future[bool]
     chained: Chained
+
+
+def _stored(result: RoundResult) -> list[bytes]:
+    """The hash of every object a round's checkpoints are stored as."""
+    return [digest for checkpoint in result.checkpoints for digest in checkpoint.hashes()]
 
 
 class HostNode:
@@ -338,7 +350,7 @@ class HostNode:
             if self.rc.overlap:
                 own = decompress(self.store.get(previous.pseudo_grad_hash), params_of(view.state))
             if self.rc.carry_inner_state:
-                carried = decode_state(self.store.get(previous.final_hash))
+                carried = fetch_checkpoint(self.store.get, previous.final_hash)
         start = round_start(view.state, own, self.rc.outer_lr, self.rc.outer_momentum)
         return start, residual, carried
 
@@ -416,18 +428,18 @@ class HostNode:
     def _put_unsynced(self, data: bytes) -> bytes:
         return self.local.put(data, sync=False)
 
-    def _sink(self, checkpoint: Encoding, digest: bytes) -> None:
+    def _sink(self, checkpoint: CheckpointEncoding) -> None:
         """Where a round's checkpoints go as they are encoded: the store, fsynced later."""
-        self.local.put_parts(checkpoint.parts, digest, sync=False)
+        store_checkpoint(functools.partial(self.local.put_parts, sync=False), checkpoint)
 
     def publish(self, round_: int, result: RoundResult) -> tuple[bytes, bytes]:
         """Store a round's checkpoints, pseudo-gradient and residual (served to peers from
         then on; not yet fsynced, see :meth:`run`); their (pseudo-gradient, residual) hashes."""
         started = time.perf_counter()
-        for encoding, digest in zip(result.checkpoints, result.checkpoint_hashes, strict=True):
-            self._sink(encoding, digest)  # already there unless a behaviour changed it
-        self.ledger.record(round_, "checkpoint", result.checkpoint_hashes)
-        self.ledger.record(round_, "final", result.checkpoint_hashes[-1:])
+        for encoding in result.checkpoints:
+            self._sink(encoding)  # already there unless a behaviour changed it
+        self.ledger.record(round_, "checkpoint", _stored(result))
+        self.ledger.record(round_, "final", result.checkpoints[-1].hashes())
         failpoint("node.publish", round_)
         pg_hash = self._put_unsynced(result.pseudo_grad)
         residual_hash = self._put_unsynced(result.residual)
@@ -533,8 +545,7 @@ class HostNode:
                         continue
                     mine = [c for c in self.poc.challenges(self.cfg.run_id, round_)
                             if c.host == self.address]  # fmt: skip
-                    wanted = [h for c in mine for h in ((c.start_hash, c.end_hash) if c.revealed
-                              else (leaves[c.segment], leaves[c.segment + 1]))]  # fmt: skip
+                    wanted = self._challenged_objects(round_, leaves, mine)
                     if self._publish(wanted, f"round {round_}'s challenged checkpoints") and (
                         height > window[-1]  # every reveal it made is known
                     ):
@@ -543,6 +554,26 @@ class HostNode:
                 log.warning("uploads: chain error %s; retrying", err.code())
             except Exception:  # logged; the next pass tries again
                 log.exception("uploads: unexpected error; retrying")
+
+    def _challenged_objects(
+        self, round_: int, leaves: list[bytes], mine: list[Challenge]
+    ) -> list[bytes]:
+        """Every object a replay of this host's challenged segments ``mine`` of round
+        ``round_`` reads: each segment's start and end checkpoints (those revealed, once they
+        are) and, for segment 0, the final checkpoint of the host's last round it is checked
+        against (a leaf this host does not have: itself, and :meth:`_publish` says so)."""
+        wanted = [h for c in mine for h in ((c.start_hash, c.end_hash) if c.revealed
+                  else (leaves[c.segment], leaves[c.segment + 1]))]  # fmt: skip
+        if any(c.segment == 0 for c in mine):
+            wanted += [c.inner_in_hash for c in self.poc.commits(self.cfg.run_id, round_)
+                       if c.host == self.address and c.inner_in_hash]  # fmt: skip
+        objects = []
+        for leaf in wanted:
+            try:
+                objects += checkpoint_objects(self.local.get, leaf)
+            except (ArtifactError, CodecError):
+                objects.append(leaf)
+        return objects
 
     def _reveal_window(self, round_: int) -> range:
         """The blocks in which round ``round_``'s challenged segments are revealed."""
@@ -671,8 +702,9 @@ class HostNode:
         reveal); whether it committed. It never raises: a commit it could not make is a round
         that did not count."""
         try:
-            # what the commit names and its screening reads (other checkpoints: when revealed)
-            named = [result.checkpoint_hashes[-1], *hashes]
+            # what the commit names and its screening reads: the final checkpoint's weights
+            # (its moments and the other checkpoints when a replay needs them)
+            named = [*result.checkpoints[-1].hashes(moments=False), *hashes]
             if not self._publish(named, f"round {round_}'s artifacts"):
                 return False
             self._wait_for_height(window.start - 1, stop)
@@ -685,7 +717,7 @@ class HostNode:
                 log.warning("round %d commit lost (failpoint node.commit_lost)", round_)
                 return False
             done = self.commit(view, round_, result, hashes, window.end)
-            self.local.sync([*result.checkpoint_hashes, *hashes])
+            self.local.sync([*_stored(result), *hashes])
             if done:
                 metrics.COMMITTED_TRAINING_SECONDS.inc(trained)
             return done

@@ -18,7 +18,6 @@ from dilochain.training.diloco import params_of
 from dilochain.training.distributed import DataParallel
 from dilochain.training.model import build_model
 from dilochain.training.round_work import serve_rounds, train_round
-from dilochain.training.tensor_codec import decode_state
 from dilochain.training.train_step import set_deterministic
 from dilochain.verifier.replay import verify_challenge
 from dilochain.verifier.testing import publish_round
@@ -42,7 +41,7 @@ def _rank(rank: int, address: str, out: Path, base_state: dict) -> None:
                 model, CFG, DATA, HOST, 1, params_of(base_state), None, parallel=parallel
             )
             results[name] = behavior(name).train(job)
-        carried = decode_state(bytes(results["honest"].checkpoints[-1]))
+        carried = results["honest"].checkpoints[-1].state()
         results["carried"] = train_round(model, CFG, DATA, HOST, 2, params_of(base_state),
                                          None, carried, parallel=parallel)  # fmt: skip
         parallel.start_round(None)  # the end
@@ -61,7 +60,7 @@ def test_two_rank_rounds_replay_in_one_process(tmp_path, base):
     one = honest(base)  # the same round in one process
     assert len(two.checkpoints) == len(one.checkpoints)
     # step 0: the global state, bit for bit
-    assert bytes(two.checkpoints[0]) == bytes(one.checkpoints[0])
+    assert two.checkpoints[0].digest() == one.checkpoints[0].digest()
     store, commit, challenges = publish_round(tmp_path / "h", CFG, base, two, HOST)
     found = [verify_challenge(CFG, DATA, commit, c, store, TOLERANT) for c in challenges]
     assert all(v.passed for v in found), [v.reason for v in found]
@@ -76,10 +75,10 @@ def test_two_rank_rounds_replay_in_one_process(tmp_path, base):
         assert not all(v.passed for v in verdicts), cheat
 
     # Rank 0 sends the carried moments with the start: the round replays in one process.
-    carried = decode_state(bytes(two.checkpoints[-1]))
+    carried = two.checkpoints[-1].state()
     one = train_round(build_model(CFG.model_config, 0), CFG, DATA, HOST, 2, params_of(base),
                       None, carried)  # fmt: skip
-    assert bytes(results["carried"].checkpoints[0]) == bytes(one.checkpoints[0])
+    assert results["carried"].checkpoints[0].digest() == one.checkpoints[0].digest()
     store, commit, challenges = publish_round(tmp_path / "c", CFG, base, results["carried"],
                                               HOST, 2, carried=carried)  # fmt: skip
     found = [verify_challenge(CFG, DATA, commit, c, store, TOLERANT) for c in challenges]

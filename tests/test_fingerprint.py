@@ -8,8 +8,9 @@ import torch
 
 from dilochain.protocol import verdict as sealing
 from dilochain.protocol.verdict import fingerprint_step
+from dilochain.training.checkpoint_codec import fetch_checkpoint
 from dilochain.training.model import build_model
-from dilochain.training.tensor_codec import decode_state, state_hash
+from dilochain.training.tensor_codec import state_hash
 from dilochain.training.train_step import load_inner_state, run_segment
 from dilochain.verifier.fingerprint import fingerprint
 from dilochain.verifier.lazy import lazy_verdict
@@ -42,7 +43,7 @@ def test_replays_agree_and_lazy_guesses_do_not(published, policy):
 def test_exact_fingerprint_is_the_hash_of_the_middle_state(published):
     _, (store, commit, challenges) = published
     c = challenges[1]
-    start = decode_state(store.get(c.start_hash))
+    start = fetch_checkpoint(store.get, c.start_hash)
     state = load_inner_state(build_model(CFG.model_config, CFG.seed), CFG, start)
     shards = DATA.shards_of(CFG.seed, commit.host)
     run_segment(state, CFG, DATA, shards, commit.data_seed, commit.round,
@@ -55,7 +56,7 @@ def test_exact_fingerprint_is_the_hash_of_the_middle_state(published):
 def test_tolerance_fingerprint_absorbs_replay_noise_not_a_wrong_state(published):
     _, (store, _, challenges) = published
     c = challenges[0]
-    start, end = decode_state(store.get(c.start_hash)), decode_state(store.get(c.end_hash))
+    start, end = (fetch_checkpoint(store.get, h) for h in (c.start_hash, c.end_hash))
     generator = torch.Generator().manual_seed(0)
 
     def jitter(state, scale):

@@ -13,13 +13,14 @@ from dilochain.node.config import BEHAVIOR_NAMES, NodeConfig
 from dilochain.protocol.params import PocParams
 from dilochain.protocol.pb.poc.v1.types_pb2 import Challenge, Params, RunConfig
 from dilochain.testutil import safetensors_declaring, shipped_data
+from dilochain.training.checkpoint_codec import CheckpointEncoding, index_objects, store_checkpoint
 from dilochain.training.compress import compress, decompress
 from dilochain.training.dataset import DataError, Dataset
 from dilochain.training.diloco import initial_global, params_of, round_start
 from dilochain.training.model import build_model
 from dilochain.training.round_work import train_round
 from dilochain.training.run_config import make_run_config
-from dilochain.training.tensor_codec import CodecError, decode_state, encode_state
+from dilochain.training.tensor_codec import CodecError, decode_state
 from dilochain.training.train_step import ADAM_STEP, STEP, set_deterministic
 from dilochain.verifier.replay import Policy, relative_l2, verify_challenge
 from dilochain.verifier.testing import publish_round
@@ -118,14 +119,21 @@ def test_declared_shapes_are_checked_before_allocating(shape):
 def test_crafted_checkpoints_fail_the_host_not_the_verifier(tmp_path, base):
     result = honest(base)
     store, commit, challenges = publish_round(tmp_path, CFG, base, result, HOST)
-    two_steps = decode_state(result.checkpoints[0])
-    two_steps[STEP] = torch.tensor([0, 0])
-    crafted = [encode_state(two_steps), safetensors_declaring((1 << 63,)),
-               safetensors_declaring((1 << 40,) * 20)]  # fmt: skip
-    for data in crafted:
+    first = result.checkpoints[0]
+    two_steps = CheckpointEncoding.of({**first.state(), STEP: torch.tensor([0, 0])})
+    store_checkpoint(store.put_parts, two_steps)
+    weights, moments = index_objects(first.index)
+    crafted = [
+        two_steps.digest(),
+        store.put(bytes(first.weights)),  # not an index
+        store.put(weights + weights),  # weights where its moments belong
+        *(store.put(store.put(safetensors_declaring(shape)) + moments)
+          for shape in ((1 << 63,), (1 << 40,) * 20)),
+    ]  # fmt: skip
+    for leaf in crafted:
         challenge = Challenge()
         challenge.CopyFrom(challenges[0])
-        challenge.start_hash = store.put(data)
+        challenge.start_hash = leaf
         verdict = verify_challenge(CFG, DATA, commit, challenge, store, TOLERANT)
         assert not verdict.passed and verdict.reason, verdict
 
@@ -197,7 +205,7 @@ def test_a_round_with_carried_moments_is_replayed_from_its_last_round_s_final_ch
     assert cfg.carry_inner_state  # runs carry the moments by default
     model = build_model(cfg.model_config, 0)
     first = train_round(model, cfg, DATA, HOST, 0, params_of(base), None)
-    carried = decode_state(bytes(first.checkpoints[-1]))
+    carried = first.checkpoints[-1].state()
     assert int(carried[ADAM_STEP]) == cfg.inner_steps
     forged = {k: v * 2 if k.startswith("exp_avg/") else v for k, v in carried.items()}
     cases = (("honest", carried, True, ""), ("reset", None, False, "AdamW step count is 0, not 8"),
@@ -206,7 +214,7 @@ def test_a_round_with_carried_moments_is_replayed_from_its_last_round_s_final_ch
     for name, moments, passed, reason in cases:
         result = results[name] = train_round(model, cfg, DATA, HOST, 1, params_of(base), None,
                                              moments)  # fmt: skip
-        final = decode_state(bytes(result.checkpoints[-1]))
+        final = result.checkpoints[-1].state()
         assert int(final[ADAM_STEP]) == (2 if moments is not None else 1) * cfg.inner_steps
         store, commit, challenges = publish_round(tmp_path / name, cfg, base, result, HOST,
                                                   carried=carried)  # fmt: skip

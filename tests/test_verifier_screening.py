@@ -11,14 +11,16 @@ import pytest
 from dilochain.node.behaviors import RoundJob
 from dilochain.node.cheats import CopyPseudoGrad, behavior
 from dilochain.protocol.params import PocParams
+from dilochain.training.checkpoint_codec import CheckpointEncoding, index_objects
 from dilochain.training.compress import compress, decompress, residual_after
 from dilochain.training.diloco import PARAM, params_of
 from dilochain.training.model import build_model
 from dilochain.training.round_work import RoundResult, train_round
-from dilochain.training.tensor_codec import Encoding, decode_state, encode_state
+from dilochain.training.tensor_codec import decode_state, encode_state
 from dilochain.verifier.replay import verify_challenge
 from dilochain.verifier.screening import screen_commit
 from dilochain.verifier.testing import publish_round
+from tests.test_checkpoint_codec import CountingStore
 from tests.test_verifier_replay import CFG, DATA, OTHER, TOLERANT, base, cheated, honest, job
 
 ANCHOR = hashlib.sha256(b"block at the end of the commit window").digest()
@@ -35,6 +37,22 @@ def test_an_honest_round_passes_and_lowers_the_loss(tmp_path, base):
     verdict = screened(tmp_path, base, honest(base))
     assert verdict.passed, verdict.reason
     assert verdict.distance < 0  # the held-out loss fell
+
+
+def test_a_screen_reads_no_checkpoint_s_moments(tmp_path, base):
+    """A screen reads the final checkpoint's weights (a third of a checkpoint in fp32), never
+    its AdamW moments or any other checkpoint: a host publishes those only when a replay
+    needs them."""
+    result = honest(base)
+    _, commit, _ = publish_round(tmp_path, CFG, base, result, "dilo1host")
+    store = CountingStore(tmp_path)
+    assert screen_commit(CFG, DATA, commit, ANCHOR, store, TOLERANT, MARGIN).passed
+    final = result.checkpoints[-1].hashes()
+    assert final[:2] == [commit.final_hash, index_objects(result.checkpoints[-1].index)[0]]
+    read = set(store.read)
+    assert final[2] not in read and set(final[:2]) <= read
+    others = {h for c in result.checkpoints[:-1] for h in c.hashes()}
+    assert not read & others
 
 
 def test_a_random_or_copied_pseudo_gradient_fails_the_consistency_check(tmp_path, base):
@@ -57,14 +75,14 @@ def test_a_consistent_but_poisoning_pseudo_gradient_fails_the_loss_test(tmp_path
     base_params = params_of(base)
     poison = {name: -9.0 * value for name, value in base_params.items()}
     result.pseudo_grad = compress(poison, CFG.compression)
-    final = decode_state(result.checkpoints[-1])
+    final = result.checkpoints[-1].state()
     for name, delta in decompress(result.pseudo_grad).items():
         final[PARAM + name] = base_params[name] - delta
     sent = decompress(result.pseudo_grad)
     result.residual = encode_state(residual_after({n: base_params[n] - final[PARAM + n]
                                                    for n in base_params}, sent))  # fmt: skip
-    result.checkpoints[-1] = Encoding.of(final)
-    result.checkpoint_hashes[-1] = hashlib.sha256(encode_state(final)).digest()
+    result.checkpoints[-1] = CheckpointEncoding.of(final)
+    result.checkpoint_hashes[-1] = result.checkpoints[-1].digest()
     verdict = screened(tmp_path, base, result)
     assert not verdict.passed and "raises the held-out loss" in verdict.reason
     assert not verdict.inconsistent  # a statistical test: every segment is replayed

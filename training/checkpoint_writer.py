@@ -2,8 +2,9 @@
 CPU), then encoded, hashed and handed to a sink (the artifact store) by a background thread
 while the next inner steps run.
 
-The encoding and its hash are the canonical ones (``tensor_codec.encode_parts``,
-``protocol.hashing.content_hash_parts``); only where they run changes. The encoding is a header
+The encodings and hashes are the canonical ones (``checkpoint_codec.CheckpointEncoding``: the
+weights and the moments each a ``tensor_codec`` encoding, and their index); only where they run
+changes. The encoding is a header
 plus views of the snapshot's tensors, and hashlib and file writes release the GIL, so the thread
 holds the GIL for next to nothing: on a GPU host the work costs the training loop one
 device-to-host copy per checkpoint, and on a CPU host whatever CPU time and memory bandwidth the
@@ -18,9 +19,9 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 import torch
 
-from dilochain.training.tensor_codec import Encoding
+from dilochain.training.checkpoint_codec import CheckpointEncoding
 
-Sink = Callable[[Encoding, bytes], object]  # (a checkpoint's canonical bytes, their sha256)
+Sink = Callable[[CheckpointEncoding], object]  # a checkpoint's encodings, hashed
 
 
 class CheckpointWriter:
@@ -29,7 +30,7 @@ class CheckpointWriter:
     def __init__(self, sink: Sink | None = None):
         self.sink = sink
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="checkpoint-writer")
-        self._pending: list[Future[tuple[Encoding, bytes]]] = []
+        self._pending: list[Future[tuple[CheckpointEncoding, bytes]]] = []
         self.busy_seconds = 0.0  # the thread's time encoding, hashing and sinking
 
     def submit(self, state: dict[str, torch.Tensor]) -> None:
@@ -38,16 +39,16 @@ class CheckpointWriter:
         snapshot = {k: v.detach().to("cpu", copy=True) for k, v in state.items()}
         self._pending.append(self._pool.submit(self._encode, snapshot))
 
-    def _encode(self, snapshot: dict[str, torch.Tensor]) -> tuple[Encoding, bytes]:
+    def _encode(self, snapshot: dict[str, torch.Tensor]) -> tuple[CheckpointEncoding, bytes]:
         started = time.perf_counter()
-        encoding = Encoding.of(snapshot)
+        encoding = CheckpointEncoding.of(snapshot)
         digest = encoding.digest()
         if self.sink is not None:
-            self.sink(encoding, digest)
+            self.sink(encoding)
         self.busy_seconds += time.perf_counter() - started
         return encoding, digest
 
-    def results(self) -> tuple[list[Encoding], list[bytes]]:
+    def results(self) -> tuple[list[CheckpointEncoding], list[bytes]]:
         """Every checkpoint's encoding and hash, in submission order (waits for the thread; its
         errors are raised here). The writer is finished afterwards."""
         try:

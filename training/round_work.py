@@ -12,13 +12,14 @@ import torch
 from dilochain.protocol.merkle import merkle_root
 from dilochain.protocol.pb.poc.v1.types_pb2 import RunConfig
 from dilochain.protocol.schedule import derive_data_seed
+from dilochain.training.checkpoint_codec import CheckpointEncoding
 from dilochain.training.checkpoint_writer import CheckpointWriter, Sink
 from dilochain.training.compress import compress_with_feedback
 from dilochain.training.dataset import Dataset
 from dilochain.training.diloco import pseudo_gradient
 from dilochain.training.distributed import DataParallel
 from dilochain.training.model import CausalLM
-from dilochain.training.tensor_codec import Encoding, encode_state
+from dilochain.training.tensor_codec import encode_state
 from dilochain.training.train_step import load_inner_state, start_checkpoint, train_step
 
 Progress = Callable[[int, float, float], None]  # (step, loss, tokens per second)
@@ -28,7 +29,7 @@ Progress = Callable[[int, float, float], None]  # (step, loss, tokens per second
 class RoundResult:
     """What a round produces: artifacts to publish and the fields of its commit."""
 
-    checkpoints: list[Encoding]
+    checkpoints: list[CheckpointEncoding]
     checkpoint_hashes: list[bytes]
     ckpt_root: bytes
     pseudo_grad: bytes

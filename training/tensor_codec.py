@@ -6,9 +6,10 @@ byte for byte what ``safetensors.torch.save`` writes (property-tested): tensors 
 dict order, and any safetensors reader opens a checkpoint. :func:`encode_parts` lays the bytes
 out as parts — the header, then each tensor's own memory — so a checkpoint is hashed and written
 without one joined copy (hashlib and file writes release the GIL, a copy does not: the training
-loop beside the checkpoint writer keeps running). A checkpoint's artifact bytes are exactly this
-encoding, so its artifact hash and its state hash are the same number. Decoding never unpickles:
-safetensors checks every offset against the bytes present before it allocates.
+loop beside the checkpoint writer keeps running). A global state's, residual's or checkpoint
+half's artifact bytes are exactly this encoding, so its artifact hash and its state hash are the
+same number (a checkpoint is two of them and an index: ``checkpoint_codec``). Decoding never
+unpickles: safetensors checks every offset against the bytes present before it allocates.
 """
 
 from __future__ import annotations

@@ -11,7 +11,8 @@ from __future__ import annotations
 from dilochain.artifacts.store import ArtifactError, ArtifactStore
 from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgOpenVerdict, MsgSubmitVerdict
 from dilochain.protocol.pb.poc.v1.types_pb2 import Challenge
-from dilochain.training.tensor_codec import CodecError, decode_state
+from dilochain.training.checkpoint_codec import fetch_checkpoint
+from dilochain.training.tensor_codec import CodecError
 from dilochain.verifier.ballots import BallotBox
 from dilochain.verifier.fingerprint import fingerprint
 from dilochain.verifier.replay import Policy, Verdict
@@ -23,7 +24,7 @@ def lazy_verdict(behavior: str, c: Challenge, store: ArtifactStore, policy: Poli
     if behavior != "always-pass":  # only always-pass guesses a fingerprint; copy copies a seal
         return Verdict(passed, reason)
     try:
-        start, end = decode_state(store.get(c.start_hash)), decode_state(store.get(c.end_hash))
+        start, end = (fetch_checkpoint(store.get, h) for h in (c.start_hash, c.end_hash))
     except (ArtifactError, CodecError):
         return Verdict(passed, reason)
     return Verdict(passed, reason, fingerprint=fingerprint(end, start, c, policy.mode,

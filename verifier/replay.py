@@ -17,6 +17,7 @@ import torch
 from dilochain.artifacts.store import ArtifactError, ArtifactStore, PeerUnreachable
 from dilochain.protocol.pb.poc.v1.types_pb2 import Challenge, RoundCommit, RunConfig
 from dilochain.protocol.verdict import fingerprint_step
+from dilochain.training.checkpoint_codec import checkpoint_leaf, fetch_checkpoint
 from dilochain.training.compress import (
     RESIDUAL_DTYPE,
     CompressionError,
@@ -119,8 +120,9 @@ def host_fault_fails(check: Callable[..., Verdict]) -> Callable[..., Verdict]:
 @dataclass(frozen=True)
 class CommitArtifacts:
     """What a commit's consistency is checked on: the parameters the host's round started from
-    (``diloco.round_start`` of its base global state), its final checkpoint, its
-    pseudo-gradient (decoded) and the residual it started from."""
+    (``diloco.round_start`` of its base global state), its final checkpoint's weights (steps
+    and parameters, without the moments), its pseudo-gradient (decoded) and the residual it
+    started from."""
 
     start: dict[str, torch.Tensor]
     final: dict[str, torch.Tensor]
@@ -137,7 +139,7 @@ class CommitArtifacts:
         own = decompress(store.get(delta_hash), like) if delta_hash else None
         return cls(
             start=round_start(base, own, cfg.outer_lr, cfg.outer_momentum),
-            final=decode_state(store.get(commit.final_hash)),
+            final=fetch_checkpoint(store.get, commit.final_hash, moments=False),
             pseudo_grad=decompress(store.get(commit.pseudo_grad_hash), like),
             residual_in=decode_state(store.get(residual_hash)) if residual_hash else None,
         )
@@ -165,8 +167,8 @@ def verify_challenge(
     the host."""
     k = cfg.checkpoint_interval
     try:
-        start = decode_state(store.get(challenge.start_hash))
-        end_bytes = store.get(challenge.end_hash)
+        start = fetch_checkpoint(store.get, challenge.start_hash)
+        end = fetch_checkpoint(store.get, challenge.end_hash)
         if challenge.final_hash != commit.final_hash:
             return Verdict(False, "revealed final checkpoint is not the committed one")
         artifacts = CommitArtifacts.fetch(store, commit, cfg)
@@ -184,7 +186,7 @@ def verify_challenge(
     if challenge.segment == 0:
         try:
             inner_in = commit.inner_in_hash
-            carried = decode_state(store.get(inner_in)) if inner_in else None
+            carried = fetch_checkpoint(store.get, inner_in) if inner_in else None
         except (ArtifactError, CodecError) as err:
             return artifact_failure(err)
         if (mismatch := start_mismatch(start, artifacts.start, carried, policy)) is not None:
@@ -194,7 +196,7 @@ def verify_challenge(
     run_segment(state, cfg, data, shards, commit.data_seed, commit.round, middle)
     mark = fingerprint(_on_cpu(state), start, challenge, policy.mode, policy.tolerance)
     run_segment(state, cfg, data, shards, commit.data_seed, commit.round, k - middle)
-    verdict = _compare(_on_cpu(state), end_bytes, challenge, policy)
+    verdict = _compare(_on_cpu(state), end, challenge, policy)
     if verdict.passed:
         mismatch = pseudo_grad_mismatch(artifacts, commit, cfg.compression, policy)
         verdict = mismatch or verdict
@@ -229,14 +231,14 @@ def _on_cpu(state: InnerState) -> dict[str, torch.Tensor]:
 
 
 def _compare(
-    replayed: dict[str, torch.Tensor], end_bytes: bytes, challenge: Challenge, policy: Policy
-) -> Verdict:
+    replayed: dict[str, torch.Tensor], revealed: dict[str, torch.Tensor], challenge: Challenge,
+    policy: Policy,
+) -> Verdict:  # fmt: skip
     if policy.mode == "exact":
-        if state_hash(replayed) != challenge.end_hash:
+        if checkpoint_leaf(replayed) != challenge.end_hash:
             return Verdict(False, "replayed segment does not match the revealed end checkpoint")
         distance = 0.0
     else:
-        revealed = decode_state(end_bytes)
         if int(revealed.get(ADAM_STEP, torch.tensor(-1))) != int(replayed[ADAM_STEP]):
             return Verdict(False, "revealed end checkpoint's AdamW step count is not the replay's")
         distance = relative_l2(params_of(replayed), params_of(revealed))

@@ -7,6 +7,7 @@ from pathlib import Path
 from dilochain.artifacts.store import LocalArtifactStore
 from dilochain.protocol.pb.poc.v1.types_pb2 import Challenge, RoundCommit
 from dilochain.protocol.schedule import derive_data_seed
+from dilochain.training.checkpoint_codec import CheckpointEncoding, store_checkpoint
 from dilochain.training.round_work import RoundResult
 from dilochain.training.run_config import RunConfig
 from dilochain.training.tensor_codec import encode_state
@@ -32,9 +33,10 @@ def publish_round(
     base_hash = store.put(encode_state(base))
     residual_in_hash = store.put(encode_state(residual_in)) if residual_in is not None else b""
     start_delta_hash = store.put(start_delta) if start_delta is not None else b""
-    inner_in_hash = store.put(encode_state(carried)) if carried is not None else b""
-    for encoding, digest in zip(result.checkpoints, result.checkpoint_hashes, strict=True):
-        store.put_parts(encoding.parts, digest)
+    kept = [CheckpointEncoding.of(carried)] if carried is not None else []
+    for encoding in [*kept, *result.checkpoints]:
+        store_checkpoint(store.put_parts, encoding)
+    inner_in_hash = kept[0].digest() if kept else b""
     hashes = result.checkpoint_hashes
     commit = RoundCommit(
         run_id="r", round=round_, host=host, ckpt_root=result.ckpt_root,

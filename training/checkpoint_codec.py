@@ -1,0 +1,120 @@
+"""A checkpoint as stored: two objects and a 64-byte index, so a reader takes only what it needs.
+
+A checkpoint (``train_step.InnerState.checkpoint``) is split into its *weights* — the round's
+step, AdamW's step count and the parameters, all a screen or an aggregation reads — and its
+*moments* — AdamW's two moments, 8 of a checkpoint's 12 bytes a parameter in fp32, read only
+by a replay that starts from it. Each is a canonical state encoding (``tensor_codec``), stored
+under its own content hash, and the checkpoint is named by the content hash of its index, the
+weights' hash followed by the moments'. That name is the leaf the chain's Merkle root, final
+hash, reveals and proofs already commit to, so nothing on the chain changes and the store stays
+content-addressed: a reader fetches the index by the leaf, then the objects it names, each
+checked against its hash as any artifact is. A host publishes a final checkpoint's index and
+weights with its commit (what its screens read) and the moments only when a replay needs them.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from dilochain.protocol.hashing import HASH_BYTES, Buffer, content_hash
+from dilochain.training.tensor_codec import CodecError, Encoding, decode_state
+from dilochain.training.train_step import EXP_AVG, EXP_AVG_SQ
+
+INDEX_BYTES = 2 * HASH_BYTES
+Fetch = Callable[[bytes], bytes]  # an artifact's bytes by its hash, checked (a store's get)
+PutParts = Callable[[Sequence[Buffer], bytes], object]  # store bytes given as parts, by hash
+
+
+def _is_moment(key: str) -> bool:
+    return key.startswith((EXP_AVG, EXP_AVG_SQ))
+
+
+@dataclass(frozen=True, eq=False)
+class CheckpointEncoding:
+    """A checkpoint's two encodings; its index and name (``digest``) follow from them."""
+
+    weights: Encoding
+    moments: Encoding
+
+    @classmethod
+    def of(cls, checkpoint: dict[str, torch.Tensor]) -> CheckpointEncoding:
+        """Encode ``checkpoint`` (viewing its tensors: snapshot live state first)."""
+        weights = {k: v for k, v in checkpoint.items() if not _is_moment(k)}
+        moments = {k: v for k, v in checkpoint.items() if _is_moment(k)}
+        return cls(Encoding.of(weights), Encoding.of(moments))
+
+    @functools.cached_property
+    def index(self) -> bytes:
+        """The weights' content hash followed by the moments'."""
+        return self.weights.digest() + self.moments.digest()
+
+    def digest(self) -> bytes:
+        """The checkpoint's name: the content hash of its index (a Merkle leaf)."""
+        return content_hash(self.index)
+
+    def hashes(self, moments: bool = True) -> list[bytes]:
+        """Its name (the index's hash), its weights' hash and, with ``moments``, its moments'
+        (:func:`checkpoint_objects` of a stored one)."""
+        named = [self.digest(), *index_objects(self.index)]
+        return named if moments else named[:2]
+
+    def objects(self) -> list[tuple[tuple[Buffer, ...], bytes]]:
+        """What to store, as (parts, content hash): the weights, the moments, then the index
+        (last, so a store that has a checkpoint's name has what it names)."""
+        leaf, weights, moments = self.hashes()
+        return [(self.weights.parts, weights), (self.moments.parts, moments),
+                ((self.index,), leaf)]  # fmt: skip
+
+    def state(self) -> dict[str, torch.Tensor]:
+        """The checkpoint decoded."""
+        return {**decode_state(self.weights), **decode_state(self.moments)}
+
+    def __len__(self) -> int:
+        return len(self.weights) + len(self.moments) + INDEX_BYTES
+
+
+def store_checkpoint(put_parts: PutParts, checkpoint: CheckpointEncoding) -> bytes:
+    """Store each object of ``checkpoint`` with ``put_parts`` (a store's); its name."""
+    for parts, digest in checkpoint.objects():
+        put_parts(parts, digest)
+    return checkpoint.digest()
+
+
+def checkpoint_leaf(checkpoint: dict[str, torch.Tensor]) -> bytes:
+    """The name of ``checkpoint`` (:meth:`CheckpointEncoding.digest`)."""
+    return CheckpointEncoding.of(checkpoint).digest()
+
+
+def index_objects(index: bytes) -> tuple[bytes, bytes]:
+    """The (weights, moments) hashes an index names; raises :class:`CodecError` for bytes that
+    are not an index."""
+    if len(index) != INDEX_BYTES:
+        raise CodecError(f"a checkpoint index is {INDEX_BYTES} bytes, not {len(index)}")
+    return index[:HASH_BYTES], index[HASH_BYTES:]
+
+
+def checkpoint_objects(fetch: Fetch, leaf: bytes, moments: bool = True) -> list[bytes]:
+    """The hashes of what checkpoint ``leaf`` is stored as: itself (its index), its weights
+    and, with ``moments``, its moments."""
+    weights, rest = index_objects(fetch(leaf))
+    return [leaf, weights, rest] if moments else [leaf, weights]
+
+
+def fetch_checkpoint(fetch: Fetch, leaf: bytes, moments: bool = True) -> dict[str, torch.Tensor]:
+    """Checkpoint ``leaf`` decoded (without ``moments``: only its steps and parameters);
+    raises what ``fetch`` raises, and :class:`CodecError` for objects that are not a
+    checkpoint's parts."""
+    weights_hash, moments_hash = index_objects(fetch(leaf))
+    weights = decode_state(fetch(weights_hash))
+    if any(_is_moment(k) for k in weights):
+        raise CodecError("a checkpoint's weights hold moments")
+    if not moments:
+        return weights
+    rest = decode_state(fetch(moments_hash))
+    if not all(_is_moment(k) for k in rest):
+        raise CodecError("a checkpoint's moments hold other tensors")
+    return {**weights, **rest}
