@@ -9,6 +9,7 @@ node does (``HostNode._load`` → ``Aggregator.latest``, then ``train_round``).
 from __future__ import annotations
 
 import argparse
+import functools
 import tempfile
 import time
 from pathlib import Path
@@ -19,11 +20,12 @@ from rich.table import Table
 from dilochain.artifacts.blob_service import PeerFetchingStore, serve_blobs
 from dilochain.artifacts.store import LocalArtifactStore
 from dilochain.testutil import shipped_data
+from dilochain.training.checkpoint_codec import store_checkpoint
 from dilochain.training.diloco import initial_global, params_of
 from dilochain.training.model import build_model, max_artifact_bytes, parameter_count
 from dilochain.training.round_work import train_round
 from dilochain.training.run_config import llama, make_run_config
-from dilochain.training.tensor_codec import Encoding, decode_state, encode_state
+from dilochain.training.tensor_codec import decode_state, encode_state
 from dilochain.training.train_step import set_deterministic
 
 HOST = "dilo1joiner"
@@ -51,10 +53,8 @@ def join(name: str, shape: tuple, h: int, root: Path) -> tuple[int, int, float, 
     finally:
         server.stop(grace=0)
 
-    def sink(checkpoint: Encoding, digest: bytes) -> None:
-        mine.put_parts(checkpoint.parts, digest)
-
     started = time.perf_counter()
+    sink = functools.partial(store_checkpoint, mine.put_parts)
     train_round(model, cfg, data, HOST, 0, params_of(fetched), None, sink=sink)
     first = time.perf_counter() - started
     return parameter_count(model), peer.size(digest), fetch, first
