@@ -90,7 +90,7 @@ def test_a_run_whose_screens_take_long_delays_no_beacon_opening(tmp_path):
     sent = []
     duties = RoundDuties(poc, me, lambda *msgs, until_height: sent.extend(msgs), screener,
                          BallotBox(tmp_path / "ballots.sqlite", address))  # fmt: skip
-    screens = threading.Thread(target=duties.screen_step)
+    screens = threading.Thread(target=duties.screen_step, args=(runs[0],))
     screens.start()
     try:
         assert screening.wait(30)  # the first run's screen is under way, and stays so
@@ -102,6 +102,85 @@ def test_a_run_whose_screens_take_long_delays_no_beacon_opening(tmp_path):
     finally:
         finish.set()
         screens.join(30)
+
+
+def test_a_run_whose_screens_take_long_holds_no_other_run_s_screens():
+    """Each active run is screened on a thread of its own, started when the run is seen and
+    stopped when it is no longer active: while one run's screen has not come back, another
+    run's are screened and sent."""
+    from dilochain.verifier.service import VerifierService
+
+    runs = [Run(run_id="huge"), Run(run_id="small")]
+
+    def passes(stop, poll):
+        while not stop.is_set():
+            yield
+            stop.wait(0.01)
+
+    poc = SimpleNamespace(runs=lambda active: list(runs), blocks=SimpleNamespace(passes=passes))
+    stuck, finish, screened = threading.Event(), threading.Event(), threading.Event()
+
+    def screen_step(run):
+        if run.run_id == "huge":
+            stuck.set()
+            finish.wait(30)
+        else:
+            screened.set()
+
+    service = VerifierService.__new__(VerifierService)  # only what the screens loop uses
+    service.poc, service.cfg = poc, SimpleNamespace(duties_poll_seconds=0.01)
+    service.duties = SimpleNamespace(screen_step=screen_step)
+    stop = threading.Event()
+    loop = threading.Thread(target=service._screens_loop, args=(stop,))
+    loop.start()
+    try:
+        assert stuck.wait(30) and screened.wait(30)  # the small run's, while the huge is stuck
+        names = {t.name for t in threading.enumerate()}
+        assert {"screens-huge", "screens-small"} <= names
+        runs.pop()  # the small run ends: its thread with it
+        deadline = time.monotonic() + 30
+        while "screens-small" in {t.name for t in threading.enumerate()}:
+            assert time.monotonic() < deadline, "the ended run's screens thread is still there"
+            time.sleep(0.01)
+    finally:
+        stop.set()
+        finish.set()
+        loop.join(30)
+    assert not loop.is_alive()
+    assert not {"screens-huge", "screens-small"} & {t.name for t in threading.enumerate()}
+
+
+def test_screens_too_slow_for_the_window_send_what_they_finished(tmp_path):
+    """Screened a message's worth at a time: once the next block is the last that a vote can
+    land in, the votes screened so far go out and the rest of the round is left unscreened
+    (replayed in full), instead of every vote arriving after the window."""
+    me = wallet(77)
+    hosts = [str(wallet(100 + i).address()) for i in range(40)]
+    height = [18]
+    poc = SimpleNamespace(
+        params=lambda: PocParams(screeners_per_commit=0),
+        screens=lambda run_id, round_: [],
+        verifiers=lambda: [SimpleNamespace(address=str(me.address()), registered_height=1)],
+        commits=lambda run_id, round_: [RoundCommit(host=h, round=0) for h in hosts],
+        hosts=lambda run_id: [SimpleNamespace(address=h) for h in hosts],
+        round_info=lambda run_id: SimpleNamespace(height=height[0]),
+    )
+    batches = []
+
+    def screener(run, round_, anchor, todo, patient):
+        batches.append(len(todo))
+        height[0] += 2  # each batch takes two blocks
+        return [ScreenVote(host=c.host, passed=True) for c in todo]
+
+    sent = []
+    duties = RoundDuties(poc, me, lambda *msgs, until_height: sent.extend(msgs), screener,
+                         BallotBox(tmp_path / "ballots.sqlite", str(me.address())))  # fmt: skip
+    window = Window(0, start=10, end=13, selection=23, opening=40, resolution=42, handover=33)
+    duties._screen(Run(run_id="r"), window, Beacon(anchor=b"\x01" * 32), 19)
+    # heights 18, 20, 22: the third batch would start when block 23, the last, is next
+    assert batches == [16, 16]
+    assert [len(m.votes) for m in sent] == [16, 16]
+    assert ("r", 0, "screen") in duties._done  # past its patience: the window is over for it
 
 
 @pytest.mark.integration

@@ -102,26 +102,25 @@ class RoundDuties:
         """Do what the next block's place in each run's schedule calls for, in every round in
         flight (several when rounds overlap): beacon commitments and openings, vote openings.
         A run whose duties fail (hostile input, a bug) is logged and the others go on."""
-        self._each_run(screens=False)
-
-    def screen_step(self) -> None:
-        """Screen what each run's rounds in flight call for. Apart from :meth:`step`, on a
-        thread of its own: a screen takes as long as its run's model makes it (a hostile run's
-        can take long), and no run's screens may delay another's beacon or vote openings,
-        whose omission is slashed."""
-        self._each_run(screens=True)
-
-    def _each_run(self, screens: bool) -> None:
         for run in self.poc.runs(active=True):
-            try:
-                self._run_duties(run, screens)
-            except grpc.RpcError:
-                raise
-            except Exception as err:
-                if (run.run_id, type(err).__name__) not in self._failing:  # logged once
-                    self._failing.add((run.run_id, type(err).__name__))
-                    log.exception("round duties of run %s failed; the others go on",
-                                  run.run_id)  # fmt: skip
+            self._guarded(run, screens=False)
+
+    def screen_step(self, run: Run) -> None:
+        """Screen what ``run``'s rounds in flight call for. Apart from :meth:`step`, and on a
+        thread for each run (the service's): a screen takes as long as its run's model makes
+        it (a hostile run's can take long), and no run's screens may delay another's screens
+        or any beacon or vote opening, whose omission is slashed."""
+        self._guarded(run, screens=True)
+
+    def _guarded(self, run: Run, screens: bool) -> None:
+        try:
+            self._run_duties(run, screens)
+        except grpc.RpcError:
+            raise
+        except Exception as err:
+            if (run.run_id, type(err).__name__) not in self._failing:  # logged once
+                self._failing.add((run.run_id, type(err).__name__))
+                log.exception("round duties of run %s failed; the others go on", run.run_id)
 
     def _run_duties(self, run: Run, screens: bool) -> None:
         next_block = self.poc.round_info(run.run_id).height + 1
@@ -197,7 +196,7 @@ class RoundDuties:
         for group in (
             [c for c in todo if c.host in members], [c for c in todo if c.host not in members]
         ):  # fmt: skip
-            votes = self.screener(run, window.round, beacon.anchor, group, patient) if group else []
+            votes = self._screen_until(run, window, beacon.anchor, group, patient)
             msgs = [MsgSubmitScreen(verifier=self.address, run_id=run.run_id, round=window.round,
                                     votes=votes[i : i + VOTES_PER_SCREEN_MSG])
                     for i in range(0, len(votes), VOTES_PER_SCREEN_MSG)]  # fmt: skip
@@ -206,6 +205,25 @@ class RoundDuties:
         # A commit left unvoted while patient (its host unreachable) is screened again.
         if accepted and (not patient or not unvoted):
             self._done.add((run.run_id, window.round, "screen"))
+
+    def _screen_until(
+        self, run: Run, window: schedule.Window, anchor: bytes, commits: list[RoundCommit],
+        patient: bool,
+    ) -> list[ScreenVote]:  # fmt: skip
+        """Votes on ``commits``, screened a message's worth at a time until the next block is
+        the last one a vote can land in: then what is screened goes out, and a commit left
+        unscreened is replayed in full, as one nobody screened (a run whose screens are too
+        slow for its window still lands the votes it finished)."""
+        votes: list[ScreenVote] = []
+        for first in range(0, len(commits), VOTES_PER_SCREEN_MSG):
+            if first and self.poc.round_info(run.run_id).height + 1 >= window.selection:
+                log.warning("screens of %s round %d: %d of %d commits left unscreened, the "
+                            "window closes", run.run_id, window.round, len(commits) - first,
+                            len(commits))  # fmt: skip
+                break
+            batch = commits[first : first + VOTES_PER_SCREEN_MSG]
+            votes += self.screener(run, window.round, anchor, batch, patient)
+        return votes
 
     def _open(self, run: Run, window: schedule.Window) -> None:
         """Open every vote of mine still sealed (done once none is left)."""

@@ -1,11 +1,13 @@
 """The verifier daemon: watches the chain, re-executes its assigned challenges in parallel jobs,
 and seals one vote per challenge (it checks the chain first, so a restart never votes twice);
 beside that, a thread of its own does the round's time-critical duties (the challenge beacon,
-the opening of its sealed votes) and another screens commits, whose windows are a few blocks
-long and must not wait for a replay (nor a beacon opening for a slow run's screens)."""
+the opening of its sealed votes) and a thread for each run screens its commits, whose windows
+are a few blocks long and must not wait for a replay (nor a beacon opening, or another run's
+screens, for a slow run's screens)."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -125,6 +127,34 @@ class VerifierService:
             except Exception:
                 log.exception("round duties failed; retrying")
                 stop.wait(1.0)
+
+    def _screens_loop(self, stop: threading.Event) -> None:
+        """A screens thread for each active run (``screens-RUN``), started once the run is seen
+        active and stopped once it is not, until ``stop``: one run's screens, however long its
+        model makes them, hold no other run's past its window."""
+        threads: dict[str, tuple[threading.Thread, threading.Event]] = {}
+        try:
+            for _ in self.poc.blocks.passes(stop, self.cfg.duties_poll_seconds):
+                try:
+                    runs = {run.run_id: run for run in self.poc.runs(active=True)}
+                except grpc.RpcError as err:
+                    log.warning("screens: chain error %s; retrying", err.code().name)
+                    stop.wait(1.0)
+                    continue
+                for run_id in runs.keys() - threads.keys():
+                    ended = threading.Event()
+                    step = functools.partial(self.duties.screen_step, runs[run_id])
+                    thread = threading.Thread(target=self._duties_loop, args=(ended, step),
+                                              name=f"screens-{run_id}")  # fmt: skip
+                    threads[run_id] = thread, ended
+                    thread.start()
+                for run_id in threads.keys() - runs.keys():
+                    threads.pop(run_id)[1].set()  # its thread ends after the screen under way
+        finally:
+            for _, ended in threads.values():
+                ended.set()
+            for thread, _ in threads.values():
+                thread.join()
 
     def ensure_registered(self) -> None:
         """Bond the minimum verifier collateral and register, once."""
@@ -375,9 +405,11 @@ class VerifierService:
     def run(self, stop: threading.Event) -> int:
         """Watch and vote until ``stop``; returns verdicts submitted."""
         done = threading.Event()
-        duties = [threading.Thread(target=self._duties_loop, args=(done, step), name=name)
-                  for step, name in ((self.duties.step, "round-duties"),
-                                     (self.duties.screen_step, "screens"))]  # fmt: skip
+        duties = [
+            threading.Thread(target=self._duties_loop, args=(done, self.duties.step),
+                             name="round-duties"),
+            threading.Thread(target=self._screens_loop, args=(done,), name="screens"),
+        ]  # fmt: skip
         try:
             self.ensure_registered()
             for thread in duties:
