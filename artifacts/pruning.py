@@ -4,10 +4,11 @@ The artifact store is content-addressed and knows nothing of rounds, so the host
 ledger (``artifacts.jsonl`` in its state folder) what it stored for which round and why. Once a
 round's challenges are decided (plus a margin of rounds, for peers that restart and verifiers
 that are late), its segment checkpoints and pseudo-gradients can go; a round's error-feedback
-residual and final checkpoint (whose AdamW moments a run with ``carry_inner_state`` carries)
-one round later (the next round starts from them and its commit is checked against them);
-global states are kept for the newest ``keep`` rounds plus every ``archive_every``-th round. A
-hash that any kept entry still names is never deleted. The dataset files the host serves are not
+residual and final checkpoint (``final``: its index and weights; ``moments``: its AdamW
+moments, which a run with ``carry_inner_state`` carries) one round later (the next round starts
+from them and its commit is checked against them); global states are kept for the newest
+``keep`` rounds plus every ``archive_every``-th round. A hash that any kept entry still names is
+never deleted. The dataset files the host serves are not
 in the ledger. A host that also publishes to an object store deletes there first: a delete that
 fails leaves the ledger as it was, for the next prune.
 """
@@ -27,7 +28,7 @@ from dilochain.artifacts.store import LocalArtifactStore
 if TYPE_CHECKING:
     from dilochain.artifacts.object_store import ObjectStore
 
-Kind = Literal["checkpoint", "pseudo_grad", "residual", "final", "global"]
+Kind = Literal["checkpoint", "pseudo_grad", "residual", "final", "moments", "global"]
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,7 @@ def prunable(entries: list[Entry], resolved: int, retention: Retention) -> list[
             archived = retention.archive_every and e.round % retention.archive_every == 0
             recent = e.round > newest - retention.keep_global_states
             gone = e.round + margin <= resolved and not archived and not recent
-        elif e.kind in ("residual", "final"):
+        elif e.kind in ("residual", "final", "moments"):
             gone = e.round + 1 + margin <= resolved
         else:
             gone = e.round + margin <= resolved

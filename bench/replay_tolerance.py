@@ -3,8 +3,10 @@ a cheat lands: the numbers the genesis ``tolerance`` (tolerance mode) is set fro
 
 A host trains one round of the default preset; verifiers replay every segment under other
 settings (thread count, the run's precision) and report the relative L2 distance between the
-replayed and the revealed end parameters. Cheats are replayed the same way. GPU-vs-CPU rows need
-a GPU (``--device cuda`` for the host's side) and are printed only where one is present.
+replayed and the revealed end parameters (and of the furthest AdamW moment, which tolerance mode
+holds to ``verifier.replay.MOMENT_TOLERANCE``). Cheats are replayed the same way. GPU-vs-CPU
+rows need a GPU (``--device cuda`` for the host's side) and are printed only where one is
+present.
 
     .venv/bin/python -m bench.replay_tolerance [--preset small] [--hosts cuda,cuda-compiled]
 """
@@ -84,7 +86,8 @@ def main() -> None:
     data, pins = shipped_data()
     defaults = PocParams()
     table = Table("host", "verifier", "work", "precision", "distance min", "distance max",
-                  "at the default tolerance", title=f"preset {args.preset!r}")  # fmt: skip
+                  "moments max", "at the default tolerance",
+                  title=f"preset {args.preset!r}")  # fmt: skip
     hosts = [("cpu", False), ("cpu", True)] + (
         [("cuda", False)] if torch.cuda.is_available() else []
     )
@@ -103,7 +106,7 @@ def main() -> None:
         if cheats:
             short = _one_step_short(cfg, data, _round(cfg, data, base, "honest", "cpu", False))
             table.add_row("cpu, 1 thread", "cpu, 1 thread", "one step short", precision,
-                          f"{min(short):.1e}", f"{max(short):.1e}",
+                          f"{min(short):.1e}", f"{max(short):.1e}", "-",
                           "caught" if min(short) > tolerance else "passes")  # fmt: skip
         for device, compiled, how in cases:
             set_deterministic(1)
@@ -111,12 +114,15 @@ def main() -> None:
             host = f"{device}, 1 thread{', compiled' if compiled else ''}"
             for threads in (1, 2):
                 verdicts = _replays(cfg, data, base, result, threads)
-                distances = [v.distance for v in verdicts if v.passed]
-                low, high = (
-                    (f"{min(distances):.1e}", f"{max(distances):.1e}") if distances else ("-", "-")
-                )
+                passed = [v for v in verdicts if v.passed]
+                low, high, moments = (
+                    (f"{min(v.distance for v in passed):.1e}",
+                     f"{max(v.distance for v in passed):.1e}",
+                     f"{max(v.moment_distance for v in passed):.1e}") if passed else ("-",) * 3
+                )  # fmt: skip
                 table.add_row(host, f"cpu, {threads} thread{'s' * (threads > 1)}", how,
-                              precision, low, high, _outcome(verdicts, tolerance))  # fmt: skip
+                              precision, low, high, moments,
+                              _outcome(verdicts, tolerance))  # fmt: skip
     Console().print(table)
 
 

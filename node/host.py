@@ -439,7 +439,9 @@ class HostNode:
         for encoding in result.checkpoints:
             self._sink(encoding)  # already there unless a behaviour changed it
         self.ledger.record(round_, "checkpoint", _stored(result))
-        self.ledger.record(round_, "final", result.checkpoints[-1].hashes())
+        final = result.checkpoints[-1].hashes()
+        self.ledger.record(round_, "final", [final[0], final[-1]])  # weights, index
+        self.ledger.record(round_, "moments", final[1:2])
         failpoint("node.publish", round_)
         pg_hash = self._put_unsynced(result.pseudo_grad)
         residual_hash = self._put_unsynced(result.residual)

@@ -67,7 +67,8 @@ def test_a_stored_checkpoint_reads_back_whole_or_as_weights(tmp_path_factory, ch
     assert leaf == checkpoint_leaf(checkpoint) == content_hash(weights + moments)
     assert store.get(leaf) == encoding.index and len(encoding.index) == INDEX_BYTES
     assert weights == state_hash({k: v for k, v in checkpoint.items() if PARAM in k or "step" in k})
-    assert checkpoint_objects(store.get, leaf) == encoding.hashes() == [leaf, weights, moments]
+    assert checkpoint_objects(store.get, leaf) == encoding.hashes() == [weights, moments, leaf]
+    assert checkpoint_objects(store.get, leaf, moments=False) == [weights, leaf]
     assert _equal(fetch_checkpoint(store.get, leaf), checkpoint)
     assert _equal(encoding.state(), checkpoint)
     assert len(encoding) == sum(store.size(h) for h in encoding.hashes())
@@ -108,3 +109,38 @@ def test_objects_that_are_not_a_checkpoint_s_parts_are_refused(tmp_path):
                   {k: v for k, v in checkpoint.items() if not k.startswith("exp_avg")})  # fmt: skip
     with pytest.raises(ArtifactError):
         fetch_checkpoint(store.get, leaf)
+
+
+def test_a_challenged_host_publishes_whole_checkpoints_and_its_last_final(tmp_path):
+    """What a host uploads for its challenged segments: each segment's start and end whole
+    (the revealed ones once revealed), each checkpoint's index after what it names, and for
+    segment 0 the whole final checkpoint of its last round, whose moments its commit left at
+    home; a leaf it does not have is passed on as itself (``_publish`` says it is missing)."""
+    from types import SimpleNamespace
+
+    from dilochain.node.host import HostNode
+    from dilochain.protocol.pb.poc.v1.types_pb2 import Challenge, RoundCommit
+
+    store = LocalArtifactStore(tmp_path)
+    encodings = [CheckpointEncoding.of({STEP: torch.tensor(s), ADAM_STEP: torch.tensor(s),
+                                        PARAM + "w": torch.full((2,), float(s)),
+                                        EXP_AVG + "w": torch.zeros(2) + s,
+                                        EXP_AVG_SQ + "w": torch.ones(2) * s})
+                 for s in range(5)]  # fmt: skip
+    leaves = [store_checkpoint(store.put_parts, e) for e in encodings]
+    last_final = leaves[4]  # the host's round r-1 final checkpoint
+    host = HostNode.__new__(HostNode)  # only what the uploads use
+    host.local, host.address = store, "dilo1me"
+    host.cfg = SimpleNamespace(run_id="r")
+    host.poc = SimpleNamespace(commits=lambda run_id, round_: [
+        RoundCommit(host="dilo1other", inner_in_hash=b"\1" * 32),
+        RoundCommit(host="dilo1me", inner_in_hash=last_final),
+    ])  # fmt: skip
+    mine = [Challenge(segment=0), Challenge(segment=1, revealed=True, start_hash=leaves[1],
+                                            end_hash=b"\2" * 32)]  # fmt: skip
+    objects = host._challenged_objects(1, leaves[:4], mine)
+    whole = [h for leaf in (leaves[0], leaves[1]) for h in checkpoint_objects(store.get, leaf)]
+    assert objects == [*whole, *encodings[1].hashes(), b"\2" * 32, *encodings[4].hashes()]
+    assert encodings[4].hashes()[1] in objects  # the carried moments go up with segment 0
+    host.poc = SimpleNamespace(commits=lambda run_id, round_: pytest.fail("not asked"))
+    assert host._challenged_objects(1, leaves[:4], mine[1:]) == [*encodings[1].hashes(), b"\2" * 32]

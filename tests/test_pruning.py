@@ -11,7 +11,8 @@ from dilochain.artifacts.store import LocalArtifactStore
 def test_what_goes_and_when():
     entries = [
         Entry(3, "checkpoint", "c3"), Entry(3, "pseudo_grad", "p3"), Entry(3, "residual", "r3"),
-        Entry(3, "checkpoint", "f3"), Entry(3, "final", "f3"),  # the final checkpoint, twice
+        Entry(3, "checkpoint", "f3"), Entry(3, "final", "f3"),  # the final's weights, twice
+        Entry(3, "checkpoint", "m3"), Entry(3, "moments", "m3"),  # and its moments
         Entry(4, "checkpoint", "c4"), *(Entry(r, "global", f"g{r}") for r in range(11)),
         Entry(5, "pseudo_grad", "g5"),  # a hash another (kept) entry names is never deleted
     ]  # fmt: skip
@@ -20,9 +21,10 @@ def test_what_goes_and_when():
     assert names(3) == {"g1", "g2"}  # round 3 is decided, the margin keeps it a round more
     # The residual and the final checkpoint (carried AdamW moments) live a round longer.
     assert names(4) == {"c3", "p3", "g1", "g2", "g3"}
-    assert names(5) == {"c3", "p3", "r3", "f3", "c4", "g1", "g2", "g3", "g4"}
+    assert names(5) == {"c3", "p3", "r3", "f3", "m3", "c4", "g1", "g2", "g3", "g4"}
     # Global states: the newest 3 (8, 9, 10) and the archive (0, 5, 10) stay, whatever is decided.
-    assert names(100) - {"c3", "p3", "r3", "f3", "c4"} == {"g1", "g2", "g3", "g4", "g6", "g7"}
+    assert names(100) - {"c3", "p3", "r3", "f3", "m3", "c4"} == {"g1", "g2", "g3", "g4", "g6",
+                                                                  "g7"}  # fmt: skip
 
 
 def play(tmp_path, rounds: int, retention: Retention | None) -> list[int]:

@@ -10,6 +10,7 @@ import torch
 from dilochain.node.behaviors import RoundJob
 from dilochain.node.cheats import BEHAVIORS, CopyPseudoGrad, behavior
 from dilochain.node.config import BEHAVIOR_NAMES, NodeConfig
+from dilochain.protocol.merkle import merkle_root
 from dilochain.protocol.params import PocParams
 from dilochain.protocol.pb.poc.v1.types_pb2 import Challenge, Params, RunConfig
 from dilochain.testutil import safetensors_declaring, shipped_data
@@ -21,7 +22,7 @@ from dilochain.training.model import build_model
 from dilochain.training.round_work import train_round
 from dilochain.training.run_config import make_run_config
 from dilochain.training.tensor_codec import CodecError, decode_state
-from dilochain.training.train_step import ADAM_STEP, STEP, set_deterministic
+from dilochain.training.train_step import ADAM_STEP, EXP_AVG, EXP_AVG_SQ, STEP, set_deterministic
 from dilochain.verifier.replay import Policy, relative_l2, verify_challenge
 from dilochain.verifier.testing import publish_round
 
@@ -93,6 +94,25 @@ def test_noisy_floats_pass_tolerance_but_not_exact(tmp_path, base):
     assert all(v.passed for v in tolerant), [v.reason for v in tolerant]
     assert all(0 < v.distance < TOLERANT.tolerance for v in tolerant)
     assert not all(v.passed for v in verdicts(tmp_path / "e", base, result, EXACT))
+
+
+def test_moments_crafted_to_steer_the_next_segment_fail_tolerance_mode(tmp_path, base):
+    """The next segment replays from the moments a checkpoint reveals: moments crafted to
+    inject a step (a second moment near zero) agree with every replay of that next segment, so
+    the replay of the segment that ends there compares them, each within its own tolerance."""
+    result = honest(base)
+    state = result.checkpoints[1].state()
+    crafted = {k: v * 1e-6 if k.startswith(EXP_AVG_SQ) else v for k, v in state.items()}
+    slightly = {k: v * (1 + 1e-3) if k.startswith(EXP_AVG) else v for k, v in state.items()}
+    for name, forged, passed in (("crafted", crafted, False), ("slightly", slightly, True)):
+        encoding = CheckpointEncoding.of(forged)
+        result.checkpoints[1], result.checkpoint_hashes[1] = encoding, encoding.digest()
+        result.ckpt_root = merkle_root(result.checkpoint_hashes)
+        first = verdicts(tmp_path / name, base, result, TOLERANT)[0]
+        assert first.passed == passed, (name, first.reason)
+        if not passed:
+            assert "AdamW moments are not the replay's" in first.reason
+            assert first.distance > 0.99  # the second moment, all but gone
 
 
 def test_missing_artifact_fails(tmp_path, base):

@@ -47,10 +47,10 @@ def test_a_screen_reads_no_checkpoint_s_moments(tmp_path, base):
     _, commit, _ = publish_round(tmp_path, CFG, base, result, "dilo1host")
     store = CountingStore(tmp_path)
     assert screen_commit(CFG, DATA, commit, ANCHOR, store, TOLERANT, MARGIN).passed
-    final = result.checkpoints[-1].hashes()
-    assert final[:2] == [commit.final_hash, index_objects(result.checkpoints[-1].index)[0]]
+    weights, moments, name = result.checkpoints[-1].hashes()
+    assert name == commit.final_hash and weights == index_objects(result.checkpoints[-1].index)[0]
     read = set(store.read)
-    assert final[2] not in read and set(final[:2]) <= read
+    assert moments not in read and {weights, name} <= read
     others = {h for c in result.checkpoints[:-1] for h in c.hashes()}
     assert not read & others
 

@@ -57,17 +57,16 @@ class CheckpointEncoding:
         return content_hash(self.index)
 
     def hashes(self, moments: bool = True) -> list[bytes]:
-        """Its name (the index's hash), its weights' hash and, with ``moments``, its moments'
+        """Its weights' hash, with ``moments`` its moments', then its name (the index's hash):
+        in the order to store or upload them, so a store that has the name has what it names
         (:func:`checkpoint_objects` of a stored one)."""
-        named = [self.digest(), *index_objects(self.index)]
-        return named if moments else named[:2]
+        weights, rest = index_objects(self.index)
+        return [weights, rest, self.digest()] if moments else [weights, self.digest()]
 
     def objects(self) -> list[tuple[tuple[Buffer, ...], bytes]]:
-        """What to store, as (parts, content hash): the weights, the moments, then the index
-        (last, so a store that has a checkpoint's name has what it names)."""
-        leaf, weights, moments = self.hashes()
-        return [(self.weights.parts, weights), (self.moments.parts, moments),
-                ((self.index,), leaf)]  # fmt: skip
+        """What to store, as (parts, content hash), in :meth:`hashes`' order."""
+        return list(zip((self.weights.parts, self.moments.parts, (self.index,)), self.hashes(),
+                        strict=True))  # fmt: skip
 
     def state(self) -> dict[str, torch.Tensor]:
         """The checkpoint decoded."""
@@ -98,10 +97,10 @@ def index_objects(index: bytes) -> tuple[bytes, bytes]:
 
 
 def checkpoint_objects(fetch: Fetch, leaf: bytes, moments: bool = True) -> list[bytes]:
-    """The hashes of what checkpoint ``leaf`` is stored as: itself (its index), its weights
-    and, with ``moments``, its moments."""
+    """The hashes of what checkpoint ``leaf`` is stored as, in :meth:`CheckpointEncoding.hashes`'
+    order: its weights, with ``moments`` its moments, then itself (its index)."""
     weights, rest = index_objects(fetch(leaf))
-    return [leaf, weights, rest] if moments else [leaf, weights]
+    return [weights, rest, leaf] if moments else [weights, leaf]
 
 
 def fetch_checkpoint(fetch: Fetch, leaf: bytes, moments: bool = True) -> dict[str, torch.Tensor]:

@@ -110,9 +110,10 @@ def lm_loss(model: nn.Module, tokens: torch.Tensor) -> torch.Tensor:
 
 
 def max_artifact_bytes(model: nn.Module) -> int:
-    """An upper bound on any artifact of a run with this model: a checkpoint (parameters and
-    both AdamW moments, float32) plus room for names and headers. Fetches stop past it."""
-    return 3 * 4 * parameter_count(model) + (1 << 20)
+    """An upper bound on any artifact of a run with this model: the largest are a global state
+    (parameters and outer momentum) and a checkpoint's moments (two AdamW moments), float32,
+    plus room for names and headers. Fetches stop past it."""
+    return 2 * 4 * parameter_count(model) + (1 << 20)
 
 
 def parameter_count(model: nn.Module) -> int:

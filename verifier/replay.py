@@ -56,7 +56,8 @@ class Verdict:
 
     passed: bool
     reason: str
-    distance: float = 0.0
+    distance: float = 0.0  # of the parameters (relative L2), in tolerance mode
+    moment_distance: float = 0.0  # of the furthest AdamW moment, in tolerance mode
     fingerprint: bytes = b""  # of the replay's middle state; empty when no replay ran
     # Failed on artifacts that contradict each other, which any replay of the commit finds.
     inconsistent: bool = False
@@ -77,6 +78,15 @@ def artifact_failure(err: Exception) -> Verdict:
                    unavailable=isinstance(err, PeerUnreachable))  # fmt: skip
 
 
+# Relative L2 distance allowed, in tolerance mode, between each AdamW moment of a replayed and
+# of a revealed end checkpoint. Looser than the parameters' tolerance: a moment is a running
+# average of gradients, whose relative noise across kernels is that of a gradient, while a
+# segment moves the parameters by a small fraction of their norm. A moment off by 5% changes an
+# AdamW step by a few percent at most, while moments crafted to inject a step (an exp_avg_sq
+# near zero, an exp_avg of the host's choosing) are off by far more.
+MOMENT_TOLERANCE = 0.05
+
+
 @dataclass(frozen=True)
 class Policy:
     """How strictly replays are compared (from genesis params)."""
@@ -84,6 +94,7 @@ class Policy:
     mode: str  # "exact" or "tolerance"
     tolerance: float
     pseudo_grad_tolerance: float
+    moment_tolerance: float = MOMENT_TOLERANCE
 
     @classmethod
     def for_run(cls, params, precision: str) -> Policy:
@@ -234,17 +245,28 @@ def _compare(
     replayed: dict[str, torch.Tensor], revealed: dict[str, torch.Tensor], challenge: Challenge,
     policy: Policy,
 ) -> Verdict:  # fmt: skip
+    distance = moments = 0.0
     if policy.mode == "exact":
         if checkpoint_leaf(replayed) != challenge.end_hash:
             return Verdict(False, "replayed segment does not match the revealed end checkpoint")
-        distance = 0.0
     else:
-        if int(revealed.get(ADAM_STEP, torch.tensor(-1))) != int(replayed[ADAM_STEP]):
-            return Verdict(False, "revealed end checkpoint's AdamW step count is not the replay's")
+        if set(revealed) != set(replayed):
+            return Verdict(False, "revealed end checkpoint's tensors are not the model's")
+        for key in (STEP, ADAM_STEP):
+            if int(revealed[key]) != int(replayed[key]):
+                return Verdict(False, f"revealed end checkpoint's {key} is not the replay's")
         distance = relative_l2(params_of(replayed), params_of(revealed))
         if distance > policy.tolerance:
             return Verdict(False, "replayed segment is too far from the revealed end", distance)
-    return Verdict(True, "segment replayed and pseudo-gradient consistent", distance)
+        # The next segment replays from these moments as revealed: crafted ones would steer
+        # its steps while every replay of it agreed.
+        moments = max(relative_l2(part_of(revealed, moment), part_of(replayed, moment))
+                      for moment in (EXP_AVG, EXP_AVG_SQ))  # fmt: skip
+        if moments > max(policy.moment_tolerance, policy.tolerance):
+            return Verdict(False, "revealed end checkpoint's AdamW moments are not the replay's",
+                           moments)  # fmt: skip
+    return Verdict(True, "segment replayed and pseudo-gradient consistent", distance,
+                   moment_distance=moments)  # fmt: skip
 
 
 def pseudo_grad_mismatch(

@@ -294,7 +294,9 @@ def _leave(args: argparse.Namespace) -> int:
 
 
 def _prune(args: argparse.Namespace) -> int:
-    from dilochain.artifacts.pruning import Ledger, Retention
+    from typing import get_args
+
+    from dilochain.artifacts.pruning import Kind, Ledger, Retention
     from dilochain.artifacts.store import ArtifactError, LocalArtifactStore
     from dilochain.node.config import NodeConfig
 
@@ -329,7 +331,7 @@ def _prune(args: argparse.Namespace) -> int:
     table = Table("kind", "rounds", "artifacts", "MB",
                   title=("would delete" if args.dry_run else "deleted")
                   + f" (rounds up to {resolved} are decided)")  # fmt: skip
-    for kind in ("checkpoint", "pseudo_grad", "residual", "global"):
+    for kind in get_args(Kind):
         mine = [(e, size) for e, size in gone if e.kind == kind]
         if mine:
             rounds = sorted({e.round for e, _ in mine})
