@@ -37,7 +37,8 @@ def test_a_run_whose_model_cannot_be_built_is_passed_over(running_chain, tmp_pat
     service = VerifierService(cfg, running_chain.client, running_chain.wallets[1])
     with caplog.at_level(logging.WARNING), ThreadPoolExecutor(1) as pool:
         for _ in range(2):
-            assert service.step(pool) == 0
+            for run in service.poc.runs(active=True):
+                assert service.replay_step(run, pool) == 0
     assert service.datasets["hostile"] is None and service.datasets["fine"] is not None
     refusals = [r for r in caplog.records if "hostile" in r.getMessage()]
     assert len(refusals) == 1 and "cannot be built" in refusals[0].getMessage()

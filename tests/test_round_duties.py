@@ -105,9 +105,9 @@ def test_a_run_whose_screens_take_long_delays_no_beacon_opening(tmp_path):
 
 
 def test_a_run_whose_screens_take_long_holds_no_other_run_s_screens():
-    """Each active run is screened on a thread of its own, started when the run is seen and
-    stopped when it is no longer active: while one run's screen has not come back, another
-    run's are screened and sent."""
+    """Each active run is screened (and replayed) on a thread of its own, started when the run
+    is seen and stopped when it is no longer active: while one run's screen has not come back,
+    another run's are screened and sent."""
     from dilochain.verifier.service import VerifierService
 
     runs = [Run(run_id="huge"), Run(run_id="small")]
@@ -131,7 +131,7 @@ def test_a_run_whose_screens_take_long_holds_no_other_run_s_screens():
     service.poc, service.cfg = poc, SimpleNamespace(duties_poll_seconds=0.01)
     service.duties = SimpleNamespace(screen_step=screen_step)
     stop = threading.Event()
-    loop = threading.Thread(target=service._screens_loop, args=(stop,))
+    loop = threading.Thread(target=service._per_run, args=(stop, "screens", service._screens_of))
     loop.start()
     try:
         assert stuck.wait(30) and screened.wait(30)  # the small run's, while the huge is stuck

@@ -1,9 +1,9 @@
-"""The verifier daemon: watches the chain, re-executes its assigned challenges in parallel jobs,
-and seals one vote per challenge (it checks the chain first, so a restart never votes twice);
-beside that, a thread of its own does the round's time-critical duties (the challenge beacon,
-the opening of its sealed votes) and a thread for each run screens its commits, whose windows
-are a few blocks long and must not wait for a replay (nor a beacon opening, or another run's
-screens, for a slow run's screens)."""
+"""The verifier daemon: watches the chain and, on a thread for each run, re-executes its assigned
+challenges in parallel jobs and seals one vote per challenge (it checks the chain first, so a
+restart never votes twice), and on another thread for each run screens its commits, whose
+windows are a few blocks long and must not wait for a replay; a thread of its own does the
+round's time-critical duties (the challenge beacon, the opening of its sealed votes). No run's
+screens or replays, however long its model makes them, hold another run's or a beacon opening."""
 
 from __future__ import annotations
 
@@ -102,6 +102,7 @@ class VerifierService:
         self.pruned: dict[str, int] = {}  # per run: the last decided round pruned for
         self.verdicts = 0
         self._send_lock = threading.Lock()  # one signer, one sequence: one tx at a time
+        self._count_lock = threading.Lock()  # verdicts are counted by every run's thread
         box = CopyingBallots if cfg.behavior == "copy" else BallotBox
         self.ballots = box(cfg.home / "ballots.sqlite", self.address)
         self.duties = RoundDuties(self.poc, wallet, self._send, self.screen, self.ballots)
@@ -114,47 +115,64 @@ class VerifierService:
         with self._send_lock:
             return submit(self.client, self.wallet, *msgs, until_height=until_height)
 
-    def _duties_loop(self, stop: threading.Event, step: Callable[[], None]) -> None:
-        """Round duties (``step``: the beacon's and openings, or screens) until ``stop``; an
-        error is logged and the next poll tries again (a duty missed is a slash or a lost vote,
-        so the thread never ends on one)."""
-        for _ in self.poc.blocks.passes(stop, self.cfg.duties_poll_seconds):
+    def _duties_loop(
+        self, stop: threading.Event, step: Callable[[], object], poll: float | None = None
+    ) -> None:
+        """Duties (``step``: the beacon's and openings, a run's screens or replays) until
+        ``stop``, a pass a block (``poll`` seconds at most without pushed blocks); an error is
+        logged and the next pass tries again (a duty missed is a slash or a lost vote, so the
+        thread never ends on one)."""
+        for _ in self.poc.blocks.passes(stop, poll or self.cfg.duties_poll_seconds):
             try:
                 step()
             except grpc.RpcError as err:
-                log.warning("round duties: chain error %s; retrying", err.code().name)
+                log.warning("%s: chain error %s; retrying", threading.current_thread().name,
+                            err.code().name)  # fmt: skip
                 stop.wait(1.0)
             except Exception:
-                log.exception("round duties failed; retrying")
+                log.exception("%s failed; retrying", threading.current_thread().name)
                 stop.wait(1.0)
 
-    def _screens_loop(self, stop: threading.Event) -> None:
-        """A screens thread for each active run (``screens-RUN``), started once the run is seen
-        active and stopped once it is not, until ``stop``: one run's screens, however long its
-        model makes them, hold no other run's past its window."""
+    def _per_run(
+        self, stop: threading.Event, kind: str, work: Callable[[Run, threading.Event], None]
+    ) -> None:
+        """A thread ``KIND-RUN`` for each active run doing ``work(run, ended)``, started once
+        the run is seen active and ended (``ended`` set) once it is not, until ``stop``: one
+        run's screens or replays, however long its model makes them, hold no other run's past
+        its window."""
         threads: dict[str, tuple[threading.Thread, threading.Event]] = {}
         try:
             for _ in self.poc.blocks.passes(stop, self.cfg.duties_poll_seconds):
                 try:
                     runs = {run.run_id: run for run in self.poc.runs(active=True)}
                 except grpc.RpcError as err:
-                    log.warning("screens: chain error %s; retrying", err.code().name)
+                    log.warning("%s: chain error %s; retrying", kind, err.code().name)
                     stop.wait(1.0)
                     continue
                 for run_id in runs.keys() - threads.keys():
                     ended = threading.Event()
-                    step = functools.partial(self.duties.screen_step, runs[run_id])
-                    thread = threading.Thread(target=self._duties_loop, args=(ended, step),
-                                              name=f"screens-{run_id}")  # fmt: skip
+                    thread = threading.Thread(target=work, args=(runs[run_id], ended),
+                                              name=f"{kind}-{run_id}")  # fmt: skip
                     threads[run_id] = thread, ended
                     thread.start()
                 for run_id in threads.keys() - runs.keys():
-                    threads.pop(run_id)[1].set()  # its thread ends after the screen under way
+                    threads.pop(run_id)[1].set()  # its thread ends after the work under way
         finally:
             for _, ended in threads.values():
                 ended.set()
             for thread, _ in threads.values():
                 thread.join()
+
+    def _screens_of(self, run: Run, ended: threading.Event) -> None:
+        """Screen ``run``'s commits of this verifier's committees until ``ended``."""
+        self._duties_loop(ended, functools.partial(self.duties.screen_step, run))
+
+    def _replays_of(self, run: Run, ended: threading.Event) -> None:
+        """Replay ``run``'s challenges assigned to this verifier, ``--jobs`` at a time on a
+        pool of the run's own, until ``ended``."""
+        with ThreadPoolExecutor(self.cfg.jobs, thread_name_prefix=f"replay-{run.run_id}") as pool:
+            step = functools.partial(self.replay_step, run, pool)
+            self._duties_loop(ended, step, self.cfg.poll_seconds)
 
     def ensure_registered(self) -> None:
         """Bond the minimum verifier collateral and register, once."""
@@ -341,21 +359,22 @@ class VerifierService:
                                     inconsistent=verdict.inconsistent))  # fmt: skip
         return votes
 
-    def step(self, pool: ThreadPoolExecutor) -> int:
-        """One pass over every run: replay pending challenges in parallel, then seal the votes
-        (the round-duties thread opens them). A run whose work fails in a way no other run's
-        does (hostile artifacts, a bug) is logged and passed over; the others go on."""
-        voted = 0
-        for run in self.poc.runs(active=True):
-            try:
-                voted += self._work_on(run, pool)
-            except grpc.RpcError:
-                raise
-            except Exception as err:
-                if (run.run_id, type(err).__name__) not in self.skipped:
-                    self.skipped.add((run.run_id, type(err).__name__))
-                    log.exception("run %s: its work failed (%s); passing over it", run.run_id,
-                                  type(err).__name__)  # fmt: skip
+    def replay_step(self, run: Run, pool: ThreadPoolExecutor) -> int:
+        """One pass over ``run``: replay its pending challenges on ``pool``, then seal the
+        votes (the round-duties thread opens them); how many were sealed. Work that fails in a
+        way no other run's does (hostile artifacts, a bug) is logged once and passed over."""
+        try:
+            voted = self._work_on(run, pool)
+        except grpc.RpcError:
+            raise
+        except Exception as err:
+            if (run.run_id, type(err).__name__) not in self.skipped:
+                self.skipped.add((run.run_id, type(err).__name__))
+                log.exception("run %s: its work failed (%s); passing over it", run.run_id,
+                              type(err).__name__)  # fmt: skip
+            return 0
+        with self._count_lock:
+            self.verdicts += voted
         return voted
 
     def _work_on(self, run: Run, pool: ThreadPoolExecutor) -> int:
@@ -408,7 +427,10 @@ class VerifierService:
         duties = [
             threading.Thread(target=self._duties_loop, args=(done, self.duties.step),
                              name="round-duties"),
-            threading.Thread(target=self._screens_loop, args=(done,), name="screens"),
+            threading.Thread(target=self._per_run, args=(done, "screens", self._screens_of),
+                             name="screens"),
+            threading.Thread(target=self._per_run, args=(done, "replays", self._replays_of),
+                             name="replays"),
         ]  # fmt: skip
         try:
             self.ensure_registered()
@@ -416,18 +438,16 @@ class VerifierService:
                 thread.start()
             if self.cfg.auto_claim:
                 AutoClaimer(self.poc, self.address, self._send).start(done)
-            with ThreadPoolExecutor(max_workers=self.cfg.jobs) as pool:
-                blocks = self.poc.blocks.passes(stop, self.cfg.poll_seconds)
-                for passes, _ in enumerate(blocks, 1):
-                    try:
-                        if passes % REGISTRATION_CHECK_PASSES == 0:
-                            self._stay_registered()
-                        self.verdicts += self.step(pool)
-                    except grpc.RpcError as err:  # an outage: try again, never exit on it
-                        if not transient(err):
-                            raise
-                        log.warning("chain unreachable (%s); retrying", err.code().name)
-                        stop.wait(2.0)
+            blocks = self.poc.blocks.passes(stop, self.cfg.poll_seconds)
+            for passes, _ in enumerate(blocks, 1):
+                try:
+                    if passes % REGISTRATION_CHECK_PASSES == 0:
+                        self._stay_registered()
+                except grpc.RpcError as err:  # an outage: try again, never exit on it
+                    if not transient(err):
+                        raise
+                    log.warning("chain unreachable (%s); retrying", err.code().name)
+                    stop.wait(2.0)
         except grpc.RpcError as err:
             raise VerifierError(
                 f"chain at {shown(self.cfg.chain)}: {err.details() or err.code()}"
