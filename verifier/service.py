@@ -53,6 +53,7 @@ from dilochain.verifier.lazy import CopyingBallots, lazy_verdict
 from dilochain.verifier.replay import Policy, Verdict, verify_challenge
 from dilochain.verifier.round_duties import RoundDuties, send_batched
 from dilochain.verifier.screening import screen_commit
+from dilochain.verifier.work_gate import WorkGate
 
 log = logging.getLogger(__name__)
 # Every so many passes (a pass a block) a verifier checks it is still registered (a slash below
@@ -103,6 +104,9 @@ class VerifierService:
         self.verdicts = 0
         self._send_lock = threading.Lock()  # one signer, one sequence: one tx at a time
         self._count_lock = threading.Lock()  # verdicts are counted by every run's thread
+        # Every run's replays and screens together: --jobs replays and a screen at once, the
+        # earliest deadline first.
+        self.gate = WorkGate(cfg.jobs + 1)
         box = CopyingBallots if cfg.behavior == "copy" else BallotBox
         self.ballots = box(cfg.home / "ballots.sqlite", self.address)
         self.duties = RoundDuties(self.poc, wallet, self._send, self.screen, self.ballots)
@@ -308,12 +312,13 @@ class VerifierService:
             self.skipped.add((job, "waiting"))
             log.info("%s: %s; asking again (a host may be restarting)", job, reason)
 
-    def _timed_check(self, run: Run, data: Dataset, challenge: Challenge) -> Verdict:
-        started = time.perf_counter()
-        try:
-            return self._check(run, data, challenge)
-        finally:
-            metrics.REPLAY_SECONDS.observe(time.perf_counter() - started)
+    def _timed_check(self, run: Run, data: Dataset, challenge: Challenge, deadline: int) -> Verdict:
+        with self.gate.slot(deadline):
+            started = time.perf_counter()
+            try:
+                return self._check(run, data, challenge)
+            finally:
+                metrics.REPLAY_SECONDS.observe(time.perf_counter() - started)
 
     def screen(
         self, run: Run, round_: int, anchor: bytes, commits: list[RoundCommit],
@@ -326,15 +331,17 @@ class VerifierService:
             return []
         votes, hosts = [], self.poc.hosts(run_id=run.run_id)
         policy = Policy.for_run(self.params, run.config.precision)
+        deadline = schedule.round_window(run, self.params, round_).selection
         for commit in commits:
             if self.cfg.behavior != "honest":  # lazy: votes without looking
                 verdict = Verdict(self.cfg.behavior != "always-fail", "not screened")
             else:
                 store = self._store(run, commit.host, hosts)
                 try:
-                    verdict = screen_commit(run.config, data, commit, anchor, store, policy,
-                                            float(self.params.screen_loss_margin),
-                                            self.cfg.device)  # fmt: skip
+                    with self.gate.slot(deadline):
+                        verdict = screen_commit(run.config, data, commit, anchor, store, policy,
+                                                float(self.params.screen_loss_margin),
+                                                self.cfg.device)  # fmt: skip
                 except DataError as err:  # my data, not the host's fault: no vote
                     log.warning("screen %s round %d: %s; not voting", run.run_id, round_, err)
                     return []
@@ -389,7 +396,8 @@ class VerifierService:
         voted = 0
         jobs = [c for r in windows for c in self.pending(run, r)]
         self.prune(run, min(windows) - 1)
-        futures = [pool.submit(self._timed_check, run, data, c) for c in jobs]
+        futures = [pool.submit(self._timed_check, run, data, c, windows[c.round].opening)
+                   for c in jobs]  # fmt: skip
         msgs: dict[int, list] = {r: [] for r in windows}  # per round: sealed votes
         for c, future in zip(jobs, futures, strict=True):
             try:

@@ -1,0 +1,75 @@
+"""The verifier's work gate: never more than its slots at once, and waiting work goes in order
+of deadline, then of arrival."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from dilochain.verifier.work_gate import WorkGate
+
+
+def _queued(gate: WorkGate, count: int) -> None:
+    deadline = time.monotonic() + 30
+    while len(gate._waiting) < count:
+        assert time.monotonic() < deadline, "the waiters never queued"
+        time.sleep(0.001)
+
+
+def test_waiting_work_goes_by_deadline_then_arrival():
+    gate = WorkGate(1)
+    held, release, order = threading.Event(), threading.Event(), []
+
+    def holder():
+        with gate.slot(100):
+            held.set()
+            release.wait(30)
+
+    def waiter(deadline: int, name: str):
+        with gate.slot(deadline):
+            order.append(name)
+
+    threads = [threading.Thread(target=holder)]
+    threads[0].start()
+    assert held.wait(30)
+    for count, (deadline, name) in enumerate(
+        [(30, "late"), (10, "first"), (20, "second"), (10, "first, arrived later")], 1
+    ):
+        threads.append(threading.Thread(target=waiter, args=(deadline, name)))
+        threads[-1].start()
+        _queued(gate, count)  # each arrives after the one before
+    release.set()
+    for thread in threads:
+        thread.join(30)
+    assert order == ["first", "first, arrived later", "second", "late"]
+    assert gate._running == 0 and not gate._waiting
+
+
+def test_no_more_than_its_slots_at_once():
+    gate, lock, both = WorkGate(2), threading.Lock(), threading.Event()
+    running, most = [0], [0]
+
+    def work(deadline: int):
+        with gate.slot(deadline):
+            with lock:
+                running[0] += 1
+                most[0] = max(most[0], running[0])
+                if running[0] == 2:
+                    both.set()
+            assert both.wait(30)  # the first in holds its slot until a second is in
+            with lock:
+                running[0] -= 1
+
+    threads = [threading.Thread(target=work, args=(i % 3,)) for i in range(12)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert most[0] == 2 and running[0] == 0
+
+
+def test_a_gate_needs_a_slot():
+    with pytest.raises(ValueError, match="at least one slot"):
+        WorkGate(0)
