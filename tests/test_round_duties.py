@@ -286,7 +286,7 @@ def test_a_replay_waits_for_an_unreachable_host_until_the_handover(
     monkeypatch.setattr(service, "_dataset", lambda run: object())
     monkeypatch.setattr(service, "prune", lambda run, resolved: None)
     monkeypatch.setattr(service, "pending", lambda run, round_: [challenge])
-    monkeypatch.setattr(service, "_timed_check", lambda run, data, c: Verdict(
+    monkeypatch.setattr(service, "_timed_check", lambda run, data, c, deadline: Verdict(
         False, "artifact unavailable or malformed: on no peer", unavailable=True))  # fmt: skip
     monkeypatch.setattr(service, "_send", lambda *msgs, until_height: sealed.extend(msgs))
     with ThreadPoolExecutor(1) as pool:
