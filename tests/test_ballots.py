@@ -40,6 +40,17 @@ def test_a_sealed_vote_opens_after_a_restart(tmp_path):
     assert restarted.seal(challenge(1), verdict).commitment != sealed.commitment
 
 
+def test_a_challenge_sealed_again_keeps_its_first_vote(tmp_path):
+    """A vote sent just before a restart may land after it, when the challenge looks unvoted and
+    is replayed and sealed again: the second seal is the first one, so what landed opens."""
+    path = tmp_path / "ballots.sqlite"
+    first = BallotBox(path, ME).seal(challenge(), Verdict(True, "replayed", fingerprint=b"\1" * 32))
+    again = BallotBox(path, ME).seal(challenge(), Verdict(False, "unavailable"))
+    assert again.commitment == first.commitment
+    msg = BallotBox(path, ME).opening(challenge())
+    assert msg.passed and msg.fingerprint == b"\1" * 32 and opens(msg, first)
+
+
 def test_forgetting_decided_rounds(tmp_path, caplog):
     box = BallotBox(tmp_path / "b.sqlite", ME)
     for round_ in (1, 2, 3):

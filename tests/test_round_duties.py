@@ -40,6 +40,7 @@ def test_votes_on_the_run_s_hosts_go_out_before_a_departed_host_is_screened(tmp_
         verifiers=lambda: [SimpleNamespace(address=str(me.address()), registered_height=1)],
         commits=lambda run_id, round_: [RoundCommit(host=h, round=0) for h in (gone, member)],
         hosts=lambda run_id: [SimpleNamespace(address=member)],
+        round_info=lambda run_id: SimpleNamespace(height=14),
     )
     events = []
 
@@ -107,17 +108,31 @@ def test_a_run_whose_screens_take_long_delays_no_beacon_opening(tmp_path):
 def test_a_run_whose_screens_take_long_holds_no_other_run_s_screens():
     """Each active run is screened (and replayed) on a thread of its own, started when the run
     is seen and stopped when it is no longer active: while one run's screen has not come back,
-    another run's are screened and sent."""
+    another run's are screened and sent. A run seen again before its ended thread has exited
+    gets a new one only once it has (two would seal the same vote twice)."""
     from dilochain.verifier.service import VerifierService
 
-    runs = [Run(run_id="huge"), Run(run_id="small")]
+    runs, listed = [Run(run_id="huge"), Run(run_id="small")], [0]
+
+    def active_runs(active):
+        listed[0] += 1  # once a supervisor pass
+        return list(runs)
+
+    def threads_named(name: str) -> int:
+        return sum(t.name == name for t in threading.enumerate())
+
+    def two_passes() -> None:
+        seen, deadline = listed[0], time.monotonic() + 30
+        while listed[0] < seen + 2:
+            assert time.monotonic() < deadline, "the supervisor stopped passing"
+            time.sleep(0.005)
 
     def passes(stop, poll):
         while not stop.is_set():
             yield
             stop.wait(0.01)
 
-    poc = SimpleNamespace(runs=lambda active: list(runs), blocks=SimpleNamespace(passes=passes))
+    poc = SimpleNamespace(runs=active_runs, blocks=SimpleNamespace(passes=passes))
     stuck, finish, screened = threading.Event(), threading.Event(), threading.Event()
 
     def screen_step(run):
@@ -142,6 +157,15 @@ def test_a_run_whose_screens_take_long_holds_no_other_run_s_screens():
         while "screens-small" in {t.name for t in threading.enumerate()}:
             assert time.monotonic() < deadline, "the ended run's screens thread is still there"
             time.sleep(0.01)
+        huge = runs.pop()  # the huge run ends while its screen is stuck...
+        two_passes()
+        runs.append(huge)  # ... and is seen again: its old thread is still screening
+        two_passes()
+        assert threads_named("screens-huge") == 1
+        stuck.clear()
+        finish.set()  # the old thread ends; then the run gets a new one, which screens again
+        assert stuck.wait(30)
+        assert threads_named("screens-huge") == 1
     finally:
         stop.set()
         finish.set()
@@ -238,6 +262,7 @@ def test_a_screen_waits_for_an_unreachable_host_until_the_window_s_middle(tmp_pa
         verifiers=lambda: [SimpleNamespace(address=str(me.address()), registered_height=1)],
         commits=lambda run_id, round_: [RoundCommit(host=host, round=0)],
         hosts=lambda run_id: [SimpleNamespace(address=host)],
+        round_info=lambda run_id: SimpleNamespace(height=14),
     )
     asked = []
 

@@ -1,5 +1,5 @@
-"""The verifier's work gate: never more than its slots at once, and waiting work goes in order
-of deadline, then of arrival."""
+"""The verifier's work gate: never more than its slots at once, waiting work goes in order of
+deadline, then of arrival, and work whose window closed while it waited is not done."""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ import time
 
 import pytest
 
-from dilochain.verifier.work_gate import WorkGate
+from dilochain.verifier.work_gate import WindowClosed, WorkGate
+
+HEIGHT = lambda: 5  # noqa: E731  the chain's height: every deadline below is ahead
 
 
 def _queued(gate: WorkGate, count: int) -> None:
@@ -19,7 +21,7 @@ def _queued(gate: WorkGate, count: int) -> None:
 
 
 def test_waiting_work_goes_by_deadline_then_arrival():
-    gate = WorkGate(1)
+    gate = WorkGate(1, HEIGHT)
     held, release, order = threading.Event(), threading.Event(), []
 
     def holder():
@@ -48,7 +50,7 @@ def test_waiting_work_goes_by_deadline_then_arrival():
 
 
 def test_no_more_than_its_slots_at_once():
-    gate, lock, both = WorkGate(2), threading.Lock(), threading.Event()
+    gate, lock, both = WorkGate(2, HEIGHT), threading.Lock(), threading.Event()
     running, most = [0], [0]
 
     def work(deadline: int):
@@ -62,7 +64,7 @@ def test_no_more_than_its_slots_at_once():
             with lock:
                 running[0] -= 1
 
-    threads = [threading.Thread(target=work, args=(i % 3,)) for i in range(12)]
+    threads = [threading.Thread(target=work, args=(10 + i % 3,)) for i in range(12)]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -72,4 +74,18 @@ def test_no_more_than_its_slots_at_once():
 
 def test_a_gate_needs_a_slot():
     with pytest.raises(ValueError, match="at least one slot"):
-        WorkGate(0)
+        WorkGate(0, HEIGHT)
+
+
+def test_work_whose_window_closed_while_it_waited_is_not_done():
+    height = [5]
+    gate, done = WorkGate(1, lambda: height[0]), []
+    with gate.slot(6):  # block 6, the next, is its last: in time
+        done.append(6)
+    height[0] = 6
+    with pytest.raises(WindowClosed, match="block 6 has passed"), gate.slot(6):
+        done.append("late")
+    assert done == [6] and gate._running == 0  # the slot it took is free again
+    with gate.slot(7):
+        done.append(7)
+    assert done == [6, 7]

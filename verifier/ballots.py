@@ -40,14 +40,21 @@ class BallotBox:
         return sqlite3.connect(self.path, timeout=30)
 
     def seal(self, c: Challenge, verdict: Verdict) -> MsgSubmitVerdict | None:
-        """Record ``verdict`` on ``c`` (durably, before it is sent) and return the sealed vote."""
-        salt = os.urandom(sealing.SALT_BYTES)
+        """Record ``verdict`` on ``c`` (durably, before it is sent) and return the sealed vote.
+        A challenge sealed before keeps its first record, and the vote is that one's: the
+        first may have landed on chain (sent just before a restart), and only its record
+        opens it."""
         with closing(self._db()) as db, db:
-            db.execute("INSERT OR REPLACE INTO ballots VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                       (*_challenge_key(c), int(verdict.passed), verdict.fingerprint, salt,
-                        verdict.evidence_hash))  # fmt: skip
+            db.execute("INSERT OR IGNORE INTO ballots VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                       (*_challenge_key(c), int(verdict.passed), verdict.fingerprint,
+                        os.urandom(sealing.SALT_BYTES), verdict.evidence_hash))  # fmt: skip
+            passed, fingerprint, salt = db.execute(
+                "SELECT passed, fingerprint, salt FROM ballots"
+                " WHERE run_id = ? AND round = ? AND host = ? AND segment = ?",
+                _challenge_key(c),
+            ).fetchone()
         sealed = sealing.commitment(self.verifier, c.run_id, c.round, c.host, c.segment,
-                                    verdict.passed, verdict.fingerprint, salt)  # fmt: skip
+                                    bool(passed), fingerprint, salt)  # fmt: skip
         return MsgSubmitVerdict(verifier=self.verifier, run_id=c.run_id, round=c.round,
                                 host=c.host, segment=c.segment, commitment=sealed)  # fmt: skip
 

@@ -216,7 +216,7 @@ class RoundDuties:
         slow for its window still lands the votes it finished)."""
         votes: list[ScreenVote] = []
         for first in range(0, len(commits), VOTES_PER_SCREEN_MSG):
-            if first and self.poc.round_info(run.run_id).height + 1 >= window.selection:
+            if self.poc.round_info(run.run_id).height + 1 >= window.selection:
                 log.warning("screens of %s round %d: %d of %d commits left unscreened, the "
                             "window closes", run.run_id, window.round, len(commits) - first,
                             len(commits))  # fmt: skip

@@ -53,7 +53,7 @@ from dilochain.verifier.lazy import CopyingBallots, lazy_verdict
 from dilochain.verifier.replay import Policy, Verdict, verify_challenge
 from dilochain.verifier.round_duties import RoundDuties, send_batched
 from dilochain.verifier.screening import screen_commit
-from dilochain.verifier.work_gate import WorkGate
+from dilochain.verifier.work_gate import WindowClosed, WorkGate
 
 log = logging.getLogger(__name__)
 # Every so many passes (a pass a block) a verifier checks it is still registered (a slash below
@@ -104,9 +104,10 @@ class VerifierService:
         self.verdicts = 0
         self._send_lock = threading.Lock()  # one signer, one sequence: one tx at a time
         self._count_lock = threading.Lock()  # verdicts are counted by every run's thread
-        # Every run's replays and screens together: --jobs replays and a screen at once, the
-        # earliest deadline first.
-        self.gate = WorkGate(cfg.jobs + 1)
+        # Every run's replays together, --jobs at once, and their screens one at a time (as
+        # before runs had threads of their own): the earliest deadline first.
+        height = lambda: self.poc.blocks.height  # noqa: E731
+        self.replays_gate, self.screens_gate = WorkGate(cfg.jobs, height), WorkGate(1, height)
         box = CopyingBallots if cfg.behavior == "copy" else BallotBox
         self.ballots = box(cfg.home / "ballots.sqlite", self.address)
         self.duties = RoundDuties(self.poc, wallet, self._send, self.screen, self.ballots)
@@ -143,7 +144,8 @@ class VerifierService:
         """A thread ``KIND-RUN`` for each active run doing ``work(run, ended)``, started once
         the run is seen active and ended (``ended`` set) once it is not, until ``stop``: one
         run's screens or replays, however long its model makes them, hold no other run's past
-        its window."""
+        its window. A run seen again before its ended thread has exited gets a new thread only
+        after (two would seal the same vote twice)."""
         threads: dict[str, tuple[threading.Thread, threading.Event]] = {}
         try:
             for _ in self.poc.blocks.passes(stop, self.cfg.duties_poll_seconds):
@@ -153,14 +155,17 @@ class VerifierService:
                     log.warning("%s: chain error %s; retrying", kind, err.code().name)
                     stop.wait(1.0)
                     continue
+                for run_id, (thread, ended) in list(threads.items()):
+                    if run_id not in runs:
+                        ended.set()  # its thread ends after the work under way
+                    if ended.is_set() and not thread.is_alive():
+                        del threads[run_id]
                 for run_id in runs.keys() - threads.keys():
                     ended = threading.Event()
                     thread = threading.Thread(target=work, args=(runs[run_id], ended),
                                               name=f"{kind}-{run_id}")  # fmt: skip
                     threads[run_id] = thread, ended
                     thread.start()
-                for run_id in threads.keys() - runs.keys():
-                    threads.pop(run_id)[1].set()  # its thread ends after the work under way
         finally:
             for _, ended in threads.values():
                 ended.set()
@@ -313,7 +318,7 @@ class VerifierService:
             log.info("%s: %s; asking again (a host may be restarting)", job, reason)
 
     def _timed_check(self, run: Run, data: Dataset, challenge: Challenge, deadline: int) -> Verdict:
-        with self.gate.slot(deadline):
+        with self.replays_gate.slot(deadline):
             started = time.perf_counter()
             try:
                 return self._check(run, data, challenge)
@@ -338,10 +343,15 @@ class VerifierService:
             else:
                 store = self._store(run, commit.host, hosts)
                 try:
-                    with self.gate.slot(deadline):
+                    with self.screens_gate.slot(deadline):
                         verdict = screen_commit(run.config, data, commit, anchor, store, policy,
                                                 float(self.params.screen_loss_margin),
                                                 self.cfg.device)  # fmt: skip
+                except WindowClosed:  # the rest of the round is replayed in full
+                    log.warning("screens of %s round %d: the window closed with %d of %d "
+                                "commits screened", run.run_id, round_, len(votes),
+                                len(commits))  # fmt: skip
+                    break
                 except DataError as err:  # my data, not the host's fault: no vote
                     log.warning("screen %s round %d: %s; not voting", run.run_id, round_, err)
                     return []
@@ -394,9 +404,12 @@ class VerifierService:
         if not windows:
             return 0
         voted = 0
-        jobs = [c for r in windows for c in self.pending(run, r)]
+        # a sealed vote lands by the block before the opening window, or not at all
+        jobs = [
+            c for r, w in windows.items() if next_block < w.opening for c in self.pending(run, r)
+        ]
         self.prune(run, min(windows) - 1)
-        futures = [pool.submit(self._timed_check, run, data, c, windows[c.round].opening)
+        futures = [pool.submit(self._timed_check, run, data, c, windows[c.round].opening - 1)
                    for c in jobs]  # fmt: skip
         msgs: dict[int, list] = {r: [] for r in windows}  # per round: sealed votes
         for c, future in zip(jobs, futures, strict=True):
@@ -404,6 +417,10 @@ class VerifierService:
                 verdict = future.result()
             except grpc.RpcError:
                 raise
+            except WindowClosed:  # its turn came too late for a vote to land
+                log.info("job %s round %d segment %d: its verdict window closed before it ran",
+                         run.run_id, c.round, c.segment)  # fmt: skip
+                continue
             except Exception as err:  # my data (DataError), or a bug: no vote, logged once
                 metrics.JOBS_FAILED.inc()
                 if (key := (run.run_id, c.round, c.host, c.segment)) not in self.skipped:
@@ -448,6 +465,8 @@ class VerifierService:
                 AutoClaimer(self.poc, self.address, self._send).start(done)
             blocks = self.poc.blocks.passes(stop, self.cfg.poll_seconds)
             for passes, _ in enumerate(blocks, 1):
+                if stopped := [t.name for t in duties if not t.is_alive()]:
+                    raise VerifierError(f"the {stopped[0]} thread stopped; see the log above")
                 try:
                     if passes % REGISTRATION_CHECK_PASSES == 0:
                         self._stay_registered()
