@@ -29,9 +29,13 @@ def test_seed_corpus_replays_cleanly(name):
 def test_a_short_coverage_guided_run_finds_no_crash(name, tmp_path):
     work = tmp_path / "corpus"
     work.mkdir()
+    # libFuzzer's RSS is the process's peak, which Linux carries over from the forked pytest
+    # process (gigabytes late in the suite): its default 2 GB limit would end a run that
+    # itself holds ~1 GB (torch, transformers), so the limit is raised, not dropped.
     result = subprocess.run(
         [sys.executable, "-m", "tests.fuzz.run", name, str(work), str(CORPUS / name),
-         "-runs=400", "-max_total_time=20", f"-artifact_prefix={tmp_path}/"],
+         "-runs=400", "-max_total_time=20", "-rss_limit_mb=8192",
+         f"-artifact_prefix={tmp_path}/"],
         cwd=ROOT, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
