@@ -8,9 +8,9 @@ residual and final checkpoint (``final``: its index and weights; ``moments``: it
 moments, which a run with ``carry_inner_state`` carries) one round later (the next round starts
 from them and its commit is checked against them); global states are kept for the newest
 ``keep`` rounds plus every ``archive_every``-th round. A hash that any kept entry still names is
-never deleted. The dataset files the host serves are not
-in the ledger. A host that also publishes to an object store deletes there first: a delete that
-fails leaves the ledger as it was, for the next prune.
+never deleted. The dataset files the host serves are not in the ledger. A host that also
+publishes to an object store deletes there first: a delete that fails leaves the ledger as it
+was, for the next prune.
 """
 
 from __future__ import annotations

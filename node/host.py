@@ -69,6 +69,7 @@ from dilochain.training.checkpoint_codec import (
     CheckpointEncoding,
     checkpoint_objects,
     fetch_checkpoint,
+    index_objects,
     store_checkpoint,
 )
 from dilochain.training.compress import decompress
@@ -439,9 +440,9 @@ class HostNode:
         for encoding in result.checkpoints:
             self._sink(encoding)  # already there unless a behaviour changed it
         self.ledger.record(round_, "checkpoint", _stored(result))
-        final = result.checkpoints[-1].hashes()
-        self.ledger.record(round_, "final", [final[0], final[-1]])  # weights, index
-        self.ledger.record(round_, "moments", final[1:2])
+        final = result.checkpoints[-1]
+        self.ledger.record(round_, "final", final.hashes(moments=False))  # weights, index
+        self.ledger.record(round_, "moments", [index_objects(final.index)[1]])
         failpoint("node.publish", round_)
         pg_hash = self._put_unsynced(result.pseudo_grad)
         residual_hash = self._put_unsynced(result.residual)

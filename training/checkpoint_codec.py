@@ -57,11 +57,9 @@ class CheckpointEncoding:
         return content_hash(self.index)
 
     def hashes(self, moments: bool = True) -> list[bytes]:
-        """Its weights' hash, with ``moments`` its moments', then its name (the index's hash):
-        in the order to store or upload them, so a store that has the name has what it names
+        """Its weights' hash, with ``moments`` its moments', then its name (the index's hash)
         (:func:`checkpoint_objects` of a stored one)."""
-        weights, rest = index_objects(self.index)
-        return [weights, rest, self.digest()] if moments else [weights, self.digest()]
+        return _in_store_order(self.index, self.digest(), moments)
 
     def objects(self) -> list[tuple[tuple[Buffer, ...], bytes]]:
         """What to store, as (parts, content hash), in :meth:`hashes`' order."""
@@ -96,11 +94,18 @@ def index_objects(index: bytes) -> tuple[bytes, bytes]:
     return index[:HASH_BYTES], index[HASH_BYTES:]
 
 
-def checkpoint_objects(fetch: Fetch, leaf: bytes, moments: bool = True) -> list[bytes]:
-    """The hashes of what checkpoint ``leaf`` is stored as, in :meth:`CheckpointEncoding.hashes`'
-    order: its weights, with ``moments`` its moments, then itself (its index)."""
-    weights, rest = index_objects(fetch(leaf))
+def _in_store_order(index: bytes, leaf: bytes, moments: bool) -> list[bytes]:
+    """The hashes a checkpoint is stored as, in the order to store or upload them, so a store
+    that has its name has what it names: the weights, with ``moments`` the moments, then the
+    name ``leaf`` (the hash of ``index``)."""
+    weights, rest = index_objects(index)
     return [weights, rest, leaf] if moments else [weights, leaf]
+
+
+def checkpoint_objects(fetch: Fetch, leaf: bytes, moments: bool = True) -> list[bytes]:
+    """The hashes of what the stored checkpoint ``leaf`` is stored as, in store order (as
+    :meth:`CheckpointEncoding.hashes`)."""
+    return _in_store_order(fetch(leaf), leaf, moments)
 
 
 def fetch_checkpoint(fetch: Fetch, leaf: bytes, moments: bool = True) -> dict[str, torch.Tensor]:

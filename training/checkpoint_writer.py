@@ -4,11 +4,10 @@ while the next inner steps run.
 
 The encodings and hashes are the canonical ones (``checkpoint_codec.CheckpointEncoding``: the
 weights and the moments each a ``tensor_codec`` encoding, and their index); only where they run
-changes. The encoding is a header
-plus views of the snapshot's tensors, and hashlib and file writes release the GIL, so the thread
-holds the GIL for next to nothing: on a GPU host the work costs the training loop one
-device-to-host copy per checkpoint, and on a CPU host whatever CPU time and memory bandwidth the
-thread takes from the training threads.
+changes. Each encoding is a header plus views of the snapshot's tensors, and hashlib and file
+writes release the GIL, so the thread holds the GIL for next to nothing: on a GPU host the work
+costs the training loop one device-to-host copy per checkpoint, and on a CPU host whatever CPU
+time and memory bandwidth the thread takes from the training threads.
 """
 
 from __future__ import annotations
