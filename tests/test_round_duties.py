@@ -9,6 +9,7 @@ import threading
 import time
 from types import SimpleNamespace
 
+import grpc
 import pytest
 
 from dilochain.client import submit
@@ -205,6 +206,45 @@ def test_screens_too_slow_for_the_window_send_what_they_finished(tmp_path):
     assert batches == [16, 16]
     assert [len(m.votes) for m in sent] == [16, 16]
     assert ("r", 0, "screen") in duties._done  # past its patience: the window is over for it
+
+
+def test_screens_cut_short_by_a_chain_outage_send_what_they_finished(tmp_path):
+    """The chain stops answering between two batches: the votes already screened still go out
+    (the send fails over or retries), the rest is screened again while the window is patient."""
+    me = wallet(78)
+    hosts = [str(wallet(140 + i).address()) for i in range(40)]
+    answers = iter([SimpleNamespace(height=14)])
+
+    def round_info(run_id):
+        found = next(answers, None)
+        if found is None:
+            raise OutageError()
+        return found
+
+    poc = SimpleNamespace(
+        params=lambda: PocParams(screeners_per_commit=0),
+        screens=lambda run_id, round_: [],
+        verifiers=lambda: [SimpleNamespace(address=str(me.address()), registered_height=1)],
+        commits=lambda run_id, round_: [RoundCommit(host=h, round=0) for h in hosts],
+        hosts=lambda run_id: [SimpleNamespace(address=h) for h in hosts],
+        round_info=round_info,
+    )
+    sent = []
+    duties = RoundDuties(poc, me, lambda *msgs, until_height: sent.extend(msgs),
+                         lambda run, round_, anchor, todo, patient: [
+                             ScreenVote(host=c.host, passed=True) for c in todo],
+                         BallotBox(tmp_path / "ballots.sqlite", str(me.address())))  # fmt: skip
+    window = Window(0, start=10, end=13, selection=23, opening=40, resolution=42, handover=33)
+    duties._screen(Run(run_id="r"), window, Beacon(anchor=b"\x01" * 32), 15)
+    assert [[v.host for v in m.votes] for m in sent] == [hosts[:16]]
+    assert ("r", 0, "screen") not in duties._done  # patient: the 24 left are screened again
+
+
+class OutageError(grpc.RpcError):
+    """What a gRPC query raises when no chain node answers."""
+
+    def code(self) -> grpc.StatusCode:
+        return grpc.StatusCode.UNAVAILABLE
 
 
 @pytest.mark.integration

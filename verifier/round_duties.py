@@ -216,7 +216,14 @@ class RoundDuties:
         slow for its window still lands the votes it finished)."""
         votes: list[ScreenVote] = []
         for first in range(0, len(commits), VOTES_PER_SCREEN_MSG):
-            if self.poc.round_info(run.run_id).height + 1 >= window.selection:
+            try:
+                closing = self.poc.round_info(run.run_id).height + 1 >= window.selection
+            except grpc.RpcError as err:  # votes finished before an outage still go out
+                name = err.code().name
+                log.warning("screens of %s round %d: chain error %s; sending the %d votes "
+                            "finished", run.run_id, window.round, name, len(votes))  # fmt: skip
+                break
+            if closing:
                 log.warning("screens of %s round %d: %d of %d commits left unscreened, the "
                             "window closes", run.run_id, window.round, len(commits) - first,
                             len(commits))  # fmt: skip
