@@ -12,4 +12,21 @@ if [ -n "$(git status --porcelain -- protocol/pb)" ]; then
     echo "error: protocol/pb differs from what proto/ generates; run ./scripts/gen_proto.sh" >&2
     exit 1
 fi
-.venv/bin/python -m pytest --durations=15 "$@"
+# Two pytest processes side by side: the tests that train with several processes (marked
+# heavy), one after another, and the rest, whose output follows once both are done. The rest
+# run at the lowest priority: they take the cores the heavy tests leave idle between their
+# bursts of training, never the time a host needs to make its window.
+rest_log=$(mktemp)
+nice -n 19 .venv/bin/python -m pytest -m "not heavy" --durations=10 "$@" > "$rest_log" 2>&1 &
+rest=$!
+heavy_status=0
+.venv/bin/python -m pytest -m heavy --durations=7 "$@" || heavy_status=$?
+rest_status=0
+wait "$rest" || rest_status=$?
+cat "$rest_log"
+rm -f "$rest_log"
+# 5: no test selected (an argument that picks only heavy tests, or none of them)
+for status in "$heavy_status" "$rest_status"; do
+    if [ "$status" -ne 0 ] && [ "$status" -ne 5 ]; then exit "$status"; fi
+done
+if [ "$heavy_status" -eq 5 ] && [ "$rest_status" -eq 5 ]; then exit 5; fi

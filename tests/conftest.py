@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from cosmpy.aerial.client import LedgerClient
 from cosmpy.aerial.wallet import LocalWallet
+from hypothesis import settings
 
 from dilochain.client import network_config
 from dilochain.localnet import ChainProcess, init_localnet
@@ -22,6 +23,24 @@ from dilochain.protocol.params import DENOM
 from dilochain.testutil import CHAIN_ID, wallet
 
 FUNDS = 10**12
+# Examples' timings vary on a loaded 2-core machine: no per-example deadline.
+settings.register_profile("loaded", deadline=None)
+settings.load_profile("loaded")
+
+
+def _rank(item: pytest.Item) -> int:
+    """0: ``heavy``, 1: ``heavy(last=True)``, 2: the rest."""
+    heavy = item.get_closest_marker("heavy")
+    return 2 if heavy is None else 1 if heavy.kwargs.get("last") else 0
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests that train with several processes (marked ``heavy``) first; those marked
+    ``heavy(last=True)``, the most sensitive to a loaded machine, last among them.
+    ``scripts/test.sh`` runs ``-m heavy`` and ``-m "not heavy"`` in two processes side by
+    side (the rest take a fraction of the heavy tests' time), so these run once the rest is
+    likely done."""
+    items.sort(key=_rank)  # stable: collection order within each rank
 
 
 @pytest.fixture(autouse=True)

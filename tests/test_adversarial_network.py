@@ -30,7 +30,7 @@ from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgCreateRun
 from dilochain.testutil import CHAIN_ID, shipped_data, wallet
 from dilochain.training.run_config import make_run_config
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.heavy]
 PASSWORD = "pw"
 HONEST = ["honest", "honest", "noisy"]
 CHEATS = ["random-pg", "fewer-steps", "wrong-data", "bad-reveal", "no-reveal", "copy-pg"]

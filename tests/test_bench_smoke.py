@@ -57,7 +57,12 @@ def torch_settings():
 NEEDS_ROOT = {"slow_links"}  # network namespaces and tc
 
 
-@pytest.mark.parametrize("name", CASES)
+HEAVY = {"host_utilisation"}  # trains with several host processes: one such test at a time
+
+
+@pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=[pytest.mark.heavy] if n in HEAVY else []) for n in CASES]
+)
 def test_a_benchmark_runs_at_tiny_sizes(name, monkeypatch, capsys, torch_settings):
     if name in NEEDS_ROOT and (os.geteuid() != 0 or not shutil.which("tc")):
         pytest.skip(f"bench.{name} needs root and tc (iproute2)")

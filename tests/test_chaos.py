@@ -24,6 +24,7 @@ def test_the_plan_is_seeded_and_covers_a_wipe():
     assert [f.at for f in first] == sorted(f.at for f in first) and first[-1].at < 100
 
 
+@pytest.mark.heavy(last=True)
 def test_a_short_chaos_run_keeps_every_guarantee(tmp_path, capsys, monkeypatch):
     # Two rounds (round 1's commits record the global state round 0's aggregation made), with
     # shorter windows than the command's defaults.

@@ -93,6 +93,7 @@ def _metrics_move(out: DevnetOutput) -> dict[str, dict[str, tuple[float, float]]
     return seen
 
 
+@pytest.mark.heavy(last=True)
 def test_devnet_up_catches_the_cheater_and_pays_everyone(tmp_path):
     summary_path = tmp_path / "summary.json"
     cmd = [sys.executable, "-m", "dilochain.cli.main", "devnet", "up", "--dir", str(tmp_path / "d"),

@@ -48,6 +48,7 @@ def test_a_step_is_measured_on_the_runs_own_model_and_data():
     assert 0 < seconds < 5
 
 
+@pytest.mark.heavy(last=True)  # it times steps: alone on the machine, as far as it can be
 def test_steps_of_processes_stepping_at_once_take_longer_than_alone():
     data, pins = shipped_data()
     cfg = make_run_config(pins, "demo")

@@ -40,7 +40,7 @@ from dilochain.training.prepare import PrepareOptions, default_documents, prepar
 from dilochain.training.run_config import make_run_config
 from dilochain.training.tensor_codec import state_hash
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.heavy]
 PASSWORD = "node-pw"
 ROUNDS = 6
 MIN_HOSTS = 4  # genesis min_hosts_per_round: until the late joiner trains, rounds carry over

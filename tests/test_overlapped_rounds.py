@@ -36,7 +36,7 @@ from dilochain.training.model import build_model
 from dilochain.training.run_config import make_run_config
 from dilochain.training.tensor_codec import state_hash
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.heavy]
 PASSWORD = "pw"
 BEHAVIORS = ["honest", "honest", "fewer-steps"]
 LOSES = 1  # the host whose round 1 commit is lost
