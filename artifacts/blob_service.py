@@ -15,7 +15,13 @@ import grpc
 from prometheus_client import Counter
 
 from dilochain.artifacts.object_store import MIN_RATE, fetch_object, probe_object
-from dilochain.artifacts.store import ArtifactError, ArtifactStore, PeerUnavailable, PeerUnreachable
+from dilochain.artifacts.store import (
+    ArtifactError,
+    ArtifactStore,
+    LocalArtifactStore,
+    PeerUnavailable,
+    PeerUnreachable,
+)
 from dilochain.protocol.endpoint import is_url, location_host, location_problem, peer_refusal
 from dilochain.protocol.grpc_decode import Undecodable, tolerant
 from dilochain.protocol.hashing import HASH_BYTES
@@ -34,11 +40,17 @@ FETCHED_BYTES = Counter("dilochain_artifact_fetched_bytes", "Artifact bytes fetc
                         registry=None)  # fmt: skip
 
 
-class BlobServicer:
-    """Serves one store's artifacts in 1 MiB chunks. Anyone can call it: a request that does
-    not decode or names no sha256 is INVALID_ARGUMENT, never an internal error."""
+SERVING_THREADS = 16
 
-    def __init__(self, store: ArtifactStore):
+
+class BlobServicer:
+    """Serves one store's artifacts in 1 MiB chunks, read from its file as they go out (a
+    checkpoint of many GB is never held in memory, however many peers ask for it at once, and
+    a caller that went away costs no more reads). The caller checks the hash while it streams,
+    as it does for every source. Anyone can call it: a request that does not decode or names
+    no sha256 is INVALID_ARGUMENT, never an internal error."""
+
+    def __init__(self, store: LocalArtifactStore):
         self.store = store
 
     @staticmethod
@@ -53,14 +65,17 @@ class BlobServicer:
 
     def Get(self, request, context) -> Iterator[blob_pb2.BlobChunk]:
         digest = self._digest(request, context)
+        path = self.store.file(digest)
         try:
-            data = self.store.get(digest)
-        except ArtifactError as err:
-            context.abort(grpc.StatusCode.NOT_FOUND, str(err))
-        for i in range(0, len(data), CHUNK):
-            chunk = data[i : i + CHUNK]
-            SERVED_BYTES.inc(len(chunk))
-            yield blob_pb2.BlobChunk(data=chunk)
+            served = path.open("rb") if path is not None else None
+        except OSError:  # pruned since it was asked for
+            served = None
+        if served is None:
+            context.abort(grpc.StatusCode.NOT_FOUND, f"artifact {digest.hex()[:16]}… not here")
+        with served:
+            while context.is_active() and (chunk := served.read(CHUNK)):
+                SERVED_BYTES.inc(len(chunk))
+                yield blob_pb2.BlobChunk(data=chunk)
 
     def Has(self, request, context) -> blob_pb2.HasBlobResponse:
         return blob_pb2.HasBlobResponse(present=self.store.has(self._digest(request, context)))
@@ -75,10 +90,13 @@ class BlobServicer:
         })  # fmt: skip
 
 
-def serve_blobs(store: ArtifactStore, address: str) -> tuple[grpc.Server, str]:
-    """Start a blob server on ``address`` (``host:0`` picks a port); returns it and its address."""
+def serve_blobs(store: LocalArtifactStore, address: str) -> tuple[grpc.Server, str]:
+    """Start a blob server on ``address`` (``host:0`` picks a port); returns it and its address.
+    Its threads each stream one artifact (a few MiB of memory each): as many as a round's
+    screening committee and replays fetch at once."""
     server = grpc.server(
-        futures.ThreadPoolExecutor(max_workers=4), options=[("grpc.so_reuseport", 0)]
+        futures.ThreadPoolExecutor(max_workers=SERVING_THREADS),
+        options=[("grpc.so_reuseport", 0)],
     )
     server.add_generic_rpc_handlers((BlobServicer(store).handler(),))
     try:
@@ -94,26 +112,30 @@ def serve_blobs(store: ArtifactStore, address: str) -> tuple[grpc.Server, str]:
 _UNREACHABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED}
 
 
-def fetch_artifact(location: str, digest: bytes, limit: int, out: BinaryIO) -> int:
-    """Fetch ``digest`` from a host's artifact location, its blob service (``host:port``) or
-    its object-store prefix (a URL), into ``out``; the bytes received (see :func:`fetch_blob`)."""
+def fetch_artifact(
+    location: str, digest: bytes, limit: int, out: BinaryIO, dial: str | None = None
+) -> int:
+    """Fetch ``digest`` from a host's artifact location, its blob service (``host:port``,
+    dialled at ``dial`` where given: see :func:`checked_dial`) or its object-store prefix (a
+    URL), into ``out``; the bytes received (see :func:`fetch_blob`)."""
     if not is_url(location):
-        return fetch_blob(location, digest, limit, out)
+        return fetch_blob(location, digest, limit, out, dial=dial)
     received = fetch_object(location, digest, limit, out)
     FETCHED_BYTES.inc(received)
     return received
 
 
 def fetch_blob(endpoint: str, digest: bytes, limit: int, out: BinaryIO,
-               timeout: float = 60.0) -> int:  # fmt: skip
+               timeout: float = 60.0, dial: str | None = None) -> int:  # fmt: skip
     """Fetch an artifact from a host's blob service into ``out`` (emptied first), hashing while
     it streams and stopping as soon as it passes ``limit`` bytes (no artifact of the run can be
     larger); the bytes received. The whole call may take ``timeout`` plus ``limit`` at
-    :data:`MIN_RATE` (a fixed deadline would make a large enough checkpoint unfetchable)."""
+    :data:`MIN_RATE` (a fixed deadline would make a large enough checkpoint unfetchable).
+    ``dial``: the gRPC target to connect to (the address ``endpoint`` was checked at)."""
     out.seek(0)
     out.truncate()
     received, hasher = 0, hashlib.sha256()
-    with grpc.insecure_channel(endpoint) as channel:
+    with grpc.insecure_channel(dial or endpoint) as channel:
         chunks = blob_pb2_grpc.BlobStub(channel).Get(
             blob_pb2.GetBlobRequest(hash=digest), timeout=timeout + limit / MIN_RATE
         )
@@ -182,30 +204,35 @@ class PeerFetchingStore:
         return data
 
 
-def forbidden_destination(location: str) -> str | None:
-    """Why ``location`` is never fetched from: its host is, or resolves to, an address no
-    artifact is fetched from (``protocol.endpoint.peer_refusal``: link-local, multicast or
-    reserved; private or loopback where this process refuses those). A name that does not
-    resolve is left to the fetch to report; an object store's connection is checked again
-    once made (a name may resolve differently by then)."""
+def checked_dial(location: str) -> tuple[str | None, str | None]:
+    """Where to connect for ``location`` and why never: (a gRPC target of the address its
+    host resolves to, None) when every address it resolves to may be fetched from; (None,
+    why) when one is an address no artifact is fetched from (``protocol.endpoint.
+    peer_refusal``: link-local, multicast or reserved; private or loopback where this process
+    refuses those); (None, None) when it does not resolve. A blob endpoint is dialled at the
+    address checked here, never resolved again by gRPC (a name answering a public address to
+    the check and a private one to the connection, DNS rebinding, would reach this machine's
+    own network); an object store's connection is checked again once made."""
     host, _, port = location_host(location).rpartition(":")
     try:
         found = socket.getaddrinfo(host.strip("[]"), int(port), type=socket.SOCK_STREAM)
     except (OSError, UnicodeError, ValueError):
-        return None
+        return None, None
     for info in found:
         if (why := peer_refusal(info[4][0])) is not None:
-            return f"{location}: leads to {info[4][0]}, {why}"
-    return None
+            return None, f"{location}: leads to {info[4][0]}, {why}"
+    family, address = found[0][0], found[0][4][0]
+    target = f"ipv6:[{address}]:{port}" if family == socket.AF_INET6 else f"ipv4:{address}:{port}"
+    return target, None
 
 
-def _unreachable(endpoint: str, digest: bytes) -> PeerUnreachable | None:
-    """A quick ``Has`` of ``endpoint`` (a ``HEAD`` of an object store's): the error if it
-    cannot be reached within ``PROBE_SECONDS`` (down, or accepting connections and never
-    answering), else None."""
+def _unreachable(endpoint: str, digest: bytes, dial: str | None) -> PeerUnreachable | None:
+    """A quick ``Has`` of ``endpoint`` (dialled at ``dial``; a ``HEAD`` of an object store's):
+    the error if it cannot be reached within ``PROBE_SECONDS`` (down, or accepting
+    connections and never answering), else None."""
     if is_url(endpoint):
         return probe_object(endpoint, digest, PROBE_SECONDS)
-    with grpc.insecure_channel(endpoint) as channel:
+    with grpc.insecure_channel(dial or endpoint) as channel:
         try:
             blob_pb2_grpc.BlobStub(channel).Has(blob_pb2.GetBlobRequest(hash=digest),
                                                 timeout=PROBE_SECONDS)  # fmt: skip
@@ -230,11 +257,17 @@ def fetch_from_peers(
     sink = out if out is not None else io.BytesIO()
     errors: dict[str, ArtifactError] = {}
     left = [e for e in dict.fromkeys(endpoints) if location_problem(e) is None]  # never unix:…
+    dial: dict[str, str | None] = {}
     for endpoint in list(left):
-        if (refused := forbidden_destination(endpoint)) is not None:
+        target, refused = checked_dial(endpoint)
+        dial[endpoint] = None if is_url(endpoint) else target
+        if refused is not None:
             errors[endpoint] = ArtifactError(refused)
             left.remove(endpoint)
-    if owner in left and (silent := _unreachable(owner, digest)) is not None:
+        elif target is None and not is_url(endpoint):  # dialled by name, it could be anywhere
+            errors[endpoint] = PeerUnreachable(f"{endpoint}: its name does not resolve")
+            left.remove(endpoint)
+    if owner in left and (silent := _unreachable(owner, digest, dial[owner])) is not None:
         errors[owner] = silent  # not asked again: a silent endpoint would hold every pass
         left.remove(owner)
     for attempt in range(attempts):
@@ -242,7 +275,7 @@ def fetch_from_peers(
             time.sleep(backoff * 2 ** (attempt - 1))
         for endpoint in list(left):
             try:
-                fetch_artifact(endpoint, digest, limit, sink)
+                fetch_artifact(endpoint, digest, limit, sink, dial[endpoint])
                 return b"" if out is not None else sink.getvalue()
             except PeerUnavailable as err:
                 errors[endpoint] = err

@@ -83,19 +83,25 @@ class LocalArtifactStore:
 
     def put_parts(self, parts: Sequence[Buffer], digest: bytes, sync: bool = True) -> bytes:
         """:meth:`put` of the concatenation of ``parts`` (whose sha256 is ``digest``), written
-        part by part: the bytes of a state's encoding are never joined in memory."""
+        part by part: the bytes of a state's encoding are never joined in memory. A file
+        already there of another size (cut short by a power loss after an unsynced write) is
+        written again; a write that fails (a full disk) leaves no temporary file behind."""
         path = self._path(digest)
-        if path.exists():
+        if path.exists() and self.size(digest) == sum(memoryview(p).nbytes for p in parts):
             return digest
         path.parent.mkdir(exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-        with os.fdopen(fd, "wb") as f:
-            for part in parts:
-                f.write(part)
-            if sync:
-                f.flush()
-                os.fsync(f.fileno())
-        os.replace(tmp, path)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                for part in parts:
+                    f.write(part)
+                if sync:
+                    f.flush()
+                    os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
         return digest
 
     def sync(self, digests: list[bytes]) -> None:

@@ -8,6 +8,7 @@ import json
 import re
 import subprocess
 import sys
+import threading
 
 import numpy as np
 import pyarrow as pa
@@ -297,6 +298,41 @@ def test_a_dataset_fetched_by_hash_arrives_lazily_and_checked(dataset, tmp_path)
     with pytest.raises(DataError, match="is not the run's shard"):  # no re-hash, no re-fetch
         data.prefetch((0,))
     assert asked.count(missing.sha256) == 3
+
+
+def test_two_fetches_of_one_dataset_at_once_both_arrive_whole(dataset, tmp_path):
+    """A verifier's screens and replays of a run may fetch its dataset at the same moment:
+    each fetch streams into a file of its own, so neither truncates or interleaves the
+    other's bytes (both once wrote one ``.manifest.json.part``, and the loser's check failed
+    the run for good)."""
+    source, pins = dataset
+    by_hash = {file_sha256(p): p.read_bytes() for p in source.iterdir()}
+    both = threading.Barrier(2)
+
+    def fetch(digest: str, limit: int, out) -> None:
+        out.truncate(0)  # as a peer fetch does before each attempt
+        data = by_hash[digest]
+        for i in range(0, len(data), max(1, len(data) // 4)):
+            both.wait(timeout=10)  # the two fetches write in step
+            out.write(data[i : i + max(1, len(data) // 4)])
+            out.flush()
+
+    made, failed = [], []
+
+    def load() -> None:
+        try:
+            made.append(Dataset(tmp_path / "d", pins.manifest_hash, pins.tokenizer_hash, fetch))
+        except Exception as err:  # the test reports it
+            failed.append(err)
+
+    threads = [threading.Thread(target=load) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert not failed and len(made) == 2, failed
+    assert file_sha256(tmp_path / "d" / MANIFEST) == pins.manifest_hash
+    assert not [p for p in (tmp_path / "d").iterdir() if p.name.endswith(".part")]
 
 
 def test_sizes_a_manifest_declares_are_bounded_before_anything_is_fetched(dataset, tmp_path):

@@ -173,6 +173,59 @@ def test_local_store_checks_hashes(tmp_path):
         store.get(b"\x00" * 32)
 
 
+def test_a_put_rewrites_a_file_cut_short_and_leaves_no_temporary_file(tmp_path, monkeypatch):
+    """After a power loss an unsynced artifact can come back empty: putting the same bytes
+    again (a host retraining the round) writes it again instead of trusting its name. A write
+    that fails (a full disk) leaves nothing behind."""
+    store = LocalArtifactStore(tmp_path)
+    digest = store.put(b"checkpoint bytes", sync=False)
+    path = tmp_path / digest.hex()[:2] / digest.hex()
+    path.write_bytes(b"")
+    assert store.put(b"checkpoint bytes") == digest and store.get(digest) == b"checkpoint bytes"
+
+    def full(fd):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)
+    with pytest.raises(OSError, match="No space"):
+        store.put(b"another artifact")
+    assert [p.name for p in tmp_path.rglob("*") if p.is_file()] == [digest.hex()]
+
+
+def test_a_blob_endpoint_is_dialled_at_the_address_its_check_saw(tmp_path, monkeypatch):
+    """DNS rebinding: a name answers an allowed address to the check and another to the
+    connection. The fetch dials the checked address itself, so gRPC never looks the name up:
+    here the name resolves once (to this machine's blob service) and never again."""
+    import socket
+
+    served = LocalArtifactStore(tmp_path / "a")
+    digest = served.put(b"the round's checkpoint")
+    server, endpoint = serve_blobs(served, "127.0.0.1:0")
+    port = int(endpoint.rsplit(":", 1)[1])
+    lookups = []
+    real = socket.getaddrinfo
+
+    def once(host, *args, **kwargs):
+        if host != "rebinding.example":
+            return real(host, *args, **kwargs)
+        lookups.append(host)
+        if len(lookups) > 1:
+            raise socket.gaierror("answered only once")
+        return real("127.0.0.1", *args, **kwargs)
+
+    monkeypatch.setattr(blob_service.socket, "getaddrinfo", once)
+    try:
+        assert blob_service.checked_dial(f"rebinding.example:{port}") == (
+            f"ipv4:127.0.0.1:{port}", None)  # fmt: skip
+        lookups.clear()
+        found = fetch_from_peers([f"rebinding.example:{port}"], digest, 1 << 20)
+        assert found == b"the round's checkpoint" and lookups == ["rebinding.example"]
+        with pytest.raises(PeerUnreachable, match="does not resolve"):
+            fetch_from_peers([f"rebinding.example:{port}"], digest, 1 << 20, attempts=1)
+    finally:
+        server.stop(grace=0)
+
+
 def test_unsynced_puts_are_readable_at_once_and_synced_later(tmp_path, monkeypatch):
     store = LocalArtifactStore(tmp_path / "store")
     synced = []
@@ -277,11 +330,9 @@ def test_peer_fetches_retry_with_backoff_and_drop_bad_peers(tmp_path, monkeypatc
             server.stop(grace=0)
 
     # A peer that sends bad bytes is asked once; one that is down is asked every pass.
-    class Liar:  # serves other bytes under the hash
-        def get(self, digest: bytes) -> bytes:
-            return b"not it"
-
-    server, bad = serve_blobs(Liar(), "127.0.0.1:0")
+    liar = LocalArtifactStore(tmp_path / "liar")  # other bytes under the hash
+    liar.put(b"not it", digest)
+    server, bad = serve_blobs(liar, "127.0.0.1:0")
     asked = []
     real = blob_service.fetch_blob
 

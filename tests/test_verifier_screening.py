@@ -55,6 +55,24 @@ def test_a_screen_reads_no_checkpoint_s_moments(tmp_path, base):
     assert not read & others
 
 
+def test_a_screen_fetches_everything_before_it_takes_a_slot_of_the_cores(tmp_path, base):
+    """A host that serves its bytes slowly (or not at all) holds up its own screen only: the
+    slot other screens wait for is taken once every artifact is here."""
+    _, commit, _ = publish_round(tmp_path, CFG, base, honest(base), "dilo1host")
+    store = CountingStore(tmp_path)
+    entered = []
+
+    class Slot:
+        def __enter__(self):
+            entered.append(len(store.read))
+
+        def __exit__(self, *exc):
+            return False
+
+    verdict = screen_commit(CFG, DATA, commit, ANCHOR, store, TOLERANT, MARGIN, "cpu", Slot())
+    assert verdict.passed and entered == [len(store.read)] and len(store.read) >= 4
+
+
 def test_a_random_or_copied_pseudo_gradient_fails_the_consistency_check(tmp_path, base):
     random_pg = screened(tmp_path / "a", base, cheated("random-pg", base))
     assert not random_pg.passed and "start minus final" in random_pg.reason
@@ -95,6 +113,36 @@ def test_missing_artifacts_fail_the_screen(tmp_path, base):
     commit.final_hash = b"\x00" * 32
     verdict = screen_commit(CFG, DATA, commit, ANCHOR, store, TOLERANT, MARGIN)
     assert not verdict.passed and "unavailable" in verdict.reason and not verdict.inconsistent
+
+
+def _reshaped(state: dict, name: str, shape: tuple[int, ...]) -> dict:
+    return {**state, name: state[name].reshape(shape)}
+
+
+def test_tensors_shaped_to_broadcast_fail_before_any_arithmetic(tmp_path, base):
+    """A base global state of one shape and a final checkpoint of another, each no larger
+    than honest ones, would broadcast to their product (a verifier killed for memory by a
+    commit of a few hundred kB): each is checked against the run's model first."""
+    name = next(n for n, v in params_of(base).items() if v.dim() == 2)
+    size = params_of(base)[name].numel()
+    result = honest(base)
+    column = _reshaped(base, PARAM + name, (size, 1))
+    verdict = screened(tmp_path / "base", column, result)
+    assert not verdict.passed and "base global state does not fit" in verdict.reason, verdict
+    final = result.checkpoints[-1].state()
+    result.checkpoints[-1] = CheckpointEncoding.of(_reshaped(final, PARAM + name, (1, size)))
+    result.checkpoint_hashes[-1] = result.checkpoints[-1].digest()
+    verdict = screened(tmp_path / "final", base, result)
+    assert not verdict.passed and "final checkpoint does not fit" in verdict.reason, verdict
+    # A replay checks the revealed checkpoints the same way, moments included.
+    result = honest(base)
+    start = result.checkpoints[1].state()
+    moment = next(k for k in start if k.startswith("exp_avg/") and start[k].dim() == 2)
+    result.checkpoints[1] = CheckpointEncoding.of(_reshaped(start, moment, (1, -1)))
+    result.checkpoint_hashes[1] = result.checkpoints[1].digest()
+    store, commit, challenges = publish_round(tmp_path / "replay", CFG, base, result, "dilo1host")
+    verdict = verify_challenge(CFG, DATA, commit, challenges[1], store, TOLERANT)
+    assert not verdict.passed and "checkpoint does not fit" in verdict.reason, verdict
 
 
 def _second_round(base, residual, cfg=CFG):

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import bisect
 import hashlib
+import os
+import tempfile
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -67,14 +69,20 @@ class Dataset:
             raise DataError(f"{manifest_path}: made with another tokenizer than the run's")
 
     def _ensure(self, path: Path, digest: str, size: int) -> None:
-        """Fetch a missing file (when this dataset fetches), atomically."""
+        """Fetch a missing file (when this dataset fetches), atomically: into a temporary file
+        of its own (two fetches of one file never write into each other's), renamed into place
+        once whole and checked."""
         if self.fetch is None or path.is_file():
             return
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.part")
-        with tmp.open("wb") as out:  # streamed: a shard need not fit in memory
-            self.fetch(digest, size, out)
-        tmp.replace(path)
+        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+        try:
+            with os.fdopen(fd, "wb") as out:  # streamed: a shard need not fit in memory
+                self.fetch(digest, size, out)
+            os.replace(name, path)
+        except BaseException:
+            Path(name).unlink(missing_ok=True)
+            raise
 
     def files(self) -> list[tuple[Path, str]]:
         """The dataset's files on disk with the sha256 the run or the manifest gives each."""

@@ -34,7 +34,10 @@ def params_of(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 def pseudo_gradient(
     start: dict[str, torch.Tensor], end: dict[str, torch.Tensor]
 ) -> dict[str, torch.Tensor]:
-    """Δ = θ_r - θ_H: how far the inner steps moved the parameters."""
+    """Δ = θ_r - θ_H: how far the inner steps moved the parameters (each tensor of ``end``
+    of its ``start`` tensor's shape, or ValueError: no broadcast)."""
+    if any(start[k].shape != end[k].shape for k in start):
+        raise ValueError("the two states' shapes differ")
     return {k: start[k] - end[k] for k in start}
 
 

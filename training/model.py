@@ -5,6 +5,8 @@ Llama configs."""
 
 from __future__ import annotations
 
+import functools
+
 import torch
 from torch import nn
 from torch.nn import functional as F
@@ -93,10 +95,19 @@ def check_model_config(config_json: str) -> CausalLM:
         return _from_config(config)
 
 
+@functools.lru_cache(maxsize=8)
+def reference_params(config_json: str) -> dict[str, torch.Tensor]:
+    """The run's parameters without values (meta tensors: names, shapes, float32), what every
+    state a stranger publishes for the run is checked against before any arithmetic on it;
+    raises :class:`ModelConfigError`."""
+    return dict(check_model_config(config_json).named_parameters())
+
+
 def load_params(model: nn.Module, params: dict[str, torch.Tensor]) -> None:
-    """Copy ``params`` (one tensor per named parameter, tied weights once) into ``model``."""
+    """Copy ``params`` (one tensor per named parameter, tied weights once, each of its
+    parameter's shape: ``copy_`` would broadcast) into ``model``."""
     names = dict(model.named_parameters())
-    if set(params) != set(names):
+    if set(params) != set(names) or any(params[n].shape != p.shape for n, p in names.items()):
         raise ValueError("parameters do not match the run's model")
     with torch.no_grad():
         for name, p in names.items():

@@ -80,13 +80,35 @@ def _optimizer(model: nn.Module, cfg: RunConfig) -> torch.optim.AdamW:
     )  # fmt: skip
 
 
+def checkpoint_problem(
+    ckpt: dict[str, torch.Tensor], params: dict[str, torch.Tensor], moments: bool = True
+) -> str | None:
+    """Why ``ckpt`` cannot be an inner checkpoint of a model with ``params`` (None if it can):
+    exactly its two step counts (integer scalars) and, for each parameter, a floating-point
+    tensor of its shape as its value and (with ``moments``) as each AdamW moment. Checked
+    before any arithmetic on a checkpoint a host published: torch broadcasts mismatched
+    shapes, so two small tensors could make one of their product's size."""
+    parts = (PARAM, EXP_AVG, EXP_AVG_SQ) if moments else (PARAM,)
+    expected = {prefix + n for prefix in parts for n in params} | {STEP, ADAM_STEP}
+    if set(ckpt) != expected:
+        return "its tensors are not the run's model's"
+    for key in (STEP, ADAM_STEP):
+        if ckpt[key].shape != () or ckpt[key].dtype != torch.int64:
+            return f"{key} is not an integer scalar"
+    for name, value in ckpt.items():
+        if name not in (STEP, ADAM_STEP):
+            shape = params[name.split("/", 1)[1]].shape
+            if value.shape != shape or not value.is_floating_point():
+                return f"{name}: {value.dtype}{tuple(value.shape)}, not floating {tuple(shape)}"
+    return None
+
+
 def load_inner_state(model: CausalLM, cfg: RunConfig, ckpt: dict[str, torch.Tensor]) -> InnerState:
     """Put a checkpoint into ``model`` (in place) with a matching AdamW state."""
     names = [n for n, _ in model.named_parameters()]
-    expected = {PARAM + n for n in names} | {EXP_AVG + n for n in names}
-    expected |= {EXP_AVG_SQ + n for n in names} | {STEP, ADAM_STEP}
-    if set(ckpt) != expected:
-        raise ValueError("checkpoint does not match the run's model")
+    problem = checkpoint_problem(ckpt, dict(model.named_parameters()))
+    if problem is not None:
+        raise ValueError(f"checkpoint does not match the run's model: {problem}")
     step, adam_step = int(ckpt[STEP]), int(ckpt[ADAM_STEP])
     if not 0 <= step <= adam_step:
         raise ValueError(f"step {step} and AdamW step count {adam_step} are not "

@@ -29,13 +29,14 @@ from dilochain.training.compress import (
 from dilochain.training.dataset import DataError, Dataset
 from dilochain.training.diloco import (
     PARAM,
+    global_state_problem,
     params_of,
     part_of,
     pseudo_gradient,
     pseudo_gradient_problem,
     round_start,
 )
-from dilochain.training.model import build_model
+from dilochain.training.model import build_model, reference_params
 from dilochain.training.tensor_codec import CodecError, decode_state, state_hash
 from dilochain.training.train_step import (
     ADAM_STEP,
@@ -43,6 +44,7 @@ from dilochain.training.train_step import (
     EXP_AVG_SQ,
     STEP,
     InnerState,
+    checkpoint_problem,
     load_inner_state,
     run_segment,
     start_checkpoint,
@@ -105,7 +107,10 @@ class Policy:
 
 
 def relative_l2(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
-    """||a - b|| / ||b|| over all float tensors of two dicts with the same keys."""
+    """||a - b|| / ||b|| over all float tensors of two dicts with the same keys and shapes
+    (ValueError otherwise: no broadcast)."""
+    if a.keys() != b.keys() or any(a[k].shape != b[k].shape for k in b):
+        raise ValueError("the two states' tensors differ")
     diff = sum(float(((a[k].double() - b[k].double()) ** 2).sum()) for k in b)
     norm = sum(float((b[k].double() ** 2).sum()) for k in b)
     return (diff / norm) ** 0.5 if norm else float(diff > 0)
@@ -128,6 +133,18 @@ def host_fault_fails(check: Callable[..., Verdict]) -> Callable[..., Verdict]:
     return guarded
 
 
+def _refuse(problem: str | None, what: str) -> None:
+    if problem is not None:
+        raise CodecError(f"{what} does not fit the run's model: {problem}")
+
+
+def fetch_fitting(store: ArtifactStore, leaf: bytes, cfg: RunConfig) -> dict[str, torch.Tensor]:
+    """Checkpoint ``leaf`` whole, checked to fit the run's model (CodecError otherwise)."""
+    checkpoint = fetch_checkpoint(store.get, leaf)
+    _refuse(checkpoint_problem(checkpoint, reference_params(cfg.model_config)), "checkpoint")
+    return checkpoint
+
+
 @dataclass(frozen=True)
 class CommitArtifacts:
     """What a commit's consistency is checked on: the parameters the host's round started from
@@ -142,17 +159,23 @@ class CommitArtifacts:
 
     @classmethod
     def fetch(cls, store: ArtifactStore, commit: RoundCommit, cfg: RunConfig) -> CommitArtifacts:
-        """Fetch and decode them; raises ArtifactError, CodecError or CompressionError (and, for
-        a start pseudo-gradient that does not fit the base, what the outer step raises)."""
+        """Fetch and decode them, each checked to fit the run's model before any arithmetic on
+        it; raises ArtifactError, CodecError or CompressionError."""
+        like = reference_params(cfg.model_config)  # names and shapes: what every state must fit
         residual_hash, delta_hash = commit.residual_in_hash, commit.start_delta_hash
         base = decode_state(store.get(commit.base_hash))  # no larger than the fetch limit
-        like = params_of(base)  # what the pseudo-gradients may declare, checked before decoding
+        _refuse(global_state_problem(base, like), "base global state")
         own = decompress(store.get(delta_hash), like) if delta_hash else None
+        final = fetch_checkpoint(store.get, commit.final_hash, moments=False)
+        _refuse(checkpoint_problem(final, like, moments=False), "final checkpoint")
+        residual = decode_state(store.get(residual_hash)) if residual_hash else None
+        if residual is not None:
+            _refuse(pseudo_gradient_problem(residual, like, RESIDUAL_DTYPE), "residual")
         return cls(
             start=round_start(base, own, cfg.outer_lr, cfg.outer_momentum),
-            final=fetch_checkpoint(store.get, commit.final_hash, moments=False),
+            final=final,
             pseudo_grad=decompress(store.get(commit.pseudo_grad_hash), like),
-            residual_in=decode_state(store.get(residual_hash)) if residual_hash else None,
+            residual_in=residual,
         )
 
     def final_mismatch(self, cfg: RunConfig) -> Verdict | None:
@@ -178,10 +201,10 @@ def verify_challenge(
     the host."""
     k = cfg.checkpoint_interval
     try:
-        start = fetch_checkpoint(store.get, challenge.start_hash)
+        start = fetch_fitting(store, challenge.start_hash, cfg)
         # exact mode compares the replay's name with the revealed one: no bytes needed
         exact = policy.mode == "exact"
-        end = None if exact else fetch_checkpoint(store.get, challenge.end_hash)
+        end = None if exact else fetch_fitting(store, challenge.end_hash, cfg)
         if challenge.final_hash != commit.final_hash:
             return Verdict(False, "revealed final checkpoint is not the committed one")
         artifacts = CommitArtifacts.fetch(store, commit, cfg)
@@ -199,7 +222,7 @@ def verify_challenge(
     if challenge.segment == 0:
         try:
             inner_in = commit.inner_in_hash
-            carried = fetch_checkpoint(store.get, inner_in) if inner_in else None
+            carried = fetch_fitting(store, inner_in, cfg) if inner_in else None
         except (ArtifactError, CodecError) as err:
             return artifact_failure(err)
         if (mismatch := start_mismatch(start, artifacts.start, carried, policy)) is not None:
@@ -278,12 +301,12 @@ def pseudo_grad_mismatch(
     Δ = start - final checkpoint plus the residual the host's last round left (within the
     tolerance, for floating-point differences in choosing coefficients) and the committed
     residual is, bit for bit, what that pseudo-gradient left of it; else None."""
-    delta = pseudo_gradient(artifacts.start, params_of(artifacts.final))
     for what, tensors, dtype in (("pseudo-gradient", artifacts.pseudo_grad, torch.float32),
                                  ("residual", artifacts.residual_in, RESIDUAL_DTYPE)):  # fmt: skip
         problem = tensors is not None and pseudo_gradient_problem(tensors, artifacts.start, dtype)
         if problem:
             return Verdict(False, f"{what} does not fit the model: {problem}")
+    delta = pseudo_gradient(artifacts.start, params_of(artifacts.final))
     target = feedback_target(delta, artifacts.residual_in)
     gap = relative_l2(artifacts.pseudo_grad, decompress(compress(target, compression)))
     if gap > policy.pseudo_grad_tolerance:

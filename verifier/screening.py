@@ -7,6 +7,7 @@ segment of the commit replayed."""
 from __future__ import annotations
 
 import dataclasses
+from contextlib import AbstractContextManager, nullcontext
 
 import torch
 
@@ -46,13 +47,24 @@ def screen_commit(
     policy: Policy,
     loss_margin: float,
     device: str = "cpu",
+    compute: AbstractContextManager | None = None,
 ) -> Verdict:
     """Screen a commit; never raises for a host's fault (unavailable or malformed artifacts,
-    tensors that do not fit the model), it fails the screen."""
+    tensors that do not fit the model), it fails the screen. Its artifacts are fetched first,
+    then its checks run within ``compute`` (a slot of the verifier's cores: a host that
+    serves its bytes slowly holds no slot another screen could use)."""
     try:
         artifacts = CommitArtifacts.fetch(store, commit, cfg)
     except (ArtifactError, CodecError, CompressionError) as err:
         return artifact_failure(err)
+    with compute or nullcontext():
+        return _screened(cfg, data, commit, anchor, artifacts, policy, loss_margin, device)
+
+
+def _screened(
+    cfg: RunConfig, data: Dataset, commit: RoundCommit, anchor: bytes,
+    artifacts: CommitArtifacts, policy: Policy, loss_margin: float, device: str,
+) -> Verdict:  # fmt: skip
     mismatch = artifacts.final_mismatch(cfg)
     mismatch = mismatch or pseudo_grad_mismatch(artifacts, commit, cfg.compression, policy)
     if mismatch is not None:

@@ -104,6 +104,8 @@ class VerifierService:
         self.verdicts = 0
         self._send_lock = threading.Lock()  # one signer, one sequence: one tx at a time
         self._count_lock = threading.Lock()  # verdicts are counted by every run's thread
+        self._dataset_locks: dict[str, threading.Lock] = {}  # a run's screens and replays ask
+        self._locks_lock = threading.Lock()
         # Every run's replays together, --jobs at once, and their screens one at a time (as
         # before runs had threads of their own): the earliest deadline first.
         height = lambda: self.poc.blocks.height  # noqa: E731
@@ -218,7 +220,14 @@ class VerifierService:
     def _dataset(self, run: Run) -> Dataset | None:
         """The run's dataset, if this verifier can work for the run (it has or can fetch the
         run's data and can build its model; decided once a run, but a fetch that found no
-        peer is tried again on the next pass)."""
+        peer is tried again on the next pass). The run's screens and replays threads both ask:
+        the first to ask fetches it while the other waits."""
+        with self._locks_lock:
+            lock = self._dataset_locks.setdefault(run.run_id, threading.Lock())
+        with lock:
+            return self._dataset_locked(run)
+
+    def _dataset_locked(self, run: Run) -> Dataset | None:
         if run.run_id not in self.datasets:
             try:
                 self.datasets[run.run_id] = self._workable(run)
@@ -343,10 +352,10 @@ class VerifierService:
             else:
                 store = self._store(run, commit.host, hosts)
                 try:
-                    with self.screens_gate.slot(deadline):
-                        verdict = screen_commit(run.config, data, commit, anchor, store, policy,
-                                                float(self.params.screen_loss_margin),
-                                                self.cfg.device)  # fmt: skip
+                    slot = self.screens_gate.slot(deadline)
+                    verdict = screen_commit(run.config, data, commit, anchor, store, policy,
+                                            float(self.params.screen_loss_margin),
+                                            self.cfg.device, slot)  # fmt: skip
                 except WindowClosed:  # the rest of the round is replayed in full
                     log.warning("screens of %s round %d: the window closed with %d of %d "
                                 "commits screened", run.run_id, round_, len(votes),
