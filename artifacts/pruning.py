@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import fcntl
 import json
+import logging
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -27,6 +29,8 @@ from dilochain.artifacts.store import LocalArtifactStore
 
 if TYPE_CHECKING:
     from dilochain.artifacts.object_store import ObjectStore
+
+log = logging.getLogger(__name__)
 
 Kind = Literal["checkpoint", "pseudo_grad", "residual", "final", "moments", "global"]
 
@@ -84,14 +88,27 @@ class Ledger:
     def record(self, round_: int, kind: Kind, digests: list[bytes]) -> None:
         """Note that ``digests`` were stored for ``round_`` as ``kind``."""
         lines = "".join(json.dumps(asdict(Entry(round_, kind, d.hex()))) + "\n" for d in digests)
-        with self._locked(), self.path.open("a") as out:
-            out.write(lines)
+        with self._locked(), self.path.open("a+b") as out:
+            if out.seek(0, os.SEEK_END):
+                out.seek(-1, os.SEEK_END)
+                if out.read(1) != b"\n":  # a line a crash cut short stays a line of its own
+                    lines = "\n" + lines
+            out.write(lines.encode())
 
     def entries(self) -> list[Entry]:
-        """Every entry (duplicates merged), in order."""
+        """Every entry (duplicates merged), in order; a line a crash or a full disk cut short
+        is skipped (its artifact stays on disk, never pruned), never a node that cannot
+        start."""
         if not self.path.exists():
             return []
-        found = (Entry(**json.loads(line)) for line in self.path.read_text().splitlines())
+        found, torn = [], 0
+        for line in self.path.read_text(errors="replace").splitlines():
+            try:
+                found.append(Entry(**json.loads(line)))
+            except (ValueError, TypeError):
+                torn += 1
+        if torn:
+            log.warning("%s: %d unreadable lines skipped", self.path, torn)
         return list(dict.fromkeys(found))
 
     def prune(

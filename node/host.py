@@ -75,6 +75,7 @@ from dilochain.training.checkpoint_codec import (
 from dilochain.training.compress import decompress
 from dilochain.training.dataset import (
     MANIFEST,
+    DataError,
     Dataset,
     DataUnavailable,
     file_sha256,
@@ -310,21 +311,33 @@ class HostNode:
         record.save(self._state_file())
 
     def _load(self) -> tuple[GlobalView, int]:
-        """Resume from the state file, else from the chain's latest global checkpoint, else θ_0."""
+        """Resume from the state file, else from the chain's latest global checkpoint, else θ_0.
+        A saved global state that is damaged and on no peer is not a reason to stay down (the
+        rounds the record owes reveals for would be slashed): the node starts from the
+        chain's, keeping the record's reveals and attempted round."""
         record = ResumeState.load(self._state_file())
-        if record is not None:
-            self.checkpoint_hashes = record.checkpoint_hashes
-            state = decode_state(self.local.get(record.global_hash))
-            return GlobalView(record.round, state), record.attempted
+        if record is None:
+            return self._latest(), -1
+        self.checkpoint_hashes = record.checkpoint_hashes
+        try:
+            state = decode_state(self.store.get(record.global_hash))  # a damaged copy: peers'
+        except (ArtifactError, CodecError) as err:
+            log.warning("round %d's global state, saved before the restart, is lost (%s); "
+                        "starting from the chain's latest", record.round, err)  # fmt: skip
+            return self._latest(), record.attempted
+        return GlobalView(record.round, state), record.attempted
+
+    def _latest(self) -> GlobalView:
+        """The chain's latest global checkpoint, else θ_0."""
         try:
             latest = self.aggregator.latest()
         except ArtifactError as err:
             raise NodeError(f"run {self.cfg.run_id!r}: cannot start from the chain's latest "
                             f"global state: {err}") from None  # fmt: skip
         if latest is not None:
-            return latest, -1
+            return latest
         params = {n: p.detach().cpu().clone() for n, p in self.model.named_parameters()}
-        return GlobalView(0, initial_global(params)), -1
+        return GlobalView(0, initial_global(params))
 
     def _previous_commit(self, round_: int) -> Chained | None:
         """What this host's commit of the round before ``round_`` hands it (None if it made
@@ -489,7 +502,8 @@ class HostNode:
         for _ in self._blocks(stop):
             if self._round_info().height >= height:
                 return
-            with contextlib.suppress(grpc.RpcError):  # the next block asks again
+            # best effort (the next block asks again; aggregation reports what stays missing)
+            with contextlib.suppress(grpc.RpcError, ArtifactError, OSError):
                 self.aggregator.prefetch(prefetch)
 
     def _blocks(self, stop: threading.Event) -> Iterator[None]:
@@ -504,8 +518,12 @@ class HostNode:
         leaves = self.checkpoint_hashes.get(round_)
         mine = [c for c in self.poc.challenges(self.cfg.run_id, round_)
                 if c.host == self.address and not c.revealed]  # fmt: skip
-        if not mine or not leaves:
+        if not leaves:
             return True
+        if not mine:  # believed of a node that has drawn the round's challenges (a failover
+            # between the height asked and this query may have reached one that has not)
+            return self._round_info().height >= round_window(
+                self.run_, self.chain_params, round_).selection  # fmt: skip
         msgs = []
         for c in mine:
             end = self.behavior.reveal(leaves[c.segment + 1])
@@ -673,8 +691,7 @@ class HostNode:
         killed after it still reveals)."""
         if sent is not None and self._round_info().height > sent.window_end:
             sent.outcome.result()  # its window closed: the outcome is a moment away
-        pending = sent is not None and sent.round == round_ - 1 and not sent.outcome.done()
-        previous = sent.chained if pending else self._previous_commit(round_)
+        previous, pending = self._built_on(round_, sent)
         started = time.monotonic()
         result = self._train(view, round_, roster, previous, meter)
         if stop.is_set():
@@ -693,17 +710,33 @@ class HostNode:
         self.pace.round_seconds = time.monotonic() - started
         window = round_window(self.run_, self.chain_params, round_)
         outcome = self._committer.submit(self._commit_when_open, view, round_, result, hashes,
-                                         meter.round_seconds, window, stop)  # fmt: skip
+                                         meter.round_seconds, window, stop, previous)  # fmt: skip
         return Sent(round_, window.end, outcome, Chained(*hashes, result.checkpoint_hashes[-1]))
+
+    def _built_on(self, round_: int, sent: Sent | None) -> tuple[Chained | None, bool]:
+        """What round ``round_`` starts from of this host's round before it, and whether that
+        commit is still in flight. A commit the committer saw included hands what it committed
+        to, whatever a chain node behind the one that included it says (the host's queries and
+        its txs may go to different nodes); one in flight, the same (the round is dropped if it
+        fails); else the chain says (a commit that seemed to fail may have landed)."""
+        if sent is not None and sent.round == round_ - 1:
+            if not sent.outcome.done():
+                return sent.chained, True
+            if sent.outcome.result():
+                return sent.chained, False
+        return self._previous_commit(round_), False
 
     def _commit_when_open(
         self, view: GlobalView, round_: int, result: RoundResult, hashes: tuple[bytes, bytes],
-        trained: float, window: Window, stop: threading.Event,
+        trained: float, window: Window, stop: threading.Event, previous: Chained | None,
     ) -> bool:  # fmt: skip
-        """The committer thread's work for one round (``trained``: its seconds in inner steps):
-        wait for its window to open, commit, then make its artifacts durable (before any
-        reveal); whether it committed. It never raises: a commit it could not make is a round
-        that did not count."""
+        """The committer thread's work for one round (``trained``: its seconds in inner steps,
+        ``previous``: what it started from of the host's round before): wait for its window to
+        open, commit, then make its artifacts durable (before any reveal); whether it
+        committed. It never raises: a commit it could not make is a round that did not count.
+        Once the window before has closed, a round whose start the chain chains otherwise (a
+        commit of the round before that landed after a restart, or that a lagging node did
+        not show) is dropped: its commit would fail every replay of its segment 0."""
         try:
             # what the commit names and its screening reads: the final checkpoint's weights
             # (its moments and the other checkpoints when a replay needs them)
@@ -712,6 +745,10 @@ class HostNode:
                 return False
             self._wait_for_height(window.start - 1, stop)
             if stop.is_set():
+                return False
+            if round_ > 0 and self._previous_commit(round_) != previous:
+                log.warning("round %d: dropped: it did not start from what the chain holds of "
+                            "round %d", round_, round_ - 1)  # fmt: skip
                 return False
             if armed("node.commit_lost", round_):  # a test's commit that is never included,
                 # known only once round r+1's window has closed: round r+1 surely started from it
@@ -752,7 +789,15 @@ class HostNode:
                                         name="uploads", daemon=True)  # fmt: skip
             uploader.start()
         try:
-            committed, view = self._rounds(view, attempted, stop, progress)
+            try:
+                committed, view = self._rounds(view, attempted, stop, progress)
+            except Exception:  # a bug: what it committed is still revealed before it exits
+                run = self.cfg.run_id
+                log.exception("run %s: training stopped on an error; serving this host's "
+                              "reveals until its last round is decided", run)  # fmt: skip
+                if self.checkpoint_hashes:
+                    self._wait_for_height(self._decided(max(self.checkpoint_hashes)), stop)
+                raise
             if self.checkpoint_hashes:  # its last reveals and replays, unless it is told to stop
                 last = max(self.checkpoint_hashes)
                 self._wait_for_height(self._decided(last), stop, range(view.round, last + 1))
@@ -832,6 +877,10 @@ class HostNode:
                 if sent is None or sent.round != done:
                     done = before
                 log.warning("chain unreachable (%s); retrying", err.code().name)
+                stop.wait(2.0)
+            except (DataError, ArtifactError, OSError) as err:  # data no peer serves, a full
+                # disk: this round is sat out, not the node's end (its reveals go on)
+                log.warning("round %d: sat out: %s", done, err)
                 stop.wait(2.0)
         return sum(outcome.result() for outcome in outcomes), view
 

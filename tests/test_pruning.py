@@ -69,3 +69,14 @@ def test_what_prune_frees_counts_each_artifact_once(tmp_path):
     freed = ledger.prune(store, 10, retention)
     assert sum(size for _, size in planned) == sum(size for _, size in freed) == 1500
     assert before - store.total_bytes() == 1500
+
+
+def test_a_line_cut_short_is_skipped_and_the_next_record_starts_its_own(tmp_path):
+    """A crash or a full disk mid-append leaves half a line: the ledger still reads (a node
+    that cannot read it would never start again) and the next record is not glued to it."""
+    ledger = Ledger(tmp_path)
+    ledger.record(1, "checkpoint", [b"\x01" * 32])
+    with ledger.path.open("a") as out:
+        out.write('{"round": 1, "kind": "pseudo_gr')
+    ledger.record(2, "global", [b"\x02" * 32])
+    assert ledger.entries() == [Entry(1, "checkpoint", "01" * 32), Entry(2, "global", "02" * 32)]

@@ -4,6 +4,7 @@ written before they were kept per round still loads, and an unreadable one is on
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import pytest
 
@@ -36,3 +37,33 @@ def test_an_unreadable_record_is_one_clear_error(tmp_path, text):
     path.write_text(text)
     with pytest.raises(NodeError, match=r"unreadable.*move it away"):
         ResumeState.load(path)
+
+
+def test_a_saved_global_state_lost_everywhere_resumes_from_the_chain_s(tmp_path):
+    """The record's global state is damaged on disk and no peer has it: the node starts from
+    the chain's latest global checkpoint, still owing the reveals the record holds (staying
+    down would get them slashed); a state it can have (a peer's copy) is resumed from."""
+    import torch
+
+    from dilochain.artifacts.store import ArtifactError
+    from dilochain.node.aggregation import GlobalView
+    from dilochain.node.host import HostNode
+    from dilochain.training.tensor_codec import encode_state
+
+    saved = GlobalView(5, {"param/w": torch.ones(2), "momentum/w": torch.zeros(2)})
+    chain_s = GlobalView(3, {"param/w": torch.zeros(2), "momentum/w": torch.zeros(2)})
+    owed = {6: [b"\x02" * 32, b"\x03" * 32]}
+    ResumeState(5, saved.hash, 6, owed).save(tmp_path / "state.json")
+    host = HostNode.__new__(HostNode)  # only what resuming uses
+    host.cfg = SimpleNamespace(state_dir=tmp_path, run_id="r")
+    host.aggregator = SimpleNamespace(latest=lambda: chain_s)
+
+    def lost(digest):
+        raise ArtifactError(f"{digest.hex()[:8]} damaged here and on no peer")
+
+    host.store = SimpleNamespace(get=lost)
+    view, attempted = host._load()
+    assert (view, attempted, host.checkpoint_hashes) == (chain_s, 6, owed)
+    host.store = SimpleNamespace(get=lambda digest: encode_state(saved.state))
+    view, attempted = host._load()
+    assert (view.round, view.hash, attempted) == (5, saved.hash, 6)
