@@ -220,7 +220,7 @@ def test_a_blob_endpoint_is_dialled_at_the_address_its_check_saw(tmp_path, monke
         lookups.clear()
         found = fetch_from_peers([f"rebinding.example:{port}"], digest, 1 << 20)
         assert found == b"the round's checkpoint" and lookups == ["rebinding.example"]
-        with pytest.raises(PeerUnreachable, match="does not resolve"):
+        with pytest.raises(ArtifactError, match="does not resolve"):
             fetch_from_peers([f"rebinding.example:{port}"], digest, 1 << 20, attempts=1)
     finally:
         server.stop(grace=0)
@@ -336,9 +336,9 @@ def test_peer_fetches_retry_with_backoff_and_drop_bad_peers(tmp_path, monkeypatc
     asked = []
     real = blob_service.fetch_blob
 
-    def counted(endpoint, *args):
+    def counted(endpoint, *args, **kwargs):
         asked.append(endpoint)
-        return real(endpoint, *args)
+        return real(endpoint, *args, **kwargs)
 
     monkeypatch.setattr(blob_service, "fetch_blob", counted)
     down = f"127.0.0.1:{free_port()}"
