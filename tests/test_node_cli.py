@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -19,6 +20,7 @@ from dilochain.chain.testnet import free_port
 from dilochain.client import broadcast
 from dilochain.keyring import Keyring
 from dilochain.local_s3 import LocalS3
+from dilochain.localnet import spawn_node, wait_for_logs
 from dilochain.poc_client import PocClient
 from dilochain.protocol import model_config
 from dilochain.protocol.params import DENOM
@@ -174,7 +176,17 @@ def test_corrupt_artifact_on_resume(running_chain, run_id, operator):
     artifact = home / "artifacts" / digest[:2] / digest
     artifact.parent.mkdir(parents=True)
     artifact.write_bytes(b"not what the hash says")
-    one_line_error(node(home, "--run", run_id, chain=running_chain.address), "corrupt")
+    # The saved state is damaged and on no peer: the node says so and starts from the chain's
+    # (staying down would cost the reveals its record owes); stopped once it has said so.
+    proc = spawn_node(home, run_id, "op", running_chain.address, PASSWORD)
+    try:
+        wait_for_logs([(proc, home / "node.log", "starting from the chain's latest")], 120)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(60)
+    logged = (home / "node.log").read_text()
+    assert "round 0's global state, saved before the restart, is lost" in logged
+    assert "corrupt" in logged and "Traceback" not in logged and not artifact.exists()
 
 
 def test_status_and_rewards_commands(running_chain, run_id, operator):
