@@ -6,6 +6,7 @@ import hashlib
 import io
 import logging
 import socket
+import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent import futures
@@ -33,6 +34,10 @@ CHUNK = 1 << 20
 ATTEMPTS = 3  # passes over a hash's peers before a fetch gives up
 PROBE_SECONDS = 5.0  # an owner's endpoint that does not answer a Has within this is unreachable
 BACKOFF_SECONDS = 0.25  # before the second pass; doubled before each later one
+# A stream that sends nothing for this long is cut off as unreachable: a 1 MiB chunk takes
+# 8 s at 1 Mbit/s, and a host that answers Has but stalls its Get holds no fetch for the
+# whole deadline its artifacts' size allows.
+IDLE_SECONDS = 30.0
 # Registered by the roles that move artifacts (node, verifier: metrics_http.role_registry).
 SERVED_BYTES = Counter("dilochain_artifact_served_bytes", "Artifact bytes sent to peers",
                        registry=None)  # fmt: skip
@@ -125,13 +130,40 @@ def fetch_artifact(
     return received
 
 
+class _IdleWatch:
+    """Cancels a streaming call that makes no :meth:`progress` for ``seconds`` (checked once
+    a second on a thread of its own, which :meth:`stop` ends)."""
+
+    def __init__(self, call: grpc.Future, seconds: float):
+        self.call, self.seconds = call, seconds
+        self.last, self.fired = time.monotonic(), False
+        self._done = threading.Event()
+        threading.Thread(target=self._watch, name="fetch-idle", daemon=True).start()
+
+    def progress(self) -> None:
+        """A chunk arrived."""
+        self.last = time.monotonic()
+
+    def stop(self) -> None:
+        """The call is over."""
+        self._done.set()
+
+    def _watch(self) -> None:
+        while not self._done.wait(min(1.0, self.seconds)):
+            if time.monotonic() - self.last > self.seconds:
+                self.fired = True
+                self.call.cancel()
+                return
+
+
 def fetch_blob(endpoint: str, digest: bytes, limit: int, out: BinaryIO,
                timeout: float = 60.0, dial: str | None = None) -> int:  # fmt: skip
     """Fetch an artifact from a host's blob service into ``out`` (emptied first), hashing while
     it streams and stopping as soon as it passes ``limit`` bytes (no artifact of the run can be
     larger); the bytes received. The whole call may take ``timeout`` plus ``limit`` at
-    :data:`MIN_RATE` (a fixed deadline would make a large enough checkpoint unfetchable).
-    ``dial``: the gRPC target to connect to (the address ``endpoint`` was checked at)."""
+    :data:`MIN_RATE` (a fixed deadline would make a large enough checkpoint unfetchable), and
+    :data:`IDLE_SECONDS` without a chunk ends it as unreachable. ``dial``: the gRPC target to
+    connect to (the address ``endpoint`` was checked at)."""
     out.seek(0)
     out.truncate()
     received, hasher = 0, hashlib.sha256()
@@ -139,8 +171,10 @@ def fetch_blob(endpoint: str, digest: bytes, limit: int, out: BinaryIO,
         chunks = blob_pb2_grpc.BlobStub(channel).Get(
             blob_pb2.GetBlobRequest(hash=digest), timeout=timeout + limit / MIN_RATE
         )
+        idle = _IdleWatch(chunks, IDLE_SECONDS)
         try:
             for chunk in chunks:
+                idle.progress()
                 if received + len(chunk.data) > limit:
                     chunks.cancel()
                     raise ArtifactError(f"{endpoint}: sent more than the {limit} bytes allowed")
@@ -148,8 +182,13 @@ def fetch_blob(endpoint: str, digest: bytes, limit: int, out: BinaryIO,
                 hasher.update(chunk.data)
                 received += len(chunk.data)
         except grpc.RpcError as err:
+            if idle.fired:
+                silent = f"{endpoint}: sent nothing for {idle.seconds:g} s"
+                raise PeerUnreachable(silent) from None
             kind = PeerUnreachable if err.code() in _UNREACHABLE else PeerUnavailable
             raise kind(f"{endpoint}: {err.details() or err.code()}") from None
+        finally:
+            idle.stop()
     if hasher.digest() != digest:
         raise ArtifactError(f"artifact {digest.hex()[:16]}… from {endpoint} is corrupt")
     FETCHED_BYTES.inc(received)

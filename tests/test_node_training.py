@@ -376,3 +376,35 @@ def test_an_owner_that_accepts_connections_and_never_answers_is_passed_over(tmp_
             assert time.monotonic() - began < 20  # the stream's own deadline is 60 s a pass
         finally:
             server.stop(grace=0)
+
+
+def test_a_stream_that_goes_silent_is_cut_off_as_unreachable(tmp_path, monkeypatch):
+    """A host's blob service that answers ``Has`` at once and then sends nothing of its
+    ``Get`` holds a fetch for ``IDLE_SECONDS``, not the deadline its artifacts' size allows
+    (60 s plus a second a MiB, on every pass)."""
+    import time
+    from concurrent import futures
+
+    served = LocalArtifactStore(tmp_path / "a")
+    digest = served.put(b"x" * (3 << 20))
+    released = threading.Event()
+
+    class Stalling(blob_service.BlobServicer):
+        def Get(self, request, context):
+            chunks = super().Get(request, context)
+            yield next(chunks)  # one chunk, then silence
+            released.wait(30)
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+    server.add_generic_rpc_handlers((Stalling(served).handler(),))
+    endpoint = f"127.0.0.1:{server.add_insecure_port('127.0.0.1:0')}"
+    server.start()
+    monkeypatch.setattr(blob_service, "IDLE_SECONDS", 1.0)
+    try:
+        began = time.monotonic()
+        with pytest.raises(PeerUnreachable, match="sent nothing for 1 s"):
+            fetch_blob(endpoint, digest, 1 << 30, io.BytesIO())
+        assert time.monotonic() - began < 10
+    finally:
+        released.set()
+        server.stop(grace=0)
