@@ -5,11 +5,14 @@ from __future__ import annotations
 import hashlib
 import io
 import logging
+import os
 import socket
+import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent import futures
+from pathlib import Path
 from typing import BinaryIO
 
 import grpc
@@ -18,7 +21,6 @@ from prometheus_client import Counter
 from dilochain.artifacts.object_store import MIN_RATE, fetch_object, probe_object
 from dilochain.artifacts.store import (
     ArtifactError,
-    ArtifactStore,
     LocalArtifactStore,
     PeerUnavailable,
     PeerUnreachable,
@@ -118,7 +120,7 @@ _UNREACHABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED}
 
 
 def fetch_artifact(
-    location: str, digest: bytes, limit: int, out: BinaryIO, dial: str | None = None
+    location: str, digest: bytes, limit: int, out: BinaryIO, dial: Sequence[str] = ()
 ) -> int:
     """Fetch ``digest`` from a host's artifact location, its blob service (``host:port``,
     dialled at ``dial`` where given: see :func:`checked_dial`) or its object-store prefix (a
@@ -157,17 +159,38 @@ class _IdleWatch:
 
 
 def fetch_blob(endpoint: str, digest: bytes, limit: int, out: BinaryIO,
-               timeout: float = 60.0, dial: str | None = None) -> int:  # fmt: skip
+               timeout: float = 60.0, dial: Sequence[str] = ()) -> int:  # fmt: skip
     """Fetch an artifact from a host's blob service into ``out`` (emptied first), hashing while
     it streams and stopping as soon as it passes ``limit`` bytes (no artifact of the run can be
     larger); the bytes received. The whole call may take ``timeout`` plus ``limit`` at
     :data:`MIN_RATE` (a fixed deadline would make a large enough checkpoint unfetchable), and
-    :data:`IDLE_SECONDS` without a chunk ends it as unreachable. ``dial``: the gRPC target to
-    connect to (the address ``endpoint`` was checked at)."""
+    :data:`IDLE_SECONDS` without a chunk ends it as unreachable. ``dial``: the gRPC targets
+    to connect to, in turn while none is reached (the addresses ``endpoint`` was checked at,
+    :func:`checked_dial`)."""
+    targets = list(dial) or [endpoint]
+    for target in targets[:-1]:
+        try:
+            return _fetch_blob_at(endpoint, target, digest, limit, out, timeout)
+        except PeerUnreachable:
+            if out.tell():  # it was reached, and then went silent
+                raise
+    return _fetch_blob_at(endpoint, targets[-1], digest, limit, out, timeout)
+
+
+def _channel(endpoint: str, target: str) -> grpc.Channel:
+    """A channel to ``endpoint`` dialled at ``target``, naming ``endpoint`` as its authority
+    (a proxy in front of blob services routes by it)."""
+    options = [] if target == endpoint else [("grpc.default_authority", endpoint)]
+    return grpc.insecure_channel(target, options=options)
+
+
+def _fetch_blob_at(
+    endpoint: str, target: str, digest: bytes, limit: int, out: BinaryIO, timeout: float
+) -> int:
     out.seek(0)
     out.truncate()
     received, hasher = 0, hashlib.sha256()
-    with grpc.insecure_channel(dial or endpoint) as channel:
+    with _channel(endpoint, target) as channel:
         chunks = blob_pb2_grpc.BlobStub(channel).Get(
             blob_pb2.GetBlobRequest(hash=digest), timeout=timeout + limit / MIN_RATE
         )
@@ -200,7 +223,7 @@ class PeerFetchingStore:
     ``touched`` holds every hash read through it (what a job used, for pruning)."""
 
     def __init__(
-        self, local: ArtifactStore, peers: Callable[[], list[str]], limit: int,
+        self, local: LocalArtifactStore, peers: Callable[[], list[str]], limit: int,
         owner: str | None = None,
     ):  # fmt: skip
         self.local = local
@@ -220,6 +243,20 @@ class PeerFetchingStore:
     def delete(self, digest: bytes) -> None:
         """Remove the local copy."""
         self.local.delete(digest)
+
+    def warm(self, digest: bytes) -> None:
+        """Have ``digest`` in the local store: if absent, fetched from peers straight to disk
+        (hash-checked as it streams; a local copy is checked when it is read)."""
+        self.touched.add(digest)
+        if self.local.has(digest):
+            return
+        fd, name = tempfile.mkstemp(dir=self.local.root, prefix=".tmp-warm-")
+        try:
+            with os.fdopen(fd, "w+b") as out:
+                fetch_from_peers(self.peers(), digest, self.limit, out=out, owner=self.owner)
+            self.local.adopt(Path(name), digest)
+        finally:
+            Path(name).unlink(missing_ok=True)
 
     def get(self, digest: bytes, attempts: int = ATTEMPTS) -> bytes:
         """Local bytes, or the first peer's that hash right (see :func:`fetch_from_peers`). A
@@ -243,42 +280,52 @@ class PeerFetchingStore:
         return data
 
 
-def checked_dial(location: str) -> tuple[str | None, str | None]:
-    """Where to connect for ``location`` and why never: (a gRPC target of the address its
-    host resolves to, None) when every address it resolves to may be fetched from; (None,
-    why) when one is an address no artifact is fetched from (``protocol.endpoint.
-    peer_refusal``: link-local, multicast or reserved; private or loopback where this process
-    refuses those); (None, None) when it does not resolve. A blob endpoint is dialled at the
-    address checked here, never resolved again by gRPC (a name answering a public address to
-    the check and a private one to the connection, DNS rebinding, would reach this machine's
-    own network); an object store's connection is checked again once made."""
+def checked_dial(location: str) -> tuple[tuple[str, ...], str | None]:
+    """Where to connect for ``location`` and why never: (gRPC targets of the addresses its
+    host resolves to, one a family in the resolver's order, None) when every address may be
+    fetched from; ((), why) when one is an address no artifact is fetched from
+    (``protocol.endpoint.peer_refusal``: link-local, multicast or reserved; private or
+    loopback where this process refuses those); ((), None) when it does not resolve. A blob
+    endpoint is dialled at the addresses checked here, never resolved again by gRPC (a name
+    answering a public address to the check and a private one to the connection, DNS
+    rebinding, would reach this machine's own network); an object store's connection is
+    checked again once made."""
     host, _, port = location_host(location).rpartition(":")
     try:
         found = socket.getaddrinfo(host.strip("[]"), int(port), type=socket.SOCK_STREAM)
     except (OSError, UnicodeError, ValueError):
-        return None, None
+        return (), None
     for info in found:
         if (why := peer_refusal(info[4][0])) is not None:
-            return None, f"{location}: leads to {info[4][0]}, {why}"
-    family, address = found[0][0], found[0][4][0]
-    target = f"ipv6:[{address}]:{port}" if family == socket.AF_INET6 else f"ipv4:{address}:{port}"
-    return target, None
+            return (), f"{location}: leads to {info[4][0]}, {why}"
+    families: dict[int, list[str]] = {}
+    for family, *_, address in found:
+        ip = f"[{address[0]}]" if family == socket.AF_INET6 else address[0]
+        families.setdefault(family, []).append(f"{ip}:{port}")
+    return tuple(
+        ("ipv6:" if family == socket.AF_INET6 else "ipv4:") + ",".join(dict.fromkeys(found_))
+        for family, found_ in families.items()
+    ), None
 
 
-def _unreachable(endpoint: str, digest: bytes, dial: str | None) -> PeerUnreachable | None:
-    """A quick ``Has`` of ``endpoint`` (dialled at ``dial``; a ``HEAD`` of an object store's):
-    the error if it cannot be reached within ``PROBE_SECONDS`` (down, or accepting
-    connections and never answering), else None."""
+def _unreachable(endpoint: str, digest: bytes, dial: Sequence[str]) -> PeerUnreachable | None:
+    """A quick ``Has`` of ``endpoint`` (dialled at each of ``dial`` in turn; a ``HEAD`` of an
+    object store's): the error if it cannot be reached within ``PROBE_SECONDS`` (down, or
+    accepting connections and never answering), else None."""
     if is_url(endpoint):
         return probe_object(endpoint, digest, PROBE_SECONDS)
-    with grpc.insecure_channel(dial or endpoint) as channel:
-        try:
-            blob_pb2_grpc.BlobStub(channel).Has(blob_pb2.GetBlobRequest(hash=digest),
-                                                timeout=PROBE_SECONDS)  # fmt: skip
-        except grpc.RpcError as err:
-            if err.code() in _UNREACHABLE:
-                return PeerUnreachable(f"{endpoint}: {err.details() or err.code()}")
-    return None
+    silent = None
+    for target in dial or [endpoint]:
+        with _channel(endpoint, target) as channel:
+            try:
+                blob_pb2_grpc.BlobStub(channel).Has(blob_pb2.GetBlobRequest(hash=digest),
+                                                    timeout=PROBE_SECONDS)  # fmt: skip
+                return None
+            except grpc.RpcError as err:
+                if err.code() not in _UNREACHABLE:
+                    return None
+                silent = PeerUnreachable(f"{endpoint}: {err.details() or err.code()}")
+    return silent
 
 
 def fetch_from_peers(
@@ -296,14 +343,14 @@ def fetch_from_peers(
     sink = out if out is not None else io.BytesIO()
     errors: dict[str, ArtifactError] = {}
     left = [e for e in dict.fromkeys(endpoints) if location_problem(e) is None]  # never unix:…
-    dial: dict[str, str | None] = {}
+    dial: dict[str, tuple[str, ...]] = {}
     for endpoint in list(left):
-        target, refused = checked_dial(endpoint)
-        dial[endpoint] = None if is_url(endpoint) else target
+        targets, refused = checked_dial(endpoint)
+        dial[endpoint] = () if is_url(endpoint) else targets
         if refused is not None:
             errors[endpoint] = ArtifactError(refused)
             left.remove(endpoint)
-        elif target is None and not is_url(endpoint):  # dialled by name, it could be anywhere
+        elif not targets and not is_url(endpoint):  # dialled by name, it could be anywhere
             errors[endpoint] = PeerUnreachable(f"{endpoint}: its name does not resolve")
             left.remove(endpoint)
     if owner in left and (silent := _unreachable(owner, digest, dial[owner])) is not None:

@@ -47,6 +47,11 @@ class ArtifactStore(Protocol):
         """Whether the store holds ``digest``."""
         ...
 
+    def warm(self, digest: bytes) -> None:
+        """Have ``digest`` on this machine's disk, fetching it if it is elsewhere, without
+        holding its bytes in memory; raises :class:`ArtifactError`."""
+        ...
+
     def delete(self, digest: bytes) -> None:
         """Remove ``digest`` (nothing if absent)."""
         ...
@@ -149,6 +154,17 @@ class LocalArtifactStore:
     def has(self, digest: bytes) -> bool:
         """Whether the file exists."""
         return self._path(digest).exists()
+
+    def warm(self, digest: bytes) -> None:
+        """Everything this store holds is on disk: nothing to do (a read says what is
+        missing)."""
+
+    def adopt(self, path: Path, digest: bytes) -> None:
+        """Move the file ``path`` (on this store's file system, its bytes hash-checked as
+        ``digest``) into the store."""
+        target = self._path(digest)
+        target.parent.mkdir(exist_ok=True)
+        os.replace(path, target)
 
     def file(self, digest: bytes) -> Path | None:
         """The file holding artifact ``digest`` (None if absent), for streaming it elsewhere."""

@@ -12,19 +12,22 @@ if [ -n "$(git status --porcelain -- protocol/pb)" ]; then
     echo "error: protocol/pb differs from what proto/ generates; run ./scripts/gen_proto.sh" >&2
     exit 1
 fi
-# Two pytest processes side by side: the tests that train with several processes (marked
-# heavy), one after another, and the rest, whose output follows once both are done. The rest
-# run at the lowest priority: they take the cores the heavy tests leave idle between their
-# bursts of training, never the time a host needs to make its window.
+# Two pytest processes side by side (DILOCHAIN_TEST_HALF, tests/conftest.py: a -m of the
+# caller's still applies to both): the tests that train with several processes (marked heavy),
+# one after another, and the rest, whose output follows once both are done. The rest run at
+# the lowest priority: they take the cores the heavy tests leave idle between their bursts of
+# training, never the time a host needs to make its window.
 rest_log=$(mktemp)
-nice -n 19 .venv/bin/python -m pytest -m "not heavy" --durations=10 "$@" > "$rest_log" 2>&1 &
+trap 'rm -f "$rest_log"' EXIT
+DILOCHAIN_TEST_HALF=rest nice -n 19 .venv/bin/python -m pytest -o cache_dir=.pytest_cache/rest \
+    --durations=10 "$@" > "$rest_log" 2>&1 &
 rest=$!
+trap 'kill -TERM "$rest" 2>/dev/null; exit 130' INT TERM  # a background job ignores SIGINT
 heavy_status=0
-.venv/bin/python -m pytest -m heavy --durations=7 "$@" || heavy_status=$?
+DILOCHAIN_TEST_HALF=heavy .venv/bin/python -m pytest --durations=7 "$@" || heavy_status=$?
 rest_status=0
 wait "$rest" || rest_status=$?
 cat "$rest_log"
-rm -f "$rest_log"
 # 5: no test selected (an argument that picks only heavy tests, or none of them)
 for status in "$heavy_status" "$rest_status"; do
     if [ "$status" -ne 0 ] && [ "$status" -ne 5 ]; then exit "$status"; fi

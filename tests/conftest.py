@@ -34,13 +34,19 @@ def _rank(item: pytest.Item) -> int:
     return 2 if heavy is None else 1 if heavy.kwargs.get("last") else 0
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests that train with several processes (marked ``heavy``) first; those marked
-    ``heavy(last=True)``, the most sensitive to a loaded machine, last among them.
-    ``scripts/test.sh`` runs ``-m heavy`` and ``-m "not heavy"`` in two processes side by
-    side (the rest take a fraction of the heavy tests' time), so these run once the rest is
-    likely done."""
+    ``heavy(last=True)``, the most sensitive to a loaded machine, last among them. With
+    ``DILOCHAIN_TEST_HALF`` (``heavy`` or ``rest``) only that half runs: ``scripts/test.sh``
+    runs the two in processes side by side (the rest take a fraction of the heavy tests'
+    time), so the ``last`` ones run once the rest is likely done."""
     items.sort(key=_rank)  # stable: collection order within each rank
+    half = os.environ.get("DILOCHAIN_TEST_HALF")
+    if half in ("heavy", "rest"):
+        other = [item for item in items if (_rank(item) < 2) != (half == "heavy")]
+        if other:
+            config.hook.pytest_deselected(items=other)
+            items[:] = [item for item in items if (_rank(item) < 2) == (half == "heavy")]
 
 
 @pytest.fixture(autouse=True)

@@ -206,6 +206,8 @@ def test_a_blob_endpoint_is_dialled_at_the_address_its_check_saw(tmp_path, monke
     real = socket.getaddrinfo
 
     def once(host, *args, **kwargs):
+        if host == "dual.example":  # ::1 first, as glibc answers localhost on most machines
+            return real("::1", *args, **kwargs) + real("127.0.0.1", *args, **kwargs)
         if host != "rebinding.example":
             return real(host, *args, **kwargs)
         lookups.append(host)
@@ -216,7 +218,13 @@ def test_a_blob_endpoint_is_dialled_at_the_address_its_check_saw(tmp_path, monke
     monkeypatch.setattr(blob_service.socket, "getaddrinfo", once)
     try:
         assert blob_service.checked_dial(f"rebinding.example:{port}") == (
-            f"ipv4:127.0.0.1:{port}", None)  # fmt: skip
+            (f"ipv4:127.0.0.1:{port}",), None)  # fmt: skip
+        # A name with addresses of both families: the one the service does not listen on
+        # (::1 here) is passed over for the other, as gRPC's own resolver would.
+        assert blob_service.checked_dial(f"dual.example:{port}")[0] == (
+            f"ipv6:[::1]:{port}", f"ipv4:127.0.0.1:{port}")  # fmt: skip
+        dual = f"dual.example:{port}"
+        assert fetch_from_peers([dual], digest, 1 << 20, owner=dual) == b"the round's checkpoint"
         lookups.clear()
         found = fetch_from_peers([f"rebinding.example:{port}"], digest, 1 << 20)
         assert found == b"the round's checkpoint" and lookups == ["rebinding.example"]
@@ -257,6 +265,13 @@ def test_blob_service_and_peer_fetch(tmp_path):
         assert (tmp_path / "streamed").read_bytes() == big
         mine = PeerFetchingStore(LocalArtifactStore(tmp_path / "b"), lambda: [endpoint], len(big))
         assert mine.get(digest) == big and mine.has(digest)
+        warmed = PeerFetchingStore(LocalArtifactStore(tmp_path / "w"), lambda: [endpoint],
+                                   len(big))  # fmt: skip
+        warmed.warm(digest)  # streamed to disk, never whole in memory
+        with pytest.raises(ArtifactError, match="on no peer"):
+            warmed.warm(b"\x01" * 32)
+        assert warmed.local.get(digest) == big and warmed.touched == {digest, b"\x01" * 32}
+        assert [p.name for p in (tmp_path / "w").rglob("*") if p.is_file()] == [digest.hex()]
         with pytest.raises(ArtifactError, match="on no peer") as err:  # the host lacks it
             mine.get(b"\x01" * 32)
         assert not artifact_failure(err.value).unavailable

@@ -57,20 +57,30 @@ def test_a_screen_reads_no_checkpoint_s_moments(tmp_path, base):
 
 def test_a_screen_fetches_everything_before_it_takes_a_slot_of_the_cores(tmp_path, base):
     """A host that serves its bytes slowly (or not at all) holds up its own screen only: the
-    slot other screens wait for is taken once every artifact is here."""
+    slot other screens wait for is taken once every artifact is on disk, and only then is
+    anything decoded (a screen waiting for the slot holds no model-sized state)."""
     _, commit, _ = publish_round(tmp_path, CFG, base, honest(base), "dilo1host")
-    store = CountingStore(tmp_path)
+
+    class Warming(CountingStore):
+        warmed: list[bytes] = []
+
+        def warm(self, digest: bytes) -> None:
+            self.warmed.append(digest)
+
+    store = Warming(tmp_path)
     entered = []
 
     class Slot:
         def __enter__(self):
-            entered.append(len(store.read))
+            entered.append((len(store.warmed), len(store.read)))
 
         def __exit__(self, *exc):
             return False
 
     verdict = screen_commit(CFG, DATA, commit, ANCHOR, store, TOLERANT, MARGIN, "cpu", Slot())
-    assert verdict.passed and entered == [len(store.read)] and len(store.read) >= 4
+    final = store.read[0]  # the final checkpoint's index, read to name its weights
+    assert verdict.passed and entered == [(len(store.warmed), 1)] and final == commit.final_hash
+    assert {commit.base_hash, commit.pseudo_grad_hash, final} < set(store.warmed)
 
 
 def test_a_random_or_copied_pseudo_gradient_fails_the_consistency_check(tmp_path, base):

@@ -17,7 +17,7 @@ import torch
 from dilochain.artifacts.store import ArtifactError, ArtifactStore, PeerUnreachable
 from dilochain.protocol.pb.poc.v1.types_pb2 import Challenge, RoundCommit, RunConfig
 from dilochain.protocol.verdict import fingerprint_step
-from dilochain.training.checkpoint_codec import checkpoint_leaf, fetch_checkpoint
+from dilochain.training.checkpoint_codec import checkpoint_leaf, fetch_checkpoint, index_objects
 from dilochain.training.compress import (
     RESIDUAL_DTYPE,
     CompressionError,
@@ -156,6 +156,17 @@ class CommitArtifacts:
     final: dict[str, torch.Tensor]
     pseudo_grad: dict[str, torch.Tensor]
     residual_in: dict[str, torch.Tensor] | None
+
+    @staticmethod
+    def warm(store: ArtifactStore, commit: RoundCommit) -> None:
+        """Have every object :meth:`fetch` reads on disk, fetched without decoding any (the
+        final checkpoint's index is read to name its weights); raises ArtifactError or
+        CodecError."""
+        named = [commit.base_hash, commit.start_delta_hash, commit.final_hash,
+                 commit.pseudo_grad_hash, commit.residual_in_hash]  # fmt: skip
+        for digest in filter(None, named):
+            store.warm(digest)
+        store.warm(index_objects(store.get(commit.final_hash))[0])
 
     @classmethod
     def fetch(cls, store: ArtifactStore, commit: RoundCommit, cfg: RunConfig) -> CommitArtifacts:

@@ -50,15 +50,17 @@ def screen_commit(
     compute: AbstractContextManager | None = None,
 ) -> Verdict:
     """Screen a commit; never raises for a host's fault (unavailable or malformed artifacts,
-    tensors that do not fit the model), it fails the screen. Its artifacts are fetched first,
-    then its checks run within ``compute`` (a slot of the verifier's cores: a host that
-    serves its bytes slowly holds no slot another screen could use)."""
+    tensors that do not fit the model), it fails the screen. Its artifacts are fetched to
+    disk first; they are decoded and checked within ``compute`` (a slot of the verifier's
+    cores and memory: a host that serves its bytes slowly holds no slot another screen could
+    use, and a screen waiting for one holds no decoded state)."""
     try:
-        artifacts = CommitArtifacts.fetch(store, commit, cfg)
+        CommitArtifacts.warm(store, commit)
+        with compute or nullcontext():
+            artifacts = CommitArtifacts.fetch(store, commit, cfg)
+            return _screened(cfg, data, commit, anchor, artifacts, policy, loss_margin, device)
     except (ArtifactError, CodecError, CompressionError) as err:
         return artifact_failure(err)
-    with compute or nullcontext():
-        return _screened(cfg, data, commit, anchor, artifacts, policy, loss_margin, device)
 
 
 def _screened(
