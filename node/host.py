@@ -22,7 +22,8 @@ import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
+from pathlib import Path
 
 import grpc
 import torch
@@ -46,7 +47,7 @@ from dilochain.node.config import NodeConfig
 from dilochain.node.errors import NodeError
 from dilochain.node.pace import Pace
 from dilochain.node.ranks import HostRanks
-from dilochain.node.resume import ResumeState
+from dilochain.node.resume import PendingCommit, ResumeState
 from dilochain.poc_client import InsufficientFunds, PocClient, ensure_bonded
 from dilochain.protocol.merkle import merkle_proof
 from dilochain.protocol.model_config import ModelConfigError, config_hash
@@ -466,14 +467,13 @@ class HostNode:
                                     + len(result.residual))  # fmt: skip
         return pg_hash, residual_hash
 
-    def commit(
-        self, view: GlobalView, round_: int, result: RoundResult, hashes: tuple[bytes, bytes],
-        window_end: int,
-    ) -> bool:  # fmt: skip
-        """Commit a published round built on ``view``; False if the chain refused or the commit
-        window (ending at ``window_end``) closed before the commit was included."""
+    def commit_msg(
+        self, view: GlobalView, round_: int, result: RoundResult, hashes: tuple[bytes, bytes]
+    ) -> MsgCommitRound:
+        """The commit of a published round built on ``view`` (its pseudo-gradient's and
+        residual's ``hashes``)."""
         pg_hash, residual_hash = hashes
-        msg = MsgCommitRound(
+        return MsgCommitRound(
             host=self.address, run_id=self.cfg.run_id, round=round_,
             ckpt_root=result.ckpt_root, pseudo_grad_hash=pg_hash, data_seed=result.data_seed,
             tokens=result.tokens, loss=result.loss, base_hash=view.hash,
@@ -481,16 +481,20 @@ class HostNode:
             final_proof=merkle_proof(result.checkpoint_hashes, len(result.checkpoint_hashes) - 1),
             residual_hash=residual_hash,
         )  # fmt: skip
+
+    def commit(self, msg: MsgCommitRound, window_end: int) -> bool:
+        """Send a round's commit; False if the chain refused it or the commit window (ending
+        at ``window_end``) closed before it was included."""
         try:
             with metrics.COMMIT_LATENCY.time():
                 self._send(msg, until_height=window_end)
         except TxRefused as err:
-            log.warning("round %d commit refused: %s", round_, err)
+            log.warning("round %d commit refused: %s", msg.round, err)
             return False
         metrics.ROUNDS_COMMITTED.inc()
-        log.info("round %d committed: loss %.4f, pseudo-gradient %s (%d bytes)",
-                 round_, result.loss, pg_hash.hex()[:12], len(result.pseudo_grad))  # fmt: skip
-        failpoint("node.committed", round_)
+        log.info("round %d committed: loss %.4f, pseudo-gradient %s", msg.round, msg.loss,
+                 msg.pseudo_grad_hash.hex()[:12])  # fmt: skip
+        failpoint("node.committed", msg.round)
         return True
 
     def _wait_for_height(
@@ -731,24 +735,48 @@ class HostNode:
         trained: float, window: Window, stop: threading.Event, previous: Chained | None,
     ) -> bool:  # fmt: skip
         """The committer thread's work for one round (``trained``: its seconds in inner steps,
-        ``previous``: what it started from of the host's round before): wait for its window to
-        open, commit, then make its artifacts durable (before any reveal); whether it
-        committed. It never raises: a commit it could not make is a round that did not count.
-        Once the window before has closed, a round whose start the chain chains otherwise (a
-        commit of the round before that landed after a restart, or that a lagging node did
-        not show) is dropped: its commit would fail every replay of its segment 0."""
+        ``previous``: what it started from of the host's round before): its commit, kept on
+        disk until decided (a host restarted before sending it sends it then), then sent as
+        :meth:`_send_pending` says; whether it committed. It never raises: a commit it could
+        not make is a round that did not count."""
         try:
             # what the commit names and its screening reads: the final checkpoint's weights
             # (its moments and the other checkpoints when a replay needs them)
             named = [*result.checkpoints[-1].hashes(moments=False), *hashes]
-            if not self._publish(named, f"round {round_}'s artifacts"):
-                return False
+            before = list(astuple(previous)) if previous else []
+            msg = self.commit_msg(view, round_, result, hashes)
+            pending = PendingCommit(msg, named, _stored(result), before)
+            pending.save(self._pending_file())
+        except Exception:
+            log.exception("round %d: not committed", round_)
+            return False
+        return self._send_pending(pending, window, stop, trained)
+
+    def _pending_file(self) -> Path:
+        return self.cfg.state_dir / "pending_commit.json"
+
+    def _send_pending(
+        self, pending: PendingCommit, window: Window, stop: threading.Event, trained: float = 0.0
+    ) -> bool:
+        """Publish what a commit names (again and again while its window is open: an object
+        store's outage is no reason to lose the round), wait for its window to open, send it,
+        then make the round's artifacts durable (before any reveal); whether it committed.
+        Once the window before has closed, a round whose start the chain chains otherwise (a
+        commit of the round before that landed after a restart, or that a lagging node did
+        not show) is dropped: its commit would fail every replay of its segment 0."""
+        round_ = pending.msg.round
+        try:
+            while not self._publish(pending.named, f"round {round_}'s artifacts"):
+                if stop.wait(5.0) or self._round_info().height >= window.end:
+                    return False
             self._wait_for_height(window.start - 1, stop)
             if stop.is_set():
                 return False
+            previous = Chained(*pending.previous) if pending.previous else None
             if round_ > 0 and self._previous_commit(round_) != previous:
                 log.warning("round %d: dropped: it did not start from what the chain holds of "
                             "round %d", round_, round_ - 1)  # fmt: skip
+                self._pending_file().unlink(missing_ok=True)
                 return False
             if armed("node.commit_lost", round_):  # a test's commit that is never included,
                 # known only once round r+1's window has closed: round r+1 surely started from it
@@ -756,8 +784,10 @@ class HostNode:
                 self._wait_for_height(end, stop)
                 log.warning("round %d commit lost (failpoint node.commit_lost)", round_)
                 return False
-            done = self.commit(view, round_, result, hashes, window.end)
-            self.local.sync([*_stored(result), *hashes])
+            # refused as a second commit: the first (sent before a restart) is this one
+            done = self.commit(pending.msg, window.end) or self._on_chain(pending.msg)
+            self._pending_file().unlink(missing_ok=True)  # decided, either way
+            self.local.sync([*pending.stored, *pending.named])
             if done:
                 metrics.COMMITTED_TRAINING_SECONDS.inc(trained)
             return done
@@ -767,6 +797,35 @@ class HostNode:
         except Exception:
             log.exception("round %d: not committed", round_)
         return False
+
+    def _on_chain(self, msg: MsgCommitRound) -> bool:
+        """Whether the chain holds this host's commit ``msg`` (by what it names)."""
+        return any(c.host == self.address and c.pseudo_grad_hash == msg.pseudo_grad_hash
+                   for c in self.poc.commits(self.cfg.run_id, msg.round))  # fmt: skip
+
+    def _resume_commit(self, attempted: int, stop: threading.Event) -> Sent | None:
+        """The commit of round ``attempted`` that a restart interrupted before it was decided,
+        handed to the committer again while its window is open and the chain has no commit of
+        this host for it; what the loop chains its next round on (None if nothing is sent)."""
+        pending = PendingCommit.load(self._pending_file())
+        if pending is None or pending.msg.round != attempted:
+            self._pending_file().unlink(missing_ok=True)
+            return None
+        round_, window = attempted, round_window(self.run_, self.chain_params, attempted)
+        try:
+            mine = any(c.host == self.address for c in self.poc.commits(self.cfg.run_id, round_))
+        except grpc.RpcError as err:
+            log.warning("round %d: its commit made before the restart is not sent: the chain "
+                        "did not answer (%s)", round_, err.code().name)  # fmt: skip
+            return None
+        if mine or self._round_info().height >= window.end:
+            self._pending_file().unlink(missing_ok=True)
+            return None
+        log.info("round %d: sending the commit made before the restart", round_)
+        outcome = self._committer.submit(self._send_pending, pending, window, stop)
+        msg = pending.msg
+        chained = Chained(msg.pseudo_grad_hash, msg.residual_hash, msg.final_hash)
+        return Sent(round_, window.end, outcome, chained)
 
     # ---- the loop ----------------------------------------------------------------------------
     def run(self, stop: threading.Event, progress=None) -> int:
@@ -790,7 +849,8 @@ class HostNode:
             uploader.start()
         try:
             try:
-                committed, view = self._rounds(view, attempted, stop, progress)
+                resumed = self._resume_commit(attempted, stop)
+                committed, view = self._rounds(view, attempted, stop, progress, resumed)
             except Exception:  # a bug: what it committed is still revealed before it exits
                 run = self.cfg.run_id
                 log.exception("run %s: training stopped on an error; serving this host's "
@@ -824,16 +884,17 @@ class HostNode:
                  view.hash.hex()[:12], view.round - 1)  # fmt: skip
 
     def _rounds(
-        self, view: GlobalView, attempted: int, stop: threading.Event, progress
-    ) -> tuple[int, GlobalView]:
+        self, view: GlobalView, attempted: int, stop: threading.Event, progress,
+        resumed: Sent | None = None,
+    ) -> tuple[int, GlobalView]:  # fmt: skip
         """Round after round, from the first whose commit window is still ahead or open: wait
         for its roster (drawn once the state it builds on is decided), bring the view up to
         that state, then train, publish and commit it. So in an overlapped run a host that
         finished round r-1 early starts round r at once, not when round r's window opens."""
         meter = metrics.StepMeter(self.rc.batch_size * self.rc.seq_len, progress)
         done = attempted  # the last round trained, skipped or sat out
-        sent: Sent | None = None  # the last round handed to the committer
-        outcomes: list[Future[bool]] = []
+        sent = resumed  # the last round handed to the committer (a restart's, at first)
+        outcomes: list[Future[bool]] = [resumed.outcome] if resumed is not None else []
         while not stop.is_set():
             before = done
             try:

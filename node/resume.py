@@ -1,15 +1,19 @@
 """What a host keeps on disk to resume a run after a restart: its round, the hash of its global
 state and the checkpoint hashes of the rounds it may still have to reveal (tensors live in the
 artifact store, addressed by these hashes; its error-feedback residual is found from its last
-commit on the chain)."""
+commit on the chain), and the commit it made but has not seen decided."""
 
 from __future__ import annotations
 
+import base64
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from google.protobuf.message import DecodeError
+
 from dilochain.node.errors import NodeError
+from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgCommitRound
 
 
 @dataclass
@@ -54,3 +58,40 @@ class ResumeState:
             )
         except (ValueError, KeyError, TypeError, AttributeError) as err:
             raise NodeError(f"{path} is unreadable ({err!r}); move it away to resync") from None
+
+
+@dataclass
+class PendingCommit:
+    """A round's commit the committer made and has not yet seen decided: what a host restarted
+    before sending it sends then (training the round again could not make the same bytes
+    everywhere, and its reveals name these). ``named``: the objects published with it;
+    ``stored``: the round's checkpoint objects, made durable once it is sent; ``previous``:
+    what the round started from of the host's round before (empty: nothing)."""
+
+    msg: MsgCommitRound
+    named: list[bytes]
+    stored: list[bytes]
+    previous: list[bytes]
+
+    def save(self, path: Path) -> None:
+        """Write atomically."""
+        record = {"msg": base64.b64encode(self.msg.SerializeToString()).decode(),
+                  **{k: [h.hex() for h in getattr(self, k)]
+                     for k in ("named", "stored", "previous")}}  # fmt: skip
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(record))
+        tmp.replace(path)
+
+    @classmethod
+    def load(cls, path: Path) -> PendingCommit | None:
+        """The pending commit at ``path`` (None if none, or unreadable: a commit not resent
+        is a round that did not count, not a reason to stay down)."""
+        try:
+            record = json.loads(path.read_text())
+            return cls(MsgCommitRound.FromString(base64.b64decode(record["msg"])),
+                       *([bytes.fromhex(h) for h in record[k]]
+                         for k in ("named", "stored", "previous")))  # fmt: skip
+        except FileNotFoundError:
+            return None
+        except (ValueError, KeyError, TypeError, AttributeError, DecodeError):
+            return None

@@ -5,13 +5,16 @@ the round's challenges yet does not mark done. Each once got an honest host slas
 
 from __future__ import annotations
 
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import astuple
 from types import SimpleNamespace
 
 import pytest
 
 from dilochain.node.host import Chained, HostNode, Sent
+from dilochain.node.resume import PendingCommit
 from dilochain.protocol.params import PocParams
+from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgCommitRound
 from dilochain.protocol.pb.poc.v1.types_pb2 import Run, RunConfig
 from dilochain.protocol.schedule import Window, round_window
 
@@ -40,21 +43,69 @@ def test_a_round_starts_from_the_commit_before_as_this_host_knows_it():
     assert _host(MINE)._built_on(2, None) == (MINE, False)  # after a restart: the chain's
 
 
+RUNNING = SimpleNamespace(is_set=lambda: False, wait=lambda seconds: False)
+
+
+def _committing(host: HostNode, tmp_path) -> list:
+    """``host`` made able to send commits (``commit`` records them) from ``tmp_path``."""
+    sent: list = []
+    host.cfg = SimpleNamespace(state_dir=tmp_path, run_id="r")
+    host.address = "dilo1me"
+    host._publish = lambda named, what: True
+    host._wait_for_height = lambda height, stop: None
+    host.commit = lambda msg, window_end: sent.append(msg) or True
+    host.local = SimpleNamespace(sync=lambda digests: None)
+    return sent
+
+
+def _pending(round_: int, previous: Chained | None) -> PendingCommit:
+    msg = MsgCommitRound(host="dilo1me", run_id="r", round=round_, pseudo_grad_hash=b"\x07" * 32,
+                         residual_hash=b"\x08" * 32, final_hash=b"\x09" * 32)  # fmt: skip
+    return PendingCommit(msg, [b"\x07" * 32], [b"\x0a" * 32],
+                         list(astuple(previous)) if previous else [])  # fmt: skip
+
+
 @pytest.mark.parametrize("on_chain", [MINE, None])
-def test_a_round_the_chain_chains_otherwise_is_not_committed(on_chain):
+def test_a_round_the_chain_chains_otherwise_is_not_committed(on_chain, tmp_path):
     """Trained from nothing after a restart while round 1's commit was in a mempool, and that
     commit then landed: round 2's commit is dropped, not sent to be slashed (and the other
     way round)."""
     host = _host(on_chain)
-    host._publish = lambda named, what: True
-    host._wait_for_height = lambda height, stop: None
-    host.commit = lambda *args: pytest.fail("committed a round the chain chains otherwise")
-    result = SimpleNamespace(checkpoints=[SimpleNamespace(hashes=lambda moments: [b"w", b"i"])])
+    sent = _committing(host, tmp_path)
     window = Window(2, start=30, end=39, selection=43, opening=60, resolution=62, handover=50)
     trained_from = None if on_chain is not None else MINE
-    running = SimpleNamespace(is_set=lambda: False)
-    assert not host._commit_when_open(None, 2, result, (b"p", b"r"), 1.0, window, running,
-                                      trained_from)  # fmt: skip
+    assert not host._send_pending(_pending(2, trained_from), window, RUNNING) and sent == []
+
+
+def test_a_commit_a_restart_interrupted_is_sent_after_it(tmp_path):
+    """Killed while its commit waited for the window (an overlapped host trains a round
+    ahead, so most of a window), the host sends that very commit after the restart, and its
+    next round chains on it; a commit the chain has, or whose window closed, is forgotten."""
+    run = Run(run_id="r", start_height=10, config=RunConfig(round_blocks=20, total_rounds=6))
+    params = PocParams()
+    window = round_window(run, params, 3)
+    host = _host(MINE)
+    sent = _committing(host, tmp_path)
+    host.run_, host.chain_params = run, params
+    host.poc = SimpleNamespace(commits=lambda run_id, round_: [])
+    host._round_info = lambda: SimpleNamespace(height=window.start - 5)
+    stopped = SimpleNamespace(is_set=lambda: True, wait=lambda seconds: True)  # the kill
+    final = SimpleNamespace(hashes=lambda moments=True: [b"w", b"m", b"i"] if moments else [b"w"])
+    result = SimpleNamespace(checkpoints=[final])
+    host.commit_msg = lambda view, round_, result, hashes: _pending(3, MINE).msg
+    assert not host._commit_when_open(None, 3, result, (b"p", b"r"), 1.0, window, stopped, MINE)
+    assert PendingCommit.load(tmp_path / "pending_commit.json").msg == _pending(3, MINE).msg
+    host._committer = ThreadPoolExecutor(max_workers=1)  # after the restart
+    resumed = host._resume_commit(3, RUNNING)
+    assert resumed.outcome.result(timeout=10) and sent == [_pending(3, MINE).msg]
+    assert resumed.chained == Chained(b"\x07" * 32, b"\x08" * 32, b"\x09" * 32)
+    assert host._built_on(4, resumed) == (resumed.chained, False)
+    assert not (tmp_path / "pending_commit.json").exists()
+    for round_, commits in ((3, [SimpleNamespace(host="dilo1me")]), (2, [])):
+        _pending(3, MINE).save(tmp_path / "pending_commit.json")
+        host.poc = SimpleNamespace(commits=lambda run_id, r, found=commits: found)
+        assert host._resume_commit(round_, RUNNING) is None  # on chain; not the round trained
+        assert not (tmp_path / "pending_commit.json").exists()
 
 
 def test_no_challenge_on_a_node_that_has_not_drawn_them_is_not_nothing_to_reveal():
