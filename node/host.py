@@ -746,10 +746,15 @@ class HostNode:
             before = list(astuple(previous)) if previous else []
             msg = self.commit_msg(view, round_, result, hashes)
             pending = PendingCommit(msg, named, _stored(result), before)
-            pending.save(self._pending_file())
+            # durable before anything can send the commit (a restart sends the pending file)
+            self.local.sync([*pending.stored, *pending.named])
         except Exception:
             log.exception("round %d: not committed", round_)
             return False
+        try:
+            pending.save(self._pending_file())
+        except OSError as err:  # only a restart needs it
+            log.warning("round %d: its commit is not kept for a restart: %s", round_, err)
         return self._send_pending(pending, window, stop, trained)
 
     def _pending_file(self) -> Path:
@@ -785,9 +790,8 @@ class HostNode:
                 log.warning("round %d commit lost (failpoint node.commit_lost)", round_)
                 return False
             # refused as a second commit: the first (sent before a restart) is this one
-            done = self.commit(pending.msg, window.end) or self._on_chain(pending.msg)
+            done = self.commit(pending.msg, window.end) or self._on_chain(pending.msg, stop)
             self._pending_file().unlink(missing_ok=True)  # decided, either way
-            self.local.sync([*pending.stored, *pending.named])
             if done:
                 metrics.COMMITTED_TRAINING_SECONDS.inc(trained)
             return done
@@ -798,10 +802,17 @@ class HostNode:
             log.exception("round %d: not committed", round_)
         return False
 
-    def _on_chain(self, msg: MsgCommitRound) -> bool:
-        """Whether the chain holds this host's commit ``msg`` (by what it names)."""
-        return any(c.host == self.address and c.pseudo_grad_hash == msg.pseudo_grad_hash
-                   for c in self.poc.commits(self.cfg.run_id, msg.round))  # fmt: skip
+    def _on_chain(self, msg: MsgCommitRound, stop: threading.Event, blocks: int = 3) -> bool:
+        """Whether the chain holds this host's commit ``msg`` (by what it names), asked again
+        for ``blocks`` blocks (the node answering may be behind the one the tx went to)."""
+        until = self._round_info().height + blocks
+        for _ in self._blocks(stop):
+            if any(c.host == self.address and c.pseudo_grad_hash == msg.pseudo_grad_hash
+                   for c in self.poc.commits(self.cfg.run_id, msg.round)):  # fmt: skip
+                return True
+            if self._round_info().height >= until:
+                return False
+        return False
 
     def _resume_commit(self, attempted: int, stop: threading.Event) -> Sent | None:
         """The commit of round ``attempted`` that a restart interrupted before it was decided,
@@ -812,13 +823,16 @@ class HostNode:
             self._pending_file().unlink(missing_ok=True)
             return None
         round_, window = attempted, round_window(self.run_, self.chain_params, attempted)
-        try:
+        try:  # (a chain that does not answer yet: sent anyway, a second commit is refused)
             mine = any(c.host == self.address for c in self.poc.commits(self.cfg.run_id, round_))
-        except grpc.RpcError as err:
-            log.warning("round %d: its commit made before the restart is not sent: the chain "
-                        "did not answer (%s)", round_, err.code().name)  # fmt: skip
-            return None
-        if mine or self._round_info().height >= window.end:
+        except grpc.RpcError:
+            mine = False
+        lost = [d for d in [*pending.stored, *pending.named] if not self.local.has(d)]
+        if mine or lost or self._round_info().height >= window.end:
+            if lost and not mine:  # another --artifacts folder: what it names is not here
+                log.warning("round %d: its commit made before the restart is not sent: %d of "
+                            "the objects it names are not in %s", round_, len(lost),
+                            self.local.root)  # fmt: skip
             self._pending_file().unlink(missing_ok=True)
             return None
         log.info("round %d: sending the commit made before the restart", round_)

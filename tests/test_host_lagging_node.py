@@ -54,7 +54,7 @@ def _committing(host: HostNode, tmp_path) -> list:
     host._publish = lambda named, what: True
     host._wait_for_height = lambda height, stop: None
     host.commit = lambda msg, window_end: sent.append(msg) or True
-    host.local = SimpleNamespace(sync=lambda digests: None)
+    host.local = SimpleNamespace(sync=lambda digests: None, has=lambda digest: True, root=tmp_path)
     return sent
 
 
@@ -101,10 +101,15 @@ def test_a_commit_a_restart_interrupted_is_sent_after_it(tmp_path):
     assert resumed.chained == Chained(b"\x07" * 32, b"\x08" * 32, b"\x09" * 32)
     assert host._built_on(4, resumed) == (resumed.chained, False)
     assert not (tmp_path / "pending_commit.json").exists()
-    for round_, commits in ((3, [SimpleNamespace(host="dilo1me")]), (2, [])):
+    # On chain already; not the round the record says it trained; or, started with another
+    # --artifacts folder, what it names is not here (committed, its host would be slashed).
+    here = host.local.has
+    for round_, commits, has in ((3, [SimpleNamespace(host="dilo1me")], here), (2, [], here),
+                                 (3, [], lambda digest: digest != b"\x0a" * 32)):  # fmt: skip
         _pending(3, MINE).save(tmp_path / "pending_commit.json")
         host.poc = SimpleNamespace(commits=lambda run_id, r, found=commits: found)
-        assert host._resume_commit(round_, RUNNING) is None  # on chain; not the round trained
+        host.local.has = has
+        assert host._resume_commit(round_, RUNNING) is None
         assert not (tmp_path / "pending_commit.json").exists()
 
 
@@ -122,3 +127,20 @@ def test_no_challenge_on_a_node_that_has_not_drawn_them_is_not_nothing_to_reveal
     assert not host.reveal(1, selection + 5)  # asked again at the next block
     height[0] = selection
     assert host.reveal(1, selection + 5)  # drawn there, and none is this host's
+
+
+def test_a_commit_refused_as_a_second_counts_once_the_chain_shows_the_first(tmp_path):
+    """Resent after a restart, a commit the chain already holds is refused; the node asking
+    may be a block behind the one that has it: asked again, it counts as made."""
+    host = _host(None)
+    _committing(host, tmp_path)
+    msg = _pending(3, None).msg
+    mine = SimpleNamespace(host="dilo1me", pseudo_grad_hash=msg.pseudo_grad_hash)
+    answers = iter([[], [mine]])
+    host.poc = SimpleNamespace(commits=lambda run_id, round_: next(answers))
+    heights = iter(range(100, 200))
+    host._round_info = lambda: SimpleNamespace(height=next(heights))
+    host._blocks = lambda stop: iter(range(10))
+    assert host._on_chain(msg, RUNNING)
+    host.poc = SimpleNamespace(commits=lambda run_id, round_: [])
+    assert not host._on_chain(msg, RUNNING)  # a few blocks, then it is not there
