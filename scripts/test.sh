@@ -13,10 +13,11 @@ if [ -n "$(git status --porcelain -- protocol/pb)" ]; then
     exit 1
 fi
 # Two pytest processes side by side (DILOCHAIN_TEST_HALF, tests/conftest.py: a -m of the
-# caller's still applies to both): the tests that train with several processes (marked heavy),
-# one after another, and the rest, whose output follows once both are done. The rest run at
-# the lowest priority: they take the cores the heavy tests leave idle between their bursts of
-# training, never the time a host needs to make its window.
+# caller's still applies to both): the tests that time themselves (marked wall_clock) and
+# those that train with several processes (heavy), one after another, and the rest, whose
+# output follows once both are done. The rest run at the lowest priority: they take the cores
+# the heavy tests leave idle between their bursts of training, never the time a host needs to
+# make its window.
 rest_log=$(mktemp)
 trap 'rm -f "$rest_log"' EXIT
 DILOCHAIN_TEST_HALF=rest nice -n 19 .venv/bin/python -m pytest -o cache_dir=.pytest_cache/rest \

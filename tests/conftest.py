@@ -29,24 +29,28 @@ settings.load_profile("loaded")
 
 
 def _rank(item: pytest.Item) -> int:
-    """0: ``heavy``, 1: ``heavy(last=True)``, 2: the rest."""
+    """0: ``wall_clock``, 1: ``heavy``, 2: ``heavy(last=True)``, 3: the rest."""
     heavy = item.get_closest_marker("heavy")
-    return 2 if heavy is None else 1 if heavy.kwargs.get("last") else 0
+    if heavy is None:
+        return 0 if item.get_closest_marker("wall_clock") else 3
+    return 2 if heavy.kwargs.get("last") else 1
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests that train with several processes (marked ``heavy``) first; those marked
-    ``heavy(last=True)``, the most sensitive to a loaded machine, last among them. With
-    ``DILOCHAIN_TEST_HALF`` (``heavy`` or ``rest``) only that half runs: ``scripts/test.sh``
-    runs the two in processes side by side (the rest take a fraction of the heavy tests'
-    time), so the ``last`` ones run once the rest is likely done."""
+    """Tests that time themselves (marked ``wall_clock``) first, then those that train with
+    several processes (``heavy``; ``heavy(last=True)``, the most sensitive to a loaded
+    machine, last), then the rest. With ``DILOCHAIN_TEST_HALF`` only a half runs: ``heavy``
+    (the first three kinds, at normal priority) or ``rest``. ``scripts/test.sh`` runs the
+    two side by side, the rest at the lowest priority (they take a fraction of the heavy
+    tests' time), so the ``last`` ones run once the rest is likely done, and no test that
+    times itself runs starved beside a burst of training."""
     items.sort(key=_rank)  # stable: collection order within each rank
     half = os.environ.get("DILOCHAIN_TEST_HALF")
     if half in ("heavy", "rest"):
-        other = [item for item in items if (_rank(item) < 2) != (half == "heavy")]
+        other = [item for item in items if (_rank(item) < 3) != (half == "heavy")]
         if other:
             config.hook.pytest_deselected(items=other)
-            items[:] = [item for item in items if (_rank(item) < 2) == (half == "heavy")]
+            items[:] = [item for item in items if (_rank(item) < 3) == (half == "heavy")]
 
 
 @pytest.fixture(autouse=True)

@@ -20,6 +20,8 @@ from dilochain.protocol.pb.poc.v1 import events_pb2 as ev
 from dilochain.protocol.pb.poc.v1 import events_pb2_grpc as ev_grpc
 from dilochain.rpc_channel import RpcChannel
 
+pytestmark = pytest.mark.wall_clock  # asserts how long things take: see conftest
+
 
 def test_the_feed_wakes_followers_with_the_newest_height_and_ends_when_closed():
     async def scenario() -> list:

@@ -28,7 +28,7 @@ from dilochain.protocol.hashing import tx_hash
 from dilochain.protocol.params import DENOM
 from dilochain.testutil import CHAIN_ID, signed_tx, wallet
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.wall_clock]
 
 
 def _wait_gone(pid: int, patience: float = 60.0) -> None:

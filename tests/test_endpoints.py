@@ -13,6 +13,8 @@ import pytest
 from dilochain.chain.testnet import free_port
 from dilochain.endpoints import AddressError, FailoverChannel, parse_addresses
 
+pytestmark = pytest.mark.wall_clock  # asserts how long things take: see conftest
+
 METHOD = "/test.Echo/Say"
 
 

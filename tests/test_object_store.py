@@ -29,6 +29,8 @@ from dilochain.protocol.endpoint import (
 )
 from dilochain.protocol.hashing import content_hash
 
+pytestmark = pytest.mark.wall_clock  # asserts how long things take: see conftest
+
 
 @pytest.fixture(scope="module")
 def s3(tmp_path_factory):

@@ -17,6 +17,8 @@ from dilochain.client import RESEND_BLOCKS, TxRefused, submit
 from dilochain.protocol.hashing import tx_hash
 from dilochain.testutil import wallet
 
+pytestmark = pytest.mark.wall_clock  # asserts how long things take: see conftest
+
 RAW = b"signed tx bytes"
 DIGEST = tx_hash(RAW).hex().upper()
 
