@@ -2,7 +2,8 @@
 loops wait for the next block instead of asking for it every fraction of a second.
 
 One thread per client keeps the stream open (and opens it again, at the node its channel
-fails over to, after an outage); loops call :meth:`BlockWatch.wait_past`. While no stream is
+fails over to, after an outage; after a silence, at a node with newer blocks if one of the
+channel's nodes has them); loops call :meth:`BlockWatch.wait_past`. While no stream is
 open, a wait lasts the loop's old poll interval, so a chain node without the stream, or one
 that is down, is polled as before.
 """
@@ -16,6 +17,7 @@ from collections.abc import Iterator
 
 import grpc
 
+from dilochain.endpoints import FailoverChannel
 from dilochain.protocol.pb.poc.v1 import events_pb2 as ev
 from dilochain.protocol.pb.poc.v1 import events_pb2_grpc as ev_grpc
 
@@ -43,6 +45,7 @@ class BlockWatch:
         self.height = 0
         self.live = False  # whether a stream is open now
         self._pushed_at = 0.0  # when the last block came (monotonic)
+        self._stale = False  # the stream was cancelled for its silence
         self._interval: float | None = None  # the usual seconds between blocks (a moving mean)
         self._thread = threading.Thread(target=self._follow, name="block-watch", daemon=True)
         self._thread.start()
@@ -76,6 +79,9 @@ class BlockWatch:
             with self._changed:
                 self.live = False
                 self._changed.notify_all()
+            if self._stale and isinstance(self._channel, FailoverChannel):
+                self._channel.move_ahead(self.height)  # its node may be frozen, not the chain
+            self._stale = False
             self._closed.wait(RECONNECT_SECONDS)
 
     def _pushed(self, height: int) -> None:
@@ -99,6 +105,7 @@ class BlockWatch:
             call = self._call
             if call is not None:
                 log.info("block stream silent for %.1f s; opening it again", quiet)
+                self._stale = True
                 call.cancel()
 
     def passes(self, stop: threading.Event, poll: float) -> Iterator[None]:

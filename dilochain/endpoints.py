@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Annotated
 
 import grpc
+from cosmpy.protos.cosmos.base.tendermint.v1beta1 import query_pb2 as tm_q
 from pydantic import BeforeValidator
 
 from dilochain.protocol.endpoint import (
@@ -36,6 +37,7 @@ PATIENCE_SECONDS = 30.0
 RECONNECT = [("grpc.initial_reconnect_backoff_ms", 500), ("grpc.min_reconnect_backoff_ms", 500),
              ("grpc.max_reconnect_backoff_ms", 2000)]  # fmt: skip
 MAX_BACKOFF_SECONDS = 4.0
+LATEST_BLOCK = "/cosmos.base.tendermint.v1beta1.Service/GetLatestBlock"
 
 
 def transient(err: grpc.RpcError) -> bool:
@@ -135,6 +137,33 @@ class FailoverChannel(grpc.Channel):
                             else "retrying")  # fmt: skip
             if self._index == index:
                 self._index = (index + 1) % len(self.addresses)
+
+    def move_ahead(self, height: int) -> str | None:
+        """Make the node with the newest block the current one, if that block is past
+        ``height`` (the newest the current node showed): a node cut off from its peers answers
+        every call, frozen at its height, and a client on it would miss every window while the
+        chain goes on. Each other node gets one short attempt; the address moved to, or None."""
+        best, newest = None, height
+        for index, channel in enumerate(self._channels):
+            if index == self._index:
+                continue
+            latest = channel.unary_unary(
+                LATEST_BLOCK, request_serializer=tm_q.GetLatestBlockRequest.SerializeToString,
+                response_deserializer=tm_q.GetLatestBlockResponse.FromString,
+            )  # fmt: skip
+            try:
+                found = latest(tm_q.GetLatestBlockRequest(), timeout=self.attempt_seconds)
+            except grpc.RpcError:
+                continue
+            if found.block.header.height > newest:
+                best, newest = index, found.block.header.height
+        if best is None:
+            return None
+        with self._lock:
+            behind, self._index = self.addresses[self._index], best
+        log.warning("chain node %s shows no block past %d; %s is at %d: moved there", behind,
+                    height, self.addresses[best], newest)  # fmt: skip
+        return self.addresses[best]
 
     def _answered(self, index: int) -> None:
         if self._down_since is None:

@@ -10,12 +10,14 @@ import time
 
 import grpc
 import pytest
+from cosmpy.protos.cosmos.base.tendermint.v1beta1 import query_pb2 as tm_q
 from rich.console import Console
 
 from dilochain import block_watch
 from dilochain.block_watch import LIVE_WAIT_SECONDS, BlockWatch
 from dilochain.chain.block_feed import BlockFeed, EventsService, FeedFull, peer_address
 from dilochain.chain.grpc_errors import Readiness
+from dilochain.endpoints import FailoverChannel
 from dilochain.protocol.pb.poc.v1 import events_pb2 as ev
 from dilochain.protocol.pb.poc.v1 import events_pb2_grpc as ev_grpc
 from dilochain.rpc_channel import RpcChannel
@@ -116,8 +118,18 @@ class FeedServer:
             join(peer)
 
         self.feed.join = counted
+
+        async def latest(request: bytes, context) -> bytes:  # the tendermint service's
+            found = tm_q.GetLatestBlockResponse()
+            found.block.header.height = self.feed.height
+            return found.SerializeToString()
+
         self.server = grpc.aio.server()
         ev_grpc.add_EventsServicer_to_server(EventsService(self.feed, Readiness()), self.server)
+        self.server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
+            "cosmos.base.tendermint.v1beta1.Service",
+            {"GetLatestBlock": grpc.unary_unary_rpc_method_handler(latest)},
+        ),))  # fmt: skip
         self.port = self.server.add_insecure_port("127.0.0.1:0")
         self.loop.run_until_complete(self.server.start())
         started.set()
@@ -129,6 +141,36 @@ class FeedServer:
     def stop(self) -> None:
         asyncio.run_coroutine_threadsafe(self.server.stop(None), self.loop).result(10)
         self.loop.call_soon_threadsafe(self.loop.stop)
+
+
+def test_a_stream_frozen_behind_the_chain_moves_to_a_node_ahead(monkeypatch):
+    """The node a client follows is cut off from its peers: its stream goes silent at height 7
+    while another of the client's nodes is at 12. Once stale, the stream is opened again at
+    that node (and the client's calls go there): a host stuck on it would miss its reveals."""
+    monkeypatch.setattr(block_watch, "REOPEN_STALE_SECONDS", 0.6)
+    frozen, live = FeedServer(), FeedServer()
+    channel = FailoverChannel([f"127.0.0.1:{frozen.port}", f"127.0.0.1:{live.port}"])
+    watch = BlockWatch(channel)
+    stop = threading.Event()
+    try:
+        for height in range(2, 8):  # both at the same pace until 7; then only the live one
+            watch.wait_past(height - 2, stop, poll=0.05)
+            time.sleep(0.1)
+            frozen.commit(height)
+            live.commit(height)
+        watch.wait_past(6, stop, poll=0.05)
+        live.commit(12)
+        for _ in range(600):
+            watch.wait_past(watch.height, stop, poll=0.1)
+            if watch.height >= 12:
+                break
+        assert watch.height == 12 and channel.current == f"127.0.0.1:{live.port}"
+        assert (frozen.joined, live.joined) == (1, 1)  # followed there after the move
+    finally:
+        watch.close()
+        channel.close()
+        frozen.stop()
+        live.stop()
 
 
 def test_a_stream_gone_quiet_is_stale_polled_and_opened_again(monkeypatch):

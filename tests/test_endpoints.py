@@ -145,3 +145,40 @@ def test_a_host_on_a_private_network_is_refused_on_a_chain_reached_over_the_inte
     assert private_location_problem("192.168.1.9:7000", lan) is None
     assert private_location_problem("192.168.1.9:7000", public, "allow") is None
     assert private_location_problem("1.1.1.1:7000", public) is None
+
+
+def _at_height(height: int) -> grpc.Server:
+    """A node whose latest block is ``height``."""
+    from cosmpy.protos.cosmos.base.tendermint.v1beta1 import query_pb2 as tm_q
+
+    def latest(request: bytes, context) -> bytes:
+        found = tm_q.GetLatestBlockResponse()
+        found.block.header.height = height
+        return found.SerializeToString()
+
+    handler = grpc.method_handlers_generic_handler(
+        "cosmos.base.tendermint.v1beta1.Service",
+        {"GetLatestBlock": grpc.unary_unary_rpc_method_handler(latest)},
+    )
+    server = grpc.server(futures.ThreadPoolExecutor(2), handlers=[handler])
+    server.port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    return server
+
+
+def test_a_client_moves_off_a_node_frozen_behind_the_chain():
+    """A node cut off from its peers answers every call at its old height: asked, the others
+    say how far the chain is, and calls move to the newest one that is ahead."""
+    frozen, behind, ahead = _at_height(7), _at_height(6), _at_height(12)
+    down = free_port()
+    nodes = [f"127.0.0.1:{s.port}" for s in (frozen, behind)] + [
+        f"127.0.0.1:{down}",
+        f"127.0.0.1:{ahead.port}",
+    ]
+    try:
+        with FailoverChannel(nodes, attempt_seconds=1) as channel:
+            assert channel.move_ahead(12) is None and channel.current == nodes[0]
+            assert channel.move_ahead(7) == nodes[3] and channel.current == nodes[3]
+    finally:
+        for server in (frozen, behind, ahead):
+            server.stop(grace=0)
