@@ -5,14 +5,11 @@ from __future__ import annotations
 import hashlib
 import io
 import logging
-import os
 import socket
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent import futures
-from pathlib import Path
 from typing import BinaryIO
 
 import grpc
@@ -250,13 +247,11 @@ class PeerFetchingStore:
         self.touched.add(digest)
         if self.local.has(digest):
             return
-        fd, name = tempfile.mkstemp(dir=self.local.root, prefix=".tmp-warm-")
-        try:
-            with os.fdopen(fd, "w+b") as out:
-                fetch_from_peers(self.peers(), digest, self.limit, out=out, owner=self.owner)
-            self.local.adopt(Path(name), digest)
-        finally:
-            Path(name).unlink(missing_ok=True)
+
+        def fetch(out: BinaryIO) -> None:
+            fetch_from_peers(self.peers(), digest, self.limit, out=out, owner=self.owner)
+
+        self.local.put_stream(digest, fetch, sync=False)
 
     def get(self, digest: bytes, attempts: int = ATTEMPTS) -> bytes:
         """Local bytes, or the first peer's that hash right (see :func:`fetch_from_peers`). A

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import BinaryIO, Protocol
 
 from dilochain.protocol.hashing import HASH_BYTES, Buffer, content_hash
 
@@ -29,6 +29,24 @@ class PeerUnavailable(ArtifactError):
 class PeerUnreachable(PeerUnavailable):
     """No connection to a peer, or no answer in time (a host restarting, a network outage);
     not a peer that answered that it lacks the artifact."""
+
+
+def write_atomically(path: Path, fill: Callable[[BinaryIO], object], sync: bool = False) -> None:
+    """Write ``path`` through a temporary file of its own beside it, renamed into place once
+    ``fill`` has written it whole (with ``sync``, fsynced first): a reader never sees it half
+    written, two writers never write into each other's file, and a write that fails (a full
+    disk, a fetch that gave up) leaves no temporary file behind."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            fill(out)
+            if sync:
+                out.flush()
+                os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 class ArtifactStore(Protocol):
@@ -94,19 +112,21 @@ class LocalArtifactStore:
         path = self._path(digest)
         if path.exists() and self.size(digest) == sum(memoryview(p).nbytes for p in parts):
             return digest
+
+        def fill(out: BinaryIO) -> None:
+            for part in parts:
+                out.write(part)
+
+        return self.put_stream(digest, fill, sync)
+
+    def put_stream(
+        self, digest: bytes, fill: Callable[[BinaryIO], object], sync: bool = True
+    ) -> bytes:
+        """Store what ``fill`` writes to the file it is given (a peer fetch streaming into it,
+        hash-checked as it goes) as artifact ``digest``, atomically (:func:`write_atomically`)."""
+        path = self._path(digest)
         path.parent.mkdir(exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                for part in parts:
-                    f.write(part)
-                if sync:
-                    f.flush()
-                    os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_atomically(path, fill, sync)
         return digest
 
     def sync(self, digests: list[bytes]) -> None:
@@ -158,13 +178,6 @@ class LocalArtifactStore:
     def warm(self, digest: bytes) -> None:
         """Everything this store holds is on disk: nothing to do (a read says what is
         missing)."""
-
-    def adopt(self, path: Path, digest: bytes) -> None:
-        """Move the file ``path`` (on this store's file system, its bytes hash-checked as
-        ``digest``) into the store."""
-        target = self._path(digest)
-        target.parent.mkdir(exist_ok=True)
-        os.replace(path, target)
 
     def file(self, digest: bytes) -> Path | None:
         """The file holding artifact ``digest`` (None if absent), for streaming it elsewhere."""

@@ -764,8 +764,8 @@ class HostNode:
         self, pending: PendingCommit, window: Window, stop: threading.Event, trained: float = 0.0
     ) -> bool:
         """Publish what a commit names (again and again while its window is open: an object
-        store's outage is no reason to lose the round), wait for its window to open, send it,
-        then make the round's artifacts durable (before any reveal); whether it committed.
+        store's outage is no reason to lose the round), wait for its window to open and send
+        it (the round's artifacts are durable by then); whether it committed.
         Once the window before has closed, a round whose start the chain chains otherwise (a
         commit of the round before that landed after a restart, or that a lagging node did
         not show) is dropped: its commit would fail every replay of its segment 0."""

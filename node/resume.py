@@ -12,8 +12,14 @@ from pathlib import Path
 
 from google.protobuf.message import DecodeError
 
+from dilochain.artifacts.store import write_atomically
 from dilochain.node.errors import NodeError
 from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgCommitRound
+
+
+def _save_json(path: Path, record: dict) -> None:
+    """Write ``record`` to ``path`` atomically (a crash leaves the old record or the new one)."""
+    write_atomically(path, lambda out: out.write(json.dumps(record).encode()))
 
 
 @dataclass
@@ -33,9 +39,7 @@ class ResumeState:
         record["checkpoint_hashes"] = {
             str(r): [h.hex() for h in hashes] for r, hashes in self.checkpoint_hashes.items()
         }
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(record))
-        tmp.replace(path)
+        _save_json(path, record)
 
     @classmethod
     def load(cls, path: Path) -> ResumeState | None:
@@ -65,7 +69,7 @@ class PendingCommit:
     """A round's commit the committer made and has not yet seen decided: what a host restarted
     before sending it sends then (training the round again could not make the same bytes
     everywhere, and its reveals name these). ``named``: the objects published with it;
-    ``stored``: the round's checkpoint objects, made durable once it is sent; ``previous``:
+    ``stored``: the round's checkpoint objects, made durable before it is kept; ``previous``:
     what the round started from of the host's round before (empty: nothing)."""
 
     msg: MsgCommitRound
@@ -78,9 +82,7 @@ class PendingCommit:
         record = {"msg": base64.b64encode(self.msg.SerializeToString()).decode(),
                   **{k: [h.hex() for h in getattr(self, k)]
                      for k in ("named", "stored", "previous")}}  # fmt: skip
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(record))
-        tmp.replace(path)
+        _save_json(path, record)
 
     @classmethod
     def load(cls, path: Path) -> PendingCommit | None:
@@ -91,7 +93,5 @@ class PendingCommit:
             return cls(MsgCommitRound.FromString(base64.b64decode(record["msg"])),
                        *([bytes.fromhex(h) for h in record[k]]
                          for k in ("named", "stored", "previous")))  # fmt: skip
-        except FileNotFoundError:
-            return None
-        except (ValueError, KeyError, TypeError, AttributeError, DecodeError):
+        except (FileNotFoundError, ValueError, KeyError, TypeError, AttributeError, DecodeError):
             return None

@@ -175,6 +175,19 @@ def test_a_run_whose_screens_take_long_holds_no_other_run_s_screens():
     assert not {"screens-huge", "screens-small"} & {t.name for t in threading.enumerate()}
 
 
+def _screening_chain(me, hosts: list[str], round_info) -> SimpleNamespace:
+    """A chain as a verifier's screens ask it: ``me`` its one verifier (every commit is its to
+    screen), ``hosts`` each with a commit of round 0 nobody screened yet."""
+    return SimpleNamespace(
+        params=lambda: PocParams(screeners_per_commit=0),
+        screens=lambda run_id, round_: [],
+        verifiers=lambda: [SimpleNamespace(address=str(me.address()), registered_height=1)],
+        commits=lambda run_id, round_: [RoundCommit(host=h, round=0) for h in hosts],
+        hosts=lambda run_id: [SimpleNamespace(address=h) for h in hosts],
+        round_info=round_info,
+    )
+
+
 def test_screens_too_slow_for_the_window_send_what_they_finished(tmp_path):
     """Screened a message's worth at a time: once the next block is the last that a vote can
     land in, the votes screened so far go out and the rest of the round is left unscreened
@@ -182,14 +195,7 @@ def test_screens_too_slow_for_the_window_send_what_they_finished(tmp_path):
     me = wallet(77)
     hosts = [str(wallet(100 + i).address()) for i in range(40)]
     height = [18]
-    poc = SimpleNamespace(
-        params=lambda: PocParams(screeners_per_commit=0),
-        screens=lambda run_id, round_: [],
-        verifiers=lambda: [SimpleNamespace(address=str(me.address()), registered_height=1)],
-        commits=lambda run_id, round_: [RoundCommit(host=h, round=0) for h in hosts],
-        hosts=lambda run_id: [SimpleNamespace(address=h) for h in hosts],
-        round_info=lambda run_id: SimpleNamespace(height=height[0]),
-    )
+    poc = _screening_chain(me, hosts, lambda run_id: SimpleNamespace(height=height[0]))
     batches = []
 
     def screener(run, round_, anchor, todo, patient):
@@ -221,14 +227,7 @@ def test_screens_cut_short_by_a_chain_outage_send_what_they_finished(tmp_path):
             raise OutageError()
         return found
 
-    poc = SimpleNamespace(
-        params=lambda: PocParams(screeners_per_commit=0),
-        screens=lambda run_id, round_: [],
-        verifiers=lambda: [SimpleNamespace(address=str(me.address()), registered_height=1)],
-        commits=lambda run_id, round_: [RoundCommit(host=h, round=0) for h in hosts],
-        hosts=lambda run_id: [SimpleNamespace(address=h) for h in hosts],
-        round_info=round_info,
-    )
+    poc = _screening_chain(me, hosts, round_info)
     sent = []
     duties = RoundDuties(poc, me, lambda *msgs, until_height: sent.extend(msgs),
                          lambda run, round_, anchor, todo, patient: [

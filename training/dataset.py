@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import bisect
 import hashlib
-import os
-import tempfile
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -22,6 +20,7 @@ from typing import BinaryIO
 import numpy as np
 import torch
 
+from dilochain.artifacts.store import write_atomically
 from dilochain.protocol.schedule import shard_assignment
 from dilochain.training.errors import DataError, DataUnavailable
 from dilochain.training.manifest import (
@@ -75,14 +74,8 @@ class Dataset:
         if self.fetch is None or path.is_file():
             return
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
-        try:
-            with os.fdopen(fd, "wb") as out:  # streamed: a shard need not fit in memory
-                self.fetch(digest, size, out)
-            os.replace(name, path)
-        except BaseException:
-            Path(name).unlink(missing_ok=True)
-            raise
+        # streamed into the file: a shard need not fit in memory
+        write_atomically(path, lambda out: self.fetch(digest, size, out))
 
     def files(self) -> list[tuple[Path, str]]:
         """The dataset's files on disk with the sha256 the run or the manifest gives each."""

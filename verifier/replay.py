@@ -170,8 +170,10 @@ class CommitArtifacts:
 
     @classmethod
     def fetch(cls, store: ArtifactStore, commit: RoundCommit, cfg: RunConfig) -> CommitArtifacts:
-        """Fetch and decode them, each checked to fit the run's model before any arithmetic on
-        it; raises ArtifactError, CodecError or CompressionError."""
+        """Fetch and decode them, the states arithmetic starts from here checked to fit the
+        run's model first (the pseudo-gradients are, as they are decoded; the residual is, by
+        :func:`pseudo_grad_mismatch`, before it is used); raises ArtifactError, CodecError or
+        CompressionError."""
         like = reference_params(cfg.model_config)  # names and shapes: what every state must fit
         residual_hash, delta_hash = commit.residual_in_hash, commit.start_delta_hash
         base = decode_state(store.get(commit.base_hash))  # no larger than the fetch limit
@@ -179,14 +181,11 @@ class CommitArtifacts:
         own = decompress(store.get(delta_hash), like) if delta_hash else None
         final = fetch_checkpoint(store.get, commit.final_hash, moments=False)
         _refuse(checkpoint_problem(final, like, moments=False), "final checkpoint")
-        residual = decode_state(store.get(residual_hash)) if residual_hash else None
-        if residual is not None:
-            _refuse(pseudo_gradient_problem(residual, like, RESIDUAL_DTYPE), "residual")
         return cls(
             start=round_start(base, own, cfg.outer_lr, cfg.outer_momentum),
             final=final,
             pseudo_grad=decompress(store.get(commit.pseudo_grad_hash), like),
-            residual_in=residual,
+            residual_in=decode_state(store.get(residual_hash)) if residual_hash else None,
         )
 
     def final_mismatch(self, cfg: RunConfig) -> Verdict | None:
