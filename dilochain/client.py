@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import math
+import re
+import threading
 import time
 import urllib.request
 from collections.abc import Sequence
@@ -16,6 +18,7 @@ from cosmpy.aerial.config import NetworkConfig
 from cosmpy.aerial.exceptions import BroadcastError, NotFoundError
 from cosmpy.aerial.tx import SigningCfg, Transaction, TxFee
 from cosmpy.aerial.tx_helpers import SubmittedTx, TxResponse
+from cosmpy.aerial.types import Account
 from cosmpy.aerial.wallet import Wallet
 from cosmpy.protos.cosmos.base.tendermint.v1beta1 import query_pb2 as tm_q
 from cosmpy.protos.cosmos.base.tendermint.v1beta1 import query_pb2_grpc as tm_grpc
@@ -144,12 +147,15 @@ RESEND_BLOCKS = 3  # blocks without inclusion after which the same bytes are sen
 WINDOW_PATIENCE = 900.0  # seconds a tx for a window is waited for at most (the chain may halt)
 
 
-def _signed(client: LedgerClient, wallet: Wallet, msgs: tuple[Message, ...], memo=None) -> bytes:
-    """``msgs`` in one tx, gas by simulation, fee at the chain's price, signed."""
+def _signed(
+    client: LedgerClient, wallet: Wallet, msgs: tuple[Message, ...], memo=None, account=None
+) -> bytes:
+    """``msgs`` in one tx, gas by simulation, fee at the chain's price, signed (at ``account``'s
+    number and sequence; the chain's committed ones when None)."""
     tx = Transaction()
     for msg in msgs:
         tx.add_message(msg)
-    return prepare_basic_transaction(client, tx, wallet, memo=memo).tx.SerializeToString()
+    return prepare_basic_transaction(client, tx, wallet, account, memo=memo).tx.SerializeToString()
 
 
 def _broadcast_raw(client: LedgerClient, raw: bytes, msgs: tuple[Message, ...]) -> TxResponse:
@@ -173,93 +179,148 @@ def broadcast(
     return SubmittedTx(client, checked.txhash)
 
 
+class _WrongSequence(Exception):
+    """A node refused a tx's account sequence; ``expected`` is the one its mempool's state
+    wants next (None where its answer does not say)."""
+
+    def __init__(self, log_text: str):
+        super().__init__(log_text)
+        found = _EXPECTED.search(log_text)
+        self.expected = int(found.group(1)) if found else None
+
+
+_EXPECTED = re.compile(r"expected (\d+), got \d+")  # the Cosmos SDK's wording, and the chain's
+
+
+class Sender:
+    """One key's txs from one process, each waited for on its own: signing and broadcasting
+    take turns (a short lock), waiting for a block does not, so a reveal is never held behind
+    a commit or a claim waiting for its block. The next sequence is kept here: a tx in a
+    mempool has taken one that the chain's account query does not show yet."""
+
+    def __init__(self, client: LedgerClient, wallet: Wallet):
+        self.client, self.wallet = client, wallet
+        self._lock = threading.Lock()
+        self._next: Account | None = None  # the account number and the next sequence to sign
+
+    def submit(
+        self, *msgs: Message, timeout: float = 30, poll: float = 0.2,
+        until_height: int | None = None,
+    ) -> TxResponse:  # fmt: skip
+        """Broadcast ``msgs`` in one tx and wait until it is in a block; raises
+        :class:`TxRefused`.
+
+        The tx's hash is known before it is sent, so a broadcast whose answer was lost (its
+        node went down, the client failed over) is looked for by hash, and a tx that no block
+        includes while the chain moves on (a mempool lost with its node) is sent again, as the
+        same bytes. With ``until_height`` (the last block of the window the tx is for) it waits
+        until the chain is past that block (checked every second), then gives up: a halted
+        chain closes no window, so it waits up to ``WINDOW_PATIENCE`` however slowly blocks
+        come; without, it waits ``timeout`` seconds."""
+        client = self.client
+        deadline = time.monotonic() + (timeout if until_height is None else WINDOW_PATIENCE)
+        raw, sent_at = self._sign_and_send(msgs, deadline)
+        digest = tx_hash(raw).hex().upper()
+        checked = 0.0
+        while True:
+            found = _lookup(client, digest)
+            if found is not None:
+                return _outcome(found, msgs)
+            height = None
+            if time.monotonic() - checked >= 1.0:
+                height, checked = _height(client), time.monotonic()
+            if until_height is not None and height is not None and height > until_height:
+                found = _settled_lookup(client, digest)  # it may have landed while we asked
+                if found is not None:
+                    return _outcome(found, msgs)
+                log.warning("tx %s %s: not included, and now it cannot be", digest, _kinds(msgs))
+                raise TxRefused("not included in a block, and now it cannot be")
+            if time.monotonic() >= deadline:
+                waited = timeout if until_height is None else WINDOW_PATIENCE
+                log.warning("tx %s %s: not included within %ss", digest, _kinds(msgs), waited)
+                raise TxRefused(f"not included in a block within {waited}s")
+            if height is not None and (sent_at is None or height >= sent_at + RESEND_BLOCKS):
+                try:
+                    sent_at = _send(client, raw, msgs) or sent_at
+                except _WrongSequence:  # taken: by itself, or by another tx of the key
+                    found = _settled_lookup(client, digest)
+                    if found is not None:
+                        return _outcome(found, msgs)
+                    log.info("tx %s %s: another tx took its sequence; signing it again", digest,
+                             _kinds(msgs))  # fmt: skip
+                    raw, sent_at = self._sign_and_send(msgs, deadline)
+                    digest = tx_hash(raw).hex().upper()
+            time.sleep(poll)
+
+    def _sign_and_send(
+        self, msgs: tuple[Message, ...], deadline: float
+    ) -> tuple[bytes, int | None]:
+        """The signed tx and the height it was first sent at (:func:`_send`). It is signed at
+        the next sequence as this process counts it; where a node says another is due (another
+        process's tx of the key holds one, or a tx of ours left the mempools), signed again at
+        that one. Simulation and the account query are what refuse a tx up front."""
+        with self._lock:
+            while True:
+                account = self._next
+                try:
+                    account = account or self.client.query_account(self.wallet.address())
+                    raw = _signed(self.client, self.wallet, msgs, account=account)
+                    sent_at = _send(self.client, raw, msgs)
+                except grpc.RpcError as err:
+                    self._simulation_refused(err, account, deadline)
+                    continue
+                except _WrongSequence as err:
+                    if _lookup(self.client, tx_hash(raw).hex().upper()) is not None:
+                        return raw, None  # a node took it, its answer was lost, it is in a block
+                    self._resequence(err.expected, account, deadline)
+                    continue
+                self._next = Account(account.address, account.number, account.sequence + 1)
+                return raw, sent_at
+
+    def _simulation_refused(
+        self, err: grpc.RpcError, account: Account | None, deadline: float
+    ) -> None:
+        """Go on after a failed account query or simulation where it is worth trying again
+        (unreachable, or a sequence not due); raise :class:`TxRefused` where it is not."""
+        details = err.details() or ""
+        if err.code() == grpc.StatusCode.NOT_FOUND:  # the signer's account does not exist
+            raise TxRefused(f"{details} (an account exists once it holds funds)") from None
+        if transient(err) and time.monotonic() + 1 < deadline:  # unreachable
+            time.sleep(1.0)
+            return
+        if err.code() != grpc.StatusCode.INVALID_ARGUMENT:
+            raise err
+        if SEQUENCE_TAKEN not in details:  # simulation failed
+            raise TxRefused(details) from None
+        self._resequence(_WrongSequence(details).expected, account, deadline)
+
+    def _resequence(self, expected: int | None, account: Account | None, deadline: float) -> None:
+        """Sign next at ``expected``, or (unknown) at the chain's committed sequence after a
+        moment: another process's tx holding it may then be in a block."""
+        if time.monotonic() + 0.5 > deadline:
+            raise TxRefused("another tx of this key holds its account sequence")
+        if expected is not None and account is not None and expected != account.sequence:
+            log.info("signing at sequence %d, not %d", expected, account.sequence)
+            self._next = Account(account.address, account.number, expected)
+            return
+        log.info("another tx of this key holds its sequence; signing again")
+        self._next = None
+        time.sleep(0.5)
+
+
 def submit(
     client: LedgerClient, wallet: Wallet, *msgs: Message, timeout: float = 30, poll: float = 0.2,
     until_height: int | None = None,
 ) -> TxResponse:  # fmt: skip
-    """Broadcast ``msgs`` in one tx and wait until it is in a block; raises :class:`TxRefused`.
-
-    The tx's hash is known before it is sent, so a broadcast whose answer was lost (its node
-    went down, the client failed over) is looked for by hash, and a tx that no block includes
-    while the chain moves on (a mempool lost with its node) is sent again, as the same bytes.
-    With ``until_height`` (the last block of the window the tx is for) it waits until the chain
-    is past that block (checked every second), then gives up: a halted chain closes no window,
-    so it waits up to ``WINDOW_PATIENCE`` however slowly blocks come; without, it waits
-    ``timeout`` seconds."""
-    deadline = time.monotonic() + (timeout if until_height is None else WINDOW_PATIENCE)
-    raw, sent_at = _sign_and_send(client, wallet, msgs, deadline)
-    digest = tx_hash(raw).hex().upper()
-    checked = 0.0
-    while True:
-        found = _lookup(client, digest)
-        if found is not None:
-            return _outcome(found, msgs)
-        height = None
-        if time.monotonic() - checked >= 1.0:
-            height, checked = _height(client), time.monotonic()
-        if until_height is not None and height is not None and height > until_height:
-            found = _settled_lookup(client, digest)  # it may have landed while we asked
-            if found is not None:
-                return _outcome(found, msgs)
-            log.warning("tx %s %s: not included, and now it cannot be", digest, _kinds(msgs))
-            raise TxRefused("not included in a block, and now it cannot be")
-        if time.monotonic() >= deadline:
-            waited = timeout if until_height is None else WINDOW_PATIENCE
-            log.warning("tx %s %s: not included within %ss", digest, _kinds(msgs), waited)
-            raise TxRefused(f"not included in a block within {waited}s")
-        if height is not None and (sent_at is None or height >= sent_at + RESEND_BLOCKS):
-            sent_at = _send(client, raw, msgs) or sent_at
-            if sent_at == -1:  # its sequence is taken: by itself, or by another tx of the key
-                found = _settled_lookup(client, digest)
-                if found is not None:
-                    return _outcome(found, msgs)
-                log.info("tx %s %s: another tx took its sequence; signing it again", digest,
-                         _kinds(msgs))  # fmt: skip
-                raw, sent_at = _sign_and_send(client, wallet, msgs, deadline)
-                digest = tx_hash(raw).hex().upper()
-        time.sleep(poll)
-
-
-def _sign_and_send(
-    client: LedgerClient, wallet: Wallet, msgs: tuple[Message, ...], deadline: float
-) -> tuple[bytes, int | None]:
-    """The signed tx and the height it was first sent at (:func:`_send`), signed again while
-    another process's tx of the same key holds the account sequence (``node leave`` beside a
-    running node, say) until it is in a block. Simulation and the account query are what
-    refuse a tx up front."""
-    while True:
-        taken = False
-        try:
-            raw = _signed(client, wallet, msgs)
-        except grpc.RpcError as err:
-            details = err.details() or ""
-            if err.code() == grpc.StatusCode.NOT_FOUND:  # the signer's account does not exist
-                raise TxRefused(f"{details} (an account exists once it holds funds)") from None
-            if transient(err) and time.monotonic() + 1 < deadline:  # unreachable
-                time.sleep(1.0)
-                continue
-            if err.code() != grpc.StatusCode.INVALID_ARGUMENT:
-                raise
-            if SEQUENCE_TAKEN not in details:  # simulation failed
-                raise TxRefused(details) from None
-            taken = True
-        else:
-            sent_at = _send(client, raw, msgs)
-            taken = sent_at == -1
-            if taken and _lookup(client, tx_hash(raw).hex().upper()) is not None:
-                return raw, None  # a node took it, its answer was lost, and it is in a block
-        if not taken:
-            return raw, sent_at
-        if time.monotonic() + 0.5 > deadline:
-            raise TxRefused("another tx of this key holds its account sequence")
-        log.info("tx %s: another tx of this key holds its sequence; signing again", _kinds(msgs))
-        time.sleep(0.5)
+    """:meth:`Sender.submit` for a process that sends one tx of this key at a time."""
+    return Sender(client, wallet).submit(*msgs, timeout=timeout, poll=poll,
+                                         until_height=until_height)  # fmt: skip
 
 
 def _send(client: LedgerClient, raw: bytes, msgs: tuple[Message, ...]) -> int | None:
     """Broadcast ``raw``: the height it was sent at (None if no node took it now: unreachable,
-    its CometBFT unreachable, its mempool full; -1 if its account sequence is taken).
-    CheckTx's other refusals raise :class:`TxRefused`."""
+    its CometBFT unreachable, its mempool full). A sequence not due raises
+    :class:`_WrongSequence`; CheckTx's other refusals raise :class:`TxRefused`."""
     try:
         height = client.query_height()
         checked = _broadcast_raw(client, raw, msgs)
@@ -271,7 +332,7 @@ def _send(client: LedgerClient, raw: bytes, msgs: tuple[Message, ...]) -> int | 
     if checked.code in NOT_NOW:
         return None
     if SEQUENCE_TAKEN in checked.raw_log:
-        return -1
+        raise _WrongSequence(checked.raw_log)
     raise TxRefused(checked.raw_log)
 
 

@@ -36,7 +36,7 @@ from dilochain.artifacts.object_store import ObjectStore
 from dilochain.artifacts.pruning import Ledger, Retention
 from dilochain.artifacts.store import ArtifactError, LocalArtifactStore
 from dilochain.auto_claim import AutoClaimer
-from dilochain.client import TxRefused, submit
+from dilochain.client import Sender, TxRefused
 from dilochain.endpoints import shown, transient
 from dilochain.failpoints import armed, failpoint
 from dilochain.metrics_http import set_standing
@@ -182,7 +182,7 @@ class HostNode:
         self.pace = Pace()
         # Per round this node trained lately: its checkpoint hashes (for its reveals).
         self.checkpoint_hashes: dict[int, list[bytes]] = {}
-        self._send_lock = threading.Lock()  # one signer, one sequence: one tx at a time
+        self.sender = Sender(self.client, wallet)  # the auto-claimer signs with the same key
         self.ledger = Ledger(cfg.state_dir)
         self.retention = Retention(cfg.keep_global_states, cfg.archive_every,
                                    cfg.keep_decided_rounds)  # fmt: skip
@@ -273,9 +273,7 @@ class HostNode:
     def _send(self, *msgs, until_height: int | None = None) -> TxResponse:
         """Send one tx; with ``until_height``, stop waiting for it once the chain is past that
         height (a window that closed: the tx can no longer be included)."""
-        with self._send_lock:  # the auto-claimer signs with the same key
-            return submit(self.client, self.wallet, *msgs, poll=self.cfg.poll_seconds,
-                          until_height=until_height)  # fmt: skip
+        return self.sender.submit(*msgs, poll=self.cfg.poll_seconds, until_height=until_height)
 
     def ensure_registered(self, endpoint: str) -> None:
         """Bond the run's minimum collateral and register (or move) this host's endpoint."""

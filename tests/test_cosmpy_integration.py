@@ -20,8 +20,9 @@ from cosmpy.protos.cosmos.base.v1beta1.coin_pb2 import Coin
 from cosmpy.protos.cosmos.tx.v1beta1 import service_pb2 as tx_s
 from cosmpy.protos.cosmos.tx.v1beta1.service_pb2 import BroadcastMode, BroadcastTxRequest
 
+from dilochain import client as client_module
 from dilochain.chain.errors import codes
-from dilochain.client import broadcast, submit
+from dilochain.client import Sender, broadcast, submit
 from dilochain.poc_client import PocClient
 from dilochain.protocol.params import DENOM
 from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgDepositCollateral
@@ -196,7 +197,8 @@ def test_every_tx_sent_is_logged_with_its_hash_and_codes(running_chain, caplog):
 
 def test_two_signers_of_one_key_both_land(running_chain, caplog):
     """Two senders with one key at once (``node leave`` beside a running node): both read the
-    same account sequence; the one CheckTx refuses signs again once the other is in a block."""
+    same account sequence; the one refused signs again at the sequence the chain says is due
+    (the other's is in the mempool), without waiting for the other's block."""
     caplog.set_level(logging.INFO, logger="dilochain.client")
     client, (_, bob, carol, *_) = running_chain.client, running_chain.wallets
     before = client.query_account(carol.address()).sequence
@@ -213,7 +215,43 @@ def test_two_signers_of_one_key_both_land(running_chain, caplog):
     assert all(r.code == 0 for r in responses)
     assert len({r.hash for r in responses}) == 2
     assert client.query_account(carol.address()).sequence == before + 2
-    assert any("signing again" in r.getMessage() for r in caplog.records)
+    assert any(f"signing at sequence {before + 1}, not {before}" in r.getMessage()
+               for r in caplog.records)  # fmt: skip
+
+
+def test_a_tx_waiting_for_its_block_holds_back_no_other_tx_of_the_key(running_chain, monkeypatch):
+    """A host's reveal while its commit waits for a block: the second tx is signed at the next
+    sequence (the first holds the one the chain shows) and lands while the first still waits:
+    the first's wait is held until the second is in a block."""
+    client, (alice, bob, *_) = running_chain.client, running_chain.wallets
+    before = client.query_account(alice.address()).sequence
+    sender = Sender(client, alice)
+    first_waiting, second_landed = threading.Event(), threading.Event()
+    lookup = client_module._lookup
+
+    def held_lookup(c, digest):
+        if threading.current_thread().name == "first":
+            first_waiting.set()
+            assert second_landed.wait(30), "the second tx waited for the first's block"
+        return lookup(c, digest)
+
+    monkeypatch.setattr(client_module, "_lookup", held_lookup)
+    send = MsgSend(from_address=str(alice.address()), to_address=str(bob.address()),
+                   amount=[Coin(denom=DENOM, amount="7")])  # fmt: skip
+    results = {}
+    first = threading.Thread(name="first", target=lambda: results.update(
+        first=sender.submit(send, timeout=60, poll=POLL)))  # fmt: skip
+    first.start()
+    try:
+        assert first_waiting.wait(30)  # the first is in the mempool, waiting for its block
+        results["second"] = sender.submit(send, timeout=60, poll=POLL)
+        second_landed.set()
+    finally:
+        second_landed.set()
+        first.join(60)
+    assert results["first"].code == 0 and results["second"].code == 0
+    assert results["first"].height <= results["second"].height
+    assert client.query_account(alice.address()).sequence == before + 2
 
 
 def test_the_queries_wallets_and_explorers_ask_at_start_up(running_chain):

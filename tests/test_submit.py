@@ -11,9 +11,10 @@ from types import SimpleNamespace
 import grpc
 import pytest
 from cosmpy.aerial.exceptions import NotFoundError
+from cosmpy.aerial.types import Account
 
 from dilochain import client as client_module
-from dilochain.client import RESEND_BLOCKS, TxRefused, submit
+from dilochain.client import RESEND_BLOCKS, Sender, TxRefused, submit
 from dilochain.protocol.hashing import tx_hash
 from dilochain.testutil import wallet
 
@@ -44,6 +45,9 @@ class Chain:
         self.broadcasts: list[bytes] = []
         self.txs = SimpleNamespace(BroadcastTx=self._broadcast)
         self.height = self.heights[0]
+
+    def query_account(self, address) -> Account:
+        return Account(address, number=7, sequence=0)
 
     def query_height(self) -> int:
         self.height = self.heights.pop(0) if len(self.heights) > 1 else self.heights[0]
@@ -158,3 +162,22 @@ def test_a_sequence_another_tx_of_the_key_took_is_signed_again(monkeypatch):
     chain = Scripted(list(range(10, 40)), [(19, "tx already exists in cache"), TAKEN, (0, "")])
     result = submit(chain, wallet(1), timeout=30, poll=0.05, until_height=100)
     assert result.hash == tx_hash(b"second").hex().upper()
+
+
+def test_a_sequence_left_by_a_dropped_tx_is_signed_at_the_one_the_chain_wants(monkeypatch):
+    """This process counted sequence 5 next, but a tx of its own left every mempool: CheckTx
+    says which one is due, and the tx is signed again at that one, at once."""
+    sequences: list[int] = []
+
+    def signed(client, wallet, msgs, memo=None, account=None):
+        sequences.append(account.sequence)
+        return b"seq%d" % account.sequence
+
+    monkeypatch.setattr(client_module, "_signed", signed)
+    wrong = (32, "account sequence mismatch, expected 3, got 5: incorrect account sequence")
+    chain = Scripted(list(range(10, 40)), [wrong, (0, "")])
+    sender = Sender(chain, wallet(1))
+    sender._next = Account(wallet(1).address(), number=7, sequence=5)
+    result = sender.submit(timeout=30, poll=0.05, until_height=100)
+    assert sequences == [5, 3] and result.hash == tx_hash(b"seq3").hex().upper()
+    assert sender._next.sequence == 4  # the next tx of the key is signed after this one

@@ -27,7 +27,7 @@ from dilochain.artifacts.blob_service import PeerFetchingStore, fetch_from_peers
 from dilochain.artifacts.pruning import Ledger, Retention
 from dilochain.artifacts.store import ArtifactError, LocalArtifactStore
 from dilochain.auto_claim import AutoClaimer
-from dilochain.client import TxRefused, submit
+from dilochain.client import Sender, TxRefused
 from dilochain.endpoints import ChainAddresses, shown, transient
 from dilochain.logs import LogFormat
 from dilochain.metrics_http import MetricsAddress, set_standing
@@ -102,7 +102,7 @@ class VerifierService:
         self.local = LocalArtifactStore(cfg.home / "verifier-artifacts")
         self.pruned: dict[str, int] = {}  # per run: the last decided round pruned for
         self.verdicts = 0
-        self._send_lock = threading.Lock()  # one signer, one sequence: one tx at a time
+        self.sender = Sender(self.client, wallet)  # every run's duties sign with one key
         self._count_lock = threading.Lock()  # verdicts are counted by every run's thread
         self._dataset_locks: dict[str, threading.Lock] = {}  # a run's screens and replays ask
         self._locks_lock = threading.Lock()
@@ -116,11 +116,10 @@ class VerifierService:
         set_deterministic(1)
 
     def _send(self, *msgs, until_height: int | None = None) -> TxResponse:
-        """Send one tx; with ``until_height``, wait for it only until the chain is past that
-        block (the last of the window it is for), so a duty tx whose window closed does not
-        hold the send lock that every other duty waits on."""
-        with self._send_lock:
-            return submit(self.client, self.wallet, *msgs, until_height=until_height)
+        """Send one tx and wait for its block; with ``until_height``, only until the chain is
+        past that block (the last of the window it is for). Other duties' txs are sent while
+        it waits (:class:`~dilochain.client.Sender`)."""
+        return self.sender.submit(*msgs, until_height=until_height)
 
     def _duties_loop(
         self, stop: threading.Event, step: Callable[[], object], poll: float | None = None
