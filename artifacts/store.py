@@ -7,13 +7,18 @@ atomic writes and a hash check on every read.
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import BinaryIO, Protocol
 
 from dilochain.protocol.hashing import HASH_BYTES, Buffer, content_hash
+
+log = logging.getLogger(__name__)
+LEFTOVER_SECONDS = 3600.0  # a temporary file no write touched for this long is a dead writer's
 
 
 class ArtifactError(Exception):
@@ -47,6 +52,30 @@ def write_atomically(path: Path, fill: Callable[[BinaryIO], object], sync: bool 
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def remove_leftovers(folder: Path, patterns: Sequence[str] = (".*.part",)) -> int:
+    """Remove the temporary files (``patterns`` under ``folder``) of writes that died with
+    their process (``kill -9``, a power loss: no ``except`` ran to remove them) and that
+    nothing has written to for ``LEFTOVER_SECONDS``, so a write in progress in another
+    process is left alone; a fetch of gigabytes would otherwise leave gigabytes behind at
+    every crash. Returns the bytes freed."""
+    freed, removed = 0, 0
+    cutoff = time.time() - LEFTOVER_SECONDS
+    for pattern in patterns:
+        for path in folder.glob(pattern):
+            try:
+                info = path.lstat()
+                if info.st_mtime >= cutoff:
+                    continue
+                path.unlink()
+            except FileNotFoundError:  # renamed or removed by its writer meanwhile
+                continue
+            freed, removed = freed + info.st_size, removed + 1
+    if removed:
+        log.info("removed %d temporary files left by interrupted writes in %s (%.1f MB)",
+                 removed, folder, freed / 1e6)  # fmt: skip
+    return freed
 
 
 class ArtifactStore(Protocol):
@@ -90,6 +119,7 @@ class LocalArtifactStore:
     def __init__(self, root: Path):
         self.root = root
         root.mkdir(parents=True, exist_ok=True)
+        remove_leftovers(root, ("??/.*.part", "??/.tmp-link-*"))
 
     def _path(self, digest: bytes) -> Path:
         if len(digest) != HASH_BYTES:  # else b"" would name the store's own folder

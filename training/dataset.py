@@ -20,7 +20,7 @@ from typing import BinaryIO
 import numpy as np
 import torch
 
-from dilochain.artifacts.store import write_atomically
+from dilochain.artifacts.store import remove_leftovers, write_atomically
 from dilochain.protocol.schedule import shard_assignment
 from dilochain.training.errors import DataError, DataUnavailable
 from dilochain.training.manifest import (
@@ -58,6 +58,8 @@ class Dataset:
         self._tokens: dict[str, np.ndarray] = {}
         self._broken: dict[str, DataError] = {}
         self._lock = threading.Lock()
+        if root.is_dir():
+            remove_leftovers(root)
         manifest_path = root / MANIFEST
         self._ensure(manifest_path, manifest_hash, MAX_MANIFEST_BYTES)
         _expect(manifest_path, manifest_hash, "data manifest")
