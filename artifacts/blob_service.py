@@ -243,15 +243,16 @@ class PeerFetchingStore:
 
     def warm(self, digest: bytes) -> None:
         """Have ``digest`` in the local store: if absent, fetched from peers straight to disk
-        (hash-checked as it streams; a local copy is checked when it is read)."""
+        (hash-checked as it streams; a local copy is checked when it is read), once however
+        many threads ask for it at once."""
         self.touched.add(digest)
-        if self.local.has(digest):
-            return
 
         def fetch(out: BinaryIO) -> None:
             fetch_from_peers(self.peers(), digest, self.limit, out=out, owner=self.owner)
 
-        self.local.put_stream(digest, fetch, sync=False)
+        with self.local.writing(digest):  # another thread's fetch of it first
+            if not self.local.has(digest):
+                self.local.put_stream(digest, fetch, sync=False)
 
     def get(self, digest: bytes, attempts: int = ATTEMPTS) -> bytes:
         """Local bytes, or the first peer's that hash right (see :func:`fetch_from_peers`). A

@@ -10,8 +10,10 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO, Protocol
 
@@ -120,6 +122,24 @@ class LocalArtifactStore:
         self.root = root
         root.mkdir(parents=True, exist_ok=True)
         remove_leftovers(root, ("??/.*.part", "??/.tmp-link-*"))
+        self._writers: dict[bytes, tuple[threading.Lock, int]] = {}  # digest: lock, holders
+        self._writers_lock = threading.Lock()
+
+    @contextmanager
+    def writing(self, digest: bytes) -> Iterator[None]:
+        """Hold ``digest`` for one writer of this process at a time: screens fetching a
+        round's commits at once all name its global state, fetched once, not once each."""
+        with self._writers_lock:
+            lock, holders = self._writers.get(digest, (threading.Lock(), 0))
+            self._writers[digest] = (lock, holders + 1)
+        try:
+            with lock:
+                yield
+        finally:
+            with self._writers_lock:
+                lock, holders = self._writers.pop(digest)
+                if holders > 1:
+                    self._writers[digest] = (lock, holders - 1)
 
     def _path(self, digest: bytes) -> Path:
         if len(digest) != HASH_BYTES:  # else b"" would name the store's own folder

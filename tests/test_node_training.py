@@ -248,6 +248,37 @@ def test_unsynced_puts_are_readable_at_once_and_synced_later(tmp_path, monkeypat
     assert len(synced) == 2  # the file, then its folder
 
 
+def test_an_artifact_several_threads_warm_at_once_is_fetched_once(tmp_path, monkeypatch):
+    """A round's screens fetch its commits at once, and every commit names the round's global
+    state: one fetch, the other threads wait for it and find it on disk."""
+    fetches, started, release = [], threading.Event(), threading.Event()
+
+    def fetch(peers, digest, limit, out=None, owner=None):
+        fetches.append(digest)
+        if digest == state:
+            started.set()
+            assert release.wait(30)
+        out.write(b"global state")
+        return b""
+
+    monkeypatch.setattr(blob_service, "fetch_from_peers", fetch)
+    local = LocalArtifactStore(tmp_path / "v")
+    digest = state = hashlib.sha256(b"global state").digest()
+    other = bytes(32)
+    stores = [PeerFetchingStore(local, lambda: ["peer:1"], 100) for _ in range(4)]
+    threads = [threading.Thread(target=s.warm, args=(digest,)) for s in stores[:3]]
+    threads[0].start()
+    assert started.wait(30)
+    for thread in threads[1:]:
+        thread.start()
+    stores[3].warm(other)  # another artifact is not held behind it
+    release.set()
+    for thread in threads:
+        thread.join(30)
+    assert sorted(fetches) == sorted([digest, other]) and local.get(digest) == b"global state"
+    assert local._writers == {}
+
+
 def test_blob_service_and_peer_fetch(tmp_path):
     served = LocalArtifactStore(tmp_path / "a")
     big = bytes(range(256)) * 20_000  # several chunks

@@ -361,3 +361,51 @@ def test_a_replay_waits_for_an_unreachable_host_until_the_handover(
         height["now"] = 29
         assert service._work_on(Run(run_id="r"), pool) == 1
     assert [(m.host, m.segment) for m in sealed] == [("h", 2)]
+
+
+@pytest.mark.integration
+def test_a_host_serving_slowly_holds_back_no_other_host_s_screen(
+    running_chain, tmp_path, monkeypatch
+):
+    """A round's screens fetch several commits at once: a host whose artifacts stall delays no
+    other host's vote, and once the window is about to close the votes finished go out
+    without waiting for it (its commit is replayed in full, as one nobody screened)."""
+    from dilochain.verifier import service as service_module
+    from dilochain.verifier.replay import Verdict
+    from dilochain.verifier.service import VerifierConfig, VerifierService
+
+    cfg = VerifierConfig(home=tmp_path / "v", key="k", chain=(running_chain.address,))
+    service = VerifierService(cfg, running_chain.client, running_chain.wallets[1])
+    service.poc._blocks = blocks = SimpleNamespace(height=20)
+    stalled, released, screened = threading.Event(), threading.Event(), []
+
+    def screen_commit(cfg, data, commit, anchor, store, *args):
+        if commit.host == "slow":
+            stalled.set()
+            assert released.wait(30)  # a peer that sends nothing, cut off after a while
+            return Verdict(False, "artifact unavailable or malformed: stalled", unavailable=True)
+        assert stalled.wait(30)  # fetched while the slow host stalls
+        with args[-1]:  # the shared compute slot
+            screened.append(commit.host)
+        return Verdict(True, "consistent")
+
+    def wait(futures, **kwargs):
+        done, pending = real_wait(futures, **kwargs)
+        if len(pending) == 1:  # only the slow host's screen is left
+            blocks.height = 22  # the next block is the last a vote can land in
+        return done, pending
+
+    real_wait = service_module.wait
+    monkeypatch.setattr(service_module, "wait", wait)
+    monkeypatch.setattr(service_module, "screen_commit", screen_commit)
+    monkeypatch.setattr(service_module.schedule, "round_window",
+                        lambda run, params, round_: SimpleNamespace(selection=23))  # fmt: skip
+    monkeypatch.setattr(service, "_dataset", lambda run: object())
+    monkeypatch.setattr(service, "_store", lambda run, host, hosts: SimpleNamespace(touched=set()))
+    monkeypatch.setattr(service.poc, "hosts", lambda run_id: [])
+    commits = [RoundCommit(host=h, round=0) for h in ("slow", "a", "b")]
+    try:
+        votes = service.screen(Run(run_id="r"), 0, b"\x01" * 32, commits)
+    finally:
+        released.set()
+    assert [(v.host, v.passed) for v in votes] == [("a", True), ("b", True)]

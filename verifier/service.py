@@ -12,7 +12,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Literal
 
@@ -59,6 +59,7 @@ log = logging.getLogger(__name__)
 # Every so many passes (a pass a block) a verifier checks it is still registered (a slash below
 # the minimum removes it).
 REGISTRATION_CHECK_PASSES = 50
+SCREEN_FETCHES = 4  # commits of a round whose artifacts are fetched at once for its screens
 
 
 class VerifierConfig(BaseModel):
@@ -338,51 +339,84 @@ class VerifierService:
         patient: bool = False,
     ) -> list[ScreenVote]:  # fmt: skip
         """Screen a round's commits (one vote each; none for a run whose data it lacks, and
-        with ``patient`` none yet for a commit whose artifacts no peer serves)."""
+        with ``patient`` none yet for a commit whose artifacts no peer serves). Up to
+        ``SCREEN_FETCHES`` commits' artifacts are fetched at once, each screened in the shared
+        slot as soon as it is on disk, so a host serving slowly delays no other's screen; the
+        votes finished when the window is about to close are what goes out."""
         data = self._dataset(run)
         if data is None:
             return []
-        votes, hosts = [], self.poc.hosts(run_id=run.run_id)
+        if self.cfg.behavior != "honest":  # lazy: votes without looking
+            verdict = Verdict(self.cfg.behavior != "always-fail", "not screened")
+            return [self._vote(run, round_, c, verdict) for c in commits]
+        hosts = self.poc.hosts(run_id=run.run_id)
         policy = Policy.for_run(self.params, run.config.precision)
         deadline = schedule.round_window(run, self.params, round_).selection
-        for commit in commits:
-            if self.cfg.behavior != "honest":  # lazy: votes without looking
-                verdict = Verdict(self.cfg.behavior != "always-fail", "not screened")
-            else:
-                store = self._store(run, commit.host, hosts)
-                try:
-                    slot = self.screens_gate.slot(deadline)
-                    verdict = screen_commit(run.config, data, commit, anchor, store, policy,
-                                            float(self.params.screen_loss_margin),
-                                            self.cfg.device, slot)  # fmt: skip
-                except WindowClosed:  # the rest of the round is replayed in full
-                    log.warning("screens of %s round %d: the window closed with %d of %d "
-                                "commits screened", run.run_id, round_, len(votes),
-                                len(commits))  # fmt: skip
+        votes: dict[str, ScreenVote] = {}
+        closing = False
+        pool = ThreadPoolExecutor(SCREEN_FETCHES, thread_name_prefix=f"screen-{run.run_id}")
+        try:
+            screens = {pool.submit(self._screen_one, run, round_, data, anchor, c, hosts,
+                                   policy, deadline): c for c in commits}  # fmt: skip
+            pending = set(screens)
+            while pending:
+                done, pending = wait(pending, timeout=1.0, return_when=FIRST_COMPLETED)
+                for future in done:
+                    commit = screens[future]
+                    try:
+                        verdict = future.result()
+                    except WindowClosed:  # the rest of the round is replayed in full
+                        closing, pending = True, set()
+                        break
+                    except DataError as err:  # my data, not the host's fault: no vote
+                        log.warning("screen %s round %d: %s; not voting", run.run_id, round_,
+                                    err)  # fmt: skip
+                        return []
+                    if verdict is None:
+                        continue
+                    if verdict.unavailable and patient:
+                        self._waiting(f"screen {run.run_id} round {round_} {commit.host[:14]}…",
+                                      verdict.reason)  # fmt: skip
+                        continue
+                    votes[commit.host] = self._vote(run, round_, commit, verdict)
+                if pending and self.poc.blocks.height + 1 >= deadline:
+                    closing = True
                     break
-                except DataError as err:  # my data, not the host's fault: no vote
-                    log.warning("screen %s round %d: %s; not voting", run.run_id, round_, err)
-                    return []
-                except grpc.RpcError:
-                    raise
-                except Exception as err:  # a bug, or artifacts no check foresaw: no vote
-                    log.warning("screen %s round %d %s…: %s: %s; not voting", run.run_id,
-                                round_, commit.host[:14], type(err).__name__, err)  # fmt: skip
-                    continue
-                finally:
-                    self._ledger(run).record(round_, "checkpoint", sorted(store.touched))
-                if verdict.unavailable and patient:
-                    self._waiting(f"screen {run.run_id} round {round_} {commit.host[:14]}…",
-                                  verdict.reason)  # fmt: skip
-                    continue
-            metrics.SCREENS.labels("pass" if verdict.passed else "fail").inc()
-            log.info("screen %s round %d %s…: %s (%s, %.2e)", run.run_id, round_,
-                     commit.host[:14], "PASS" if verdict.passed else "FAIL", verdict.reason,
-                     verdict.distance)  # fmt: skip
-            votes.append(ScreenVote(host=commit.host, passed=verdict.passed,
-                                    evidence_hash=verdict.evidence_hash,
-                                    inconsistent=verdict.inconsistent))  # fmt: skip
-        return votes
+        finally:  # fetches still going end on their own (a stalled peer within IDLE_SECONDS)
+            pool.shutdown(wait=False, cancel_futures=True)
+        if closing:
+            log.warning("screens of %s round %d: the window closes with %d of %d commits "
+                        "screened", run.run_id, round_, len(votes), len(commits))  # fmt: skip
+        return [votes[c.host] for c in commits if c.host in votes]
+
+    def _screen_one(
+        self, run: Run, round_: int, data: Dataset, anchor: bytes, commit: RoundCommit,
+        hosts: list[Host], policy: Policy, deadline: int,
+    ) -> Verdict | None:  # fmt: skip
+        """One commit's screen: its verdict, None for a bug or artifacts no check foresaw (no
+        vote); raises WindowClosed, DataError (mine, not the host's) or a chain error."""
+        store = self._store(run, commit.host, hosts)
+        try:
+            return screen_commit(run.config, data, commit, anchor, store, policy,
+                                 float(self.params.screen_loss_margin), self.cfg.device,
+                                 self.screens_gate.slot(deadline))  # fmt: skip
+        except (WindowClosed, DataError, grpc.RpcError):
+            raise
+        except Exception as err:
+            log.warning("screen %s round %d %s…: %s: %s; not voting", run.run_id, round_,
+                        commit.host[:14], type(err).__name__, err)  # fmt: skip
+            return None
+        finally:
+            self._ledger(run).record(round_, "checkpoint", sorted(store.touched))
+
+    def _vote(self, run: Run, round_: int, commit: RoundCommit, verdict: Verdict) -> ScreenVote:
+        metrics.SCREENS.labels("pass" if verdict.passed else "fail").inc()
+        outcome = "PASS" if verdict.passed else "FAIL"
+        log.info("screen %s round %d %s…: %s (%s, %.2e)", run.run_id, round_, commit.host[:14],
+                 outcome, verdict.reason, verdict.distance)  # fmt: skip
+        return ScreenVote(host=commit.host, passed=verdict.passed,
+                          evidence_hash=verdict.evidence_hash,
+                          inconsistent=verdict.inconsistent)  # fmt: skip
 
     def replay_step(self, run: Run, pool: ThreadPoolExecutor) -> int:
         """One pass over ``run``: replay its pending challenges on ``pool``, then seal the
