@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import io
 import logging
@@ -30,6 +31,7 @@ from dilochain.protocol.pb.node.v1 import blob_pb2, blob_pb2_grpc
 log = logging.getLogger(__name__)
 
 CHUNK = 1 << 20
+LOCAL_STORAGE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)  # writing what was fetched
 ATTEMPTS = 3  # passes over a hash's peers before a fetch gives up
 PROBE_SECONDS = 5.0  # an owner's endpoint that does not answer a Has within this is unreachable
 BACKOFF_SECONDS = 0.25  # before the second pass; doubled before each later one
@@ -365,6 +367,8 @@ def fetch_from_peers(
                 errors[endpoint] = err
                 left.remove(endpoint)
             except Exception as err:  # one peer's oddity ends its part, not the fetch
+                if isinstance(err, OSError) and err.errno in LOCAL_STORAGE_ERRNOS:
+                    raise  # this machine's disk, no peer's fault
                 errors[endpoint] = ArtifactError(f"{endpoint}: {type(err).__name__}: {err}")
                 left.remove(endpoint)
         if not left:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import io
 import math
@@ -277,6 +278,24 @@ def test_an_artifact_several_threads_warm_at_once_is_fetched_once(tmp_path, monk
         thread.join(30)
     assert sorted(fetches) == sorted([digest, other]) and local.get(digest) == b"global state"
     assert local._writers == {}
+
+
+def test_a_full_disk_while_fetching_is_this_machine_s_failure_not_the_peer_s(tmp_path):
+    """A verifier whose disk fills while it streams a host's artifact must not fail the host's
+    screen: the write error is raised as itself, not as a peer's bad artifact."""
+    served = LocalArtifactStore(tmp_path / "a")
+    digest = served.put(b"x" * 100_000)
+    server, endpoint = serve_blobs(served, "127.0.0.1:0")
+
+    class FullDisk(io.BytesIO):
+        def write(self, data) -> int:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    try:
+        with pytest.raises(OSError, match="No space left"):
+            fetch_from_peers([endpoint], digest, 100_000, out=FullDisk(), owner=endpoint)
+    finally:
+        server.stop(None)
 
 
 def test_blob_service_and_peer_fetch(tmp_path):

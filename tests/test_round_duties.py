@@ -409,3 +409,45 @@ def test_a_host_serving_slowly_holds_back_no_other_host_s_screen(
     finally:
         released.set()
     assert [(v.host, v.passed) for v in votes] == [("a", True), ("b", True)]
+
+
+@pytest.mark.integration
+def test_a_slow_replay_holds_back_no_finished_vote_as_the_window_closes(
+    running_chain, tmp_path, monkeypatch
+):
+    """Votes of a pass go out as its replays finish once the window is about to close, not
+    after its slowest replay (one hung job would have made every vote of the pass late)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from dilochain.protocol.pb.poc.v1.types_pb2 import Challenge
+    from dilochain.verifier import service as service_module
+    from dilochain.verifier.replay import Verdict
+    from dilochain.verifier.service import VerifierConfig, VerifierService
+
+    cfg = VerifierConfig(home=tmp_path / "v", key="k", chain=(running_chain.address,))
+    service = VerifierService(cfg, running_chain.client, running_chain.wallets[1])
+    window = Window(0, start=10, end=13, selection=23, opening=40, resolution=42, handover=33)
+    fast, slow = (Challenge(run_id="r", round=0, host=h, segment=1) for h in ("fast", "slow"))
+    service.poc._blocks = SimpleNamespace(height=36)  # the next block is 2 before the last
+    sent_fast = threading.Event()
+    sealed = []
+
+    def check(run, data, c, deadline):
+        if c.host == "slow":
+            assert sent_fast.wait(30), "the fast job's vote waited for the slow one"
+        return Verdict(True, "replayed")
+
+    def send(*msgs, until_height):
+        sealed.extend(m.host for m in msgs)
+        sent_fast.set()
+
+    monkeypatch.setattr(service_module.schedule, "in_flight", lambda run, params, h: [window])
+    monkeypatch.setattr(service.poc, "round_info", lambda run_id: SimpleNamespace(height=35))
+    monkeypatch.setattr(service, "_dataset", lambda run: object())
+    monkeypatch.setattr(service, "prune", lambda run, resolved: None)
+    monkeypatch.setattr(service, "pending", lambda run, round_: [slow, fast])
+    monkeypatch.setattr(service, "_timed_check", check)
+    monkeypatch.setattr(service, "_send", send)
+    with ThreadPoolExecutor(2) as pool:
+        assert service._work_on(Run(run_id="r"), pool) == 2
+    assert sealed == ["fast", "slow"]

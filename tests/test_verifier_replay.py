@@ -23,7 +23,13 @@ from dilochain.training.round_work import train_round
 from dilochain.training.run_config import make_run_config
 from dilochain.training.tensor_codec import CodecError, decode_state
 from dilochain.training.train_step import ADAM_STEP, EXP_AVG, EXP_AVG_SQ, STEP, set_deterministic
-from dilochain.verifier.replay import Policy, relative_l2, verify_challenge
+from dilochain.verifier.replay import (
+    Policy,
+    Verdict,
+    host_fault_fails,
+    relative_l2,
+    verify_challenge,
+)
 from dilochain.verifier.testing import publish_round
 
 DATA, PINS = shipped_data()
@@ -243,3 +249,36 @@ def test_a_round_with_carried_moments_is_replayed_from_its_last_round_s_final_ch
             assert found[0].passed == passed and reason in found[0].reason, found[0].reason
             assert all(v.passed for v in found[1:]), [v.reason for v in found]
     assert results["reset"].checkpoint_hashes[1] != results["honest"].checkpoint_hashes[1]
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"),
+        RuntimeError(
+            "[enforce fail at alloc_cpu.cpp:117] DefaultCPUAllocator: can't allocate "
+            "memory: you tried to allocate 17179869184 bytes"
+        ),
+        OSError(28, "No space left on device"),
+        DataError("shard-0 is damaged"),
+    ],
+)
+def test_the_verifier_s_own_failings_are_no_verdict_on_the_host(failure):
+    """Memory, device, disk and data of the verifier's own are raised (no vote; asked again
+    next pass), never a failed verdict that would slash an honest host."""
+
+    @host_fault_fails
+    def check() -> Verdict:
+        raise failure
+
+    with pytest.raises(type(failure)):
+        check()
+
+
+def test_bytes_that_do_not_fit_the_model_are_the_host_s_fault():
+    @host_fault_fails
+    def check() -> Verdict:
+        raise RuntimeError("The size of tensor a (4) must match the size of tensor b (5)")
+
+    verdict = check()
+    assert not verdict.passed and "does not fit the run's model" in verdict.reason

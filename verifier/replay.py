@@ -116,10 +116,22 @@ def relative_l2(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float
     return (diff / norm) ** 0.5 if norm else float(diff > 0)
 
 
+_OUT_OF_MEMORY = ("out of memory", "can't allocate memory", "cuda error", "cublas_status")
+
+
+def local_failure(err: BaseException) -> bool:
+    """Whether ``err`` is this machine failing, not the bytes it was given: memory (torch's
+    OutOfMemoryError and the CPU allocator's failure are RuntimeErrors), the device."""
+    return isinstance(err, torch.OutOfMemoryError) or (
+        isinstance(err, RuntimeError) and any(s in str(err).lower() for s in _OUT_OF_MEMORY)
+    )
+
+
 def host_fault_fails(check: Callable[..., Verdict]) -> Callable[..., Verdict]:
     """Bytes that decode but are not a checkpoint of the run's model (a step tensor of two
     elements, wrong shapes…) are the host's fault: a failed verdict, never the verifier's crash.
-    The verifier's own data failing (:class:`DataError`) is not the host's fault: it is raised."""
+    The verifier's own failings are not the host's fault, and are raised: its data
+    (:class:`DataError`), its memory or device (:func:`local_failure`), its disk (OSError)."""
 
     @functools.wraps(check)
     def guarded(*args, **kwargs) -> Verdict:
@@ -128,6 +140,8 @@ def host_fault_fails(check: Callable[..., Verdict]) -> Callable[..., Verdict]:
         except DataError:
             raise
         except (ValueError, TypeError, RuntimeError, KeyError, IndexError, OverflowError) as err:
+            if local_failure(err):
+                raise
             return Verdict(False, f"checkpoint does not fit the run's model: {err}")
 
     return guarded

@@ -11,8 +11,9 @@ import functools
 import logging
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Literal
 
@@ -34,7 +35,7 @@ from dilochain.metrics_http import MetricsAddress, set_standing
 from dilochain.poc_client import InsufficientFunds, PocClient, ensure_bonded
 from dilochain.protocol import schedule
 from dilochain.protocol.model_config import ModelConfigError
-from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgRegisterVerifier, ScreenVote
+from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgRegisterVerifier, MsgSubmitVerdict, ScreenVote
 from dilochain.protocol.pb.poc.v1.types_pb2 import (
     Challenge,
     ChallengeStatus,
@@ -59,6 +60,7 @@ log = logging.getLogger(__name__)
 # Every so many passes (a pass a block) a verifier checks it is still registered (a slash below
 # the minimum removes it).
 REGISTRATION_CHECK_PASSES = 50
+SEND_MARGIN_BLOCKS = 2  # a round's finished votes go out this close to its window's end
 SCREEN_FETCHES = 4  # commits of a round whose artifacts are fetched at once for its screens
 
 
@@ -451,42 +453,57 @@ class VerifierService:
             c for r, w in windows.items() if next_block < w.opening for c in self.pending(run, r)
         ]
         self.prune(run, min(windows) - 1)
-        futures = [pool.submit(self._timed_check, run, data, c, windows[c.round].opening - 1)
-                   for c in jobs]  # fmt: skip
-        msgs: dict[int, list] = {r: [] for r in windows}  # per round: sealed votes
-        for c, future in zip(jobs, futures, strict=True):
-            try:
-                verdict = future.result()
-            except grpc.RpcError:
-                raise
-            except WindowClosed:  # its turn came too late for a vote to land
-                log.info("job %s round %d segment %d: its verdict window closed before it ran",
-                         run.run_id, c.round, c.segment)  # fmt: skip
-                continue
-            except Exception as err:  # my data (DataError), or a bug: no vote, logged once
-                metrics.JOBS_FAILED.inc()
-                if (key := (run.run_id, c.round, c.host, c.segment)) not in self.skipped:
-                    self.skipped.add(key)
-                    log.warning("job %s round %d segment %d: %s: %s; not voting", run.run_id,
-                                c.round, c.segment, type(err).__name__, err)  # fmt: skip
-                continue
-            if verdict.unavailable and next_block < windows[c.round].replay_patience:
-                self._waiting(f"job {run.run_id} round {c.round} {c.host[:14]}… segment "
-                              f"{c.segment}", verdict.reason)  # fmt: skip
-                continue
-            outcome = "PASS" if verdict.passed else "FAIL"
-            metrics.JOBS_RUN.inc()
-            metrics.VERDICTS.labels(outcome.lower()).inc()
-            log.info("job %s round %d %s… segment %d: %s (%s, distance %.2e)",
-                     run.run_id, c.round, c.host[:14], c.segment, outcome, verdict.reason,
-                     verdict.distance)  # fmt: skip
-            sealed = self.ballots.seal(c, verdict)
-            if sealed is not None:
-                msgs[c.round].append(sealed)
-        for r, sealed in msgs.items():  # each waited for until its verdict window closes
-            last = windows[r].opening - 1
-            voted += len(sealed) - send_batched(self._send, sealed, "sealed verdict", last)
+        futures = {pool.submit(self._timed_check, run, data, c, windows[c.round].opening - 1): c
+                   for c in jobs}  # fmt: skip
+        left = Counter(c.round for c in jobs)  # per round: jobs not finished
+        sealed: dict[int, list] = {r: [] for r in windows}  # per round: votes not yet sent
+        pending = set(futures)
+        while pending:
+            done, pending = wait(pending, timeout=1.0, return_when=FIRST_COMPLETED)
+            for future in done:
+                c = futures[future]
+                left[c.round] -= 1
+                if msg := self._sealed_vote(run, c, future, windows[c.round], next_block):
+                    sealed[c.round].append(msg)
+            now = self.poc.blocks.height + 1
+            for r, msgs in sealed.items():  # a round's votes go once its jobs are done, or
+                last = windows[r].opening - 1  # once its window is about to close
+                if msgs and (not left[r] or now + SEND_MARGIN_BLOCKS >= last):
+                    voted += len(msgs) - send_batched(self._send, msgs, "sealed verdict", last)
+                    sealed[r] = []
         return voted
+
+    def _sealed_vote(
+        self, run: Run, c: Challenge, future: Future, window: schedule.Window, next_block: int
+    ) -> MsgSubmitVerdict | None:
+        """The sealed vote on a finished job (None: no vote now: its window closed, my own
+        failure, or a host not serving yet that is asked again next pass)."""
+        try:
+            verdict = future.result()
+        except grpc.RpcError:
+            raise
+        except WindowClosed:  # its turn came too late for a vote to land
+            log.info("job %s round %d segment %d: its verdict window closed before it ran",
+                     run.run_id, c.round, c.segment)  # fmt: skip
+            return None
+        except Exception as err:  # my data (DataError), memory, disk, or a bug: logged once
+            metrics.JOBS_FAILED.inc()
+            if (key := (run.run_id, c.round, c.host, c.segment)) not in self.skipped:
+                self.skipped.add(key)
+                log.warning("job %s round %d segment %d: %s: %s; not voting", run.run_id,
+                            c.round, c.segment, type(err).__name__, err)  # fmt: skip
+            return None
+        if verdict.unavailable and next_block < window.replay_patience:
+            self._waiting(f"job {run.run_id} round {c.round} {c.host[:14]}… segment "
+                          f"{c.segment}", verdict.reason)  # fmt: skip
+            return None
+        outcome = "PASS" if verdict.passed else "FAIL"
+        metrics.JOBS_RUN.inc()
+        metrics.VERDICTS.labels(outcome.lower()).inc()
+        log.info("job %s round %d %s… segment %d: %s (%s, distance %.2e)",
+                 run.run_id, c.round, c.host[:14], c.segment, outcome, verdict.reason,
+                 verdict.distance)  # fmt: skip
+        return self.ballots.seal(c, verdict)
 
     def run(self, stop: threading.Event) -> int:
         """Watch and vote until ``stop``; returns verdicts submitted."""
