@@ -239,7 +239,7 @@ class Sender:
                 waited = timeout if until_height is None else WINDOW_PATIENCE
                 log.warning("tx %s %s: not included within %ss", digest, _kinds(msgs), waited)
                 raise TxRefused(f"not included in a block within {waited}s")
-            if height is not None and (sent_at is None or height >= sent_at + RESEND_BLOCKS):
+            if height is not None and _resend_due(height, sent_at, until_height):
                 try:
                     sent_at = _send(client, raw, msgs) or sent_at
                 except _WrongSequence:  # taken: by itself, or by another tx of the key
@@ -306,6 +306,16 @@ class Sender:
         log.info("another tx of this key holds its sequence; signing again")
         self._next = None
         time.sleep(0.5)
+
+
+def _resend_due(height: int, sent_at: int | None, until_height: int | None) -> bool:
+    """Whether a tx not yet in a block is sent again at ``height``: after ``RESEND_BLOCKS``
+    blocks, or at every block once its window would close before that (a mempool lost late
+    in a short window still has its chance; bytes a mempool holds are answered code 19)."""
+    if sent_at is None:
+        return True
+    late = until_height is not None and height + RESEND_BLOCKS > until_height
+    return height >= sent_at + (1 if late else RESEND_BLOCKS)
 
 
 def submit(

@@ -43,6 +43,7 @@ class Chain:
         self.broadcast_fails = broadcast_fails
         self.included_anyway = included_anyway  # a lost answer whose tx landed all the same
         self.broadcasts: list[bytes] = []
+        self.sent_at: list[int] = []  # the height at each broadcast
         self.txs = SimpleNamespace(BroadcastTx=self._broadcast)
         self.height = self.heights[0]
 
@@ -55,6 +56,7 @@ class Chain:
 
     def _broadcast(self, request):
         self.broadcasts.append(request.tx_bytes)
+        self.sent_at.append(self.height)
         if len(self.broadcasts) <= self.broadcast_fails:
             raise Unavailable()
         return SimpleNamespace(tx_response=SimpleNamespace(code=0, raw_log="", txhash=DIGEST))
@@ -97,6 +99,15 @@ def test_a_tx_no_block_includes_is_sent_again_as_the_same_bytes():
     chain = Chain(heights=list(range(10, 10 + 3 * RESEND_BLOCKS)), include_on=2)
     result = submit(chain, wallet(1), timeout=30, poll=0.05, until_height=100)
     assert result.hash == DIGEST and chain.broadcasts == [RAW, RAW]
+
+
+def test_near_its_window_s_end_a_tx_no_block_includes_is_sent_again_every_block():
+    """First sent at 12 for a window ending at 15: a resend after RESEND_BLOCKS could land at
+    16 at the earliest, too late; so it goes again at every block of what is left."""
+    chain = Chain(heights=[h for h in range(12, 20) for _ in "ab"])  # each asked twice
+    with pytest.raises(TxRefused, match="now it cannot be"):
+        submit(chain, wallet(1), timeout=30, poll=0.05, until_height=15)
+    assert chain.sent_at == [12, 13, 14, 15] and set(chain.broadcasts) == {RAW}
 
 
 def test_a_lost_broadcast_answer_is_looked_up_by_hash():
