@@ -47,9 +47,9 @@ from dilochain.node.config import NodeConfig
 from dilochain.node.errors import NodeError
 from dilochain.node.pace import Pace
 from dilochain.node.ranks import HostRanks
-from dilochain.node.resume import PendingCommit, ResumeState
+from dilochain.node.resume import PendingCommit, RecordDamaged, ResumeState
 from dilochain.poc_client import InsufficientFunds, PocClient, ensure_bonded
-from dilochain.protocol.merkle import merkle_proof
+from dilochain.protocol.merkle import merkle_proof, merkle_root
 from dilochain.protocol.model_config import ModelConfigError, config_hash
 from dilochain.protocol.pb.poc.v1 import query_pb2 as q
 from dilochain.protocol.pb.poc.v1.tx_pb2 import (
@@ -67,6 +67,7 @@ from dilochain.protocol.schedule import (
     window_at,
 )
 from dilochain.training.checkpoint_codec import (
+    INDEX_BYTES,
     CheckpointEncoding,
     checkpoint_objects,
     fetch_checkpoint,
@@ -314,7 +315,10 @@ class HostNode:
         A saved global state that is damaged and on no peer is not a reason to stay down (the
         rounds the record owes reveals for would be slashed): the node starts from the
         chain's, keeping the record's reveals and attempted round."""
-        record = ResumeState.load(self._state_file())
+        try:
+            record = ResumeState.load(self._state_file())
+        except RecordDamaged as err:
+            return self._rebuilt(err)
         if record is None:
             return self._latest(), -1
         self.checkpoint_hashes = record.checkpoint_hashes
@@ -325,6 +329,38 @@ class HostNode:
                         "starting from the chain's latest", record.round, err)  # fmt: skip
             return self._latest(), record.attempted
         return GlobalView(record.round, state), record.attempted
+
+    def _rebuilt(self, err: RecordDamaged) -> tuple[GlobalView, int]:
+        """Resume without a readable record: it is moved aside, the node starts from the
+        chain's latest, and the checkpoint names of its last rounds, which it owes reveals
+        for, are read back from its artifact ledger (kept where they hash to the commit's
+        ``ckpt_root`` on chain)."""
+        damaged = self._state_file().with_suffix(".damaged")
+        self._state_file().replace(damaged)
+        attempted = max((e.round for e in self.ledger.entries()), default=-1)
+        self.checkpoint_hashes = self._leaves_in_ledger(attempted)
+        log.error("%s (moved to %s); starting from the chain's latest, with the reveals owed "
+                  "for rounds %s from the artifact ledger", err, damaged.name,
+                  sorted(self.checkpoint_hashes) or "none")  # fmt: skip
+        return self._latest(), attempted
+
+    def _leaves_in_ledger(self, attempted: int) -> dict[int, list[bytes]]:
+        """Per round from ``attempted - 2`` on (those whose reveals may still be owed) that
+        this host committed: its checkpoints' names, as the ledger recorded them in order
+        (the 64-byte index objects among the round's stored checkpoint objects), where their
+        Merkle root is the commit's."""
+        stored: dict[int, list[bytes]] = {}
+        for entry in self.ledger.entries():
+            if entry.kind == "checkpoint" and entry.round >= attempted - 2:
+                digest = bytes.fromhex(entry.hash)
+                if self.local.size(digest) == INDEX_BYTES:
+                    stored.setdefault(entry.round, []).append(digest)
+        found = {}
+        for round_, names in stored.items():
+            mine = [c for c in self.poc.commits(self.cfg.run_id, round_) if c.host == self.address]
+            if mine and merkle_root(names) == mine[0].ckpt_root:
+                found[round_] = names
+        return found
 
     def _latest(self) -> GlobalView:
         """The chain's latest global checkpoint, else θ_0."""
@@ -521,6 +557,10 @@ class HostNode:
         mine = [c for c in self.poc.challenges(self.cfg.run_id, round_)
                 if c.host == self.address and not c.revealed]  # fmt: skip
         if not leaves:
+            if mine:
+                log.error("round %d: segments %s are challenged, and this node has no names "
+                          "of the round's checkpoints to reveal", round_,
+                          [c.segment for c in mine])  # fmt: skip
             return True
         if not mine:  # believed of a node that has drawn the round's challenges (a failover
             # between the height asked and this query may have reached one that has not)

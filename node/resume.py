@@ -18,8 +18,13 @@ from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgCommitRound
 
 
 def _save_json(path: Path, record: dict) -> None:
-    """Write ``record`` to ``path`` atomically (a crash leaves the old record or the new one)."""
-    write_atomically(path, lambda out: out.write(json.dumps(record).encode()))
+    """Write ``record`` to ``path`` atomically and durably (a crash or a power loss leaves the
+    old record or the new one)."""
+    write_atomically(path, lambda out: out.write(json.dumps(record).encode()), sync=True)
+
+
+class RecordDamaged(NodeError):
+    """A resume record that does not read as one."""
 
 
 @dataclass
@@ -43,8 +48,9 @@ class ResumeState:
 
     @classmethod
     def load(cls, path: Path) -> ResumeState | None:
-        """The record at ``path`` (None if there is none); an unreadable one is a NodeError. A
-        record written before hashes were kept per round holds the attempted round's."""
+        """The record at ``path`` (None if there is none); raises :class:`RecordDamaged` for
+        an unreadable one. A record written before hashes were kept per round holds the
+        attempted round's."""
         if not path.exists():
             return None
         try:
@@ -61,7 +67,7 @@ class ResumeState:
                 },
             )
         except (ValueError, KeyError, TypeError, AttributeError) as err:
-            raise NodeError(f"{path} is unreadable ({err!r}); move it away to resync") from None
+            raise RecordDamaged(f"{path} is unreadable ({err!r})") from None
 
 
 @dataclass

@@ -78,3 +78,15 @@ def test_a_copied_vote_cannot_be_opened(tmp_path):
     copied_vote = SealedVote(verifier=ME, commitment=copied.commitment)
     assert mimic.fingerprint == opened.fingerprint and not opens(mimic, copied_vote)
     assert opens(opened, on_chain.votes[0])
+
+
+def test_a_damaged_ballot_file_is_moved_aside_and_a_fresh_one_seals(tmp_path, caplog):
+    """A damaged disk: the verifier starts all the same (its beacon reveals, owed whatever
+    became of its votes, would be slashed if it stayed down), with one error line."""
+    path = tmp_path / "ballots.sqlite"
+    path.write_bytes(b"not a database, a damaged page" * 200)
+    box = BallotBox(path, ME)
+    assert (tmp_path / "ballots.sqlite.damaged").read_bytes().startswith(b"not a database")
+    assert any("unreadable" in r.getMessage() for r in caplog.records if r.levelname == "ERROR")
+    sealed = box.seal(challenge(), Verdict(True, "replayed", fingerprint=b"\2" * 32))
+    assert opens(box.opening(challenge()), sealed)

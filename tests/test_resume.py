@@ -35,7 +35,7 @@ def test_a_record_with_one_list_of_hashes_is_the_attempted_rounds(tmp_path):
 def test_an_unreadable_record_is_one_clear_error(tmp_path, text):
     path = tmp_path / "state.json"
     path.write_text(text)
-    with pytest.raises(NodeError, match=r"unreadable.*move it away"):
+    with pytest.raises(NodeError, match=r"state.json is unreadable"):
         ResumeState.load(path)
 
 
@@ -67,3 +67,44 @@ def test_a_saved_global_state_lost_everywhere_resumes_from_the_chain_s(tmp_path)
     host.store = SimpleNamespace(get=lambda digest: encode_state(saved.state))
     view, attempted = host._load()
     assert (view.round, view.hash, attempted) == (5, saved.hash, 6)
+
+
+def test_a_damaged_record_resumes_from_the_chain_with_the_reveals_the_ledger_names(tmp_path):
+    """state.json unreadable (a damaged disk): the node does not stay down (the reveals it owes
+    would be slashed). It starts from the chain's latest and finds the checkpoint names of its
+    recent rounds among what its ledger says it stored, trusted where their Merkle root is
+    its commit's on chain."""
+    import torch
+
+    from dilochain.artifacts.pruning import Ledger
+    from dilochain.artifacts.store import LocalArtifactStore
+    from dilochain.node.aggregation import GlobalView
+    from dilochain.node.host import HostNode
+    from dilochain.protocol.merkle import merkle_root
+    from dilochain.protocol.pb.poc.v1.types_pb2 import RoundCommit
+
+    local, ledger = LocalArtifactStore(tmp_path / "artifacts"), Ledger(tmp_path)
+    names = {}
+    for round_ in (3, 4, 5):
+        stored = []
+        for step in range(3):  # each checkpoint: weights, moments, then its 64-byte index
+            weights = local.put(b"weights %d %d" % (round_, step) * 50)
+            moments = local.put(b"moments %d %d" % (round_, step) * 50)
+            stored += [weights, moments, local.put(weights + moments)]
+        ledger.record(round_, "checkpoint", stored)
+        names[round_] = stored[2::3]
+    ledger.record(5, "pseudo_grad", [local.put(b"a pseudo-gradient")])
+    commits = {4: RoundCommit(host="me", ckpt_root=merkle_root(names[4])),
+               5: RoundCommit(host="me", ckpt_root=merkle_root(names[5][:2]))}  # fmt: skip
+    (tmp_path / "state.json").write_text('{"round": 5, "global_h')  # cut short
+    chain_s = GlobalView(4, {"param/w": torch.zeros(2), "momentum/w": torch.zeros(2)})
+    host = HostNode.__new__(HostNode)  # only what resuming uses
+    host.cfg = SimpleNamespace(state_dir=tmp_path, run_id="r")
+    host.address, host.local, host.ledger = "me", local, ledger
+    host.poc = SimpleNamespace(commits=lambda run_id, round_: [c for r, c in commits.items()
+                                                               if r == round_])  # fmt: skip
+    host.aggregator = SimpleNamespace(latest=lambda: chain_s)
+    view, attempted = host._load()
+    assert (view, attempted) == (chain_s, 5)
+    assert host.checkpoint_hashes == {4: names[4]}  # 3: no commit; 5: not what it committed
+    assert (tmp_path / "state.damaged").exists() and not (tmp_path / "state.json").exists()

@@ -33,8 +33,21 @@ class BallotBox:
         self.path = path
         self.verifier = verifier
         self._unrecorded: set[tuple[str, int, str, int]] = set()  # reported once each
+        try:
+            self._create()
+        except sqlite3.DatabaseError as err:  # a damaged disk: the beacon duties go on
+            damaged = path.with_name(path.name + ".damaged")
+            for suffix in ("", "-wal", "-shm"):
+                if (part := Path(f"{path}{suffix}")).exists():
+                    part.replace(f"{damaged}{suffix}")
+            log.error("%s is unreadable (%s), moved to %s: votes sealed before it cannot be "
+                      "opened and will be slashed", path, err, damaged.name)  # fmt: skip
+            self._create()
+
+    def _create(self) -> None:
         with closing(self._db()) as db, db:
             db.execute(_SCHEMA)
+            db.execute("SELECT count(*) FROM ballots").fetchone()  # reads the file through
 
     def _db(self) -> sqlite3.Connection:
         return sqlite3.connect(self.path, timeout=30)
@@ -60,12 +73,17 @@ class BallotBox:
 
     def opening(self, c: Challenge) -> MsgOpenVerdict | None:
         """The opening of this verifier's sealed vote on ``c`` (None if it has no record)."""
-        with closing(self._db()) as db:
-            row = db.execute(
-                "SELECT passed, fingerprint, salt, evidence FROM ballots"
-                " WHERE run_id = ? AND round = ? AND host = ? AND segment = ?",
-                _challenge_key(c),
-            ).fetchone()
+        try:
+            with closing(self._db()) as db:
+                row = db.execute(
+                    "SELECT passed, fingerprint, salt, evidence FROM ballots"
+                    " WHERE run_id = ? AND round = ? AND host = ? AND segment = ?",
+                    _challenge_key(c),
+                ).fetchone()
+        except sqlite3.DatabaseError as err:  # one damaged page: the other votes still open
+            log.error("my vote on %s round %d %s segment %d cannot be read: %s",
+                      *_challenge_key(c), err)  # fmt: skip
+            return None
         if row is None:
             if _challenge_key(c) not in self._unrecorded:
                 self._unrecorded.add(_challenge_key(c))
