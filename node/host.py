@@ -1067,6 +1067,17 @@ class HostNode:
             log.warning("this host's recent commits: chain error %s", err.code().name)
         return [d for d in dict.fromkeys(named) if self.local.has(d)]  # some pruned already
 
+    def _register_or_serve(self, endpoint: str) -> None:
+        """Register (or move this host's endpoint); a node that may owe reveals from before a
+        restart goes on without it when that fails (a chain halted through the wait, no funds
+        to bond again): it serves and reveals what it owes, and trains only if still a host."""
+        try:
+            self.ensure_registered(endpoint)
+        except NodeError as err:
+            if not (self._state_file().exists() or self._pending_file().exists()):
+                raise
+            log.error("%s; serving and revealing what this host committed before", err)
+
     def serve_and_run(self, stop: threading.Event, progress=None) -> int:
         """Serve this host's artifacts (:meth:`_serve`), register, run (claiming rewards
         beside it with ``auto_claim``); stop the server and the claimer on the way out."""
@@ -1079,7 +1090,7 @@ class HostNode:
             if self._round_info().finished:  # serve and reveal what it owes, lock nothing new
                 log.info("run %s has finished: not registering", self.cfg.run_id)
             else:
-                self.ensure_registered(endpoint)
+                self._register_or_serve(endpoint)
             if self.cfg.auto_claim:
                 AutoClaimer(self.poc, self.address, self._send).start(done)
             return self.run(stop, progress)

@@ -217,3 +217,10 @@ class Params(StrictModel):
     poc: PocParams = PocParams()
     rewards: RewardParams = RewardParams()
     validator_set: ValidatorSetParams = ValidatorSetParams()
+
+    @model_validator(mode="after")
+    def _a_round_s_reveals_fit_a_tx(self) -> Params:
+        if self.poc.max_segments_per_round > self.auth.max_msgs_per_tx:
+            raise ValueError("poc.max_segments_per_round cannot exceed auth.max_msgs_per_tx: "
+                             "a host reveals a round's challenged segments in one tx")  # fmt: skip
+        return self

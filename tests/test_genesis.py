@@ -58,6 +58,7 @@ def test_round_trip(tmp_path):
         ({"app_state": {"params": {"poc": {"verdict_open_blocks": 1}}}},
          "app_state.params.poc.verdict_open_blocks"),
         ({"app_state": {"params": {"poc": {"quorum": 1}}}}, "app_state.params.poc.quorum"),
+        ({"app_state": {"params": {"auth": {"max_msgs_per_tx": 8}}}}, "app_state.params"),
         ({"consensus_params": {"block": {"max_bytes": "0"}}}, "consensus_params.block.max_bytes"),
         ({"validators": [{"address": "00" * 20, "power": "10",
                           "pub_key": {"value": base64.b64encode(b"k" * 32).decode()}}]},

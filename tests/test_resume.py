@@ -108,3 +108,20 @@ def test_a_damaged_record_resumes_from_the_chain_with_the_reveals_the_ledger_nam
     assert (view, attempted) == (chain_s, 5)
     assert host.checkpoint_hashes == {4: names[4]}  # 3: no commit; 5: not what it committed
     assert (tmp_path / "state.damaged").exists() and not (tmp_path / "state.json").exists()
+
+
+def test_a_restarted_host_that_cannot_register_still_serves_what_it_owes(tmp_path):
+    """Registration (or moving its endpoint) refused after a restart: a host with a resume
+    record may owe reveals, so it goes on to serve them; a fresh host stops with the error."""
+    from dilochain.node.host import HostNode
+
+    def refused(endpoint):
+        raise NodeError("registration in run 'r' refused: not included within 30s")
+
+    host = HostNode.__new__(HostNode)
+    host.cfg = SimpleNamespace(state_dir=tmp_path, run_id="r")
+    host.ensure_registered = refused
+    with pytest.raises(NodeError, match="refused"):
+        host._register_or_serve("127.0.0.1:7000")
+    ResumeState(2, b"\x01" * 32, 2, {2: [b"\x02" * 32]}).save(tmp_path / "state.json")
+    host._register_or_serve("127.0.0.1:7000")  # logged; the node goes on to run
