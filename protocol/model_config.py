@@ -130,10 +130,22 @@ def attention_share(config: dict, seq_len: int, parameters: int) -> float:
     over ``parameters`` (:func:`parameter_estimate` of ``config``, which checked its sizes). It
     grows with ``seq_len`` while the chain's budgets (parameters, tokens a step) do not, so it
     bounds what a run's step costs a verifier."""
+    return _attention(config, seq_len) / parameters
+
+
+def _attention(config: dict, seq_len: int) -> int:
     sizes = _sizes(config)
     heads = sizes.get("heads", 1)
     width = heads * sizes.get("head_dim", sizes["hidden"] // heads)
-    return 2 * sizes["layers"] * seq_len * width / parameters
+    return 2 * sizes["layers"] * seq_len * width
+
+
+def token_cost(text: str, seq_len: int) -> int:
+    """What training a token of a model costs, in multiply-adds of its forward pass: its
+    parameters (:func:`parameter_estimate`) plus its attention over ``seq_len`` positions
+    (:func:`attention_share`'s numerator). An integer: rewards are split by it on chain."""
+    config = parse(text)
+    return parameter_estimate(config) + _attention(config, seq_len)
 
 
 def check_budget(text: str, max_parameters: int, seq_len: int = 0) -> int:

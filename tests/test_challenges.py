@@ -21,6 +21,7 @@ from dilochain.chain.modules import (
 from dilochain.protocol import schedule
 from dilochain.protocol import verdict as sealing
 from dilochain.protocol.merkle import merkle_proof, merkle_root
+from dilochain.protocol.model_config import token_cost
 from dilochain.protocol.params import DENOM
 from dilochain.protocol.pb.poc.v1.tx_pb2 import (
     MsgClaimReward,
@@ -46,6 +47,7 @@ VERIFIERS = [wallet(50), wallet(51), wallet(52)]
 ACCOUNTS = [CREATOR, HONEST, CHEAT, LAZY, *VERIFIERS]
 CFG = make_run_config(FAKE_DATA, "tiny", min_collateral="1000", round_blocks=2, total_rounds=2)
 TOKENS = CFG.inner_steps * CFG.batch_size * CFG.seq_len
+WORK = TOKENS * token_cost(CFG.model_config, CFG.seq_len)  # a verified round's host work
 LEAVES = [hashlib.sha256(bytes([i])).digest() for i in range(3)]  # H/k = 2 segments
 POC = {"sampling_rate": "1", "beacon_reveal_blocks": 2, "reveal_window_blocks": 2,
        "verdict_window_blocks": 2, "verdict_open_blocks": 2,
@@ -381,7 +383,7 @@ def test_failed_host_forfeits_unclaimed_rewards_and_is_jailed(net):
     assert not registry.is_host(view, "r", addr(CHEAT))
     assert registry.is_host(view, "r", addr(HONEST))
     due = rewards.claimable(view, params, addr(CHEAT), 0)
-    assert due.forfeited and due.amount == "0" and due.host_work == str(TOKENS)
+    assert due.forfeited and due.amount == "0" and due.host_work == str(WORK)
     net.blocks_until(rewards.epoch_bounds(params, 1)[1])
     refused = net.send(CHEAT, MsgClaimReward(claimer=addr(CHEAT), epoch=0))
     assert refused.code == codes.INVALID_REQUEST and "forfeited" in refused.raw_log
@@ -436,7 +438,7 @@ def test_undecided_work_is_left_out_of_the_model_and_not_paid(net):
     assert not slashing.slashes(view, addr(CHEAT))
     params = net.c.app.params
     assert rewards.claimable(view, params, addr(CHEAT), 0).host_work == "0"
-    assert rewards.claimable(view, params, addr(HONEST), 0).host_work == str(TOKENS)
+    assert rewards.claimable(view, params, addr(HONEST), 0).host_work == str(WORK)
 
 
 def _votes(*prints, opened=True):
@@ -458,6 +460,23 @@ def test_the_leading_fingerprint_decides_which_votes_count():
     sealed = _votes(a, a, opened=False)  # unopened votes never count
     challenges.count_votes(sealed, 2, "exact")
     assert not any(v.counted for v in sealed.votes)
+
+
+def test_the_verdicts_of_one_replay_decide_by_majority():
+    """Counted votes share one replay: should they split on pass and fail (backups joining at
+    the handover make five), the larger side decides, and a tie decides nothing."""
+    a = b"\x01" * 32
+
+    def decided(*verdicts):
+        c = Challenge(revealed=True, votes=[SealedVote(verifier=f"v{i}", opened=True,
+                                                       counted=True, passed=p, fingerprint=a)
+                                            for i, p in enumerate(verdicts)])  # fmt: skip
+        return challenges._decide(c, 2)
+
+    assert decided(False, False, True, True, True) == challenges.PASSED
+    assert decided(False, False, False, True, True) == challenges.FAILED
+    assert decided(False, False, True, True) == challenges.UNDECIDED
+    assert decided(False, False) == challenges.FAILED and decided(True, True) == challenges.PASSED
 
 
 def test_tolerance_counts_every_replay_within_a_quantum_of_the_leader():

@@ -18,6 +18,7 @@ import pytest
 from cosmpy.aerial.client import LedgerClient
 from cosmpy.protos.cosmos.bank.v1beta1 import query_pb2 as bank_q
 
+from dilochain.chain.modules import rounds
 from dilochain.cli.devnet_cmd import HOST_COLLATERAL, PASSWORD
 from dilochain.client import TxRefused, network_config, submit
 from dilochain.keyring import Keyring
@@ -181,7 +182,7 @@ def test_devnet_up_catches_the_cheater_and_pays_everyone(tmp_path):
         assert back.bonded == back.locked == "0" and not back.unbonding
         curve = [loss for _, loss in summary["loss_curve"]]
         assert curve[-1] < curve[0]
-        tokens = cfg.inner_steps * cfg.batch_size * cfg.seq_len
+        work_per_round = rounds.work_per_round(poc.run(summary["run_id"]))
         undecided = {(c.host, r) for r in range(ROUNDS)
                      for c in poc.challenges(summary["run_id"], r)
                      if c.status == ChallengeStatus.CHALLENGE_STATUS_UNDECIDED}  # fmt: skip
@@ -191,7 +192,7 @@ def test_devnet_up_catches_the_cheater_and_pays_everyone(tmp_path):
                    and (member["address"], r) not in undecided]  # fmt: skip
             work = sum(int(poc.claimable(member["address"], c["epoch"]).host_work)
                        for c in member["claims"])  # fmt: skip
-            assert work == tokens * len(did), (name, did, work)
+            assert work == work_per_round * len(did), (name, did, work)
 
         paid = 0
         for name in ("host-0", "host-1", "host-2", "host-4", "verifier-0", "verifier-1"):

@@ -188,3 +188,24 @@ def test_a_config_naming_code_never_runs_it(tmp_path, monkeypatch):
         with pytest.raises(ModelConfigError, match="may not load code"):
             build()
     assert not marker.exists()
+
+
+def test_a_round_s_work_follows_its_compute_not_its_token_count():
+    """A run's creator picks the tokens a round trains and the model; rewards follow what they
+    cost together: a model several times larger costs that much more a token, and the same
+    compute earns the same, whatever the mix of tokens and model size."""
+    from dilochain.chain.modules.rounds import work_per_round
+    from dilochain.protocol.pb.poc.v1.types_pb2 import Run
+
+    small = make_run_config(FAKE_DATA, "small")
+    tiny = make_run_config(FAKE_DATA, "tiny")
+    cost = {c.model_config: model_config.token_cost(c.model_config, c.seq_len)
+            for c in (small, tiny)}  # fmt: skip
+    ratio = cost[small.model_config] / cost[tiny.model_config]
+    assert ratio > 5
+    params = model_config.parameter_estimate(json.loads(small.model_config))
+    assert params < cost[small.model_config] < 1.5 * params  # attention on top
+    runs = {name: Run(config=c) for name, c in (("small", small), ("tiny", tiny))}
+    runs["tiny"].config.inner_steps = round(small.inner_steps * ratio * small.batch_size
+                                            * small.seq_len / (tiny.batch_size * tiny.seq_len))
+    assert work_per_round(runs["tiny"]) == pytest.approx(work_per_round(runs["small"]), rel=0.05)

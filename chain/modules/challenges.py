@@ -187,9 +187,10 @@ def _decide(c: Challenge, quorum: int) -> int:
         return NOT_REVEALED
     counted = [v for v in c.votes if v.counted]
     fails = sum(1 for v in counted if not v.passed)
-    if fails >= quorum:
+    passes = len(counted) - fails
+    if fails >= quorum and fails > passes:  # a minority of one replay's votes decides nothing
         return FAILED
-    if len(counted) - fails >= quorum:
+    if passes >= quorum and passes > fails:
         return PASSED
     return UNDECIDED
 
@@ -270,7 +271,7 @@ def resolve(ctx: Context, run: Run, round_: int) -> None:
             ctx.emit("work_unpaid", run_id=run.run_id, round=round_, host=commit.host,
                      reason="a challenge was left undecided")  # fmt: skip
         else:
-            rewards.credit(ctx, "host", commit.host, commit.tokens)
+            rewards.credit(ctx, "host", commit.host, rounds.work_per_round(run))
             commit.outcome = COMMIT_ACCEPTED if commit.host in screened else COMMIT_PAID
         rounds.set_commit(ctx.store, commit)
         ctx.emit("commit_outcome", run_id=run.run_id, round=round_, host=commit.host,

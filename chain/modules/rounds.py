@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from functools import lru_cache
 
 from dilochain.chain.context import Context, MsgSpec, QueryContext, QueryHandler
 from dilochain.chain.errors import TxError, codes
@@ -21,6 +22,7 @@ from dilochain.chain.modules import registry
 from dilochain.chain.pagination import page
 from dilochain.chain.state import CacheStore
 from dilochain.protocol.merkle import verify_merkle_proof
+from dilochain.protocol.model_config import token_cost
 from dilochain.protocol.pb.poc.v1 import query_pb2 as q
 from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgCommitRound, MsgCommitRoundResponse
 from dilochain.protocol.pb.poc.v1.types_pb2 import GlobalCheckpoint, RoundCommit, Run
@@ -41,6 +43,19 @@ def tokens_per_round(run: Run) -> int:
     """Tokens one host trains on in a round: H steps x batch x context."""
     cfg = run.config
     return cfg.inner_steps * cfg.batch_size * cfg.seq_len
+
+
+def work_per_round(run: Run) -> int:
+    """The host work a verified round earns: its tokens x what a token of the run's model
+    costs (:func:`~dilochain.protocol.model_config.token_cost`), so rewards follow compute,
+    not the token count a run's creator chose (a tiny model at many tokens a step took most
+    of an epoch's pool)."""
+    return tokens_per_round(run) * _token_cost(run.config.model_config, run.config.seq_len)
+
+
+@lru_cache(maxsize=256)
+def _token_cost(model_config: str, seq_len: int) -> int:
+    return token_cost(model_config, seq_len)  # checked when the run was created
 
 
 def _round_prefix(run_id: str, round_: int) -> bytes:
