@@ -6,6 +6,7 @@ import errno
 import hashlib
 import io
 import logging
+import os
 import socket
 import threading
 import time
@@ -53,11 +54,14 @@ class BlobServicer:
     """Serves one store's artifacts in 1 MiB chunks, read from its file as they go out (a
     checkpoint of many GB is never held in memory, however many peers ask for it at once, and
     a caller that went away costs no more reads). The caller checks the hash while it streams,
-    as it does for every source. Anyone can call it: a request that does not decode or names
-    no sha256 is INVALID_ARGUMENT, never an internal error."""
+    as it does for every source; the server too, the first time it serves a file, and it
+    holds back the last chunk of a file that does not hash right. Anyone can call it: a
+    request that does not decode or names no sha256 is INVALID_ARGUMENT, never an internal
+    error."""
 
     def __init__(self, store: LocalArtifactStore):
         self.store = store
+        self._checked: dict[bytes, tuple[int, int, int]] = {}  # digest: its file's stat, hashed
 
     @staticmethod
     def _digest(request, context) -> bytes:
@@ -79,9 +83,32 @@ class BlobServicer:
         if served is None:
             context.abort(grpc.StatusCode.NOT_FOUND, f"artifact {digest.hex()[:16]}… not here")
         with served:
-            while context.is_active() and (chunk := served.read(CHUNK)):
+            info = os.fstat(served.fileno())
+            seen = (info.st_ino, info.st_size, info.st_mtime_ns)
+            hasher = hashlib.sha256() if self._checked.get(digest) != seen else None
+            chunk = served.read(CHUNK)
+            while context.is_active() and chunk:
+                following = served.read(CHUNK)
+                if hasher is not None:
+                    hasher.update(chunk)
+                    if not following and hasher.digest() != digest:
+                        self._damaged(digest, context)
                 SERVED_BYTES.inc(len(chunk))
                 yield blob_pb2.BlobChunk(data=chunk)
+                chunk = following
+            if hasher is not None and not chunk:  # served whole (an empty file: checked here)
+                if hasher.digest() != digest:
+                    self._damaged(digest, context)
+                self._checked[digest] = seen
+
+    def _damaged(self, digest: bytes, context) -> None:
+        """A file whose bytes no longer hash to its name (a damaged disk, an unsynced write a
+        power loss cut short): removed, so this host fetches it again where it can, and the
+        caller told so before its last chunk, never served as the artifact."""
+        log.error("artifact %s… in %s is damaged (its bytes do not hash to its name): removed, "
+                  "not served", digest.hex()[:16], self.store.root)  # fmt: skip
+        self.store.delete(digest)
+        context.abort(grpc.StatusCode.DATA_LOSS, f"artifact {digest.hex()[:16]}… is damaged here")
 
     def Has(self, request, context) -> blob_pb2.HasBlobResponse:
         return blob_pb2.HasBlobResponse(present=self.store.has(self._digest(request, context)))

@@ -298,6 +298,28 @@ def test_a_full_disk_while_fetching_is_this_machine_s_failure_not_the_peer_s(tmp
         server.stop(None)
 
 
+def test_a_damaged_file_in_the_store_is_never_served_as_the_artifact(tmp_path, caplog):
+    """A host's disk damaged a file after it was written: its blob service finds out while it
+    streams, holds back the last chunk, removes the file and says so (DATA_LOSS), so the
+    caller moves on and the operator learns of it; a file served whole once is not hashed
+    again until it changes."""
+    served = LocalArtifactStore(tmp_path / "a")
+    big = bytes(range(256)) * 20_000  # several chunks
+    digest = served.put(big)
+    server, endpoint = serve_blobs(served, "127.0.0.1:0")
+    try:
+        assert fetch_from_peers([endpoint], digest, len(big)) == big
+        path = served.file(digest)
+        path.write_bytes(big[:-1] + b"\x00")  # the same size, one byte changed
+        out = io.BytesIO()
+        with pytest.raises(ArtifactError, match="damaged here"):
+            fetch_blob(endpoint, digest, len(big), out)
+        assert len(out.getvalue()) < len(big) and not served.has(digest)
+        assert any("is damaged" in r.getMessage() for r in caplog.records)
+    finally:
+        server.stop(None)
+
+
 def test_blob_service_and_peer_fetch(tmp_path):
     served = LocalArtifactStore(tmp_path / "a")
     big = bytes(range(256)) * 20_000  # several chunks
@@ -397,6 +419,8 @@ def test_peer_fetches_retry_with_backoff_and_drop_bad_peers(tmp_path, monkeypatc
     # A peer that sends bad bytes is asked once; one that is down is asked every pass.
     liar = LocalArtifactStore(tmp_path / "liar")  # other bytes under the hash
     liar.put(b"not it", digest)
+    # A hostile peer's server serves what it has (an honest one withholds a damaged file).
+    monkeypatch.setattr(blob_service.BlobServicer, "_damaged", lambda self, digest, context: None)
     server, bad = serve_blobs(liar, "127.0.0.1:0")
     asked = []
     real = blob_service.fetch_blob
