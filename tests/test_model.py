@@ -206,6 +206,11 @@ def test_a_round_s_work_follows_its_compute_not_its_token_count():
     params = model_config.parameter_estimate(json.loads(small.model_config))
     assert params < cost[small.model_config] < 1.5 * params  # attention on top
     runs = {name: Run(config=c) for name, c in (("small", small), ("tiny", tiny))}
-    runs["tiny"].config.inner_steps = round(small.inner_steps * ratio * small.batch_size
-                                            * small.seq_len / (tiny.batch_size * tiny.seq_len))
+    runs["tiny"].config.inner_steps = round(
+        small.inner_steps
+        * ratio
+        * small.batch_size
+        * small.seq_len
+        / (tiny.batch_size * tiny.seq_len)
+    )
     assert work_per_round(runs["tiny"]) == pytest.approx(work_per_round(runs["small"]), rel=0.05)
