@@ -8,6 +8,7 @@ message a cache over its tx's. ``write()`` pushes a layer's writes down one leve
 from __future__ import annotations
 
 import bisect
+import heapq
 import itertools
 from collections.abc import Iterator
 from typing import Protocol
@@ -47,6 +48,19 @@ class GasMeter:
             )
 
 
+def _overlaid(
+    base: Iterator[tuple[bytes, bytes]], writes: list[tuple[bytes, bytes | None]]
+) -> Iterator[tuple[bytes, bytes]]:
+    """The key-ordered pairs of ``base`` with ``writes`` (key-ordered; None deletes) applied,
+    lazily: a write sorts before the base row of its key, which is then skipped."""
+    ranked = heapq.merge(((k, 0, v) for k, v in writes), ((k, 1, v) for k, v in base))
+    last = None
+    for key, _, value in ranked:
+        if key != last and value is not None:
+            yield key, value
+        last = key
+
+
 class CacheStore:
     """A write buffer over a parent store, metering gas on every access."""
 
@@ -70,23 +84,13 @@ class CacheStore:
         parent = self.parent
         return parent._lookup(key) if isinstance(parent, CacheStore) else parent.get(key)
 
-    def _merged(self, prefix: bytes, start: bytes = b"") -> dict[bytes, bytes]:
-        parent = self.parent
-        merged = (
-            parent._merged(prefix, start)
-            if isinstance(parent, CacheStore)
-            else dict(parent.iterate(prefix, start))
-        )
-        first = bisect.bisect_left(self._keys, max(prefix, start))
+    def _written(self, prefix: bytes, low: bytes) -> Iterator[tuple[bytes, bytes | None]]:
+        """This layer's writes under ``prefix`` from ``low`` on, in key order (None: deleted)."""
+        first = bisect.bisect_left(self._keys, low)
         for key in itertools.islice(self._keys, first, None):
             if not key.startswith(prefix):
-                break
-            value = self.writes[key]
-            if value is None:
-                merged.pop(key, None)
-            else:
-                merged[key] = value
-        return merged
+                return
+            yield key, self.writes[key]
 
     def get(self, key: bytes) -> bytes | None:
         """The value of ``key`` as this layer sees it."""
@@ -112,12 +116,20 @@ class CacheStore:
         self._record(key, None)
 
     def iterate(self, prefix: bytes, start: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
-        """(key, value) pairs under ``prefix`` in key order (from ``start`` on), this layer's
-        writes merged in."""
-        merged = self._merged(prefix, start)
-        for key in sorted(merged):
+        """(key, value) pairs under ``prefix`` in key order (from ``start`` on), every layer's
+        writes merged in. Lazy: committed rows are read as they are taken, so a caller that
+        stops early (a page, a queue's due head) reads no further. The layers' writes are
+        taken when the first pair is: writes made while iterating are not seen."""
+        overlay: dict[bytes, bytes | None] = {}
+        layer: ReadableStore = self
+        while isinstance(layer, CacheStore):  # the nearest layer's write of a key wins
+            for key, value in layer._written(prefix, max(prefix, start)):
+                overlay.setdefault(key, value)
+            layer = layer.parent
+        rows = layer.iterate(prefix, start)
+        for key, value in _overlaid(rows, sorted(overlay.items())) if overlay else rows:
             self.meter.consume(GasMeter.ITER_NEXT, "IterNext")
-            yield key, merged[key]
+            yield key, value
 
     def child(self, meter: GasMeter | None = None) -> CacheStore:
         """A new cache layer over this one (sharing this meter unless given another)."""

@@ -91,22 +91,38 @@ class ChainStore:
             self._cache[key] = value
         return value
 
+    # Rows per SQLite read of an iteration: a few first (a page of one item, the head of a
+    # queue), then doubling, so what an iteration reads is about what its caller takes.
+    _FIRST_CHUNK, _MAX_CHUNK = 16, 1024
+
     def iterate(self, prefix: bytes, start: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
         """Committed (key, value) pairs whose key starts with ``prefix``, in key order, from
-        ``start`` on (a page of a list query)."""
-        end = _prefix_end(prefix)
-        low = max(prefix, start)
+        ``start`` on (a page of a list query), read lazily in key-ordered chunks: a commit
+        between two chunks shows in the later ones, so take them within one application
+        call."""
+        return self._chunks(max(prefix, start), _prefix_end(prefix))
+
+    def _chunks(self, low: bytes, end: bytes | None) -> Iterator[tuple[bytes, bytes]]:
+        size = self._FIRST_CHUNK
+        while rows := self._read_chunk(low, end, size):
+            yield from rows
+            if len(rows) < size:
+                return
+            low = rows[-1][0] + b"\x00"  # the smallest key after the last one read
+            size = min(2 * size, self._MAX_CHUNK)
+
+    def _read_chunk(self, low: bytes, end: bytes | None, size: int) -> list[tuple[bytes, bytes]]:
+        """At most ``size`` rows from ``low`` (inclusive) to ``end`` (exclusive; None: none)."""
         with self._lock:
             if end is None:
-                rows = self._db.execute(
-                    "SELECT key, value FROM state WHERE key >= ? ORDER BY key", (low,)
+                return self._db.execute(
+                    "SELECT key, value FROM state WHERE key >= ? ORDER BY key LIMIT ?",
+                    (low, size),
                 ).fetchall()
-            else:
-                rows = self._db.execute(
-                    "SELECT key, value FROM state WHERE key >= ? AND key < ? ORDER BY key",
-                    (low, end),
-                ).fetchall()
-        return iter(rows)
+            return self._db.execute(
+                "SELECT key, value FROM state WHERE key >= ? AND key < ? ORDER BY key LIMIT ?",
+                (low, end, size),
+            ).fetchall()
 
     # ---- meta --------------------------------------------------------------------------------
     def meta(self, key: str) -> bytes | None:

@@ -54,3 +54,23 @@ def test_a_page_stops_before_it_is_too_big(tmp_path):
     found, answer = page(CacheStore(chain), b"run/", q.PageRequest(limit=1000), bytes)
     assert 0 < len(found) * len(big) <= MAX_PAGE_BYTES and answer.next_key
     chain.close()
+
+
+def test_a_page_reads_about_its_size_from_the_database(tmp_path, monkeypatch):
+    """Finished runs stay listed for good: a page of one must not read all of them."""
+    chain = ChainStore(tmp_path / "runs.db")
+    chain.commit({b"run/%05d" % i: b"r%d" % i for i in range(5000)}, {})
+    read, chunk = [], chain._read_chunk
+
+    def counted(*args):
+        rows = chunk(*args)
+        read.append(len(rows))
+        return rows
+
+    monkeypatch.setattr(chain, "_read_chunk", counted)
+    found, answer = page(CacheStore(chain), b"run/", q.PageRequest(limit=1), bytes)
+    assert (found, answer.next_key, read) == ([b"r0"], b"00001", [ChainStore._FIRST_CHUNK])
+    read.clear()
+    found, _ = page(CacheStore(chain), b"run/", q.PageRequest(key=b"04000", limit=100), bytes)
+    assert found[0] == b"r4000" and len(found) == 100 and 101 <= sum(read) < 2 * 101 + 16
+    chain.close()

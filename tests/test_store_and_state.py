@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import sqlite3
 
 import pytest
@@ -99,3 +100,62 @@ def test_cache_view_equals_applied_writes(base, writes):
     expected = {k: v for k, v in expected.items() if v is not None}
     assert dict(cache.iterate(b"")) == expected
     assert all(cache.get(k) == v for k, v in expected.items())
+
+
+def _eager(base, layers, prefix, start):
+    """Iteration as the store did it before it was lazy: every row of the range read, each
+    layer's writes applied bottom to top, the result sorted."""
+    low = max(prefix, start)
+    merged = {k: v for k, v in base.items() if k.startswith(prefix) and k >= low}
+    for writes in layers:
+        for key, value in writes.items():
+            if key.startswith(prefix) and key >= low:
+                if value is None:
+                    merged.pop(key, None)
+                else:
+                    merged[key] = value
+    return sorted(merged.items())
+
+
+short_keys = st.lists(st.sampled_from([b"\x00", b"a", b"b", b"\xff"]), max_size=4).map(b"".join)
+row_keys = short_keys.filter(bool)
+layer_writes = st.dictionaries(row_keys, st.none() | st.binary(min_size=1, max_size=3))
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.dictionaries(row_keys, st.binary(min_size=1, max_size=3)),
+    st.lists(layer_writes, min_size=1, max_size=3),
+    short_keys, short_keys, st.integers(0, 40),
+)  # fmt: skip
+def test_lazy_iteration_equals_the_eager_merge(tmp_path_factory, base, layers, prefix, start,
+                                               limit):  # fmt: skip
+    chain = ChainStore(tmp_path_factory.mktemp("lazy") / "s.db")
+    chain._FIRST_CHUNK, chain._MAX_CHUNK = 2, 3  # many chunk boundaries in a few rows
+    chain.commit(base, {})
+    meter = GasMeter()
+    top = CacheStore(chain, meter)
+    for index, writes in enumerate(layers):
+        if index:
+            top = top.child()
+        for key, value in writes.items():
+            top.set(key, value) if value is not None else top.delete(key)
+    spent = meter.consumed
+    expected = _eager(base, layers, prefix, start)
+    assert list(chain.iterate(prefix, start)) == _eager(base, [], prefix, start)
+    assert list(itertools.islice(top.iterate(prefix, start), limit)) == expected[:limit]
+    assert meter.consumed - spent == GasMeter.ITER_NEXT * len(expected[:limit])
+    chain.close()
+
+
+def test_writes_made_while_iterating_are_not_seen(store):
+    store.commit({b"q/1": b"a", b"q/3": b"c"}, {})
+    cache = CacheStore(store)
+    cache.set(b"q/2", b"b")
+    seen = []
+    for key, value in cache.iterate(b"q/"):
+        seen.append((key, value))
+        cache.set(b"q/25", b"new")
+        cache.delete(b"q/3")
+    assert seen == [(b"q/1", b"a"), (b"q/2", b"b"), (b"q/3", b"c")]
+    assert [k for k, _ in cache.iterate(b"q/")] == [b"q/1", b"q/2", b"q/25"]
