@@ -155,8 +155,9 @@ class Application:
         return int(raw) if raw else int(self.genesis.genesis_time.timestamp() * 1e9)
 
     def committed_view(self) -> CacheStore:
-        """A read-only view of committed state for queries."""
-        return CacheStore(self.store)
+        """A read-only view of committed state for queries (it adds nothing to the store's
+        read cache)."""
+        return CacheStore(self.store.query_view())
 
     # ---- InitChain ---------------------------------------------------------------------------
     def init_chain(self, chain_id: str | None = None, app_state: bytes | None = None) -> bytes:

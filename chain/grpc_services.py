@@ -8,6 +8,7 @@ connections, so a query never sees a block half applied. Broadcasts and blocks g
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from importlib.metadata import version
 
 import grpc
@@ -39,6 +40,7 @@ from google.protobuf.descriptor import ServiceDescriptor
 from google.protobuf.timestamp_pb2 import Timestamp
 from grpc_reflection.v1alpha import reflection
 
+from dilochain.chain.address import require_address
 from dilochain.chain.app import Application
 from dilochain.chain.block_feed import BlockFeed, EventsService
 from dilochain.chain.comet_rpc import (
@@ -78,6 +80,7 @@ from dilochain.chain.staking_query import (
 from dilochain.chain.store_query import STORE_PATH, query_key
 from dilochain.protocol.address import ADDRESS_PREFIX, decode_address
 from dilochain.protocol.hashing import tx_hash
+from dilochain.protocol.params import valid_denom
 from dilochain.protocol.pb.poc.v1 import events_pb2 as ev_pb
 from dilochain.protocol.pb.poc.v1 import events_pb2_grpc as ev_grpc
 from dilochain.protocol.pb.poc.v1 import query_pb2 as poc_q
@@ -114,12 +117,18 @@ class _UsesServices:
         return self.s.app.committed_view()
 
 
-async def _valid_address(address: str, context: grpc.aio.ServicerContext) -> str:
+async def _valid(check: Callable[[str], object], value: str, context) -> str:
+    """``value`` if ``check`` takes it; else the call ends INVALID_ARGUMENT with its error,
+    before any state is read."""
     try:
-        decode_address(address)
+        check(value)
     except ValueError as err:
         await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(err))
-    return address
+    return value
+
+
+async def _valid_address(address: str, context: grpc.aio.ServicerContext) -> str:
+    return await _valid(decode_address, address, context)
 
 
 class AuthQuery(_UsesServices, auth_grpc.QueryServicer):
@@ -159,6 +168,7 @@ class BankQuery(_UsesServices, bank_grpc.QueryServicer):
 
     async def Balance(self, request, context):
         address = await _valid_address(request.address, context)
+        await _valid(valid_denom, request.denom, context)
         amount = bank.balance(self.view, address, request.denom)
         return bank_q.QueryBalanceResponse(balance=Coin(denom=request.denom, amount=str(amount)))
 
@@ -176,6 +186,7 @@ class BankQuery(_UsesServices, bank_grpc.QueryServicer):
         )
 
     async def SupplyOf(self, request, context):
+        await _valid(valid_denom, request.denom, context)
         amount = bank.supply(self.view, request.denom)
         return bank_q.QuerySupplyOfResponse(amount=Coin(denom=request.denom, amount=str(amount)))
 
@@ -381,10 +392,21 @@ _GRPC_STATUS = {
 }
 
 
+def _check_identifiers(request) -> None:
+    """Refuse a request's malformed run id or address (an empty one: every address) before
+    any state is read, as the SDK's queries check their arguments first."""
+    fields = request.DESCRIPTOR.fields_by_name
+    if "run_id" in fields:
+        registry.require_run_id(request.run_id)
+    if "address" in fields and request.address:
+        require_address(request.address, "address")
+
+
 def _poc_method(handler: QueryHandler):
     async def method(self, request, context):
         ctx = QueryContext(self.view, self.s.app.height, self.s.app.params)
         try:
+            _check_identifiers(request)
             return handler(ctx, request)
         except TxError as err:
             await context.abort(_GRPC_STATUS.get(err.code, grpc.StatusCode.UNKNOWN), err.log)

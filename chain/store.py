@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +44,11 @@ def _prefix_end(prefix: bytes) -> bytes | None:
     return stripped[:-1] + bytes([stripped[-1] + 1])
 
 
+def _cached_size(key: bytes, value: bytes | None) -> int:
+    """What one cache entry is counted as: its bytes and the objects around them."""
+    return len(key) + len(value or b"") + ChainStore.CACHE_ENTRY_OVERHEAD
+
+
 class StoreError(Exception):
     """The database file is not a usable chain store."""
 
@@ -66,10 +72,15 @@ class ChainStore:
                 f"{path} is not a usable chain database ({err}); restore it from a backup, or "
                 "move it away together with CometBFT's data/ to resync from peers"
             ) from None
-        self._cache: dict[bytes, bytes | None] = {}
+        # Committed values (None: absent) by key, oldest first; counted by _cached_size.
+        self._cache: OrderedDict[bytes, bytes | None] = OrderedDict()
+        self.cached_bytes = 0
         self._meta: dict[str, bytes | None] = {}
 
-    _CACHE_LIMIT = 1_000_000
+    # The read cache's bound: keys and values, each entry counted with what its dict slot and
+    # two bytes objects cost; past it the oldest entries go first.
+    CACHE_LIMIT_BYTES = 128 << 20
+    CACHE_ENTRY_OVERHEAD = 200
 
     def close(self) -> None:
         """Close the database."""
@@ -78,18 +89,43 @@ class ChainStore:
 
     # ---- state -------------------------------------------------------------------------------
     def get(self, key: bytes) -> bytes | None:
-        """The committed value of ``key`` (served from a write-through cache when seen before)."""
+        """The committed value of ``key``, kept in the read cache for the next read (the reads
+        of blocks and of the mempool's checks)."""
         try:
             return self._cache[key]
         except KeyError:
             pass
         with self._lock:  # read and cache under the lock a commit updates the cache under
-            row = self._db.execute("SELECT value FROM state WHERE key = ?", (key,)).fetchone()
-            value = row[0] if row else None
-            if len(self._cache) >= self._CACHE_LIMIT:
-                self._cache.clear()
-            self._cache[key] = value
+            value = self._select(key)
+            self._remember(key, value)
         return value
+
+    def peek(self, key: bytes) -> bytes | None:
+        """The committed value of ``key``, from the read cache if it is there but never added
+        to it: what queries read, so a stranger's keys pin no memory."""
+        try:
+            return self._cache[key]
+        except KeyError:
+            pass
+        with self._lock:
+            return self._select(key)
+
+    def query_view(self) -> QueryReads:
+        """The committed state as queries read it (:meth:`peek`, :meth:`iterate`)."""
+        return QueryReads(self)
+
+    def _select(self, key: bytes) -> bytes | None:
+        row = self._db.execute("SELECT value FROM state WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def _remember(self, key: bytes, value: bytes | None) -> None:
+        """Cache ``key``'s committed value, dropping the oldest entries past the bound."""
+        if key in self._cache:
+            self.cached_bytes -= _cached_size(key, self._cache.pop(key))
+        self._cache[key] = value
+        self.cached_bytes += _cached_size(key, value)
+        while self.cached_bytes > self.CACHE_LIMIT_BYTES:
+            self.cached_bytes -= _cached_size(*self._cache.popitem(last=False))
 
     # Rows per SQLite read of an iteration: a few first (a page of one item, the head of a
     # queue), then doubling, so what an iteration reads is about what its caller takes.
@@ -174,7 +210,7 @@ class ChainStore:
                 raise
             for key, value in writes.items():
                 if key in self._cache:
-                    self._cache[key] = value
+                    self._remember(key, value)
             self._meta.update(meta)
 
     # ---- state sync --------------------------------------------------------------------------
@@ -198,6 +234,7 @@ class ChainStore:
         with self._lock:
             self._db.execute("DELETE FROM state")
             self._cache.clear()
+            self.cached_bytes = 0
 
     # ---- blocks and txs ----------------------------------------------------------------------
     def block(self, height: int) -> StoredBlock | None:
@@ -207,3 +244,18 @@ class ChainStore:
                 "SELECT height, hash, time_ns, proposer FROM blocks WHERE height = ?", (height,)
             ).fetchone()
         return StoredBlock(*row) if row else None
+
+
+class QueryReads:
+    """A :class:`ChainStore`'s committed state read without filling its cache (queries)."""
+
+    def __init__(self, store: ChainStore):
+        self._store = store
+
+    def get(self, key: bytes) -> bytes | None:
+        """:meth:`ChainStore.peek`."""
+        return self._store.peek(key)
+
+    def iterate(self, prefix: bytes, start: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
+        """:meth:`ChainStore.iterate`."""
+        return self._store.iterate(prefix, start)

@@ -21,15 +21,15 @@ MAX_KEY = 4096
 
 def state_proof(app: Application, key: bytes) -> ics23.CommitmentProof:
     """The proof of ``key``'s committed value, or of its absence."""
-    value = app.store.get(key)
+    value = app.store.peek(key)
     if value is not None:
         return ics23.CommitmentProof(exist=app.tree.existence(key, value))
     absent = ics23.NonExistenceProof(key=key)
     left, right = app.tree.neighbours(key)
     if left is not None:
-        absent.left.CopyFrom(app.tree.existence(left, app.store.get(left)))
+        absent.left.CopyFrom(app.tree.existence(left, app.store.peek(left)))
     if right is not None:
-        absent.right.CopyFrom(app.tree.existence(right, app.store.get(right)))
+        absent.right.CopyFrom(app.tree.existence(right, app.store.peek(right)))
     return ics23.CommitmentProof(nonexist=absent)
 
 
@@ -38,7 +38,7 @@ def query_key(app: Application, key: bytes, prove: bool) -> abci.ResponseQuery:
     height = app.height
     if not key or len(key) > MAX_KEY:
         return failure(codes.INVALID_REQUEST, f"a state key is 1 to {MAX_KEY} bytes", height)
-    answer = abci.ResponseQuery(code=0, key=key, value=app.store.get(key) or b"", height=height)
+    answer = abci.ResponseQuery(code=0, key=key, value=app.store.peek(key) or b"", height=height)
     if prove:
         if app.finalizing:  # the tree is a block ahead of the store for a moment
             return failure(codes.CONFLICT, "a block is being committed; ask again", height)

@@ -12,13 +12,15 @@ DENOM = "udlc"
 _DENOM = re.compile(r"^[a-zA-Z][a-zA-Z0-9/:._-]{2,127}\Z")
 
 
-def _valid_denom(value: str) -> str:
+def valid_denom(value: str) -> str:
+    """``value`` if it is a denom (the Cosmos SDK's rule); a ValueError quoting it cut short if
+    not."""
     if not _DENOM.match(value):
-        raise ValueError(f"invalid denom {value!r}")
+        raise ValueError(f"invalid denom {value[:128]!r}")
     return value
 
 
-Denom = Annotated[str, AfterValidator(_valid_denom)]
+Denom = Annotated[str, AfterValidator(valid_denom)]
 # CometBFT's JSON writes int64 values as strings; numbers are accepted on input.
 Int64 = Annotated[int, PlainSerializer(str, return_type=str, when_used="json")]
 

@@ -159,3 +159,20 @@ def test_writes_made_while_iterating_are_not_seen(store):
         cache.delete(b"q/3")
     assert seen == [(b"q/1", b"a"), (b"q/2", b"b"), (b"q/3", b"c")]
     assert [k for k, _ in cache.iterate(b"q/")] == [b"q/1", b"q/2", b"q/25"]
+
+
+def test_the_read_cache_is_bounded_by_bytes_oldest_first(store):
+    store.CACHE_LIMIT_BYTES = 50 * (ChainStore.CACHE_ENTRY_OVERHEAD + 18)
+    store.commit({b"key%05d" % i: b"v" * 10 for i in range(200)}, {})
+    assert all(store.get(b"key%05d" % i) == b"v" * 10 for i in range(200))
+    assert all(store.get(b"miss%05d" % i) is None for i in range(1000))
+    counted = sum(len(k) + len(v or b"") + ChainStore.CACHE_ENTRY_OVERHEAD
+                  for k, v in store._cache.items())  # fmt: skip
+    assert store.cached_bytes == counted <= store.CACHE_LIMIT_BYTES
+    assert list(store._cache)[-1] == b"miss00999" and b"key00000" not in store._cache
+    store.commit({b"miss00999": b"now here", b"key00000": b"changed"}, {})  # write-through
+    assert store.get(b"miss00999") == b"now here" and store.get(b"key00000") == b"changed"
+    cached = dict(store._cache)
+    assert [store.peek(b"peeked%d" % i) for i in range(100)] == [None] * 100
+    assert store.peek(b"key00001") == b"v" * 10
+    assert store._cache == cached  # a peek adds nothing

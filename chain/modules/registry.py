@@ -45,6 +45,17 @@ def _host_key(run_id: str, address: str) -> bytes:
     return b"host/" + run_id.encode() + b"/" + address.encode()
 
 
+def require_run_id(run_id: str) -> str:
+    """``run_id`` if a run can have it; an INVALID_REQUEST error quoting it (cut short) if not."""
+    if not _RUN_ID.match(run_id):
+        raise TxError(
+            codes.INVALID_REQUEST,
+            f"run_id: invalid run id {run_id[:80]!r}: 1 to 64 of a-z, 0-9, _ and -, "
+            "not starting with _ or -",
+        )
+    return run_id
+
+
 def get_run(store: CacheStore, run_id: str) -> Run | None:
     """The run ``run_id``, if registered."""
     raw = store.get(_run_key(run_id))
@@ -276,8 +287,7 @@ def _release_leavers(ctx: Context) -> None:
 
 
 def _handle_create_run(ctx: Context, msg: MsgCreateRun) -> MsgCreateRunResponse:
-    if not _RUN_ID.match(msg.run_id):
-        raise TxError(codes.INVALID_REQUEST, f"run_id: invalid run id {msg.run_id!r}")
+    require_run_id(msg.run_id)
     if get_run(ctx.store, msg.run_id) is not None:
         raise TxError(codes.INVALID_REQUEST, f"run {msg.run_id!r} already exists")
     _validate_config(msg.config, ctx.params.poc)
