@@ -6,15 +6,21 @@ import json
 
 import pytest
 from cosmpy.protos.cosmos.bank.v1beta1.tx_pb2 import MsgSend
+from cosmpy.protos.cosmos.base.abci.v1beta1.abci_pb2 import TxResponse
 from cosmpy.protos.cosmos.base.v1beta1.coin_pb2 import Coin
 from cosmpy.protos.cosmos.tx.v1beta1.tx_pb2 import AuthInfo, TxRaw
+from google.protobuf.message import Message
 
 from dilochain.chain.ante import FEE_COLLECTOR
 from dilochain.chain.app import BLOCK_KEY
+from dilochain.chain.context import Context
 from dilochain.chain.errors import codes
 from dilochain.chain.modules import bank, collateral, registry
 from dilochain.chain.modules.collateral import MODULE_ACCOUNT
+from dilochain.chain.state import CacheStore
+from dilochain.chain.store import ChainStore
 from dilochain.protocol import model_config, schedule
+from dilochain.protocol.address import encode_address
 from dilochain.protocol.hashing import tx_hash
 from dilochain.protocol.params import DENOM, PocParams
 from dilochain.protocol.pb.poc.v1.tx_pb2 import (
@@ -250,6 +256,78 @@ def test_unbonding_waits_for_its_completion_time(chain):
     info = collateral.info(chain.app.committed_view(), A)
     assert info.bonded == "60" and [e.amount for e in info.unbonding] == ["40"]
     assert info.unbonding[0].completion_time_unix >= chain.app.last_block_time_ns // 10**9 + 60
+
+
+def test_withdrawals_of_a_height_share_an_entry_and_pending_entries_are_capped(tmp_path):
+    """As x/staking's MaxEntries: 63 one-udlc withdrawals in a tx (or several txs of a block)
+    make one entry, and past MAX_ENTRIES pending a withdrawal is refused until one is paid."""
+    poc = {"unbonding_period_seconds": 0, "max_round_blocks": 2, "beacon_reveal_blocks": 2,
+           "reveal_window_blocks": 1, "verdict_window_blocks": 1, "verdict_open_blocks": 2,
+           "unbonding_blocks": 8}  # fmt: skip
+    chain = local_chain(tmp_path, {A: 10**9}, poc=poc)
+    withdraw = MsgWithdrawCollateral(depositor=A, amount="1")
+    sequence = [0]
+
+    def sent(*msgs: Message, gas: int = GAS) -> TxResponse:
+        raw = signed_tx(ALICE, list(msgs), sequence=sequence[0], account_number=0, gas_limit=gas)
+        result = chain.broadcast(raw)
+        sequence[0] += result.code == 0
+        return result
+
+    deposit = MsgDepositCollateral(depositor=A, amount="1000")
+    assert sent(deposit, *[withdraw] * 63, gas=2_000_000).code == 0
+    chain.block()
+    entries = collateral.info(chain.app.committed_view(), A).unbonding
+    assert [e.amount for e in entries] == ["63"]
+    first_due = entries[0].completion_height
+    for _ in range(collateral.MAX_ENTRIES - 1):
+        assert sent(withdraw).code == 0
+        assert sent(withdraw).code == 0  # the same height: the same entry
+        chain.block()
+    entries = collateral.info(chain.app.committed_view(), A).unbonding
+    assert [e.amount for e in entries] == ["63"] + ["2"] * (collateral.MAX_ENTRIES - 1)
+    refused = sent(withdraw)
+    assert refused.code == codes.INVALID_REQUEST
+    assert f"too many unbonding entries for {A}: 7 pending, at most 7" in refused.raw_log
+    assert f"the first at height {first_due}" in refused.raw_log
+    while chain.app.height < first_due:
+        chain.block()
+    assert len(collateral.info(chain.app.committed_view(), A).unbonding) < collateral.MAX_ENTRIES
+    assert sent(withdraw).code == 0
+
+
+def test_end_block_reads_only_the_due_head_of_the_unbonding_queue(tmp_path, monkeypatch):
+    """2,000 pending entries, three of them due: the queue is read up to the first entry not
+    due (a row of the store's first chunk), whether its blocks or its time have not come."""
+    chain = local_chain(tmp_path, {A: 10})
+    app, poc = chain.app, chain.app.params.poc
+    state = CacheStore(app.store)
+    addresses = [encode_address(i.to_bytes(20, "big")) for i in range(1, 2001)]
+    for height, address in enumerate(addresses, start=1):
+        collateral.bond_at_genesis(state, DENOM, address, 5)
+        ctx = Context(state, height, height * 10**9, app.chain_id, app.params)
+        collateral.start_unbonding(ctx, address, 5)
+    app.store.commit(state.writes, {})
+    read, chunk = [], app.store._read_chunk
+
+    def counted(*args):
+        rows = chunk(*args)
+        read.append(len(rows))
+        return rows
+
+    monkeypatch.setattr(app.store, "_read_chunk", counted)
+    blocks_come = (3 + poc.unbonding_blocks, 10**6 * 10**9)  # (height, time): by blocks
+    time_comes = (10**6, (3 + poc.unbonding_period_seconds) * 10**9)  # by time
+    for height, time_ns in (blocks_come, time_comes):
+        read.clear()
+        ctx = Context(CacheStore(app.store), height, time_ns, app.chain_id, app.params)
+        collateral.end_block(ctx)
+        paid = [dict((a.key, a.value) for a in e.attributes)["depositor"] for e in ctx.events
+                if e.type == "complete_unbonding"]  # fmt: skip
+        assert paid == addresses[:3] and read == [ChainStore._FIRST_CHUNK]
+        assert [collateral.bonded(ctx.store, a) for a in addresses[:4]] == [0] * 4
+        assert bank.balance(ctx.store, addresses[2], DENOM) == 5
+        assert bank.balance(ctx.store, addresses[3], DENOM) == 0
 
 
 def test_run_registry_needs_collateral(chain):

@@ -3,11 +3,14 @@
 Bonded collateral sits in the module account (so total supply is unchanged) and is what a later
 slash takes from. A withdrawal starts an unbonding entry paid out at the end of the first block
 whose time passes its completion time and that is ``unbonding_blocks`` past the withdrawal (so
-it outlasts every commit that can still be slashed). The registry locks the minimum a registered
-host must keep.
+it outlasts every commit that can still be slashed). Withdrawals of one address at one height
+share an entry, and an address may have at most ``MAX_ENTRIES`` pending when it withdraws (as
+x/staking's ``MaxEntries``). The registry locks the minimum a registered host must keep.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 from dilochain.chain.address import require_address
 from dilochain.chain.context import (
@@ -34,6 +37,7 @@ from dilochain.protocol.pb.poc.v1.types_pb2 import CollateralInfo, UnbondingEntr
 
 MODULE_ACCOUNT = module_address("poc")
 _NEXT_ID = b"seq/unbonding"  # outside the iterated unb/ prefix
+MAX_ENTRIES = 7  # pending unbonding entries an address may have and still withdraw
 
 
 def _bonded_key(address: str) -> bytes:
@@ -44,12 +48,18 @@ def _locked_key(address: str) -> bytes:
     return b"lock/" + address.encode()
 
 
+def _entries_prefix(address: str) -> bytes:
+    return b"unb/" + address.encode() + b"/"
+
+
 def _entry_key(address: str, completion: int, entry_id: int) -> bytes:
-    return b"unb/" + address.encode() + b"/%012d/%d" % (completion, entry_id)
+    return _entries_prefix(address) + b"%012d/%d" % (completion, entry_id)
 
 
-def _queue_key(completion: int, address: str, entry_id: int) -> bytes:
-    return b"unbq/%012d/" % completion + address.encode() + b"/%d" % entry_id
+def _queue_key(due: int, completion: int, address: str, entry_id: int) -> bytes:
+    """The queue is in order of maturity: an entry's due height and completion time both
+    follow the block that made it, so the entries due at a block are the queue's head."""
+    return b"unbq/%012d/%012d/" % (due, completion) + address.encode() + b"/%d" % entry_id
 
 
 def _entry_value(amount: int, created: int, due: int) -> bytes:
@@ -105,30 +115,49 @@ def slash(ctx: Context, address: str, fraction, infraction_height: int | None = 
     amount = int(have * fraction)
     set_int(ctx.store, _bonded_key(address), have - amount)
     if infraction_height is not None:
-        for key, value in ctx.store.iterate(b"unb/" + address.encode() + b"/"):
-            held, created, due = _parse_entry(value)
-            if created < infraction_height:
+        for entry in _entries(ctx.store, address):
+            if entry.created < infraction_height:
                 continue
-            taken = int(held * fraction)
-            completion, entry_id = (int(part) for part in key.split(b"/")[-2:])
-            value = _entry_value(held - taken, created, due)
-            ctx.store.set(key, value)
-            ctx.store.set(_queue_key(completion, address, entry_id), value)
+            taken = int(entry.amount * fraction)
+            value = _entry_value(entry.amount - taken, entry.created, entry.due)
+            _set_entry(ctx.store, address, entry.key, value)
             amount += taken
     if amount:
         bank.burn(ctx.store, MODULE_ACCOUNT, {ctx.params.poc.collateral_denom: amount})
     return amount
 
 
+class _Entry(NamedTuple):
+    """A pending unbonding entry: its key, amount, the height it was made at and the first
+    height it may be paid at."""
+
+    key: bytes
+    amount: int
+    created: int
+    due: int
+
+
+def _entries(store: CacheStore, address: str) -> list[_Entry]:
+    """``address``'s pending unbonding entries, by completion time."""
+    prefix = _entries_prefix(address)
+    return [_Entry(key, *_parse_entry(value)) for key, value in store.iterate(prefix)]
+
+
+def _set_entry(store: CacheStore, address: str, key: bytes, value: bytes) -> None:
+    """Write an unbonding entry of ``address`` under ``key`` and in the queue."""
+    completion, entry_id = (int(part) for part in key.split(b"/")[-2:])
+    store.set(key, value)
+    store.set(_queue_key(_parse_entry(value)[2], completion, address, entry_id), value)
+
+
 def info(store: CacheStore, address: str) -> CollateralInfo:
-    """Bonded and unbonding collateral of ``address``."""
-    prefix = b"unb/" + address.encode() + b"/"
-    entries = []
-    for key, value in store.iterate(prefix):
-        amount, _, due = _parse_entry(value)
-        completion = int(key.split(b"/")[-2])
-        entries.append(UnbondingEntry(amount=str(amount), completion_time_unix=completion,
-                                      completion_height=due))  # fmt: skip
+    """Bonded and unbonding collateral of ``address`` (its unbonding entries are few: one a
+    height at most, and a withdrawal is refused past ``MAX_ENTRIES``)."""
+    entries = [
+        UnbondingEntry(amount=str(e.amount), completion_time_unix=int(e.key.split(b"/")[-2]),
+                       completion_height=e.due)
+        for e in _entries(store, address)
+    ]  # fmt: skip
     return CollateralInfo(
         address=address,
         bonded=str(bonded(store, address)),
@@ -160,37 +189,55 @@ def _handle_withdraw(ctx: Context, msg: MsgWithdrawCollateral) -> MsgWithdrawCol
             codes.INVALID_REQUEST,
             f"withdrawal would leave {have - amount} bonded; registered runs require {held}",
         )
-    return MsgWithdrawCollateralResponse(completion_time_unix=start_unbonding(ctx, who, amount))
+    entries = _entries(store, who)
+    if len(entries) >= MAX_ENTRIES and all(e.created != ctx.height for e in entries):
+        raise TxError(
+            codes.INVALID_REQUEST,
+            f"too many unbonding entries for {who}: {len(entries)} pending, at most "
+            f"{MAX_ENTRIES}; withdraw again once one completes (the first at height "
+            f"{min(e.due for e in entries)})",
+        )
+    completion = _unbond(ctx, who, amount, entries)
+    return MsgWithdrawCollateralResponse(completion_time_unix=completion)
 
 
 def start_unbonding(ctx: Context, who: str, amount: int) -> int:
     """Move ``amount`` of ``who``'s bonded collateral into an unbonding entry, paid out after
     the unbonding period (slashable meanwhile for faults committed before); its completion."""
+    return _unbond(ctx, who, amount, _entries(ctx.store, who))
+
+
+def _unbond(ctx: Context, who: str, amount: int, entries: list[_Entry]) -> int:
+    """:func:`start_unbonding`, given ``who``'s pending ``entries``: into the one made at this
+    height if there is one (its completion and due height are this height's)."""
     store = ctx.store
     set_int(store, _bonded_key(who), bonded(store, who) - amount)
     completion = ctx.time_s + ctx.params.poc.unbonding_period_seconds
-    entry_id = get_int(store, _NEXT_ID)
-    set_int(store, _NEXT_ID, entry_id + 1)
-    value = _entry_value(amount, ctx.height, ctx.height + ctx.params.poc.unbonding_blocks)
-    store.set(_entry_key(who, completion, entry_id), value)
-    store.set(_queue_key(completion, who, entry_id), value)
+    here = [(e.key, e.amount) for e in entries if e.created == ctx.height]
+    key, held = here[0] if here else (_entry_key(who, completion, _next_id(store)), 0)
+    value = _entry_value(held + amount, ctx.height, ctx.height + ctx.params.poc.unbonding_blocks)
+    _set_entry(store, who, key, value)
     ctx.emit("withdraw_collateral", depositor=who, amount=amount, completion_time=completion)
     return completion
 
 
+def _next_id(store: CacheStore) -> int:
+    entry_id = get_int(store, _NEXT_ID)
+    set_int(store, _NEXT_ID, entry_id + 1)
+    return entry_id
+
+
 def end_block(ctx: Context) -> None:
     """Pay out every unbonding entry whose completion time has passed and that has waited
-    ``unbonding_blocks`` blocks (the longest a commit before it stays slashable)."""
+    ``unbonding_blocks`` blocks (the longest a commit before it stays slashable): the head
+    of the queue, read up to the first entry not due."""
     denom = ctx.params.poc.collateral_denom
     due = []
     for key, value in ctx.store.iterate(b"unbq/"):
-        _, completion, address, entry_id = key.decode().split("/")
-        if int(completion) > ctx.time_s:
+        _, due_height, completion, address, entry_id = key.decode().split("/")
+        if int(due_height) > ctx.height or int(completion) > ctx.time_s:
             break
-        amount, _, due_height = _parse_entry(value)
-        if ctx.height < due_height:
-            continue  # its time has come, its blocks not yet
-        due.append((key, int(completion), address, int(entry_id), amount))
+        due.append((key, int(completion), address, int(entry_id), _parse_entry(value)[0]))
     for key, completion, address, entry_id, amount in due:
         ctx.store.delete(key)
         ctx.store.delete(_entry_key(address, completion, entry_id))
