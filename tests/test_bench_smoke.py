@@ -27,6 +27,7 @@ CASES = {
     "replay_tolerance": (["--preset", "tiny", "--hosts", "cpu"], "passes"),
     "verification": (["--preset", "tiny", "--trials", "20"], "verifiers per challenge"),
     "late_join": (["--sizes", "tiny", "--h", "2"], "to first commit"),
+    "state_costs": (["--runs", "50", "--entries", "50", "--keys", "2000"], r"16 rows read"),
     # Benches of process networks (a chain process or more, 7-50 s each): each asserts that
     # its load or run went through, not only that a table was printed. bench.chaos prints the
     # report test_chaos's run makes; bench.block_following runs in test_block_watch.

@@ -6,6 +6,7 @@ tampered with."""
 from __future__ import annotations
 
 import hashlib
+import random
 
 import pytest
 from cosmpy.protos.cosmos.ics23.v1 import proofs_pb2 as ics23
@@ -70,6 +71,29 @@ def test_the_root_depends_on_the_state_alone(start, writes, batch):
                 state[key] = value
     assert tree.root == StateTree(state.items()).root == reference_root(state)
     assert len(tree) == len(state)
+
+
+@settings(max_examples=5, deadline=None)
+@given(st.integers(0, 2**32))
+def test_a_large_tree_updated_in_blocks_keeps_the_defined_root_and_proves(seed):
+    """Thousands of paths (the sorted path list spans several of its internal sublists),
+    inserted, changed and deleted over several blocks: the root is the definition's, and
+    proofs of members and of absent keys still verify."""
+    rng = random.Random(seed)
+    state = {rng.randbytes(8): rng.randbytes(4) for _ in range(3000)}
+    tree = StateTree(state.items())
+    for _ in range(4):
+        gone = rng.sample(sorted(state), 400)
+        writes = {k: None for k in gone} | {rng.randbytes(8): b"new" for _ in range(600)}
+        writes |= {k: b"changed" for k in rng.sample(sorted(state), 100)}
+        tree.update(writes)
+        state = {k: v for k, v in (state | writes).items() if v is not None}
+        assert tree.root == reference_root(state) and len(tree) == len(state)
+    for key in rng.sample(sorted(state), 20):
+        verify_membership(ics23.CommitmentProof(exist=tree.existence(key, state[key])),
+                          tree.root, key, state[key])  # fmt: skip
+        absent = key + b"?"
+        verify_non_membership(_absent(tree, state, absent), tree.root, absent)
 
 
 @given(states.filter(bool), values)
