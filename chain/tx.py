@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from cosmpy.protos.cosmos.tx.v1beta1.tx_pb2 import AuthInfo, TxBody, TxRaw
 from google.protobuf.message import Message
+from google.protobuf.unknown_fields import UnknownFieldSet
 
 from dilochain.chain.context import MsgSpec
 from dilochain.chain.errors import TxError, codes
@@ -42,6 +43,24 @@ def _parse(message: type[Message], data: bytes, what: str) -> Message:
         raise TxError(codes.TX_DECODE, f"{what}: {err}: tx parse error") from None
 
 
+def _canonical_tx_raw(raw: bytes) -> TxRaw:
+    """``raw`` as a ``TxRaw`` that encodes back to exactly ``raw``. The signatures cover the
+    body and auth info bytes, not the envelope: a field appended, repeated or reordered would
+    make another valid tx of the same signed content under another hash, which a relay could
+    get included first (the signer's own tx then fails its sequence)."""
+    tx_raw = _parse(TxRaw, raw, "tx")
+    unknown = sorted({field.field_number for field in UnknownFieldSet(tx_raw)})
+    if unknown:
+        problem = f"unknown field(s) {unknown[:8]} in TxRaw"
+    elif tx_raw.SerializeToString() != raw:
+        problem = (
+            "TxRaw is not canonically encoded (a field repeated, out of order, empty or padded)"
+        )
+    else:
+        return tx_raw
+    raise TxError(codes.TX_DECODE, f"tx: {problem}: tx parse error")
+
+
 MAX_GAS_WANTED = (1 << 63) - 1  # as the Cosmos SDK's ante handler: gas is an int64 downstream
 
 
@@ -49,7 +68,7 @@ def decode_tx(raw: bytes, registry: dict[str, MsgSpec], params: AuthParams) -> D
     """Parse ``raw`` and run the SDK's stateless checks; raises :class:`TxError` with a code."""
     if len(raw) > params.max_tx_bytes:
         raise TxError(codes.TX_TOO_LARGE, f"tx too large: {len(raw)} > {params.max_tx_bytes}")
-    tx_raw = _parse(TxRaw, raw, "tx")
+    tx_raw = _canonical_tx_raw(raw)
     body = _parse(TxBody, tx_raw.body_bytes, "body")
     auth_info = _parse(AuthInfo, tx_raw.auth_info_bytes, "auth_info")
     if auth_info.fee.gas_limit > MAX_GAS_WANTED:

@@ -5,11 +5,12 @@ from __future__ import annotations
 import pytest
 from cosmpy.protos.cosmos.bank.v1beta1.tx_pb2 import MsgSend
 from cosmpy.protos.cosmos.base.v1beta1.coin_pb2 import Coin
+from cosmpy.protos.cosmos.tx.v1beta1.tx_pb2 import TxRaw
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dilochain.chain.app import MSG_SPECS
-from dilochain.chain.errors import TxError
+from dilochain.chain.errors import TxError, codes
 from dilochain.chain.tx import decode_tx
 from dilochain.protocol.params import DENOM, AuthParams
 from dilochain.testutil import local_chain, signed_tx, wallet
@@ -81,6 +82,61 @@ def test_signed_txs_decode_to_what_was_signed(amounts, memo, sequence):
     assert tx.signers == [str(ALICE.address())]
     assert tx.body.memo == memo
     assert tx.auth_info.signer_infos[0].sequence == sequence
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        out.append(value & 0x7F | (0x80 if value > 0x7F else 0))
+        value >>= 7
+        if not value:
+            return bytes(out)
+
+
+def _field(number: int, payload: bytes) -> bytes:
+    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+
+
+unknown_fields = st.one_of(
+    st.builds(lambda n, v: _varint(n << 3) + _varint(v), st.integers(4, 2**29 - 1),
+              st.integers(0, 2**64 - 1)),
+    st.builds(lambda n, b: _field(n, b), st.integers(4, 2**29 - 1), st.binary(max_size=8)),
+    st.builds(lambda n, b: _varint(n << 3 | 5) + b, st.integers(4, 2**29 - 1),
+              st.binary(min_size=4, max_size=4)),
+)  # fmt: skip
+
+
+@SETTINGS
+@given(st.data())
+def test_a_tx_raw_that_is_not_its_canonical_encoding_is_refused(chain, valid_tx, data):
+    """Whatever changes a signed tx's envelope without changing what was signed (an unknown
+    field anywhere, a field repeated, reordered, explicitly empty, or its length padded) is
+    refused, so no relay can give a tx a second hash; the canonical bytes are accepted."""
+    tx = TxRaw.FromString(valid_tx)
+    fields = [_field(1, tx.body_bytes), _field(2, tx.auth_info_bytes),
+              *[_field(3, s) for s in tx.signatures]]  # fmt: skip
+    assert b"".join(fields) == valid_tx
+    at = data.draw(st.integers(0, len(fields)))
+    variant = data.draw(st.sampled_from(["unknown", "repeated", "reordered", "empty", "padded"]))
+    if variant == "unknown":
+        fields.insert(at, data.draw(unknown_fields))
+    elif variant == "repeated":
+        fields.insert(at, data.draw(st.sampled_from(fields[:2])))
+    elif variant == "reordered":
+        fields[0], fields[1] = fields[1], fields[0]
+    elif variant == "empty":
+        fields.insert(at, _field(data.draw(st.sampled_from([1, 2])), b""))
+    else:
+        body = tx.body_bytes
+        fields[0] = b"\x0a" + _varint(len(body))[:-1] + bytes([_varint(len(body))[-1] | 0x80])
+        fields[0] += b"\x00" + body
+    raw = b"".join(fields)
+    assert raw != valid_tx
+    with pytest.raises(TxError) as err:
+        decode_tx(raw, REGISTRY, AuthParams())
+    assert err.value.code == codes.TX_DECODE and "TxRaw" in err.value.log
+    assert chain.app.check_tx(raw).code == codes.TX_DECODE
+    assert decode_tx(valid_tx, REGISTRY, AuthParams()).raw == valid_tx
 
 
 def test_oversized_tx_is_rejected():
