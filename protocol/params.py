@@ -9,13 +9,13 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainSerializer, model_validator
 
 DENOM = "udlc"
-_DENOM = re.compile(r"^[a-zA-Z][a-zA-Z0-9/:._-]{2,127}\Z")
+DENOM_RULE = re.compile(r"^[a-zA-Z][a-zA-Z0-9/:._-]{2,127}\Z")
 
 
 def valid_denom(value: str) -> str:
     """``value`` if it is a denom (the Cosmos SDK's rule); a ValueError quoting it cut short if
     not."""
-    if not _DENOM.match(value):
+    if not DENOM_RULE.match(value):
         raise ValueError(f"invalid denom {value[:128]!r}")
     return value
 

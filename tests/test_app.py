@@ -416,6 +416,15 @@ def test_amounts_are_ascii_digits_within_256_bits(chain, amount):
     assert chain.app.simulate(tx.SerializeToString()).code == codes.INVALID_COINS
 
 
+@pytest.mark.parametrize("denom", ["x" * 4096, "1abc", "ab", "udlc\n", "u dlc", ""])
+def test_denoms_follow_the_sdk_s_rule_before_any_balance_is_read(chain, denom):
+    """A stranger's denom of 4 KB would otherwise be looked up (and cached) as a balance key:
+    coins are refused by their denom first, as the Cosmos SDK's ``Coins.Validate``."""
+    msg = MsgSend(from_address=A, to_address=B, amount=[Coin(denom=denom, amount="1")])
+    result = chain.broadcast(signed_tx(ALICE, [msg], sequence=0, account_number=0))
+    assert result.code == codes.INVALID_COINS, result.raw_log
+
+
 def test_gas_limit_above_int64_is_a_coded_rejection(chain):
     raw = signed_tx(ALICE, [send(B, 1)], sequence=0, account_number=0, gas_limit=(1 << 64) - 1,
                     fee=10**9)  # fmt: skip

@@ -13,7 +13,7 @@ from dilochain.chain.errors import TxError, codes
 from dilochain.chain.modules.auth import ensure_account
 from dilochain.chain.state import CacheStore
 from dilochain.genesis.coins import format_coins
-from dilochain.protocol.params import DENOM
+from dilochain.protocol.params import DENOM, DENOM_RULE
 
 # What wallets and explorers show for the chain's token (bank's DenomsMetadata).
 DENOM_METADATA = Metadata(
@@ -93,7 +93,7 @@ def coins_from_proto(coins: Iterable, field_name: str, positive: bool = True) ->
     result: dict[str, int] = {}
     for coin in coins:
         amount = parse_uint(coin.amount)
-        if amount is None or not coin.denom or coin.denom in result:
+        if amount is None or not DENOM_RULE.match(coin.denom) or coin.denom in result:
             raise TxError(codes.INVALID_COINS, f"{field_name}: invalid coins")
         if amount:
             result[coin.denom] = amount
