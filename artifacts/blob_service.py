@@ -48,6 +48,7 @@ FETCHED_BYTES = Counter("dilochain_artifact_fetched_bytes", "Artifact bytes fetc
 
 
 SERVING_THREADS = 16
+CHECKED_FILES = 65_536  # files whose hash a blob service remembers checking
 
 
 class BlobServicer:
@@ -99,6 +100,8 @@ class BlobServicer:
             if hasher is not None and not chunk:  # served whole (an empty file: checked here)
                 if hasher.digest() != digest:
                     self._damaged(digest, context)
+                if len(self._checked) >= CHECKED_FILES:  # a long-lived host's: hashed again
+                    self._checked.clear()
                 self._checked[digest] = seen
 
     def _damaged(self, digest: bytes, context) -> None:
@@ -108,6 +111,7 @@ class BlobServicer:
         log.error("artifact %s… in %s is damaged (its bytes do not hash to its name): removed, "
                   "not served", digest.hex()[:16], self.store.root)  # fmt: skip
         self.store.delete(digest)
+        self._checked.pop(digest, None)
         context.abort(grpc.StatusCode.DATA_LOSS, f"artifact {digest.hex()[:16]}… is damaged here")
 
     def Has(self, request, context) -> blob_pb2.HasBlobResponse:

@@ -218,8 +218,8 @@ class Sender:
         chain closes no window, so it waits up to ``WINDOW_PATIENCE`` however slowly blocks
         come; without, it waits ``timeout`` seconds."""
         client = self.client
-        deadline = time.monotonic() + (timeout if until_height is None else WINDOW_PATIENCE)
-        raw, sent_at = self._sign_and_send(msgs, deadline)
+        patience = timeout if until_height is None else WINDOW_PATIENCE
+        raw, sent_at, deadline = self._sign_and_send(msgs, patience)
         digest = tx_hash(raw).hex().upper()
         checked = 0.0
         while True:
@@ -229,16 +229,14 @@ class Sender:
             height = None
             if time.monotonic() - checked >= 1.0:
                 height, checked = _height(client), time.monotonic()
-            if until_height is not None and height is not None and height > until_height:
+            closed = until_height is not None and height is not None and height > until_height
+            if closed or time.monotonic() >= deadline:
                 found = _settled_lookup(client, digest)  # it may have landed while we asked
                 if found is not None:
                     return _outcome(found, msgs)
-                log.warning("tx %s %s: not included, and now it cannot be", digest, _kinds(msgs))
-                raise TxRefused("not included in a block, and now it cannot be")
-            if time.monotonic() >= deadline:
-                waited = timeout if until_height is None else WINDOW_PATIENCE
-                log.warning("tx %s %s: not included within %ss", digest, _kinds(msgs), waited)
-                raise TxRefused(f"not included in a block within {waited}s")
+                why = ", and now it cannot be" if closed else f" within {patience}s"
+                log.warning("tx %s %s: not included%s", digest, _kinds(msgs), why)
+                raise TxRefused(f"not included in a block{why}")
             if height is not None and _resend_due(height, sent_at, until_height):
                 try:
                     sent_at = _send(client, raw, msgs) or sent_at
@@ -248,18 +246,23 @@ class Sender:
                         return _outcome(found, msgs)
                     log.info("tx %s %s: another tx took its sequence; signing it again", digest,
                              _kinds(msgs))  # fmt: skip
-                    raw, sent_at = self._sign_and_send(msgs, deadline)
+                    raw, sent_at, _ = self._sign_and_send(msgs, deadline=deadline)
                     digest = tx_hash(raw).hex().upper()
             time.sleep(poll)
 
     def _sign_and_send(
-        self, msgs: tuple[Message, ...], deadline: float
-    ) -> tuple[bytes, int | None]:
-        """The signed tx and the height it was first sent at (:func:`_send`). It is signed at
-        the next sequence as this process counts it; where a node says another is due (another
-        process's tx of the key holds one, or a tx of ours left the mempools), signed again at
-        that one. Simulation and the account query are what refuse a tx up front."""
+        self, msgs: tuple[Message, ...], patience: float = 0.0, deadline: float | None = None
+    ) -> tuple[bytes, int | None, float]:
+        """The signed tx, the height it was first sent at (:func:`_send`) and the deadline of
+        the wait for it: ``patience`` seconds from its turn to sign (a tx queued behind another
+        thread's retries is not given up the moment it is sent), unless a ``deadline`` is
+        given. It is signed at the next sequence as this process counts it; where a node says
+        another is due (another process's tx of the key holds one, or a tx of ours left the
+        mempools), signed again at that one. Simulation and the account query are what refuse
+        a tx up front."""
         with self._lock:
+            if deadline is None:
+                deadline = time.monotonic() + patience
             while True:
                 account = self._next
                 try:
@@ -270,12 +273,12 @@ class Sender:
                     self._simulation_refused(err, account, deadline)
                     continue
                 except _WrongSequence as err:
-                    if _lookup(self.client, tx_hash(raw).hex().upper()) is not None:
-                        return raw, None  # a node took it, its answer was lost, it is in a block
-                    self._resequence(err.expected, account, deadline)
-                    continue
+                    if _lookup(self.client, tx_hash(raw).hex().upper()) is None:
+                        self._resequence(err.expected, account, deadline)
+                        continue
+                    sent_at = None  # a node took it, its answer was lost, and it is in a block
                 self._next = Account(account.address, account.number, account.sequence + 1)
-                return raw, sent_at
+                return raw, sent_at, deadline
 
     def _simulation_refused(
         self, err: grpc.RpcError, account: Account | None, deadline: float

@@ -337,7 +337,8 @@ class HostNode:
         ``ckpt_root`` on chain)."""
         damaged = self._state_file().with_suffix(".damaged")
         self._state_file().replace(damaged)
-        attempted = max((e.round for e in self.ledger.entries()), default=-1)
+        trained = [e.round for e in self.ledger.entries() if e.kind in ("checkpoint", "final")]
+        attempted = max(trained, default=-1)  # what publish() recorded: the rounds it trained
         self.checkpoint_hashes = self._leaves_in_ledger(attempted)
         log.error("%s (moved to %s); starting from the chain's latest, with the reveals owed "
                   "for rounds %s from the artifact ledger", err, damaged.name,

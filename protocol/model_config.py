@@ -115,13 +115,20 @@ def parameter_estimate(config: dict) -> int:
         raise ModelConfigError(f"hidden size {hidden} does not divide into {heads} heads")
     if heads % kv_heads:
         raise ModelConfigError(f"{heads} attention heads do not divide into {kv_heads} kv heads")
-    head_dim = sizes.get("head_dim", hidden // heads)
-    intermediate = sizes.get("intermediate", 4 * hidden)
-    attention = 2 * hidden * heads * head_dim + 2 * hidden * kv_heads * head_dim
-    per_layer = attention + 3 * hidden * intermediate + 16 * hidden  # norms and biases
     return (
-        layers * per_layer + 2 * config["vocab_size"] * hidden + sizes.get("positions", 0) * hidden
+        layers * _per_layer(sizes)
+        + 2 * config["vocab_size"] * hidden
+        + sizes.get("positions", 0) * hidden
     )
+
+
+def _per_layer(sizes: dict[str, int]) -> int:
+    """A layer's parameters: attention, a gated MLP, norms and biases."""
+    hidden, heads = sizes["hidden"], sizes.get("heads", 1)
+    kv_heads = sizes.get("kv_heads", heads)
+    head_dim = sizes.get("head_dim", hidden // heads)
+    attention = 2 * hidden * heads * head_dim + 2 * hidden * kv_heads * head_dim
+    return attention + 3 * hidden * sizes.get("intermediate", 4 * hidden) + 16 * hidden
 
 
 def attention_share(config: dict, seq_len: int, parameters: int) -> float:
@@ -142,10 +149,14 @@ def _attention(config: dict, seq_len: int) -> int:
 
 def token_cost(text: str, seq_len: int) -> int:
     """What training a token of a model costs, in multiply-adds of its forward pass: its
-    parameters (:func:`parameter_estimate`) plus its attention over ``seq_len`` positions
-    (:func:`attention_share`'s numerator). An integer: rewards are split by it on chain."""
+    layers' weights, the output projection over the vocabulary, and attention over
+    ``seq_len`` positions; not its embedding tables, which a token only reads a row of (a
+    ``max_position_embeddings`` of millions costs a token nothing). An integer: rewards are
+    split by it on chain. The config was checked by :func:`check_budget`."""
     config = parse(text)
-    return parameter_estimate(config) + _attention(config, seq_len)
+    sizes = _sizes(config)
+    weights = sizes["layers"] * _per_layer(sizes) + config["vocab_size"] * sizes["hidden"]
+    return weights + _attention(config, seq_len)
 
 
 def check_budget(text: str, max_parameters: int, seq_len: int = 0) -> int:

@@ -4,6 +4,9 @@ a copied vote opens to nothing."""
 from __future__ import annotations
 
 import logging
+import sqlite3
+
+import pytest
 
 from dilochain.protocol import verdict as sealing
 from dilochain.protocol.pb.poc.v1.types_pb2 import Challenge, SealedVote
@@ -90,3 +93,21 @@ def test_a_damaged_ballot_file_is_moved_aside_and_a_fresh_one_seals(tmp_path, ca
     assert any("unreadable" in r.getMessage() for r in caplog.records if r.levelname == "ERROR")
     sealed = box.seal(challenge(), Verdict(True, "replayed", fingerprint=b"\2" * 32))
     assert opens(box.opening(challenge()), sealed)
+
+
+def test_a_ballot_file_another_connection_holds_is_never_moved_aside(tmp_path, monkeypatch):
+    """Only a file that is not a database is damaged: one that is locked (or unreadable for a
+    moment) keeps its sealed votes, which only it can open."""
+    path = tmp_path / "ballots.sqlite"
+    sealed = BallotBox(path, ME).seal(
+        challenge(), Verdict(True, "replayed", fingerprint=b"\3" * 32)
+    )
+    holder = sqlite3.connect(path)
+    holder.execute("BEGIN EXCLUSIVE")
+    monkeypatch.setattr(BallotBox, "_db", lambda self: sqlite3.connect(self.path, timeout=0.1))
+    with pytest.raises(sqlite3.OperationalError, match="locked"):
+        BallotBox(path, ME)
+    holder.rollback()
+    holder.close()
+    assert not (tmp_path / "ballots.sqlite.damaged").exists()
+    assert opens(BallotBox(path, ME).opening(challenge()), sealed)

@@ -93,6 +93,7 @@ def test_a_damaged_record_resumes_from_the_chain_with_the_reveals_the_ledger_nam
             stored += [weights, moments, local.put(weights + moments)]
         ledger.record(round_, "checkpoint", stored)
         names[round_] = stored[2::3]
+    ledger.record(6, "global", [local.put(b"the state round 6 starts from, saved before it")])
     ledger.record(5, "pseudo_grad", [local.put(b"a pseudo-gradient")])
     commits = {4: RoundCommit(host="me", ckpt_root=merkle_root(names[4])),
                5: RoundCommit(host="me", ckpt_root=merkle_root(names[5][:2]))}  # fmt: skip

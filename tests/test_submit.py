@@ -192,3 +192,33 @@ def test_a_sequence_left_by_a_dropped_tx_is_signed_at_the_one_the_chain_wants(mo
     result = sender.submit(timeout=30, poll=0.05, until_height=100)
     assert sequences == [5, 3] and result.hash == tx_hash(b"seq3").hex().upper()
     assert sender._next.sequence == 4  # the next tx of the key is signed after this one
+
+
+def test_a_tx_queued_behind_another_s_signing_is_waited_for_from_its_turn(monkeypatch):
+    """Two threads of one process: the second waits for the signing lock while the first's
+    signing is slow (retries through an outage, say). Its timeout counts from its turn, so a tx
+    it then sends is waited for, not reported refused the moment it is in the mempool."""
+    import threading
+
+    turn = iter([2.5, 0.0])  # the first signing takes longer than the second's timeout
+
+    def signed(*args, **kwargs):
+        time.sleep(next(turn))
+        return RAW
+
+    class LateBlock(Chain):
+        lookups = 0
+
+        def query_tx(self, digest: str):  # in a block from the third look on
+            self.lookups += 1
+            if self.lookups < 3:
+                raise NotFoundError()
+            return SimpleNamespace(code=0, hash=digest, height=self.height, raw_log="")
+
+    monkeypatch.setattr(client_module, "_signed", signed)
+    sender = Sender(LateBlock(heights=[10]), wallet(1))
+    first = threading.Thread(target=sender.submit, kwargs={"timeout": 30, "poll": 0.05})
+    first.start()
+    time.sleep(0.2)  # the first holds the signing lock
+    assert sender.submit(timeout=2, poll=0.05).hash == DIGEST
+    first.join(30)

@@ -22,6 +22,9 @@ _SCHEMA = """CREATE TABLE IF NOT EXISTS ballots (
     PRIMARY KEY (run_id, round, host, segment))"""
 
 
+_DAMAGED = (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)  # a file that is not a database
+
+
 def _challenge_key(c: Challenge) -> tuple[str, int, str, int]:
     return (c.run_id, c.round, c.host, c.segment)
 
@@ -36,6 +39,8 @@ class BallotBox:
         try:
             self._create()
         except sqlite3.DatabaseError as err:  # a damaged disk: the beacon duties go on
+            if getattr(err, "sqlite_errorcode", None) not in _DAMAGED:
+                raise  # locked, unreadable, a disk error: the file may be whole
             damaged = path.with_name(path.name + ".damaged")
             for suffix in ("", "-wal", "-shm"):
                 if (part := Path(f"{path}{suffix}")).exists():

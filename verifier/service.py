@@ -12,8 +12,9 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Literal
 
@@ -62,6 +63,18 @@ log = logging.getLogger(__name__)
 REGISTRATION_CHECK_PASSES = 50
 SEND_MARGIN_BLOCKS = 2  # a round's finished votes go out this close to its window's end
 SCREEN_FETCHES = 4  # commits of a round whose artifacts are fetched at once for its screens
+
+
+@contextmanager
+def _unless(given_up: threading.Event, slot: AbstractContextManager) -> Iterator[None]:
+    """``slot``, unless the screens it is for were given up (their window closing) before it
+    was this one's turn: an artifact fetched late is not screened for a vote nobody sends."""
+    if given_up.is_set():
+        raise WindowClosed("the round's screens were given up")
+    with slot:
+        if given_up.is_set():
+            raise WindowClosed("the round's screens were given up")
+        yield
 
 
 class VerifierConfig(BaseModel):
@@ -355,11 +368,12 @@ class VerifierService:
         policy = Policy.for_run(self.params, run.config.precision)
         deadline = schedule.round_window(run, self.params, round_).selection
         votes: dict[str, ScreenVote] = {}
-        closing = False
+        closing, given_up = False, threading.Event()
         pool = ThreadPoolExecutor(SCREEN_FETCHES, thread_name_prefix=f"screen-{run.run_id}")
         try:
             screens = {pool.submit(self._screen_one, run, round_, data, anchor, c, hosts,
-                                   policy, deadline): c for c in commits}  # fmt: skip
+                                   policy, _unless(given_up, self.screens_gate.slot(deadline))): c
+                       for c in commits}  # fmt: skip
             pending = set(screens)
             while pending:
                 done, pending = wait(pending, timeout=1.0, return_when=FIRST_COMPLETED)
@@ -384,7 +398,8 @@ class VerifierService:
                 if pending and self.poc.blocks.height + 1 >= deadline:
                     closing = True
                     break
-        finally:  # fetches still going end on their own (a stalled peer within IDLE_SECONDS)
+        finally:  # fetches still going end on their own (a stalled peer within IDLE_SECONDS),
+            given_up.set()  # and screen nothing once fetched
             pool.shutdown(wait=False, cancel_futures=True)
         if closing:
             log.warning("screens of %s round %d: the window closes with %d of %d commits "
@@ -393,15 +408,16 @@ class VerifierService:
 
     def _screen_one(
         self, run: Run, round_: int, data: Dataset, anchor: bytes, commit: RoundCommit,
-        hosts: list[Host], policy: Policy, deadline: int,
+        hosts: list[Host], policy: Policy, slot: AbstractContextManager,
     ) -> Verdict | None:  # fmt: skip
-        """One commit's screen: its verdict, None for a bug or artifacts no check foresaw (no
-        vote); raises WindowClosed, DataError (mine, not the host's) or a chain error."""
+        """One commit's screen, computed in ``slot``: its verdict, None for a bug or artifacts
+        no check foresaw (no vote); raises WindowClosed, DataError (mine, not the host's) or a
+        chain error."""
         store = self._store(run, commit.host, hosts)
         try:
             return screen_commit(run.config, data, commit, anchor, store, policy,
                                  float(self.params.screen_loss_margin), self.cfg.device,
-                                 self.screens_gate.slot(deadline))  # fmt: skip
+                                 slot)  # fmt: skip
         except (WindowClosed, DataError, grpc.RpcError):
             raise
         except Exception as err:
