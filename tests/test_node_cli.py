@@ -205,9 +205,8 @@ def test_status_and_rewards_commands(running_chain, run_id, operator):
                            running_chain.address, "--output", "json").stdout)  # fmt: skip
     assert shown["address"] == address and shown["vesting"] == []
     assert shown["epochs"][0]["epoch"] == 0 and shown["epochs"][0]["amount"] == "0"
-    assert {"start_height", "end_height", "closed", "reward_pool", "host_work"} <= set(
-        shown["epochs"][0]
-    )
+    assert {"start_height", "end_height", "closed", "reward_pool", "host_work",
+            "host_work_total"} <= set(shown["epochs"][0])  # fmt: skip
     env = {"DILOCHAIN_KEYRING_PASSWORD": PASSWORD}
     claim = cli("rewards", "claim", "--epoch", "0", "--key", "op", "--home", str(home),
                 "--chain", running_chain.address, env=env)  # fmt: skip
@@ -489,3 +488,10 @@ def test_query_poc_reads_the_chain_s_own_objects(running_chain, run_id):
     one_line_error(cli("query", "poc", "run", "nope", *chain), "unknown run 'nope'")
     one_line_error(cli("query", "poc", "commits", run_id, "-1", *chain), "round: 0 or more")
     one_line_error(cli("query", "poc", "collateral", "not-an-address", *chain), "address")
+
+
+def test_host_work_reads_as_a_share_of_the_epoch_s():
+    from dilochain.cli.rewards_cmd import work_share
+
+    assert work_share("84934656000000", "339738624000000") == "25.0% of 3.4e+14"
+    assert work_share("0", "339738624000000") == "0" and work_share("7", "0") == "100.0% of 0"

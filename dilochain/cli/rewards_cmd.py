@@ -81,7 +81,8 @@ def _epochs(poc: PocClient, address: str, only: int | None) -> list[dict]:
         found.append({
             "epoch": epoch, "start_height": info.start_height, "end_height": info.end_height,
             "closed": info.closed, "reward_pool": info.reward_pool,
-            "host_work": mine.host_work, "verifier_work": mine.verifier_work,
+            "host_work": mine.host_work, "host_work_total": info.host_work,
+            "verifier_work": mine.verifier_work,
             "amount": mine.amount, "claimed": mine.claimed,
         })  # fmt: skip
     return found
@@ -110,13 +111,22 @@ def _vesting_table(found: dict) -> Table:
     return table
 
 
+def work_share(mine: str, total: str) -> str:
+    """Host work as an operator reads it: its share of the epoch's (work units are tokens x
+    their model's cost a token, numbers of 10+ digits)."""
+    if not int(mine):
+        return "0"
+    return f"{int(mine) / max(int(total), int(mine)):.1%} of {int(total):.3g}"
+
+
 def _rewards_table(found: dict) -> Table:
     table = Table("epoch", "blocks", "status", "pool", "host work", "verdicts", "amount",
                   "claimed", title=f"rewards of {found['address']}")  # fmt: skip
     for e in found["epochs"]:
         table.add_row(
             str(e["epoch"]), f"{e['start_height']}-{e['end_height']}",
-            "closed" if e["closed"] else "open", dlc(e["reward_pool"]), e["host_work"],
+            "closed" if e["closed"] else "open", dlc(e["reward_pool"]),
+            work_share(e["host_work"], e["host_work_total"]),
             e["verifier_work"], dlc(e["amount"]), "yes" if e["claimed"] else "no",
         )  # fmt: skip
     return table
