@@ -33,7 +33,7 @@ from cosmpy.aerial.wallet import Wallet
 
 from dilochain.artifacts.blob_service import PeerFetchingStore, fetch_from_peers, serve_blobs
 from dilochain.artifacts.object_store import ObjectStore
-from dilochain.artifacts.pruning import Ledger, Retention
+from dilochain.artifacts.pruning import Entry, Ledger, Retention
 from dilochain.artifacts.store import ArtifactError, LocalArtifactStore
 from dilochain.auto_claim import AutoClaimer
 from dilochain.client import Sender, TxRefused
@@ -331,27 +331,31 @@ class HostNode:
         return GlobalView(record.round, state), record.attempted
 
     def _rebuilt(self, err: RecordDamaged) -> tuple[GlobalView, int]:
-        """Resume without a readable record: it is moved aside, the node starts from the
-        chain's latest, and the checkpoint names of its last rounds, which it owes reveals
-        for, are read back from its artifact ledger (kept where they hash to the commit's
-        ``ckpt_root`` on chain)."""
+        """Resume without a readable record: the node starts from the chain's latest, and the
+        checkpoint names of its last rounds, which it owes reveals for, are read back from its
+        artifact ledger (kept where they hash to the commit's ``ckpt_root`` on chain). The
+        record is moved aside once that is done: a chain that does not answer yet leaves it
+        for the next start to rebuild from."""
+        entries = self.ledger.entries()
+        trained = [e.round for e in entries if e.kind in ("checkpoint", "final")]
+        attempted = max(trained, default=-1)  # what publish() recorded: the rounds it trained
+        leaves = self._leaves_in_ledger(entries, attempted)
+        view = self._latest()
         damaged = self._state_file().with_suffix(".damaged")
         self._state_file().replace(damaged)
-        trained = [e.round for e in self.ledger.entries() if e.kind in ("checkpoint", "final")]
-        attempted = max(trained, default=-1)  # what publish() recorded: the rounds it trained
-        self.checkpoint_hashes = self._leaves_in_ledger(attempted)
+        self.checkpoint_hashes = leaves
         log.error("%s (moved to %s); starting from the chain's latest, with the reveals owed "
                   "for rounds %s from the artifact ledger", err, damaged.name,
-                  sorted(self.checkpoint_hashes) or "none")  # fmt: skip
-        return self._latest(), attempted
+                  sorted(leaves) or "none")  # fmt: skip
+        return view, attempted
 
-    def _leaves_in_ledger(self, attempted: int) -> dict[int, list[bytes]]:
+    def _leaves_in_ledger(self, entries: list[Entry], attempted: int) -> dict[int, list[bytes]]:
         """Per round from ``attempted - 2`` on (those whose reveals may still be owed) that
-        this host committed: its checkpoints' names, as the ledger recorded them in order
-        (the 64-byte index objects among the round's stored checkpoint objects), where their
-        Merkle root is the commit's."""
+        this host committed: its checkpoints' names, as the ledger ``entries`` recorded them
+        in order (the 64-byte index objects among the round's stored checkpoint objects),
+        where their Merkle root is the commit's."""
         stored: dict[int, list[bytes]] = {}
-        for entry in self.ledger.entries():
+        for entry in entries:
             if entry.kind == "checkpoint" and entry.round >= attempted - 2:
                 digest = bytes.fromhex(entry.hash)
                 if self.local.size(digest) == INDEX_BYTES:

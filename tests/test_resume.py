@@ -105,6 +105,16 @@ def test_a_damaged_record_resumes_from_the_chain_with_the_reveals_the_ledger_nam
     host.poc = SimpleNamespace(commits=lambda run_id, round_: [c for r, c in commits.items()
                                                                if r == round_])  # fmt: skip
     host.aggregator = SimpleNamespace(latest=lambda: chain_s)
+    reachable = host.poc
+
+    def unreachable(run_id, round_):
+        raise ConnectionError("no chain node answers")
+
+    host.poc = SimpleNamespace(commits=unreachable)
+    with pytest.raises(ConnectionError):  # the record stays for the next start to rebuild
+        host._load()
+    assert (tmp_path / "state.json").exists() and not (tmp_path / "state.damaged").exists()
+    host.poc = reachable
     view, attempted = host._load()
     assert (view, attempted) == (chain_s, 5)
     assert host.checkpoint_hashes == {4: names[4]}  # 3: no commit; 5: not what it committed
