@@ -121,7 +121,7 @@ class LocalArtifactStore:
     def __init__(self, root: Path):
         self.root = root
         root.mkdir(parents=True, exist_ok=True)
-        remove_leftovers(root, ("??/.*.part", "??/.tmp-link-*"))
+        remove_leftovers(root, ("??/.*.part", "??/.tmp-*"))  # .tmp-*: links, and older puts
         self._writers: dict[bytes, tuple[threading.Lock, int]] = {}  # digest: lock, holders
         self._writers_lock = threading.Lock()
 

@@ -122,12 +122,15 @@ def parameter_estimate(config: dict) -> int:
     )
 
 
+def _head_dim(sizes: dict[str, int]) -> int:
+    return sizes.get("head_dim", sizes["hidden"] // sizes.get("heads", 1))
+
+
 def _per_layer(sizes: dict[str, int]) -> int:
     """A layer's parameters: attention, a gated MLP, norms and biases."""
     hidden, heads = sizes["hidden"], sizes.get("heads", 1)
     kv_heads = sizes.get("kv_heads", heads)
-    head_dim = sizes.get("head_dim", hidden // heads)
-    attention = 2 * hidden * heads * head_dim + 2 * hidden * kv_heads * head_dim
+    attention = 2 * hidden * (heads + kv_heads) * _head_dim(sizes)
     return attention + 3 * hidden * sizes.get("intermediate", 4 * hidden) + 16 * hidden
 
 
@@ -137,14 +140,11 @@ def attention_share(config: dict, seq_len: int, parameters: int) -> float:
     over ``parameters`` (:func:`parameter_estimate` of ``config``, which checked its sizes). It
     grows with ``seq_len`` while the chain's budgets (parameters, tokens a step) do not, so it
     bounds what a run's step costs a verifier."""
-    return _attention(config, seq_len) / parameters
+    return _attention(_sizes(config), seq_len) / parameters
 
 
-def _attention(config: dict, seq_len: int) -> int:
-    sizes = _sizes(config)
-    heads = sizes.get("heads", 1)
-    width = heads * sizes.get("head_dim", sizes["hidden"] // heads)
-    return 2 * sizes["layers"] * seq_len * width
+def _attention(sizes: dict[str, int], seq_len: int) -> int:
+    return 2 * sizes["layers"] * seq_len * sizes.get("heads", 1) * _head_dim(sizes)
 
 
 def token_cost(text: str, seq_len: int) -> int:
@@ -156,7 +156,7 @@ def token_cost(text: str, seq_len: int) -> int:
     config = parse(text)
     sizes = _sizes(config)
     weights = sizes["layers"] * _per_layer(sizes) + config["vocab_size"] * sizes["hidden"]
-    return weights + _attention(config, seq_len)
+    return weights + _attention(sizes, seq_len)
 
 
 def check_budget(text: str, max_parameters: int, seq_len: int = 0) -> int:

@@ -54,9 +54,12 @@ def test_a_killed_writer_s_temporary_file_is_removed_when_a_store_opens(tmp_path
     assert left.stat().st_size == 1_000_000
     LocalArtifactStore(root)  # too recent: it may be a write in progress in another process
     assert left.exists()
-    _age(left, store_module.LEFTOVER_SECONDS + 60)
+    older = left.with_name(".tmp-abc123")  # an earlier version's put, killed the same way
+    older.write_bytes(b"x" * 10)
+    for path in (left, older):
+        _age(path, store_module.LEFTOVER_SECONDS + 60)
     store = LocalArtifactStore(root)
-    assert not left.exists() and not store.has(bytes(32))
+    assert not left.exists() and not older.exists() and not store.has(bytes(32))
     assert store.total_bytes() == 0
 
 

@@ -58,8 +58,7 @@ class Dataset:
         self._tokens: dict[str, np.ndarray] = {}
         self._broken: dict[str, DataError] = {}
         self._lock = threading.Lock()
-        if root.is_dir():
-            remove_leftovers(root)
+        remove_leftovers(root)
         manifest_path = root / MANIFEST
         self._ensure(manifest_path, manifest_hash, MAX_MANIFEST_BYTES)
         _expect(manifest_path, manifest_hash, "data manifest")

@@ -428,8 +428,8 @@ class VerifierService:
             self._ledger(run).record(round_, "checkpoint", sorted(store.touched))
 
     def _vote(self, run: Run, round_: int, commit: RoundCommit, verdict: Verdict) -> ScreenVote:
-        metrics.SCREENS.labels("pass" if verdict.passed else "fail").inc()
         outcome = "PASS" if verdict.passed else "FAIL"
+        metrics.SCREENS.labels(outcome.lower()).inc()
         log.info("screen %s round %d %s…: %s (%s, %.2e)", run.run_id, round_, commit.host[:14],
                  outcome, verdict.reason, verdict.distance)  # fmt: skip
         return ScreenVote(host=commit.host, passed=verdict.passed,
