@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import os
 import random
 import signal
@@ -58,6 +59,7 @@ PENDING = CommitOutcome.COMMIT_OUTCOME_PENDING
 # The one check of progress, not safety: on an overloaded machine a round's hosts may all miss
 # its commit window, which no guarantee forbids.
 LIVENESS = "every round trained"
+START_SECONDS = 12  # from the run's creation to round 0's start
 
 
 @dataclass(frozen=True)
@@ -301,8 +303,11 @@ class Chaos:
                              [procs[m.name].proc for m in verifiers],
                              [m.home for m in verifiers])  # fmt: skip
             poc = PocClient(addresses)
+            # Round 0's roster is the hosts registered by its start: hosts waiting for the run
+            # see it, build the model and register, which can take seconds on loaded cores.
+            start_delay = math.ceil(START_SECONDS / self._block_seconds())
             cfg = make_run_config(pins_of(data), "tiny", round_blocks=self.config.round_blocks,
-                                  total_rounds=self.config.rounds, start_delay_blocks=8,
+                                  total_rounds=self.config.rounds, start_delay_blocks=start_delay,
                                   min_collateral=str(COLLATERAL))  # fmt: skip
             submit(connect(addresses), creator, MsgCreateRun(
                 creator=str(creator.address()), run_id=RUN_ID, config=cfg))  # fmt: skip
@@ -338,11 +343,14 @@ class Chaos:
         return self.report
 
     # ---- faults -----------------------------------------------------------------------------
+    def _block_seconds(self) -> float:
+        return float(self.config.block_time.removesuffix("ms")) / 1000
+
     def _expected_seconds(self, poc: PocClient) -> float:
         """Seconds until the run's last round resolves, at the configured block time."""
         run, params = poc.run(RUN_ID), poc.params()
         last = schedule.round_window(run, params, self.config.rounds - 1).resolution
-        block = float(self.config.block_time.removesuffix("ms")) / 1000
+        block = self._block_seconds()
         return (last - poc.round_info(RUN_ID).height) * block * 1.2
 
     def _inject(self, network: LocalNetwork, proxies: Proxies, supervisor: Supervisor,
