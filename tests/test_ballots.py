@@ -17,8 +17,9 @@ from dilochain.verifier.replay import Verdict
 ME, OTHER = "dilo1me", "dilo1other"
 
 
-def challenge(segment=0, round_=2, votes=()):
-    return Challenge(run_id="r", round=round_, host="dilo1host", segment=segment, votes=votes)
+def challenge(segment=0, round_=2, votes=(), final=b"\xf1" * 32):
+    return Challenge(run_id="r", round=round_, host="dilo1host", segment=segment, votes=votes,
+                     start_hash=b"\xa0" * 32, end_hash=b"\xa1" * 32, final_hash=final)  # fmt: skip
 
 
 def opens(msg, sealed) -> bool:
@@ -111,3 +112,41 @@ def test_a_ballot_file_another_connection_holds_is_never_moved_aside(tmp_path, m
     holder.close()
     assert not (tmp_path / "ballots.sqlite.damaged").exists()
     assert opens(BallotBox(path, ME).opening(challenge()), sealed)
+
+
+def test_a_record_of_another_chains_challenge_is_never_sealed_or_opened(tmp_path, caplog):
+    """A chain reset under the same verifier home: the new chain's run of the same id, round,
+    host and segment judges other checkpoints. The old record neither opens for it nor is
+    sealed in place of this chain's vote."""
+    path = tmp_path / "ballots.sqlite"
+    BallotBox(path, ME).seal(challenge(), Verdict(False, "mismatch", fingerprint=b"\4" * 32))
+    reset = challenge(final=b"\xf2" * 32)
+    box = BallotBox(path, ME)
+    with caplog.at_level(logging.ERROR):
+        assert box.opening(reset) is None
+    assert any("cannot be opened" in r.getMessage() for r in caplog.records)
+    sealed = box.seal(reset, Verdict(True, "replayed", fingerprint=b"\5" * 32))
+    msg = BallotBox(path, ME).opening(reset)
+    assert msg.passed and msg.fingerprint == b"\5" * 32 and opens(msg, sealed)
+    assert box.seal(reset, Verdict(False, "again")).commitment == sealed.commitment  # kept now
+
+
+def test_a_ballot_file_of_an_earlier_version_still_opens_its_votes(tmp_path):
+    """Records written before ballots had subjects (no such column) open after an upgrade."""
+    path = tmp_path / "ballots.sqlite"
+    salt = b"\6" * 32
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE ballots (run_id TEXT, round INTEGER, host TEXT, segment INTEGER,"
+                   " passed INTEGER, fingerprint BLOB, salt BLOB, evidence BLOB,"
+                   " PRIMARY KEY (run_id, round, host, segment))")  # fmt: skip
+        db.execute("INSERT INTO ballots VALUES ('r', 2, 'dilo1host', 0, 1, ?, ?, ?)",
+                   (b"\7" * 32, salt, b""))  # fmt: skip
+    db.close()
+    sealed = SealedVote(verifier=ME, commitment=sealing.commitment(
+        ME, "r", 2, "dilo1host", 0, True, b"\7" * 32, salt))  # fmt: skip
+    box = BallotBox(path, ME)
+    assert opens(box.opening(challenge()), sealed)
+    assert box.seal(challenge(), Verdict(False, "x")).commitment == sealed.commitment
+    assert box.opening(challenge(segment=1)) is None
+    box.seal(challenge(segment=1), Verdict(True, "ok"))  # a new record, with its subject
+    assert BallotBox(path, ME).opening(challenge(segment=1)).passed
