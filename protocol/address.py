@@ -42,8 +42,14 @@ def _shown(address: str) -> str:
 def decode_address(address: str, prefix: str = ADDRESS_PREFIX) -> bytes:
     """The raw bytes of a bech32 address with the given prefix; raises ``ValueError`` if invalid.
 
-    Results are cached: bech32's checksum is pure Python and every tx decodes its signers.
+    Only the lower-case form is an address: bech32 also reads an all-upper-case string, but
+    state is keyed by the address as written, so ``DILO1…`` would be an account of its own that
+    no key signs for (coins sent there are lost). Results are cached: bech32's checksum is pure
+    Python and every tx decodes its signers.
     """
+    if address != address.lower():
+        hint = f" (write it {address.lower()!r})" if len(address) <= 80 else ""
+        raise ValueError(f"address {_shown(address)} is not in lower case{hint}")
     hrp, data = bech32.bech32_decode(address)
     if hrp is None or data is None:
         raise ValueError(f"invalid bech32 address {_shown(address)}")

@@ -416,6 +416,15 @@ def test_amounts_are_ascii_digits_within_256_bits(chain, amount):
     assert chain.app.simulate(tx.SerializeToString()).code == codes.INVALID_COINS
 
 
+def test_an_upper_case_address_is_refused_not_a_second_account(chain):
+    """bech32 reads ``DILO1…`` too, but state is keyed by the address as written: a send there
+    created an account no key signs for, and the coins were lost."""
+    msg = MsgSend(from_address=A, to_address=B.upper(), amount=[Coin(denom=DENOM, amount="5")])
+    result = chain.broadcast(signed_tx(ALICE, [msg], sequence=0, account_number=0))
+    assert result.code == codes.INVALID_ADDRESS and "lower case" in result.raw_log, result.raw_log
+    assert chain.app.store.get(b"bal/" + B.upper().encode() + b"/" + DENOM.encode()) is None
+
+
 @pytest.mark.parametrize("denom", ["x" * 4096, "1abc", "ab", "udlc\n", "u dlc", ""])
 def test_denoms_follow_the_sdk_s_rule_before_any_balance_is_read(chain, denom):
     """A stranger's denom of 4 KB would otherwise be looked up (and cached) as a balance key:

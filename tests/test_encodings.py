@@ -32,8 +32,10 @@ def test_address_round_trip(raw):
 
 
 @pytest.mark.parametrize(
-    "bad", ["", "dilo1", "cosmos1qypqxpq9qcrsszg2pvxq6rs0zqg3yyc5lzv7xu", "dilo1qqqq", "x" * 50]
-)
+    "bad",
+    ["", "dilo1", "cosmos1qypqxpq9qcrsszg2pvxq6rs0zqg3yyc5lzv7xu", "dilo1qqqq", "x" * 50,
+     encode_address(bytes(20)).upper()],  # the last: valid bech32, not the canonical form
+)  # fmt: skip
 def test_bad_addresses_are_refused(bad):
     with pytest.raises(ValueError):
         decode_address(bad)
