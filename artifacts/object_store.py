@@ -118,30 +118,39 @@ def fetch_object(location: str, digest: bytes, limit: int, out: BinaryIO,
     exchange = _Exchange("GET", url, timeout, timeout + limit / MIN_RATE)
     response = exchange.response
     received, hasher = 0, hashlib.sha256()
+    # http.client's parse of Content-Length (None when absent, malformed or chunked)
+    declared = response.length
     try:
         if response.status != 200:
             raise _refused(url, response)
-        declared = response.getheader("Content-Length")
-        if declared is not None and declared.isdigit() and int(declared) > limit:
+        if declared is not None and declared > limit:
             raise ArtifactError(f"{url}: {declared} bytes, more than the {limit} allowed")
-        while chunk := response.read(CHUNK):
+        while chunk := _read(exchange, CHUNK):
             if received + len(chunk) > limit:
                 raise ArtifactError(f"{url}: sent more than the {limit} bytes allowed")
-            out.write(chunk)
+            out.write(chunk)  # this machine's disk: its errors are raised as they are
             hasher.update(chunk)
             received += len(chunk)
         # Cut off, or the connection lost mid-body (http.client's read(n) ends quietly then):
         # a truncated body, worth asking again, not a corrupt one.
-        if exchange.expired or (declared is not None and declared.isdigit()
-                                and received < int(declared)):  # fmt: skip
+        if exchange.expired or (declared is not None and received < declared):
             raise exchange.failed(ConnectionError(f"closed after {received} of {declared} bytes"))
-    except (OSError, http.client.HTTPException) as err:
-        raise exchange.failed(err) from None
     finally:
         exchange.close()
     if hasher.digest() != digest:
+        if declared is None and not response.chunked:  # ended by a close: maybe cut short
+            raise PeerUnreachable(f"{url}: a body of no declared length that does not hash "
+                                  f"to {digest.hex()[:16]}… (cut short?)")  # fmt: skip
         raise ArtifactError(f"artifact {digest.hex()[:16]}… from {location} is corrupt")
     return received
+
+
+def _read(exchange: _Exchange, size: int) -> bytes:
+    """Up to ``size`` bytes of the response body; a network error is the store's."""
+    try:
+        return exchange.response.read(size)
+    except (OSError, http.client.HTTPException) as err:
+        raise exchange.failed(err) from None
 
 
 def probe_object(location: str, digest: bytes, timeout: float) -> PeerUnreachable | None:

@@ -3,6 +3,7 @@ with credentials, read by strangers without, refused while streaming when wrong.
 
 from __future__ import annotations
 
+import errno
 import io
 import socket
 import threading
@@ -213,6 +214,39 @@ def test_a_connection_lost_mid_body_is_unreachable_not_corrupt():
                                then_close=True)  # fmt: skip
     with pytest.raises(PeerUnreachable, match="closed after 10 of 1000 bytes"):
         fetch_object(url, content_hash(b"anything"), 1 << 20, io.BytesIO(), timeout=5.0)
+
+
+def test_a_body_ended_by_a_close_or_a_malformed_length_is_not_corrupt():
+    """A body of no declared length ends when the connection closes, so one cut short cannot
+    be told from a wrong one: worth asking again, not a corrupt artifact that fails its host.
+    A Content-Length http.client cannot parse (a latin-1 superscript two) is no length, not
+    a ValueError that ended the fetch (and ``node start``'s check) with a traceback."""
+    data = b"y" * 1000
+    close = b"HTTP/1.1 200 OK\r\nConnection: close\r\n"
+    for head in (close + b"\r\n", close + b"Content-Length: \xb2\r\n\r\n"):
+        url, _ = _dribbling_server(head + data[:10], then_close=True)
+        with pytest.raises(PeerUnreachable, match="no declared length"):
+            fetch_object(url, content_hash(data), 1 << 20, io.BytesIO(), timeout=5.0)
+    url, _ = _dribbling_server(close + b"\r\n" + data, then_close=True)
+    out = io.BytesIO()
+    assert fetch_object(url, content_hash(data), 1 << 20, out, timeout=5.0) == len(data)
+    assert out.getvalue() == data
+
+
+def test_the_reader_s_full_disk_is_its_own_error_not_the_store_s(creds, tmp_path):
+    """ENOSPC writing what arrives is this machine's failing: raised as it is (a verifier then
+    does not vote), never a store 'unreachable' that ends in a FAIL vote on an honest host."""
+    store = _store(creds, "run-full")
+    path, digest = _file(tmp_path, b"an honest host's artifact")
+    store.publish(path, digest)
+
+    class Full(io.BytesIO):
+        def write(self, data) -> int:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    with pytest.raises(OSError) as raised:
+        fetch_from_peers([store.location], digest, 1 << 20, out=Full(), owner=store.location)
+    assert raised.value.errno == errno.ENOSPC and not isinstance(raised.value, ArtifactError)
 
 
 def test_no_artifact_is_fetched_from_link_local_multicast_or_reserved_addresses(monkeypatch):
