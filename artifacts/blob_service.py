@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import io
+import ipaddress
 import logging
 import os
 import socket
@@ -47,8 +48,86 @@ FETCHED_BYTES = Counter("dilochain_artifact_fetched_bytes", "Artifact bytes fetc
                         registry=None)  # fmt: skip
 
 
-SERVING_THREADS = 16
+# Gets a blob service streams at once, in all and to one caller's address (an IPv6 /64; this
+# machine's own callers, a devnet's, are not capped apiece); more are refused as busy, which
+# a fetcher asks again. Has has threads of its own beside them, so a full house of Gets never
+# makes the host look down to an owner probe.
+GET_STREAMS = 32
+CALLER_STREAMS = 4
+HAS_THREADS = 4
+# A caller that takes no chunk for this long is cut off: one that opened Gets and never read
+# held a serving thread each for ever (16 such calls made an honest host unreachable to
+# every verifier until it was slashed).
+SEND_IDLE_SECONDS = IDLE_SECONDS
 CHECKED_FILES = 65_536  # files whose hash a blob service remembers checking
+
+
+def _caller(peer: str) -> str:
+    """The address a gRPC peer string (``ipv4:1.2.3.4:5``, ``ipv6:[::1]:5``) calls from: an
+    IPv4 address, an IPv6 /64 (one machine's addresses), or the string itself."""
+    kind, _, rest = peer.partition(":")
+    if kind == "ipv4":
+        return rest.rpartition(":")[0]
+    if kind == "ipv6":
+        try:
+            network = ipaddress.ip_network(f"{rest.rpartition(':')[0].strip('[]')}/64", False)
+        except ValueError:
+            return peer
+        return str(network)
+    return peer
+
+
+def _local_caller(caller: str) -> bool:
+    try:
+        return ipaddress.ip_network(caller).is_loopback
+    except ValueError:
+        return caller.startswith("unix")
+
+
+class _Streams:
+    """The Gets being served: at most :data:`GET_STREAMS`, and :data:`CALLER_STREAMS` to one
+    caller's address; each cancelled once it goes :data:`SEND_IDLE_SECONDS` without a chunk
+    taken (checked once a second on a thread of its own while any stream is open)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._open: dict[int, tuple[grpc.ServicerContext, str, list[float]]] = {}
+        self._watching = False
+
+    def admit(self, context: grpc.ServicerContext) -> list[float] | None:
+        """Register a stream; its progress clock (set it after each chunk), or None when the
+        service or the caller's address is at its limit."""
+        caller = _caller(context.peer())
+        with self._lock:
+            mine = sum(1 for _, who, _ in self._open.values() if who == caller)
+            if len(self._open) >= GET_STREAMS or (
+                mine >= CALLER_STREAMS and not _local_caller(caller)
+            ):
+                return None
+            clock = [time.monotonic()]
+            self._open[id(context)] = (context, caller, clock)
+            if not self._watching:
+                self._watching = True
+                threading.Thread(target=self._watch, name="blob-idle", daemon=True).start()
+            return clock
+
+    def close(self, context: grpc.ServicerContext) -> None:
+        """The stream ended."""
+        with self._lock:
+            self._open.pop(id(context), None)
+
+    def _watch(self) -> None:
+        while True:
+            time.sleep(min(1.0, SEND_IDLE_SECONDS))
+            with self._lock:
+                if not self._open:
+                    self._watching = False
+                    return
+                now = time.monotonic()
+                stalled = [ctx for ctx, _, clock in self._open.values()
+                           if now - clock[0] > SEND_IDLE_SECONDS]  # fmt: skip
+            for context in stalled:
+                context.cancel()
 
 
 class BlobServicer:
@@ -63,6 +142,7 @@ class BlobServicer:
     def __init__(self, store: LocalArtifactStore):
         self.store = store
         self._checked: dict[bytes, tuple[int, int, int]] = {}  # digest: its file's stat, hashed
+        self._streams = _Streams()
 
     @staticmethod
     def _digest(request, context) -> bytes:
@@ -76,6 +156,16 @@ class BlobServicer:
 
     def Get(self, request, context) -> Iterator[blob_pb2.BlobChunk]:
         digest = self._digest(request, context)
+        clock = self._streams.admit(context)
+        if clock is None:
+            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                          "busy: too many artifacts streaming (ask again)")  # fmt: skip
+        try:
+            yield from self._stream(digest, context, clock)
+        finally:
+            self._streams.close(context)
+
+    def _stream(self, digest: bytes, context, clock: list[float]) -> Iterator[blob_pb2.BlobChunk]:
         path = self.store.file(digest)
         try:
             served = path.open("rb") if path is not None else None
@@ -96,6 +186,7 @@ class BlobServicer:
                         self._damaged(digest, context)
                 SERVED_BYTES.inc(len(chunk))
                 yield blob_pb2.BlobChunk(data=chunk)
+                clock[0] = time.monotonic()
                 chunk = following
             if hasher is not None and not chunk:  # served whole (an empty file: checked here)
                 if hasher.digest() != digest:
@@ -129,10 +220,10 @@ class BlobServicer:
 
 def serve_blobs(store: LocalArtifactStore, address: str) -> tuple[grpc.Server, str]:
     """Start a blob server on ``address`` (``host:0`` picks a port); returns it and its address.
-    Its threads each stream one artifact (a few MiB of memory each): as many as a round's
-    screening committee and replays fetch at once."""
+    Its threads each stream one artifact (a few MiB of memory each), up to :data:`GET_STREAMS`
+    at once (a round's screening committees and replays), with :data:`HAS_THREADS` beside."""
     server = grpc.server(
-        futures.ThreadPoolExecutor(max_workers=SERVING_THREADS),
+        futures.ThreadPoolExecutor(max_workers=GET_STREAMS + HAS_THREADS),
         options=[("grpc.so_reuseport", 0)],
     )
     server.add_generic_rpc_handlers((BlobServicer(store).handler(),))
@@ -146,7 +237,9 @@ def serve_blobs(store: LocalArtifactStore, address: str) -> tuple[grpc.Server, s
     return server, f"{address.rsplit(':', 1)[0]}:{port}"
 
 
-_UNREACHABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED}
+# Worth asking again: down, too slow, or busy (at its streams' limit).
+_UNREACHABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
+                grpc.StatusCode.RESOURCE_EXHAUSTED}  # fmt: skip
 
 
 def fetch_artifact(

@@ -8,6 +8,7 @@ import io
 import math
 import os
 import threading
+import time
 
 import grpc
 import pytest
@@ -318,6 +319,70 @@ def test_a_damaged_file_in_the_store_is_never_served_as_the_artifact(tmp_path, c
         assert any("is damaged" in r.getMessage() for r in caplog.records)
     finally:
         server.stop(None)
+
+
+def test_callers_that_never_read_cannot_lock_the_blob_service_out(tmp_path, monkeypatch):
+    """Gets opened and never read held a serving thread each for ever: enough of them made an
+    honest host unreachable to every verifier (its Has probe queued behind them) until it was
+    slashed. Now a Get beyond the service's limit is refused as busy (asked again), Has has
+    threads of its own, and a stream whose caller takes no chunk for a while is cut off."""
+    monkeypatch.setattr(blob_service, "GET_STREAMS", 3)
+    monkeypatch.setattr(blob_service, "SEND_IDLE_SECONDS", 1.0)
+    served = LocalArtifactStore(tmp_path / "a")
+    big = os.urandom(96 << 20)  # more than any flow-control window takes unread
+    digest = served.put(big)
+    server, endpoint = serve_blobs(served, "127.0.0.1:0")
+    channels = []
+    try:
+        held = []
+        for _ in range(3):  # a stranger's calls: each takes one chunk, then reads no more
+            own = [("grpc.use_local_subchannel_pool", 1)]  # a connection of its own
+            channels.append(grpc.insecure_channel(endpoint, options=own))
+            call = blob_pb2_grpc.BlobStub(channels[-1]).Get(blob_pb2.GetBlobRequest(hash=digest))
+            assert len(next(call).data) == blob_service.CHUNK
+            held.append(call)
+        stub = blob_pb2_grpc.BlobStub(channels[0])
+        assert stub.Has(blob_pb2.GetBlobRequest(hash=digest), timeout=5).present
+        with pytest.raises(grpc.RpcError) as busy:
+            list(stub.Get(blob_pb2.GetBlobRequest(hash=digest), timeout=5))
+        assert busy.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        deadline = time.monotonic() + 60  # the stalled streams are cut off after ~1-2 s
+        while True:
+            try:
+                assert fetch_blob(endpoint, digest, len(big), io.BytesIO()) == len(big)
+                break
+            except PeerUnreachable as err:  # busy until the held streams are cut off
+                assert "busy" in str(err) and time.monotonic() < deadline, err
+                time.sleep(0.2)
+        for call in held:  # cut off by the service, not by the caller
+            with pytest.raises(grpc.RpcError) as cut:
+                list(call)
+            assert cut.value.code() == grpc.StatusCode.CANCELLED
+    finally:  # fmt: skip
+        for channel in channels:
+            channel.close()
+        server.stop(None)
+
+
+def test_one_caller_address_gets_a_few_streams_at_once():
+    """A caller's address (an IPv6 /64: one machine's) may stream so many artifacts at once;
+    this machine's own callers (a devnet's hosts and verifiers) are not capped apiece."""
+
+    class Context:
+        def __init__(self, peer: str):
+            self.peer = lambda: peer
+
+    streams = blob_service._Streams()
+    caps = blob_service.CALLER_STREAMS
+    stranger = [Context(f"ipv6:[2001:db8::{i}]:{5000 + i}") for i in range(caps + 1)]
+    assert all(streams.admit(c) is not None for c in stranger[:caps])
+    assert streams.admit(stranger[caps]) is None  # the same /64
+    assert streams.admit(Context("ipv6:[2001:db8:0:1::1]:5000")) is not None  # another /64
+    assert streams.admit(Context("ipv4:203.0.113.5:1")) is not None
+    local = [Context(f"ipv4:127.0.0.1:{6000 + i}") for i in range(caps + 1)]
+    assert all(streams.admit(c) is not None for c in local)
+    streams.close(stranger[0])
+    assert streams.admit(stranger[caps]) is not None
 
 
 def test_blob_service_and_peer_fetch(tmp_path):
