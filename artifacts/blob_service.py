@@ -41,6 +41,9 @@ BACKOFF_SECONDS = 0.25  # before the second pass; doubled before each later one
 # 8 s at 1 Mbit/s, and a host that answers Has but stalls its Get holds no fetch for the
 # whole deadline its artifacts' size allows.
 IDLE_SECONDS = 30.0
+# Peers' names (other than the owner's) are looked up at once, for at most this long in all.
+RESOLVE_SECONDS = PROBE_SECONDS
+_RESOLVER = futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="resolve")
 # Registered by the roles that move artifacts (node, verifier: metrics_http.role_registry).
 SERVED_BYTES = Counter("dilochain_artifact_served_bytes", "Artifact bytes sent to peers",
                        registry=None)  # fmt: skip
@@ -430,6 +433,16 @@ def checked_dial(location: str) -> tuple[tuple[str, ...], str | None]:
     ), None
 
 
+def _checked_dials(locations: list[str]) -> dict[str, tuple[tuple[str, ...], str | None]]:
+    """:func:`checked_dial` of every location at once, for at most :data:`RESOLVE_SECONDS` in
+    all: a name whose servers never answer (a stranger's to choose) costs a fetch no more,
+    and one not resolved by then is taken as not resolving."""
+    looking = {location: _RESOLVER.submit(checked_dial, location) for location in locations}
+    futures.wait(looking.values(), timeout=RESOLVE_SECONDS)
+    return {location: found.result() if found.done() else ((), None)
+            for location, found in looking.items()}  # fmt: skip
+
+
 def _unreachable(endpoint: str, digest: bytes, dial: Sequence[str]) -> PeerUnreachable | None:
     """A quick ``Has`` of ``endpoint`` (dialled at each of ``dial`` in turn; a ``HEAD`` of an
     object store's): the error if it cannot be reached within ``PROBE_SECONDS`` (down, or
@@ -465,16 +478,22 @@ def fetch_from_peers(
     sink = out if out is not None else io.BytesIO()
     errors: dict[str, ArtifactError] = {}
     left = [e for e in dict.fromkeys(endpoints) if location_problem(e) is None]  # never unix:…
+    if owner in left:  # the owner first: the others' names are looked up only if it fails
+        left.insert(0, left.pop(left.index(owner)))
     dial: dict[str, tuple[str, ...]] = {}
-    for endpoint in list(left):
-        targets, refused = checked_dial(endpoint)
-        dial[endpoint] = () if is_url(endpoint) else targets
-        if refused is not None:
-            errors[endpoint] = ArtifactError(refused)
-            left.remove(endpoint)
-        elif not targets and not is_url(endpoint):  # dialled by name, it could be anywhere
-            errors[endpoint] = PeerUnreachable(f"{endpoint}: its name does not resolve")
-            left.remove(endpoint)
+
+    def admit(checked: dict[str, tuple[tuple[str, ...], str | None]]) -> None:
+        for endpoint, (targets, refused) in checked.items():
+            dial[endpoint] = () if is_url(endpoint) else targets
+            if refused is not None:
+                errors[endpoint] = ArtifactError(refused)
+                left.remove(endpoint)
+            elif not targets and not is_url(endpoint):  # dialled by name, it could be anywhere
+                errors[endpoint] = PeerUnreachable(f"{endpoint}: its name does not resolve")
+                left.remove(endpoint)
+
+    if owner in left:
+        admit({owner: checked_dial(owner)})
     if owner in left and (silent := _unreachable(owner, digest, dial[owner])) is not None:
         errors[owner] = silent  # not asked again: a silent endpoint would hold every pass
         left.remove(owner)
@@ -482,6 +501,10 @@ def fetch_from_peers(
         if attempt:
             time.sleep(backoff * 2 ** (attempt - 1))
         for endpoint in list(left):
+            if endpoint not in dial:  # past the owner: the rest are looked up, all at once
+                admit(_checked_dials([e for e in left if e not in dial]))
+                if endpoint not in left:
+                    continue
             try:
                 fetch_artifact(endpoint, digest, limit, sink, dial[endpoint])
                 return b"" if out is not None else sink.getvalue()

@@ -7,6 +7,7 @@ import hashlib
 import io
 import math
 import os
+import socket
 import threading
 import time
 
@@ -502,6 +503,40 @@ def test_peer_fetches_retry_with_backoff_and_drop_bad_peers(tmp_path, monkeypatc
     finally:
         server.stop(grace=0)
     assert asked == [bad, down, down, down]
+
+
+def test_peers_names_are_looked_up_only_past_the_owner_and_all_at_once(tmp_path, monkeypatch):
+    """Every registered host's name was resolved, one after another, before a fetch asked its
+    owner: a stranger's name whose servers never answer cost every fetch the resolver's
+    timeout. The owner is asked first; the others are looked up only if it fails, together,
+    for a bounded time."""
+    real, looked_up = socket.getaddrinfo, []
+
+    def resolver(host, *args, **kwargs):
+        if str(host).endswith(".slow-dns.example"):  # an authoritative server that never answers
+            looked_up.append(host)
+            time.sleep(3)
+            raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+        return real(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", resolver)
+    monkeypatch.setattr(blob_service, "RESOLVE_SECONDS", 0.5)
+    served = LocalArtifactStore(tmp_path / "a")
+    data = b"an artifact" * 100
+    digest = served.put(data)
+    server, owner = serve_blobs(served, "127.0.0.1:0")
+    hostile = [f"h{i}.slow-dns.example:9000" for i in range(6)]
+    try:
+        assert fetch_from_peers([*hostile, owner], digest, len(data), owner=owner) == data
+        assert looked_up == []
+        down = f"127.0.0.1:{free_port()}"
+        started = time.monotonic()
+        with pytest.raises(PeerUnreachable, match="does not resolve"):
+            fetch_from_peers([*hostile, down], digest, len(data), owner=down, backoff=0.01)
+        assert time.monotonic() - started < 9  # not 6 lookups of 3 s one after another (18 s)
+        assert sorted(looked_up) == sorted(h.split(":")[0] for h in hostile)
+    finally:
+        server.stop(None)
 
 
 def test_an_owner_that_accepts_connections_and_never_answers_is_passed_over(tmp_path, monkeypatch):
