@@ -79,6 +79,14 @@ class Ledger:
         self.path = state_dir / "artifacts.jsonl"
         self._lock = state_dir / "artifacts.lock"
 
+    def _named_by_other_runs(self) -> set[str]:
+        """The hashes the other runs' ledgers beside this one name: the local store is shared
+        by a home's runs, and two runs of one architecture share objects (the zero moments,
+        with one seed round 0's state), which pruning one run must not take from the other."""
+        mine = self.path.resolve()
+        return {e.hash for path in self.path.parent.parent.glob(f"*/{self.path.name}")
+                if path.resolve() != mine for e in Ledger(path.parent).entries()}  # fmt: skip
+
     @contextmanager
     def _locked(self) -> Iterator[None]:
         with self._lock.open("a") as handle:
@@ -117,22 +125,25 @@ class Ledger:
     ) -> list[tuple[Entry, int]]:  # fmt: skip
         """Delete what :func:`prunable` allows (unless ``dry_run``), from ``published`` (the
         host's object store, if any: first, and an ``ArtifactError`` there deletes nothing
-        here) and from ``store``; (entry, bytes) of each, an artifact listed under several
-        entries (a state that carried over) counted once."""
+        here) and from ``store`` (but for what another run's ledger beside this one names);
+        (entry, bytes freed) of each, an artifact listed under several entries (a state that
+        carried over) counted once."""
         with self._locked():
             entries = self.entries()
             going = prunable(entries, resolved, retention)
-            counted: set[str] = set()
+            shared = self._named_by_other_runs()
+            counted: set[str] = set(shared)  # what stays on disk frees nothing
             sizes = []
             for e in going:
                 sizes.append((e, 0 if e.hash in counted else store.size(bytes.fromhex(e.hash))))
                 counted.add(e.hash)
             if dry_run or not going:
                 return sizes
-            if published is not None:
+            if published is not None:  # this run's own prefix
                 published.delete_all(bytes.fromhex(e.hash) for e in going)
             for e in going:
-                store.delete(bytes.fromhex(e.hash))
+                if e.hash not in shared:
+                    store.delete(bytes.fromhex(e.hash))
             left = set(going)
             tmp = self.path.with_suffix(".tmp")
             tmp.write_text("".join(json.dumps(asdict(e)) + "\n" for e in entries if e not in left))

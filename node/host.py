@@ -471,9 +471,10 @@ class HostNode:
             for digest in digests:
                 if (path := self.local.file(digest)) is not None:
                     self.objects.publish(path, digest)
-                elif digest not in self.objects.published:
+                elif digest not in self.objects.published:  # asked for again, never "done"
                     log.warning("%s: %s… is not in the local store: not published", what,
                                 digest.hex()[:16])  # fmt: skip
+                    return False
         except ArtifactError as err:
             log.warning("%s not published: %s", what, err)
             return False

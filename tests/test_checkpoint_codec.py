@@ -144,3 +144,26 @@ def test_a_challenged_host_publishes_whole_checkpoints_and_its_last_final(tmp_pa
     assert encodings[4].hashes()[1] in objects  # the carried moments go up with segment 0
     host.poc = SimpleNamespace(commits=lambda run_id, round_: pytest.fail("not asked"))
     assert host._challenged_objects(1, leaves[:4], mine[1:]) == [*encodings[1].hashes(), b"\2" * 32]
+
+
+def test_an_object_missing_from_the_local_store_is_not_published(tmp_path, caplog):
+    """A file gone from the host's store (pruned by another run, a damaged disk) is reported
+    unpublished: a commit naming it is not sent, and the uploads of a challenged round ask
+    again, never marking it done while the bucket lacks it."""
+    from types import SimpleNamespace
+
+    from dilochain.node.host import HostNode
+
+    store = LocalArtifactStore(tmp_path)
+    here = store.put(b"here")
+    uploaded: list[bytes] = []
+    host = HostNode.__new__(HostNode)
+    host.local = store
+    publish = lambda path, digest: uploaded.append(digest)  # noqa: E731
+    host.objects = SimpleNamespace(published=set(), publish=publish)
+    assert host._publish([here], "round 1's artifacts") and uploaded == [here]
+    gone = b"\x03" * 32
+    assert not host._publish([here, gone], "round 1's artifacts")
+    assert any("not in the local store" in r.getMessage() for r in caplog.records)
+    host.objects.published.add(gone)  # already up: nothing left to do
+    assert host._publish([gone], "round 1's artifacts")

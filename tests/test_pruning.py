@@ -80,3 +80,22 @@ def test_a_line_cut_short_is_skipped_and_the_next_record_starts_its_own(tmp_path
         out.write('{"round": 1, "kind": "pseudo_gr')
     ledger.record(2, "global", [b"\x02" * 32])
     assert ledger.entries() == [Entry(1, "checkpoint", "01" * 32), Entry(2, "global", "02" * 32)]
+
+
+def test_pruning_one_run_keeps_what_another_run_of_the_home_still_names(tmp_path):
+    """A home's runs share its artifact store, and two runs of one architecture share objects
+    (the zero AdamW moments; with one seed, round 0's state): pruning run A deleted run B's,
+    which B's host then could neither serve nor publish, and its verifiers failed it."""
+    store = LocalArtifactStore(tmp_path / "artifacts")
+    a, b = Ledger(tmp_path / "node" / "run-a"), Ledger(tmp_path / "node" / "run-b")
+    for ledger in (a, b):
+        ledger.path.parent.mkdir(parents=True)
+    zeros, own = store.put(b"\0" * 1000), store.put(b"a" * 500)
+    a.record(0, "checkpoint", [zeros, own])
+    b.record(0, "checkpoint", [zeros])
+    freed = a.prune(store, 10, Retention(keep_global_states=0, archive_every=0))
+    assert sorted(size for _, size in freed) == [0, 500]  # only its own object left the disk
+    assert store.has(zeros) and not store.has(own) and a.entries() == []
+    assert [e.hash for e in b.entries()] == [zeros.hex()]
+    b.prune(store, 10, Retention(keep_global_states=0, archive_every=0))
+    assert not store.has(zeros)  # the last run that named it let it go
