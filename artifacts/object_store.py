@@ -18,6 +18,7 @@ import json
 import re
 import socket
 import threading
+import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import BinaryIO
@@ -29,6 +30,7 @@ from dilochain.protocol.hashing import content_hash
 CHUNK = 1 << 20
 MIN_RATE = 1 << 20  # bytes a second: a fetch slower than this over its whole length is cut off
 PART_BYTES = 64 << 20  # multipart upload above this, in parts of this size
+STALE_UPLOAD_SECONDS = 3600.0  # an unfinished multipart upload this old is a dead writer's
 # Matched with fullmatch: ``$`` would also match before a final newline.
 _S3_URL = re.compile(r"s3://([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])((?:/[A-Za-z0-9._~-]+)*)/?")
 _PROBE = b"dilochain: a public-read object store\n"  # what the start-up check writes and reads
@@ -274,6 +276,28 @@ class ObjectStore:
         """Remove each of ``digests`` (what pruning deletes locally)."""
         for digest in dict.fromkeys(digests):
             self.delete(digest)
+
+    def abort_stale_uploads(self, older_than: float = STALE_UPLOAD_SECONDS) -> int:
+        """Abort the multipart uploads under this host's prefix begun more than ``older_than``
+        seconds ago (a host killed mid-upload leaves its parts stored, and billed, for ever:
+        a republish begins a new upload and a delete never sees them); how many. Raises
+        :class:`ArtifactError`."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        cutoff = time.time() - older_than
+        aborted = 0
+        try:
+            pages = self._client.get_paginator("list_multipart_uploads")
+            for page in pages.paginate(Bucket=self.bucket, Prefix=f"{self.prefix}/"):
+                for upload in page.get("Uploads", []):
+                    if upload["Initiated"].timestamp() < cutoff:
+                        self._client.abort_multipart_upload(
+                            Bucket=self.bucket, Key=upload["Key"], UploadId=upload["UploadId"]
+                        )
+                        aborted += 1
+        except (BotoCoreError, ClientError) as err:
+            raise self._failed("aborting unfinished uploads", err) from None
+        return aborted
 
     def check(self, timeout: float = 10.0) -> None:
         """Write a small object and read it back as a stranger would (no credentials): raises

@@ -140,6 +140,7 @@ class Ledger:
             if dry_run or not going:
                 return sizes
             if published is not None:  # this run's own prefix
+                published.abort_stale_uploads()
                 published.delete_all(bytes.fromhex(e.hash) for e in going)
             for e in going:
                 if e.hash not in shared:

@@ -103,6 +103,33 @@ def test_large_artifacts_go_up_in_parts_and_stream_down(creds, tmp_path, monkeyp
     assert content_hash(sink.read_bytes()) == digest
 
 
+def test_uploads_a_killed_host_left_unfinished_are_aborted(creds, tmp_path):
+    """A host killed in the middle of a multipart upload leaves its parts stored (and billed)
+    for ever: a republish begins a new upload and a delete never sees them. Those under the
+    host's own prefix older than an hour are aborted when it prunes; a recent one (an upload
+    in progress) and another host's are left alone."""
+    store, other = _store(creds, "run-parts"), _store(creds, "run-parts-other")
+    client = creds.client()
+
+    def begun(prefix: str) -> str:
+        key = f"{prefix}/{'ab' * 32}"
+        upload = client.create_multipart_upload(Bucket="dilochain", Key=key)["UploadId"]
+        client.upload_part(Bucket="dilochain", Key=key, UploadId=upload, PartNumber=1,
+                           Body=b"p" * 1024)  # fmt: skip
+        return upload
+
+    mine, theirs = begun(store.prefix), begun(other.prefix)
+
+    def unfinished() -> set[str]:
+        found = client.list_multipart_uploads(Bucket="dilochain").get("Uploads", [])
+        return {u["UploadId"] for u in found}
+
+    assert store.abort_stale_uploads() == 0 and {mine, theirs} <= unfinished()  # recent
+    assert store.abort_stale_uploads(older_than=0) == 1
+    assert mine not in unfinished() and theirs in unfinished()
+    assert other.abort_stale_uploads(older_than=0) == 1 and theirs not in unfinished()
+
+
 def test_wrong_oversized_or_damaged_objects_are_refused(creds, tmp_path):
     store = _store(creds, "run-bad")
     path, digest = _file(tmp_path, b"x" * 5000)
