@@ -8,7 +8,7 @@ connections, so a query never sees a block half applied. Broadcasts and blocks g
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from importlib.metadata import version
 
 import grpc
@@ -67,15 +67,17 @@ from dilochain.chain.modules import (
     validator_set,
     verifiers,
 )
-from dilochain.chain.pagination import page_list
+from dilochain.chain.pagination import page_rows
 from dilochain.chain.query_router import ABCI_QUERY_PEER, QueryRouter
 from dilochain.chain.simulate_gate import SimulateBusy, SimulateGate
 from dilochain.chain.staking_query import (
+    bond_status,
+    of_operator_address,
     operator_address,
+    pool_tokens,
     self_delegation,
     staking_params,
     to_staking,
-    tokens,
 )
 from dilochain.chain.store_query import STORE_PATH, query_key
 from dilochain.protocol.address import ADDRESS_PREFIX, decode_address
@@ -85,6 +87,7 @@ from dilochain.protocol.pb.poc.v1 import events_pb2 as ev_pb
 from dilochain.protocol.pb.poc.v1 import events_pb2_grpc as ev_grpc
 from dilochain.protocol.pb.poc.v1 import query_pb2 as poc_q
 from dilochain.protocol.pb.poc.v1 import query_pb2_grpc as poc_grpc
+from dilochain.protocol.pb.poc.v1.types_pb2 import ChainValidator
 
 APP_VERSION = version("dilochain")  # pyproject.toml's
 _TX_HASH = re.compile(r"[0-9A-Fa-f]{64}")
@@ -318,8 +321,15 @@ class TendermintService(_UsesServices, tm_grpc.ServiceServicer):
 class StakingQuery(_UsesServices, staking_grpc.QueryServicer):
     """cosmos.staking.v1beta1.Query over the open validator set (``chain.staking_query``)."""
 
-    def _members(self) -> list:
-        return validator_set.members(self.view)
+    def _in_order(self, start: bytes) -> Iterator[tuple[bytes, ChainValidator]]:
+        """(page key, validator) in page order from ``start``: an open set's by operator, read
+        a page at a time from the ``valop/`` index; a closed one's (fixed at genesis, a member
+        perhaps without an operator) by ``dilovaloper`` address."""
+        if not validator_set.closed(self.view):
+            return validator_set.by_operator(self.view, start)
+        keyed = sorted(((operator_address(r).encode(), r) for r in
+                        validator_set.members(self.view)), key=lambda row: row[0])  # fmt: skip
+        return ((key, record) for key, record in keyed if key >= start)
 
     async def Validators(self, request, context):
         reduction = self.s.app.params.validator_set.power_reduction
@@ -331,33 +341,31 @@ class StakingQuery(_UsesServices, staking_grpc.QueryServicer):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
                                 f"status {request.status[:40]!r}: one of BOND_STATUS_BONDED, "
                                 "BOND_STATUS_UNBONDING, BOND_STATUS_UNBONDED")  # fmt: skip
-        found = [to_staking(r, reduction) for r in self._members()]
-        matching = sorted(
-            (v for v in found if wanted is None or v.status == wanted),
-            key=lambda v: v.operator_address,
-        )  # a stable order to page by (the SDK's store orders by address bytes)
+        rows = self._in_order(request.pagination.key)
+        matching = ((key, r) for key, r in rows if wanted is None or bond_status(r) == wanted)
         try:
-            shown, next_key, total = page_list(matching, request.pagination,
-                                               lambda v: v.operator_address.encode())  # fmt: skip
+            shown, next_key, total = page_rows(matching, request.pagination)
         except TxError as err:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, err.log)
         return staking_q.QueryValidatorsResponse(
-            validators=shown, pagination=PageResponse(next_key=next_key, total=total)
+            validators=[to_staking(r, reduction) for r in shown],
+            pagination=PageResponse(next_key=next_key, total=total),
         )
 
     async def Validator(self, request, context):
+        record = of_operator_address(self.view, request.validator_addr)
+        if record is None:
+            await context.abort(grpc.StatusCode.NOT_FOUND,
+                                f"validator {request.validator_addr[:80]!r} not found")  # fmt: skip
         reduction = self.s.app.params.validator_set.power_reduction
-        for record in self._members():
-            if operator_address(record) == request.validator_addr:
-                return staking_q.QueryValidatorResponse(validator=to_staking(record, reduction))
-        await context.abort(grpc.StatusCode.NOT_FOUND,
-                            f"validator {request.validator_addr[:80]!r} not found")  # fmt: skip
+        return staking_q.QueryValidatorResponse(validator=to_staking(record, reduction))
 
     async def DelegatorDelegations(self, request, context):
         address = await _valid_address(request.delegator_addr, context)
+        record = validator_set.of_operator(self.view, address)
         denom = self.s.app.params.poc.collateral_denom
-        own = [self_delegation(r, denom) for r in self._members()
-               if r.operator == address and r.self_bond not in ("", "0")]  # fmt: skip
+        bonded = record is not None and record.self_bond not in ("", "0")
+        own = [self_delegation(record, denom)] if bonded else []
         return staking_q.QueryDelegatorDelegationsResponse(delegation_responses=own)
 
     async def Params(self, request, context):
@@ -365,9 +373,7 @@ class StakingQuery(_UsesServices, staking_grpc.QueryServicer):
 
     async def Pool(self, request, context):
         reduction = self.s.app.params.validator_set.power_reduction
-        members = self._members()
-        bonded = sum(tokens(r, reduction) for r in members if r.power)
-        rest = sum(tokens(r, reduction) for r in members if not r.power)
+        bonded, rest = pool_tokens(self.view, reduction)
         return staking_q.QueryPoolResponse(
             pool=staking_pb.Pool(bonded_tokens=str(bonded), not_bonded_tokens=str(rest))
         )

@@ -4,7 +4,8 @@ time, so no answer passes gRPC's 4 MiB limit however many entries there are."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from itertools import islice
 from typing import TypeVar
 
 from dilochain.chain.errors import TxError, codes
@@ -26,21 +27,20 @@ def _limit(request) -> int:
     return min(request.limit or DEFAULT_LIMIT, MAX_LIMIT)
 
 
-def page_list(
-    items: list[T], request, key_of: Callable[[T], bytes]
-) -> tuple[list[T], bytes, int]:  # fmt: skip
-    """One page of ``items`` (sorted by ``key_of``), paged as :func:`page` pages the store
-    (any ``PageRequest`` type): the page, the next page's key (empty: none) and the total
-    (0 unless counted)."""
+def page_rows(rows: Iterable[tuple[bytes, T]], request) -> tuple[list[T], bytes, int]:
+    """One page of ``rows`` ((key, item) in key order, from ``request.key`` on), paged as
+    :func:`page` pages the store (any ``PageRequest`` type): the page, the next page's key
+    (empty: none) and the total (0 unless counted). Only the page's rows are taken unless
+    the total is asked for."""
     limit = _limit(request)
-    start = request.offset
-    if request.key:
-        start = next((i for i, item in enumerate(items) if key_of(item) >= request.key),
-                     len(items))  # fmt: skip
-    shown = items[start : start + limit]
-    following = items[start + limit : start + limit + 1]
-    total = len(items) if request.count_total and not request.key else 0
-    return shown, key_of(following[0]) if following else b"", total
+    rows = iter(rows)
+    skipped = sum(1 for _ in islice(rows, request.offset))
+    shown = [item for _, item in islice(rows, limit)]
+    following = next(rows, None)
+    total = 0
+    if request.count_total and not request.key:
+        total = skipped + len(shown) + (following is not None) + sum(1 for _ in rows)
+    return shown, following[0] if following else b"", total
 
 
 def page(

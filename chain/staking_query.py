@@ -28,6 +28,25 @@ def operator_address(record: ChainValidator) -> str:
     return encode_address(raw, VALOPER_PREFIX)
 
 
+def of_operator_address(store, address: str) -> ChainValidator | None:
+    """The validator whose ``dilovaloper…`` address is ``address``, in two reads: its
+    operator's (the ``valop/`` index) or, a closed set's member without one, its consensus
+    address's."""
+    try:
+        raw = decode_address(address, VALOPER_PREFIX)
+    except ValueError:
+        return None
+    record = vs.of_operator(store, encode_address(raw)) or vs.get(store, raw.hex().upper())
+    return record if record is not None and operator_address(record) == address else None
+
+
+def pool_tokens(store, power_reduction: int) -> tuple[int, int]:
+    """The tokens of the validators CometBFT counts and of the rest, from the set's pool."""
+    unit = power_reduction if vs.closed(store) else 1  # a closed set's stake is its power
+    bonded, rest = vs.pool(store)
+    return bonded * unit, rest * unit
+
+
 def tokens(record: ChainValidator, power_reduction: int) -> int:
     """Its stake: the self-bond, or a closed genesis set's power in udlc."""
     return int(record.self_bond or 0) or record.genesis_power * power_reduction

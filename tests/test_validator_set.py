@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import hashlib
 from decimal import Decimal
 
 import grpc
@@ -25,6 +26,8 @@ from dilochain.chain.grpc_services import Services, register_all
 from dilochain.chain.modules import collateral, slashing, verifiers
 from dilochain.chain.modules import validator_set as vs
 from dilochain.chain.query_router import QueryRouter
+from dilochain.chain.staking_query import tokens
+from dilochain.chain.state import CacheStore
 from dilochain.chain.store import ChainStore
 from dilochain.chain.testing import InProcessChain
 from dilochain.genesis.document import GenesisError, parse_genesis
@@ -38,6 +41,7 @@ from dilochain.protocol.pb.poc.v1.tx_pb2 import (
     MsgUnjailValidator,
     MsgWithdrawCollateral,
 )
+from dilochain.protocol.pb.poc.v1.types_pb2 import ChainValidator
 from dilochain.testutil import CHAIN_ID, signed_tx, wallet
 
 OPERATOR, JOINER = wallet(41), wallet(42)
@@ -406,3 +410,111 @@ def test_wallets_and_explorers_see_the_set_through_cosmos_staking(tmp_path):
     refused = _staking(chain, "Validators", staking_q.QueryValidatorsRequest(
         pagination=PageRequest(key=b"x", offset=1)))  # fmt: skip
     assert refused.code != 0 and "key or offset" in refused.log
+
+
+def _pool(chain: InProcessChain) -> tuple[int, int]:
+    answer = _staking(chain, "Pool", staking_q.QueryPoolRequest())
+    shown = staking_q.QueryPoolResponse.FromString(answer.value).pool
+    return int(shown.bonded_tokens), int(shown.not_bonded_tokens)
+
+
+def _pool_of_records(chain: InProcessChain) -> tuple[int, int]:
+    """Pool as every record says it: the stake of those with power, and of the rest."""
+    records = vs.members(chain.app.committed_view())
+    held = [(r.power != 0, tokens(r, 1_000_000)) for r in records]
+    return sum(t for bonded, t in held if bonded), sum(t for bonded, t in held if not bonded)
+
+
+def test_the_pool_follows_every_change_of_the_set(tmp_path):
+    chain = _chain(tmp_path)
+    assert _pool(chain) == _pool_of_records(chain) == (20_000_000, 0)
+    joiner = _join(chain)
+    assert _pool(chain) == (23_000_000, 0)
+    assert joiner.send(MsgLeaveValidatorSet(operator=J)) == 0
+    chain.block()
+    assert _pool(chain) == _pool_of_records(chain) == (20_000_000, 3_000_000)  # waits release
+    while _record(chain, K) is not None:
+        chain.block()
+    assert _pool(chain) == _pool_of_records(chain) == (20_000_000, 0)  # released, forgotten
+    evidence = vs.Evidence(vs.consensus_address(G2), chain.app.height, "duplicate_vote")
+    chain.block(evidence=[evidence])
+    assert _pool(chain) == _pool_of_records(chain) == (10_000_000, 10_000_000)
+    while _record(chain, G2).self_bond != "0":
+        chain.block()
+    assert _pool(chain) == _pool_of_records(chain) == (10_000_000, 0)  # tombstoned, released
+    closed = _chain(tmp_path / "closed", staked=False)
+    assert _pool(closed) == _pool_of_records(closed) == (20_000_000, 0)  # power x reduction
+
+
+def _many_jailed(chain: InProcessChain, count: int) -> list[str]:
+    """``count`` jailed validators written straight into state; their operators."""
+    state = CacheStore(chain.app.store)
+    operators = []
+    for i in range(count):
+        operator = encode_address(hashlib.sha256(b"op%d" % i).digest()[:20])
+        address = vs.consensus_address(b"key%d" % i)
+        vs._put(state, ChainValidator(consensus_address=address, operator=operator,
+                                      self_bond="1000000", status=vs.JAILED))  # fmt: skip
+        state.set(b"valop/" + operator.encode(), address.encode())
+        operators.append(operator)
+    chain.app.store.commit(state.writes, {})
+    return operators
+
+
+def _rows_read(chain: InProcessChain, ask) -> tuple[object, int]:
+    """What ``ask()`` returns, and how many state rows it read."""
+    store, counted = chain.app.store, [0]
+    peek, read_chunk = store.peek, store._read_chunk
+
+    def counting_peek(key):
+        counted[0] += 1
+        return peek(key)
+
+    def counting_chunk(low, end, size):
+        rows = read_chunk(low, end, size)
+        counted[0] += len(rows)
+        return rows
+
+    store.peek, store._read_chunk = counting_peek, counting_chunk
+    try:
+        return ask(), counted[0]
+    finally:
+        del store.peek, store._read_chunk
+
+
+def test_staking_queries_read_only_the_rows_they_answer(tmp_path):
+    chain = _chain(tmp_path)
+    operators = [*_many_jailed(chain, 300), OP, OP2]
+    valoper = sorted(encode_address(decode_address(o), "dilovaloper") for o in operators)
+
+    def ask(method, request, response):
+        return response.FromString(_staking(chain, method, request).value)
+
+    first, read = _rows_read(chain, lambda: ask("Validators", staking_q.QueryValidatorsRequest(
+        pagination=PageRequest(limit=1)), staking_q.QueryValidatorsResponse))  # fmt: skip
+    assert [v.operator_address for v in first.validators] == valoper[:1]
+    assert read <= 20  # one 16-row chunk of the index and the page's record, not 302 records
+    following = ask("Validators", staking_q.QueryValidatorsRequest(pagination=PageRequest(
+        limit=1, key=first.pagination.next_key)), staking_q.QueryValidatorsResponse)  # fmt: skip
+    assert [v.operator_address for v in following.validators] == valoper[1:2]
+    bonded, read = _rows_read(chain, lambda: ask("Validators", staking_q.QueryValidatorsRequest(
+        status="BOND_STATUS_BONDED"), staking_q.QueryValidatorsResponse))  # fmt: skip
+    assert sorted(v.description.moniker for v in bonded.validators) == ["", ""]  # OP's, OP2's
+    missing = staking_q.QueryValidatorRequest(validator_addr=valoper[0][:-1] + "x")
+    answer, read = _rows_read(chain, lambda: _staking(chain, "Validator", missing))
+    assert (answer.code, read) == (codes.NOT_FOUND, 0)  # not bech32: nothing read
+    nobody = encode_address(b"\1" * 20, "dilovaloper")
+    unknown = staking_q.QueryValidatorRequest(validator_addr=nobody)
+    answer, read = _rows_read(chain, lambda: _staking(chain, "Validator", unknown))
+    assert (answer.code, read) == (codes.NOT_FOUND, 2)  # its operator's index, its address's
+    ok = staking_q.QueryValidatorRequest(validator_addr=valoper[7])
+    found, read = _rows_read(chain, lambda: ask("Validator", ok,
+                                                staking_q.QueryValidatorResponse))  # fmt: skip
+    assert (found.validator.operator_address, found.validator.jailed, read) == (valoper[7], True, 2)
+    pool, read = _rows_read(chain, lambda: _pool(chain))
+    assert (pool, read) == ((20_000_000, 300_000_000), 2)
+    own, read = _rows_read(chain, lambda: ask("DelegatorDelegations",
+        staking_q.QueryDelegatorDelegationsRequest(delegator_addr=operators[5]),
+        staking_q.QueryDelegatorDelegationsResponse))  # fmt: skip
+    (delegation,) = own.delegation_responses
+    assert (delegation.balance.amount, read) == ("1000000", 2)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from cryptography.exceptions import InvalidSignature
@@ -57,6 +57,7 @@ TOMBSTONED = ValidatorStatus.VALIDATOR_STATUS_TOMBSTONED
 LEAVING = ValidatorStatus.VALIDATOR_STATUS_LEAVING
 MAX_MONIKER = 64
 _CLOSED = b"valconf/closed"  # set at genesis when no genesis validator holds stake
+_POOL = b"valconf/pool"  # b"<bonded stake> <not bonded stake>": see pool()
 
 
 @dataclass(frozen=True)
@@ -116,9 +117,38 @@ def _in_play(record: ChainValidator) -> bool:
     return record.status == BONDED or record.power != 0 or unreleased
 
 
+def stake(record: ChainValidator) -> int:
+    """Its stake in its set's units: udlc of self-bond, or a closed set's genesis power."""
+    return int(record.self_bond or 0) or record.genesis_power
+
+
+def pool(store: CacheStore) -> tuple[int, int]:
+    """The stake of the validators CometBFT counts and of the rest (every record the chain
+    keeps), kept up to date as records change so no query reads them all."""
+    raw = store.get(_POOL)
+    bonded, rest = raw.split() if raw is not None else (0, 0)
+    return int(bonded), int(rest)
+
+
+def _pooled(record: ChainValidator | None) -> tuple[int, int]:
+    """What ``record`` adds to :func:`pool` (None: a record that is not kept)."""
+    if record is None:
+        return 0, 0
+    return (stake(record), 0) if record.power else (0, stake(record))
+
+
+def _repool(store: CacheStore, before: ChainValidator | None, after: ChainValidator | None):
+    """Move :func:`pool` from counting ``before`` to counting ``after``."""
+    (b0, r0), (b1, r1) = _pooled(before), _pooled(after)
+    if (b0, r0) != (b1, r1):
+        bonded, rest = pool(store)
+        store.set(_POOL, b"%d %d" % (bonded - b0 + b1, rest - r0 + r1))
+
+
 def _put(store: CacheStore, record: ChainValidator) -> None:
     """Store ``record``, and keep the index of those in play (the end of a block visits only
-    them, however many jailed or tombstoned validators the chain has known)."""
+    them, however many jailed or tombstoned validators the chain has known) and the pool."""
+    _repool(store, get(store, record.consensus_address), record)
     store.set(_key(record.consensus_address), record.SerializeToString())
     if _in_play(record):
         store.set(_active_key(record.consensus_address), b"1")
@@ -165,9 +195,24 @@ def closed(store: CacheStore) -> bool:
     return store.get(_CLOSED) is not None
 
 
-def _of_operator(store: CacheStore, operator: str) -> ChainValidator:
+def of_operator(store: CacheStore, operator: str) -> ChainValidator | None:
+    """The validator ``operator`` runs, if any (the ``valop/`` index: one read)."""
     address = store.get(_operator_key(operator))
-    record = get(store, address.decode()) if address is not None else None
+    return get(store, address.decode()) if address is not None else None
+
+
+def by_operator(store: CacheStore, start: bytes = b"") -> Iterator[tuple[bytes, ChainValidator]]:
+    """(operator, validator) of those that have an operator, in operator-address order from
+    ``start`` on, read lazily: a page reads only its rows."""
+    prefix = _operator_key("")
+    for key, address in store.iterate(prefix, prefix + start):
+        record = get(store, address.decode())
+        if record is not None:
+            yield key[len(prefix) :], record
+
+
+def _of_operator(store: CacheStore, operator: str) -> ChainValidator:
+    record = of_operator(store, operator)
     if record is None:
         raise TxError(codes.NOT_FOUND, f"{operator} operates no validator")
     return record
@@ -399,6 +444,7 @@ def _forget(store: CacheStore, record: ChainValidator) -> None:
     chain keeps no record of every validator that ever was (a tombstoned one stays, its key
     barred for good)."""
     _reset_signing(store, record, 0)
+    _repool(store, get(store, record.consensus_address), None)
     for key in (_key(record.consensus_address), _active_key(record.consensus_address),
                 _operator_key(record.operator)):  # fmt: skip
         store.delete(key)
