@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import sqlite3
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -32,14 +33,15 @@ from dilochain.chain.errors import CODESPACE, codes
 from dilochain.chain.modules.validator_set import Evidence, Vote
 from dilochain.chain.snapshots import (
     FORMAT,
-    MAX_CHUNK_BYTES,
     SnapshotInfo,
     SnapshotStore,
-    decode_chunk,
     offer_problem,
+    restore_rows,
 )
 
 log = logging.getLogger(__name__)
+# What a restore's writes and checks raise when this node's disk or memory runs out.
+_NODE_FAULTS = (sqlite3.Error, OSError, MemoryError)
 
 MAX_MESSAGE_BYTES = 104_857_600  # CometBFT's own limit on one ABCI message
 MAX_BATCH = 256  # answers written together at most
@@ -168,6 +170,7 @@ class AbciHandler:
         self._finalized: FinalizedBlock | None = None
         self._restoring: tuple[SnapshotInfo, bytes] | None = None  # offered snapshot, app hash
         self._next_chunk = 0
+        self._restored_bytes = 0  # of the chunks applied so far
         self._senders: set[str] = set()  # peers that served the snapshot being restored
 
     async def handle(self, request: abci.Request) -> abci.Response:
@@ -300,6 +303,7 @@ class AbciHandler:
         else:
             self.app.abandon_restore()
             self._restoring, self._next_chunk = (snapshot, req.app_hash), 0
+            self._restored_bytes = 0
             self._senders = set()
             result = offer.ACCEPT
         return abci.Response(offer_snapshot=offer(result=result))
@@ -320,28 +324,42 @@ class AbciHandler:
         if req.sender:
             self._senders.add(req.sender)
         try:
-            if len(req.chunk) > MAX_CHUNK_BYTES:
-                raise ValueError(f"{len(req.chunk)} bytes, more than any honest chunk")
-            self.app.restore_rows(decode_chunk(req.chunk))
+            restored = self._restore_chunk(snapshot, app_hash, req.chunk)
         except ValueError as err:  # the snapshot itself is malformed
             log.warning("snapshot of height %d refused: chunk %d: %s", snapshot.height, index, err)
             return self._refuse_snapshot()
-        self._next_chunk += 1
-        if self._next_chunk < snapshot.chunks:
-            return abci.Response(apply_snapshot_chunk=applied(result=applied.ACCEPT))
-        self._restoring = None
-        if not self.app.finish_restore(snapshot.height, app_hash):
+        except _NODE_FAULTS as err:  # no fault of the snapshot: another one may fit
+            why = f"chunk {index}: this node's disk or memory failed ({err!r}); trying another"
+            log.error("snapshot of height %d not restored: %s", snapshot.height, why)
+            return self._refuse_snapshot(blame_senders=False)
+        if not restored:
             return self._refuse_snapshot()
         return abci.Response(apply_snapshot_chunk=applied(result=applied.ACCEPT))
 
-    def _refuse_snapshot(self) -> abci.Response:
-        """Refuse the snapshot being restored and every peer that served it (its chunks
-        matched the metadata they advertised: they all served the same bad state)."""
-        self.app.abandon_restore()
+    def _restore_chunk(self, snapshot: SnapshotInfo, app_hash: bytes, chunk: bytes) -> bool:
+        """Write one chunk's rows and, after the last, check the whole state against
+        ``app_hash``: whether the restore can go on (or is done)."""
+        self.app.restore_rows(restore_rows(chunk, self._restored_bytes))
+        self._restored_bytes += len(chunk)
+        self._next_chunk += 1
+        if self._next_chunk < snapshot.chunks:
+            return True
         self._restoring = None
+        return self.app.finish_restore(snapshot.height, app_hash)
+
+    def _refuse_snapshot(self, blame_senders: bool = True) -> abci.Response:
+        """Refuse the snapshot being restored and, unless this node's own disk or memory
+        failed, every peer that served it (its chunks matched the metadata they advertised:
+        they all served the same bad state)."""
+        self._restoring = None
+        try:
+            self.app.abandon_restore()
+        except _NODE_FAULTS:  # a full disk may refuse the delete too: the next offer retries
+            log.exception("a refused snapshot's rows are not deleted yet")
         applied = abci.ResponseApplySnapshotChunk
+        senders = sorted(self._senders) if blame_senders else []
         return abci.Response(apply_snapshot_chunk=applied(
-            result=applied.REJECT_SNAPSHOT, reject_senders=sorted(self._senders)))  # fmt: skip
+            result=applied.REJECT_SNAPSHOT, reject_senders=senders))  # fmt: skip
 
     def _extend_vote(self, req: abci.RequestExtendVote) -> abci.Response:
         return abci.Response(extend_vote=abci.ResponseExtendVote())

@@ -29,10 +29,15 @@ log = logging.getLogger(__name__)
 
 FORMAT = 1
 CHUNK_BYTES = 1 << 20
-MAX_CHUNKS = 1 << 12  # about 4 GiB of state: more is a hostile offer
-# A chunk ends with the row that passes CHUNK_BYTES: no honest one is larger than this.
-MAX_CHUNK_BYTES = CHUNK_BYTES + (4 << 20)
 _LENGTHS = struct.Struct(">II")
+# The longest key a module writes is a balance's, bal/<address>/<denom>: 4 + 63 (a 32-byte
+# address) + 1 + 128 (the longest denom) = 196 bytes; a longer key is a hostile snapshot's.
+MAX_KEY_BYTES = 1 << 10
+MAX_VALUE_BYTES = 4 << 20  # far above any record a module writes
+# A chunk ends with the row that passes CHUNK_BYTES: no honest one is larger than this.
+MAX_CHUNK_BYTES = CHUNK_BYTES + _LENGTHS.size + MAX_KEY_BYTES + MAX_VALUE_BYTES
+MAX_CHUNKS = 1 << 12  # 4 GiB of state in CHUNK_BYTES chunks: more is a hostile offer
+MAX_STATE_BYTES = MAX_CHUNKS * CHUNK_BYTES  # what a restore writes at most, in chunk bytes
 
 
 @dataclass(frozen=True)
@@ -70,9 +75,23 @@ def decode_chunk(data: bytes) -> list[tuple[bytes, bytes]]:
         end = pos + key_len + value_len
         if key_len == 0 or end > len(data):
             raise ValueError("a record runs past the chunk's end (or has an empty key)")
+        if key_len > MAX_KEY_BYTES or value_len > MAX_VALUE_BYTES:
+            raise ValueError(f"a record of a {key_len}-byte key and a {value_len}-byte value "
+                             f"(at most {MAX_KEY_BYTES} and {MAX_VALUE_BYTES})")  # fmt: skip
         rows.append((data[pos : pos + key_len], data[pos + key_len : end]))
         pos = end
     return rows
+
+
+def restore_rows(data: bytes, restored: int) -> list[tuple[bytes, bytes]]:
+    """The rows of a restore's next chunk, ``restored`` bytes of chunks into it; raises
+    ``ValueError`` on a chunk no honest snapshot has (too large, past :data:`MAX_STATE_BYTES`
+    in all, or not decoding)."""
+    if len(data) > MAX_CHUNK_BYTES:
+        raise ValueError(f"{len(data)} bytes, more than any honest chunk")
+    if restored + len(data) > MAX_STATE_BYTES:
+        raise ValueError(f"more than {MAX_STATE_BYTES} bytes of state in all")
+    return decode_chunk(data)
 
 
 def offer_problem(snapshot: SnapshotInfo, fmt: int) -> str | None:

@@ -4,6 +4,8 @@ restored by an empty one through ABCI, and every way a hostile snapshot is refus
 from __future__ import annotations
 
 import hashlib
+import sqlite3
+import struct
 
 import pytest
 from cosmpy.protos.cosmos.bank.v1beta1.tx_pb2 import MsgSend
@@ -154,6 +156,79 @@ def test_hostile_offers_and_chunks_are_refused(tmp_path, monkeypatch):
     # A node that ran InitChain has a state of its own: no snapshot touches it.
     genesis_only = AbciHandler(local_chain(tmp_path / "g", {A: 1}).app, None, "t")
     assert _offer(genesis_only, info, app_hash) == offer.ABORT
+
+
+def _forged(height: int, *chunks: bytes) -> snapshots.SnapshotInfo:
+    """A snapshot of ``chunks`` whose metadata they all match (what a hostile peer serves)."""
+    metadata = b"".join(hashlib.sha256(c).digest() for c in chunks)
+    return snapshots.SnapshotInfo(height, len(chunks), hashlib.sha256(metadata).digest(), metadata)
+
+
+def _row(key: bytes, value: bytes) -> bytes:
+    return struct.pack(">II", len(key), len(value)) + key + value
+
+
+def test_rows_no_module_writes_are_refused_before_they_are_written(tmp_path, monkeypatch):
+    longest = b"k" * snapshots.MAX_KEY_BYTES
+    assert decode_chunk(_row(longest, b"v")) == [(longest, b"v")]
+    with pytest.raises(ValueError, match="a 1025-byte key and a 1-byte value"):
+        decode_chunk(_row(longest + b"k", b"v"))
+    with pytest.raises(ValueError, match="a 1-byte key and a 4194305-byte value"):
+        decode_chunk(_row(b"k", bytes(snapshots.MAX_VALUE_BYTES + 1)))
+    # The review's snapshot: chunks of one row with a key of megabytes, each matching the
+    # metadata; the first is refused, nothing written.
+    chain, _, info, handler = _served(tmp_path, monkeypatch)
+    huge = [_row(bytes([i + 1]) * (4 << 20), b"v") for i in range(3)]
+    assert _offer(handler, _forged(info.height, *huge), chain.app.app_hash) == (
+        abci.ResponseOfferSnapshot.ACCEPT)  # fmt: skip
+    refused = _apply(handler, 0, huge[0], sender="evil")
+    assert (refused.result, list(refused.reject_senders)) == (Applied.REJECT_SNAPSHOT, ["evil"])
+    assert list(handler.app.store.iterate(b"")) == []
+    assert snapshots.MAX_CHUNK_BYTES == (1 << 20) + 8 + 1024 + (4 << 20)
+
+
+def test_a_restore_writes_at_most_max_state_bytes(tmp_path, monkeypatch):
+    chain, store, info, handler = _served(tmp_path, monkeypatch)
+    chunks = [store.chunk(info.height, 1, i) for i in range(info.chunks)]
+    monkeypatch.setattr(snapshots, "MAX_STATE_BYTES", sum(map(len, chunks)) - 1)
+    assert _offer(handler, info, chain.app.app_hash) == abci.ResponseOfferSnapshot.ACCEPT
+    answers = [_apply(handler, i, chunk).result for i, chunk in enumerate(chunks)]
+    assert answers == [Applied.ACCEPT] * (info.chunks - 1) + [Applied.REJECT_SNAPSHOT]
+    assert list(handler.app.store.iterate(b"")) == []
+    monkeypatch.setattr(snapshots, "MAX_STATE_BYTES", sum(map(len, chunks)))
+    assert _offer(handler, info, chain.app.app_hash) == abci.ResponseOfferSnapshot.ACCEPT
+    assert {_apply(handler, i, chunk).result for i, chunk in enumerate(chunks)} == {Applied.ACCEPT}
+    assert handler.app.app_hash == chain.app.app_hash
+
+
+def test_a_full_disk_or_memory_rejects_the_snapshot_not_state_sync(tmp_path, monkeypatch):
+    chain, store, info, handler = _served(tmp_path, monkeypatch)
+    chunks = [store.chunk(info.height, 1, i) for i in range(info.chunks)]
+    app, commit = handler.app, handler.app.store.commit
+
+    def full_disk(writes, meta, block=None):
+        if writes:
+            raise sqlite3.OperationalError("database or disk is full")
+        return commit(writes, meta, block)
+
+    assert _offer(handler, info, chain.app.app_hash) == abci.ResponseOfferSnapshot.ACCEPT
+    assert _apply(handler, 0, chunks[0]).result == Applied.ACCEPT
+    monkeypatch.setattr(app.store, "commit", full_disk)
+    refused = _apply(handler, 1, chunks[1], sender="honest")
+    # Another snapshot is tried (ABORT would end state sync) and no peer is blamed.
+    assert (refused.result, list(refused.reject_senders)) == (Applied.REJECT_SNAPSHOT, [])
+    assert list(app.store.iterate(b"")) == []
+    monkeypatch.setattr(app.store, "commit", commit)
+
+    def out_of_memory(height, app_hash):
+        raise MemoryError
+
+    monkeypatch.setattr(app, "finish_restore", out_of_memory)
+    assert _offer(handler, info, chain.app.app_hash) == abci.ResponseOfferSnapshot.ACCEPT
+    answers = [_apply(handler, i, chunk, sender="honest") for i, chunk in enumerate(chunks)]
+    assert [(a.result, list(a.reject_senders)) for a in answers[-2:]] == [
+        (Applied.ACCEPT, []), (Applied.REJECT_SNAPSHOT, [])]  # fmt: skip
+    assert list(app.store.iterate(b"")) == []
 
 
 def test_snapshots_are_taken_when_due_and_only_the_newest_are_kept(tmp_path):
