@@ -188,6 +188,12 @@ MAX_VALIDATORS = 10_000  # CometBFT's MaxVotesCount
 # CometBFT refuses a set whose total power exceeds MaxInt64 / 8 (and halts on such an update):
 # no validator gets more than its share of that at the most validators there can be.
 MAX_VALIDATOR_POWER = (2**63 - 1) // 8 // MAX_VALIDATORS
+# Bounds that keep what the validator set derives from its params within int64 (its records'
+# heights and times, CometBFT's int64 heights): a block count added to a height fits for
+# heights below 9.2 x 10^18 - 10^12 (10^12 blocks: 31 years at a block a millisecond), and
+# release_seconds in nanoseconds added to a block time fits until 2229 (10^9 s: 31 years).
+MAX_PARAM_BLOCKS = 10**12
+MAX_RELEASE_SECONDS = 10**9
 
 
 class ValidatorSetParams(StrictModel):
@@ -199,16 +205,16 @@ class ValidatorSetParams(StrictModel):
     max_validators: int = Field(default=100, ge=1, le=MAX_VALIDATORS)
     # Downtime: a validator that signs less than min_signed_per_window of the last
     # signed_blocks_window blocks is jailed (and slashed) for downtime_jail_blocks.
-    signed_blocks_window: int = Field(default=100, ge=1)
+    signed_blocks_window: int = Field(default=100, ge=1, le=MAX_PARAM_BLOCKS)
     min_signed_per_window: Decimal = Field(default=Decimal("0.5"), ge=0, le=1)
-    downtime_jail_blocks: int = Field(default=600, ge=0)
+    downtime_jail_blocks: int = Field(default=600, ge=0, le=MAX_PARAM_BLOCKS)
     slash_fraction_downtime: Decimal = Field(default=Decimal("0.0001"), ge=0, le=1)
     slash_fraction_double_sign: Decimal = Field(default=Decimal("0.05"), ge=0, le=1)
     # A validator that leaves (or is tombstoned) keeps its stake reserved this long, so that
     # evidence of what it signed while in the set can still slash it (both must pass; at least
     # the consensus params' evidence max age, which the genesis checks).
-    release_blocks: int = Field(default=100_000, ge=0)
-    release_seconds: int = Field(default=172_800, ge=0)
+    release_blocks: int = Field(default=100_000, ge=0, le=MAX_PARAM_BLOCKS)
+    release_seconds: int = Field(default=172_800, ge=0, le=MAX_RELEASE_SECONDS)
 
 
 class Params(StrictModel):

@@ -292,6 +292,25 @@ def test_the_set_is_never_emptied_and_only_the_strongest_sign(tmp_path):
     assert _record(capped, G1).status == vs.BONDED and _record(capped, G1).power == 0
 
 
+def test_the_longest_release_and_jail_genesis_allows_fit_every_record(tmp_path):
+    chain = _chain(tmp_path, release_seconds=10**9, release_blocks=10**12,
+                   downtime_jail_blocks=10**12)  # fmt: skip
+    joiner = _join(chain)
+    while _record(chain, K).status == vs.BONDED:
+        chain.block(votes=_votes(g1=True, g2=True, k=False))
+    assert _record(chain, K).jailed_until == chain.app.height + 10**12
+    assert joiner.send(MsgLeaveValidatorSet(operator=J)) == 0
+    chain.block()
+    left = chain.app.height
+    while not _record(chain, K).release_time_ns:  # once its last possible vote has passed
+        assert chain.app.height < left + 5  # (an end of block that overflows writes nothing)
+        chain.block()
+    record = _record(chain, K)
+    assert (record.release_height, chain.app.height) == (left + 3 + 10**12, left + 2)
+    assert record.release_time_ns == chain.app.last_block_time_ns + 10**18
+    assert record.release_time_ns < 2**63
+
+
 def test_power_counts_only_collateral_no_other_duty_reserved(tmp_path):
     chain = _chain(tmp_path)
     joiner = _Signer(chain, JOINER, 1)
