@@ -263,6 +263,7 @@ class Application:
         with ``recheck`` (a tx left in the mempool after a block) its ante checks alone."""
         try:
             tx = self.decoded.decode(raw)
+            self._require_block_gas(tx)
         except TxError as err:
             result = tx_failure(err.code, err.log)
         else:
@@ -281,28 +282,58 @@ class Application:
         return self._run_tx(layer, raw, self.height + 1, self.last_block_time_ns, Mode.SIMULATE)
 
     # ---- proposals ---------------------------------------------------------------------------
+    @property
+    def max_block_gas(self) -> int | None:
+        """The gas limits of a block's txs may sum to (``consensus_params.block.max_gas``);
+        None: no limit (-1)."""
+        limit = self.genesis.consensus_params.block.max_gas
+        return None if limit == -1 else limit
+
+    def _require_block_gas(self, tx: DecodedTx) -> None:
+        """Refuse a tx that no block can hold (as the Cosmos SDK's ante handler does)."""
+        limit = self.max_block_gas
+        if limit is not None and tx.gas_limit > limit:
+            raise TxError(codes.INVALID_GAS_LIMIT, f"tx gas limit {tx.gas_limit} exceeds block "
+                                                   f"max gas {limit}")  # fmt: skip
+
+    def _gas_wanted(self, raw: bytes) -> int:
+        """A proposed tx's gas limit (0 for one that does not decode: it never runs)."""
+        try:
+            return self.decoded.decode(raw).gas_limit
+        except TxError:
+            return 0
+
     def prepare_proposal(self, txs: list[bytes], max_tx_bytes: int) -> list[bytes]:
-        """The proposer's block: mempool txs in order, those that do not decode left out."""
-        picked, size = [], 0
+        """The proposer's block: mempool txs in order, those that do not decode left out, up
+        to ``max_tx_bytes`` and :attr:`max_block_gas` of gas limits."""
+        limit = self.max_block_gas
+        picked, size, gas = [], 0, 0
         for raw in txs:
             if size + len(raw) > max_tx_bytes:
                 break
             try:
-                self.decoded.decode(raw)
+                tx = self.decoded.decode(raw)
             except TxError:
                 continue
+            if limit is not None and gas + tx.gas_limit > limit:
+                break
             picked.append(raw)
             size += len(raw)
+            gas += tx.gas_limit
         return picked
 
     def process_proposal(self, txs: list[bytes], max_tx_bytes: int) -> bool:
-        """Vote on another validator's proposal: accept any within the block size.
+        """Vote on another validator's proposal: accept any within the block size and whose
+        txs' gas limits sum to :attr:`max_block_gas` at most.
 
         A tx that does not decode or fails is answered in FinalizeBlock with its code, as
         the Cosmos SDK's ante handler answers it; rejecting the whole block would only cost a
         consensus round.
         """
-        return sum(len(raw) for raw in txs) <= max_tx_bytes
+        if sum(len(raw) for raw in txs) > max_tx_bytes:
+            return False
+        limit = self.max_block_gas
+        return limit is None or sum(self._gas_wanted(raw) for raw in txs) <= limit
 
     # ---- blocks ------------------------------------------------------------------------------
     def finalize_block(

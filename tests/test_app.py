@@ -12,13 +12,14 @@ from cosmpy.protos.cosmos.tx.v1beta1.tx_pb2 import AuthInfo, TxRaw
 from google.protobuf.message import Message
 
 from dilochain.chain.ante import FEE_COLLECTOR
-from dilochain.chain.app import BLOCK_KEY
+from dilochain.chain.app import BLOCK_KEY, Application
 from dilochain.chain.context import Context
 from dilochain.chain.errors import codes
 from dilochain.chain.modules import bank, collateral, registry
 from dilochain.chain.modules.collateral import MODULE_ACCOUNT
 from dilochain.chain.state import CacheStore
 from dilochain.chain.store import ChainStore
+from dilochain.genesis.document import GenesisDoc
 from dilochain.protocol import model_config, schedule
 from dilochain.protocol.address import encode_address
 from dilochain.protocol.hashing import tx_hash
@@ -29,7 +30,7 @@ from dilochain.protocol.pb.poc.v1.tx_pb2 import (
     MsgRegisterHost,
     MsgWithdrawCollateral,
 )
-from dilochain.testutil import FAKE_DATA, local_chain, signed_tx, wallet
+from dilochain.testutil import CHAIN_ID, FAKE_DATA, local_chain, signed_tx, wallet
 from dilochain.training.run_config import make_run_config
 
 ALICE, BOB = wallet(1), wallet(2)
@@ -619,3 +620,34 @@ def test_a_run_escrows_a_deposit_that_grows_with_its_config_and_comes_back(chain
     refused = poor.broadcast(signed_tx(BOB, [MsgCreateRun(creator=B, run_id="x", config=config)],
                                        sequence=0, account_number=0))  # fmt: skip
     assert refused.code == codes.INSUFFICIENT_FUNDS
+
+
+def _gas_capped_chain(tmp_path, max_gas: int):
+    """A chain whose blocks' txs may ask ``max_gas`` in all (-1: any)."""
+    genesis = GenesisDoc.model_validate({
+        "chain_id": CHAIN_ID, "consensus_params": {"block": {"max_gas": max_gas}},
+        "app_state": {"accounts": [{"address": A, "coins": [{"denom": DENOM, "amount": 10**9}]}]},
+    })  # fmt: skip
+    app = Application(ChainStore(tmp_path / "chain.db"), genesis)
+    app.init_chain()
+    return app
+
+
+def test_block_max_gas_bounds_proposals_and_each_tx(tmp_path):
+    app = _gas_capped_chain(tmp_path / "capped", 500_000)
+    t1, t2, t3 = (signed_tx(ALICE, [send(B, 1)], sequence=s, account_number=0) for s in range(3))
+    over = signed_tx(ALICE, [send(B, 1)], sequence=0, account_number=0, gas_limit=500_001)
+    refused = app.check_tx(over)
+    assert (refused.code, refused.raw_log) == (
+        codes.INVALID_GAS_LIMIT, "tx gas limit 500001 exceeds block max gas 500000")  # fmt: skip
+    assert app.check_tx(t1).code == 0
+    # 3 x 200,000 passes 500,000: the proposer stops at two, a proposal of three is refused.
+    assert app.prepare_proposal([t1, t2, t3], 1 << 20) == [t1, t2]
+    assert app.process_proposal([t1, t2], 1 << 20)
+    assert not app.process_proposal([t1, t2, t3], 1 << 20)
+    assert app.process_proposal([t1, b"\x00junk", t2], 1 << 20)  # never runs: no gas
+    # -1 (the default): no bound, as before.
+    unbounded = _gas_capped_chain(tmp_path / "unbounded", -1)
+    assert unbounded.max_block_gas is None and unbounded.check_tx(over).code == 0
+    assert unbounded.prepare_proposal([t1, t2, t3], 1 << 20) == [t1, t2, t3]
+    assert unbounded.process_proposal([t1, t2, t3, over], 1 << 20)
