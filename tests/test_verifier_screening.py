@@ -5,6 +5,7 @@ useless."""
 from __future__ import annotations
 
 import hashlib
+from collections import OrderedDict
 
 import pytest
 
@@ -115,6 +116,31 @@ def test_a_consistent_but_poisoning_pseudo_gradient_fails_the_loss_test(tmp_path
     assert not verdict.passed and "raises the held-out loss" in verdict.reason
     assert not verdict.inconsistent  # a statistical test: every segment is replayed
     assert verdict.distance > MARGIN
+
+
+def test_a_round_s_screens_share_the_loss_of_its_start(tmp_path, base, monkeypatch):
+    """The held-out loss before a pseudo-gradient is the same for every commit of a round
+    from one start state (one batch, drawn from the anchor): computed once, not once a
+    commit; another anchor's batch is another loss."""
+    from dilochain.verifier import screening
+
+    monkeypatch.setattr(screening, "_base_losses", OrderedDict())  # other tests' screens
+    computed, real = [], screening._loss
+
+    def counted(model, params, tokens):
+        computed.append(1)
+        return real(model, params, tokens)
+
+    monkeypatch.setattr(screening, "_loss", counted)
+    first = screened(tmp_path / "a", base, honest(base))
+    assert first.passed and len(computed) == 2  # before and after
+    assert screened(tmp_path / "b", base, honest(base)).passed and len(computed) == 3
+    result = honest(base)
+    result.pseudo_grad = compress({n: -2.0 * v for n, v in decompress(result.pseudo_grad).items()},
+                                  CFG.compression)  # fmt: skip
+    assert not screened(tmp_path / "c", base, result).passed  # inconsistent: no loss asked
+    other = screened(tmp_path / "d", base, honest(base), anchor=b"\x02" * 32)
+    assert other.passed and len(computed) == 5 and other.distance != first.distance
 
 
 def test_missing_artifacts_fail_the_screen(tmp_path, base):

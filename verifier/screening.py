@@ -7,6 +7,10 @@ segment of the commit replayed."""
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 
 import torch
@@ -31,10 +35,41 @@ from dilochain.verifier.replay import (
 SCREEN_BATCHES = 2
 
 
+# A round's commits are screened on one held-out batch (drawn from its anchor), and most start
+# from one state: a verifier's screens of a round share the model they load each state into
+# (one a thread) and the loss before each pseudo-gradient (about a third of a screen's work).
+_BASE_LOSSES = 64
+_mine = threading.local()
+_base_losses: OrderedDict[tuple, float] = OrderedDict()
+_base_losses_lock = threading.Lock()
+
+
 def _loss(model: torch.nn.Module, params: dict[str, torch.Tensor], tokens: torch.Tensor) -> float:
     load_params(model, params)
     with torch.no_grad():
         return float(lm_loss(model, tokens))
+
+
+def _model(cfg: RunConfig, device: str) -> torch.nn.Module:
+    """This thread's model of the run (its weights are whatever was loaded last)."""
+    key = (cfg.model_config, cfg.seed, device)
+    if getattr(_mine, "key", None) != key:
+        _mine.model, _mine.key = build_model(cfg.model_config, cfg.seed).to(device), key
+    return _mine.model
+
+
+def _base_loss(key: tuple, compute: Callable[[], float]) -> float:
+    """The held-out loss of a round's start state, computed once for every commit from it."""
+    with _base_losses_lock:
+        if key in _base_losses:
+            _base_losses.move_to_end(key)
+            return _base_losses[key]
+    loss = compute()
+    with _base_losses_lock:
+        _base_losses[key] = loss
+        while len(_base_losses) > _BASE_LOSSES:
+            _base_losses.popitem(last=False)
+    return loss
 
 
 @host_fault_fails
@@ -75,8 +110,11 @@ def _screened(
     applied = {n: base_params[n] - pseudo_grad[n].to(base_params[n].dtype) for n in base_params}
     tokens = data.heldout_sample(int.from_bytes(anchor[:8], "big"),
                                    SCREEN_BATCHES * cfg.batch_size, cfg.seq_len)  # fmt: skip
-    model, tokens = build_model(cfg.model_config, cfg.seed).to(device), tokens.to(device)
-    before, after = _loss(model, base_params, tokens), _loss(model, applied, tokens)
+    model, tokens = _model(cfg, device), tokens.to(device)
+    start = (hashlib.sha256(cfg.SerializeToString()).digest(), commit.base_hash,
+             commit.start_delta_hash, anchor, device)  # fmt: skip
+    before = _base_loss(start, lambda: _loss(model, base_params, tokens))
+    after = _loss(model, applied, tokens)
     rise = (after - before) / before
     if rise > loss_margin:
         return Verdict(False, f"its pseudo-gradient raises the held-out loss by {rise:.1%}", rise)
