@@ -321,15 +321,19 @@ class TendermintService(_UsesServices, tm_grpc.ServiceServicer):
 class StakingQuery(_UsesServices, staking_grpc.QueryServicer):
     """cosmos.staking.v1beta1.Query over the open validator set (``chain.staking_query``)."""
 
-    def _in_order(self, start: bytes) -> Iterator[tuple[bytes, ChainValidator]]:
+    def _in_order(self, start: bytes, bonded: bool) -> Iterator[tuple[bytes, ChainValidator]]:
         """(page key, validator) in page order from ``start``: an open set's by operator, read
-        a page at a time from the ``valop/`` index; a closed one's (fixed at genesis, a member
-        perhaps without an operator) by ``dilovaloper`` address."""
-        if not validator_set.closed(self.view):
+        a page at a time from the ``valop/`` index (the ``bonded`` ones only: from the index of
+        those in play, at most ``max_validators`` and the leaving, the query wallets make); a
+        closed one's (fixed at genesis, a member perhaps without an operator) by
+        ``dilovaloper`` address."""
+        if validator_set.closed(self.view):
+            found = [(operator_address(r).encode(), r) for r in validator_set.members(self.view)]
+        elif bonded:
+            found = [(r.operator.encode(), r) for r in validator_set.in_play(self.view)]
+        else:
             return validator_set.by_operator(self.view, start)
-        keyed = sorted(((operator_address(r).encode(), r) for r in
-                        validator_set.members(self.view)), key=lambda row: row[0])  # fmt: skip
-        return ((key, record) for key, record in keyed if key >= start)
+        return ((key, r) for key, r in sorted(found, key=lambda row: row[0]) if key >= start)
 
     async def Validators(self, request, context):
         reduction = self.s.app.params.validator_set.power_reduction
@@ -341,7 +345,7 @@ class StakingQuery(_UsesServices, staking_grpc.QueryServicer):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
                                 f"status {request.status[:40]!r}: one of BOND_STATUS_BONDED, "
                                 "BOND_STATUS_UNBONDING, BOND_STATUS_UNBONDED")  # fmt: skip
-        rows = self._in_order(request.pagination.key)
+        rows = self._in_order(request.pagination.key, wanted == staking_pb.BOND_STATUS_BONDED)
         matching = ((key, r) for key, r in rows if wanted is None or bond_status(r) == wanted)
         try:
             shown, next_key, total = page_rows(matching, request.pagination)

@@ -519,6 +519,16 @@ def test_staking_queries_read_only_the_rows_they_answer(tmp_path):
     bonded, read = _rows_read(chain, lambda: ask("Validators", staking_q.QueryValidatorsRequest(
         status="BOND_STATUS_BONDED"), staking_q.QueryValidatorsResponse))  # fmt: skip
     assert sorted(v.description.moniker for v in bonded.validators) == ["", ""]  # OP's, OP2's
+    assert read <= 12  # the index of those in play and their records: not every jailed one
+    page, _ = _rows_read(chain, lambda: ask("Validators", staking_q.QueryValidatorsRequest(
+        status="BOND_STATUS_BONDED", pagination=PageRequest(limit=1)),
+        staking_q.QueryValidatorsResponse))  # fmt: skip
+    rest = ask("Validators", staking_q.QueryValidatorsRequest(status="BOND_STATUS_BONDED",
+               pagination=PageRequest(key=page.pagination.next_key)),
+               staking_q.QueryValidatorsResponse)  # fmt: skip
+    assert [v.operator_address for v in [*page.validators, *rest.validators]] == sorted(
+        v.operator_address for v in bonded.validators
+    )
     missing = staking_q.QueryValidatorRequest(validator_addr=valoper[0][:-1] + "x")
     answer, read = _rows_read(chain, lambda: _staking(chain, "Validator", missing))
     assert (answer.code, read) == (codes.NOT_FOUND, 0)  # not bech32: nothing read

@@ -161,7 +161,9 @@ def members(store: CacheStore) -> list[ChainValidator]:
     return [ChainValidator.FromString(v) for _, v in store.iterate(b"val/")]
 
 
-def _in_play_members(store: CacheStore) -> list[ChainValidator]:
+def in_play(store: CacheStore) -> list[ChainValidator]:
+    """The validators bonded, holding power or not yet released (the ``valset/`` index: at most
+    ``max_validators`` and those leaving), every bonded one among them."""
     found = (get(store, key.removeprefix(b"valset/").decode()) for key, _ in
              store.iterate(b"valset/"))  # fmt: skip
     return [record for record in found if record is not None]
@@ -454,7 +456,7 @@ def end_block(ctx: Context) -> list[tuple[bytes, int]]:
     """Release what is due and compute each member's power; the (ed25519 key, power) updates
     CometBFT must hear. A change that would leave no one signing is not sent."""
     params = ctx.params.validator_set
-    records = _in_play_members(ctx.store)
+    records = in_play(ctx.store)
     wanted = {r.consensus_address: _power(ctx.store, r, params.power_reduction) for r in records}
     ranked = sorted((a for a, p in wanted.items() if p), key=lambda a: (-wanted[a], a))
     for address in ranked[params.max_validators :]:
