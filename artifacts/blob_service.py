@@ -25,7 +25,13 @@ from dilochain.artifacts.store import (
     PeerUnavailable,
     PeerUnreachable,
 )
-from dilochain.protocol.endpoint import is_url, location_host, location_problem, peer_refusal
+from dilochain.protocol.endpoint import (
+    is_url,
+    location_host,
+    location_problem,
+    peer_refusal,
+    private_peers_allowed,
+)
 from dilochain.protocol.grpc_decode import Undecodable, tolerant
 from dilochain.protocol.hashing import HASH_BYTES
 from dilochain.protocol.pb.node.v1 import blob_pb2, blob_pb2_grpc
@@ -41,9 +47,10 @@ BACKOFF_SECONDS = 0.25  # before the second pass; doubled before each later one
 # 8 s at 1 Mbit/s, and a host that answers Has but stalls its Get holds no fetch for the
 # whole deadline its artifacts' size allows.
 IDLE_SECONDS = 30.0
-# Peers' names (other than the owner's) are looked up at once, for at most this long in all.
+# Peers' names (other than the owner's) are looked up at once, for at most this long in all,
+# each at most once at a time, and what a lookup found is used for this long.
 RESOLVE_SECONDS = PROBE_SECONDS
-_RESOLVER = futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="resolve")
+RESOLVED_SECONDS = 60.0
 # Registered by the roles that move artifacts (node, verifier: metrics_http.role_registry).
 SERVED_BYTES = Counter("dilochain_artifact_served_bytes", "Artifact bytes sent to peers",
                        registry=None)  # fmt: skip
@@ -433,14 +440,50 @@ def checked_dial(location: str) -> tuple[tuple[str, ...], str | None]:
     ), None
 
 
-def _checked_dials(locations: list[str]) -> dict[str, tuple[tuple[str, ...], str | None]]:
-    """:func:`checked_dial` of every location at once, for at most :data:`RESOLVE_SECONDS` in
-    all: a name whose servers never answer (a stranger's to choose) costs a fetch no more,
-    and one not resolved by then is taken as not resolving."""
-    looking = {location: _RESOLVER.submit(checked_dial, location) for location in locations}
-    futures.wait(looking.values(), timeout=RESOLVE_SECONDS)
-    return {location: found.result() if found.done() else ((), None)
-            for location, found in looking.items()}  # fmt: skip
+class _Lookups:
+    """:func:`checked_dial` of peers' locations, each on a thread of its own, at most one at a
+    time a location, its answer kept :data:`RESOLVED_SECONDS`: a stranger's name whose DNS
+    servers never answer holds one thread, never a pool every other lookup waits behind."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._found: dict[tuple, tuple[float, tuple[tuple[str, ...], str | None]]] = {}
+        self._pending: dict[tuple, futures.Future] = {}
+
+    def checked(self, locations: list[str]) -> dict[str, tuple[tuple[str, ...], str | None]]:
+        """Each location's :func:`checked_dial`, waiting at most :data:`RESOLVE_SECONDS` in
+        all; one not answered by then is taken as not resolving."""
+        now, answers, waiting = time.monotonic(), {}, {}
+        with self._lock:
+            for location in locations:
+                key = (location, private_peers_allowed())  # what the answer's checks depend on
+                kept = self._found.get(key)
+                if kept is not None and now - kept[0] < RESOLVED_SECONDS:
+                    answers[location] = kept[1]
+                    continue
+                if key not in self._pending:
+                    self._pending[key] = futures.Future()
+                    threading.Thread(target=self._look_up, args=(key,), daemon=True,
+                                     name="resolve").start()  # fmt: skip
+                waiting[location] = self._pending[key]
+        futures.wait(waiting.values(), timeout=RESOLVE_SECONDS)
+        for location, found in waiting.items():
+            answers[location] = found.result() if found.done() else ((), None)
+        return answers
+
+    def _look_up(self, key: tuple[str, bool | None]) -> None:
+        try:
+            answer = checked_dial(key[0])
+        except Exception:  # a resolver's surprise: as a name that does not resolve
+            answer = ((), None)
+        with self._lock:
+            self._found[key] = (time.monotonic(), answer)
+            if len(self._found) > CHECKED_FILES:  # a long-lived process's: looked up again
+                self._found.clear()
+            self._pending.pop(key).set_result(answer)
+
+
+_lookups = _Lookups()
 
 
 def _unreachable(endpoint: str, digest: bytes, dial: Sequence[str]) -> PeerUnreachable | None:
@@ -502,9 +545,9 @@ def fetch_from_peers(
             time.sleep(backoff * 2 ** (attempt - 1))
         for endpoint in list(left):
             if endpoint not in dial:  # past the owner: the rest are looked up, all at once
-                admit(_checked_dials([e for e in left if e not in dial]))
-                if endpoint not in left:
-                    continue
+                admit(_lookups.checked([e for e in left if e not in dial]))
+            if endpoint not in left:  # refused, or its name did not resolve
+                continue
             try:
                 fetch_artifact(endpoint, digest, limit, sink, dial[endpoint])
                 return b"" if out is not None else sink.getvalue()

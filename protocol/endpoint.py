@@ -171,6 +171,11 @@ def allow_private_peers(allowed: bool | None) -> None:
     _PrivatePeers.allowed = allowed
 
 
+def private_peers_allowed() -> bool | None:
+    """Whether artifacts are fetched from private and loopback addresses (None: not settled)."""
+    return _PrivatePeers.allowed
+
+
 def private_switch_problem(value: str) -> str | None:
     """Why ``value`` is not a setting of :data:`PRIVATE_SWITCH` (None if it is)."""
     if value in ("", "auto", "allow", "refuse"):

@@ -539,6 +539,57 @@ def test_peers_names_are_looked_up_only_past_the_owner_and_all_at_once(tmp_path,
         server.stop(None)
 
 
+def test_a_refused_peer_past_the_owner_is_never_dialled(tmp_path, monkeypatch):
+    """Peers looked up together past the owner: each refused one (a loopback name on a chain
+    reached over the internet) is left out, not dialled by name (which would let gRPC resolve
+    it again, past the check), whichever of them led to the lookup."""
+    from dilochain.protocol import endpoint
+
+    served = LocalArtifactStore(tmp_path / "a")
+    data = b"an artifact" * 100
+    digest = served.put(data)
+    server, address = serve_blobs(served, "127.0.0.1:0")
+    monkeypatch.setattr(endpoint._PrivatePeers, "allowed", False)
+    port = address.rsplit(":", 1)[1]
+    try:
+        with pytest.raises(ArtifactError, match="private or loopback") as refused:
+            fetch_from_peers([f"nothing.invalid:{port}", f"localhost:{port}"], digest, len(data),
+                             backoff=0.01)  # fmt: skip
+        assert not isinstance(refused.value, PeerUnreachable)
+    finally:
+        server.stop(None)
+
+
+def test_names_that_never_resolve_hold_no_other_lookup(tmp_path, monkeypatch):
+    """A lookup hangs on a thread of its own, one at a time a name, and its answer is kept a
+    while: eight hosts' names whose DNS never answers do not make a good name 'not resolve'
+    (a pool of eight lookups did), nor are they looked up again by the next fetch."""
+    real, looked_up = socket.getaddrinfo, []
+
+    def resolver(host, *args, **kwargs):
+        looked_up.append(host)
+        if str(host).endswith(".hang.example"):
+            time.sleep(4)
+            raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+        return real("127.0.0.1" if host == "good.example" else host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", resolver)
+    monkeypatch.setattr(blob_service, "RESOLVE_SECONDS", 1.0)
+    monkeypatch.setattr(blob_service, "_lookups", blob_service._Lookups())
+    served = LocalArtifactStore(tmp_path / "a")
+    data = b"an artifact" * 100
+    digest = served.put(data)
+    server, address = serve_blobs(served, "127.0.0.1:0")
+    good = f"good.example:{address.rsplit(':', 1)[1]}"
+    hanging = [f"h{i}.hang.example:9000" for i in range(8)]
+    try:
+        assert fetch_from_peers([*hanging, good], digest, len(data)) == data
+        assert fetch_from_peers([*hanging, good], digest, len(data)) == data
+        assert looked_up.count("good.example") == 1 and looked_up.count("h0.hang.example") == 1
+    finally:
+        server.stop(None)
+
+
 def test_an_owner_that_accepts_connections_and_never_answers_is_passed_over(tmp_path, monkeypatch):
     """A host's endpoint that is black-holed (connections accepted, nothing answered) costs a
     fetch one short probe, not the stream's full deadline on every pass: its peers are asked,
