@@ -30,7 +30,9 @@ from dilochain.protocol.hashing import content_hash
 CHUNK = 1 << 20
 MIN_RATE = 1 << 20  # bytes a second: a fetch slower than this over its whole length is cut off
 PART_BYTES = 64 << 20  # multipart upload above this, in parts of this size
-STALE_UPLOAD_SECONDS = 3600.0  # an unfinished multipart upload this old is a dead writer's
+# An unfinished multipart upload this old is a dead writer's (a live one of a large checkpoint
+# on a slow link can take hours; S3 lifecycle rules usually wait days).
+STALE_UPLOAD_SECONDS = 86_400.0
 # Matched with fullmatch: ``$`` would also match before a final newline.
 _S3_URL = re.compile(r"s3://([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])((?:/[A-Za-z0-9._~-]+)*)/?")
 _PROBE = b"dilochain: a public-read object store\n"  # what the start-up check writes and reads

@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from dilochain.artifacts.store import LocalArtifactStore
+from dilochain.artifacts.store import ArtifactError, LocalArtifactStore
 
 if TYPE_CHECKING:
     from dilochain.artifacts.object_store import ObjectStore
@@ -70,6 +70,15 @@ def prunable(entries: list[Entry], resolved: int, retention: Retention) -> list[
         (drop if gone else keep).append(e)
     kept = {e.hash for e in keep}
     return [e for e in drop if e.hash not in kept]
+
+
+def _abort_stale_uploads(published: ObjectStore) -> None:
+    """Abort a dead writer's unfinished uploads, if the store lets this host (credentials may
+    allow puts and deletes but not listing uploads): nothing else of pruning waits on it."""
+    try:
+        published.abort_stale_uploads()
+    except ArtifactError as err:
+        log.warning("unfinished uploads not cleaned up: %s", err)
 
 
 class Ledger:
@@ -140,7 +149,7 @@ class Ledger:
             if dry_run or not going:
                 return sizes
             if published is not None:  # this run's own prefix
-                published.abort_stale_uploads()
+                _abort_stale_uploads(published)
                 published.delete_all(bytes.fromhex(e.hash) for e in going)
             for e in going:
                 if e.hash not in shared:

@@ -99,3 +99,27 @@ def test_pruning_one_run_keeps_what_another_run_of_the_home_still_names(tmp_path
     assert [e.hash for e in b.entries()] == [zeros.hex()]
     b.prune(store, 10, Retention(keep_global_states=0, archive_every=0))
     assert not store.has(zeros)  # the last run that named it let it go
+
+
+def test_a_store_that_will_not_list_uploads_is_still_pruned(tmp_path, caplog):
+    """Credentials may allow puts and deletes but not listing unfinished uploads: cleaning those
+    up is best effort, and the rest of pruning goes on."""
+    from dilochain.artifacts.store import ArtifactError
+
+    class Bucket:
+        deleted: list[bytes] = []
+
+        def abort_stale_uploads(self) -> int:
+            raise ArtifactError("AccessDenied: s3:ListBucketMultipartUploads")
+
+        def delete_all(self, digests) -> None:
+            self.deleted.extend(digests)
+
+    store = LocalArtifactStore(tmp_path / "artifacts")
+    ledger = Ledger(tmp_path)
+    old = store.put(b"c" * 500)
+    ledger.record(0, "checkpoint", [old])
+    bucket = Bucket()
+    ledger.prune(store, 10, Retention(keep_global_states=0, archive_every=0), published=bucket)
+    assert bucket.deleted == [old] and not store.has(old)
+    assert any("not cleaned up" in r.getMessage() for r in caplog.records)
