@@ -106,7 +106,7 @@ def test_large_artifacts_go_up_in_parts_and_stream_down(creds, tmp_path, monkeyp
 def test_uploads_a_killed_host_left_unfinished_are_aborted(creds, tmp_path):
     """A host killed in the middle of a multipart upload leaves its parts stored (and billed)
     for ever: a republish begins a new upload and a delete never sees them. Those under the
-    host's own prefix older than an hour are aborted when it prunes; a recent one (an upload
+    host's own prefix older than a day are aborted when it prunes; a recent one (an upload
     in progress) and another host's are left alone."""
     store, other = _store(creds, "run-parts"), _store(creds, "run-parts-other")
     client = creds.client()
