@@ -59,11 +59,14 @@ FETCHED_BYTES = Counter("dilochain_artifact_fetched_bytes", "Artifact bytes fetc
 
 
 # Gets a blob service streams at once, in all and to one caller's address (an IPv6 /64; this
-# machine's own callers, a devnet's, are not capped apiece); more are refused as busy, which
-# a fetcher asks again. Has has threads of its own beside them, so a full house of Gets never
-# makes the host look down to an owner probe.
+# machine's own callers, a devnet's, are not capped apiece). Beyond them up to QUEUED_GETS
+# wait (a thread each) up to QUEUE_SECONDS for a stream to end; more are refused as busy,
+# which a fetcher asks again. Has has threads of its own beside them all, so a full house of
+# Gets never makes the host look down to an owner probe.
 GET_STREAMS = 32
-CALLER_STREAMS = 4
+QUEUED_GETS = 64
+QUEUE_SECONDS = 10.0
+CALLER_STREAMS = 4  # streaming and waiting
 HAS_THREADS = 4
 # A caller that takes no chunk for this long is cut off: one that opened Gets and never read
 # held a serving thread each for ever (16 such calls made an honest host unreachable to
@@ -95,25 +98,39 @@ def _local_caller(caller: str) -> bool:
 
 
 class _Streams:
-    """The Gets being served: at most :data:`GET_STREAMS`, and :data:`CALLER_STREAMS` to one
-    caller's address; each cancelled once it goes :data:`SEND_IDLE_SECONDS` without a chunk
-    taken (checked once a second on a thread of its own while any stream is open)."""
+    """The Gets being served: at most :data:`GET_STREAMS` streaming and :data:`QUEUED_GETS`
+    waiting, and :data:`CALLER_STREAMS` of them a caller's address; each stream cancelled once
+    it goes :data:`SEND_IDLE_SECONDS` without a chunk taken (checked once a second on a thread
+    of its own while any stream is open)."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._cond = threading.Condition()
         self._open: dict[int, tuple[grpc.ServicerContext, str, list[float]]] = {}
+        self._queued: dict[int, str] = {}
         self._watching = False
 
     def admit(self, context: grpc.ServicerContext) -> list[float] | None:
-        """Register a stream; its progress clock (set it after each chunk), or None when the
-        service or the caller's address is at its limit."""
+        """Register a stream, waiting for a free one up to :data:`QUEUE_SECONDS`; its progress
+        clock (set it after each chunk), or None when the caller's address is at its limit,
+        the queue is full, or no stream came free in time."""
         caller = _caller(context.peer())
-        with self._lock:
-            mine = sum(1 for _, who, _ in self._open.values() if who == caller)
-            if len(self._open) >= GET_STREAMS or (
-                mine >= CALLER_STREAMS and not _local_caller(caller)
-            ):
+        deadline = time.monotonic() + QUEUE_SECONDS
+        with self._cond:
+            mine = sum(who == caller for _, who, _ in self._open.values())
+            mine += sum(who == caller for who in self._queued.values())
+            if mine >= CALLER_STREAMS and not _local_caller(caller):
                 return None
+            if len(self._open) >= GET_STREAMS and len(self._queued) >= QUEUED_GETS:
+                return None
+            self._queued[id(context)] = caller
+            try:
+                while len(self._open) >= GET_STREAMS:
+                    left = deadline - time.monotonic()
+                    if left <= 0 or not context.is_active():
+                        return None
+                    self._cond.wait(min(left, 1.0))
+            finally:
+                del self._queued[id(context)]
             clock = [time.monotonic()]
             self._open[id(context)] = (context, caller, clock)
             if not self._watching:
@@ -123,13 +140,14 @@ class _Streams:
 
     def close(self, context: grpc.ServicerContext) -> None:
         """The stream ended."""
-        with self._lock:
+        with self._cond:
             self._open.pop(id(context), None)
+            self._cond.notify()
 
     def _watch(self) -> None:
         while True:
             time.sleep(min(1.0, SEND_IDLE_SECONDS))
-            with self._lock:
+            with self._cond:
                 if not self._open:
                     self._watching = False
                     return
@@ -231,9 +249,10 @@ class BlobServicer:
 def serve_blobs(store: LocalArtifactStore, address: str) -> tuple[grpc.Server, str]:
     """Start a blob server on ``address`` (``host:0`` picks a port); returns it and its address.
     Its threads each stream one artifact (a few MiB of memory each), up to :data:`GET_STREAMS`
-    at once (a round's screening committees and replays), with :data:`HAS_THREADS` beside."""
+    at once (a round's screening committees and replays) with :data:`QUEUED_GETS` waiting,
+    and :data:`HAS_THREADS` beside."""
     server = grpc.server(
-        futures.ThreadPoolExecutor(max_workers=GET_STREAMS + HAS_THREADS),
+        futures.ThreadPoolExecutor(max_workers=GET_STREAMS + QUEUED_GETS + HAS_THREADS),
         options=[("grpc.so_reuseport", 0)],
     )
     server.add_generic_rpc_handlers((BlobServicer(store).handler(),))

@@ -325,15 +325,20 @@ def test_a_damaged_file_in_the_store_is_never_served_as_the_artifact(tmp_path, c
 def test_callers_that_never_read_cannot_lock_the_blob_service_out(tmp_path, monkeypatch):
     """Gets opened and never read held a serving thread each for ever: enough of them made an
     honest host unreachable to every verifier (its Has probe queued behind them) until it was
-    slashed. Now a Get beyond the service's limit is refused as busy (asked again), Has has
-    threads of its own, and a stream whose caller takes no chunk for a while is cut off."""
+    slashed. Now Has has threads of its own, a Get beyond the streams waits a while for one
+    (beyond the queue it is refused as busy, asked again), and a stream whose caller takes no
+    chunk for a while is cut off."""
     monkeypatch.setattr(blob_service, "GET_STREAMS", 3)
-    monkeypatch.setattr(blob_service, "SEND_IDLE_SECONDS", 1.0)
+    monkeypatch.setattr(blob_service, "QUEUED_GETS", 1)
+    monkeypatch.setattr(blob_service, "QUEUE_SECONDS", 120.0)
+    monkeypatch.setattr(blob_service, "SEND_IDLE_SECONDS", 1000.0)  # nobody cut off yet
+    made, real = [], blob_service._Streams
+    monkeypatch.setattr(blob_service, "_Streams", lambda: made.append(real()) or made[-1])
     served = LocalArtifactStore(tmp_path / "a")
     big = os.urandom(96 << 20)  # more than any flow-control window takes unread
     digest = served.put(big)
     server, endpoint = serve_blobs(served, "127.0.0.1:0")
-    channels = []
+    channels, waited = [], []
     try:
         held = []
         for _ in range(3):  # a stranger's calls: each takes one chunk, then reads no more
@@ -344,17 +349,20 @@ def test_callers_that_never_read_cannot_lock_the_blob_service_out(tmp_path, monk
             held.append(call)
         stub = blob_pb2_grpc.BlobStub(channels[0])
         assert stub.Has(blob_pb2.GetBlobRequest(hash=digest), timeout=5).present
-        with pytest.raises(grpc.RpcError) as busy:
+        queued = threading.Thread(target=lambda: waited.append(
+            fetch_blob(endpoint, digest, len(big), io.BytesIO())))  # fmt: skip
+        queued.start()
+        deadline = time.monotonic() + 60
+        while not made[0]._queued:  # an honest fetch waits in the queue ...
+            assert time.monotonic() < deadline and queued.is_alive()
+            time.sleep(0.05)
+        with pytest.raises(grpc.RpcError) as busy:  # ... which is full now
             list(stub.Get(blob_pb2.GetBlobRequest(hash=digest), timeout=5))
         assert busy.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-        deadline = time.monotonic() + 60  # the stalled streams are cut off after ~1-2 s
-        while True:
-            try:
-                assert fetch_blob(endpoint, digest, len(big), io.BytesIO()) == len(big)
-                break
-            except PeerUnreachable as err:  # busy until the held streams are cut off
-                assert "busy" in str(err) and time.monotonic() < deadline, err
-                time.sleep(0.2)
+        assert stub.Has(blob_pb2.GetBlobRequest(hash=digest), timeout=5).present
+        monkeypatch.setattr(blob_service, "SEND_IDLE_SECONDS", 1.0)  # the stalled go
+        queued.join(60)
+        assert waited == [len(big)]  # served once a stalled stream was cut off
         for call in held:  # cut off by the service, not by the caller
             with pytest.raises(grpc.RpcError) as cut:
                 list(call)
