@@ -231,6 +231,10 @@ def test_a_blob_endpoint_is_dialled_at_the_address_its_check_saw(tmp_path, monke
         lookups.clear()
         found = fetch_from_peers([f"rebinding.example:{port}"], digest, 1 << 20)
         assert found == b"the round's checkpoint" and lookups == ["rebinding.example"]
+        # The next fetch dials the address checked then (kept a minute), never asking again.
+        assert fetch_from_peers([f"rebinding.example:{port}"], digest, 1 << 20) == found
+        assert lookups == ["rebinding.example"]
+        monkeypatch.setattr(blob_service, "_lookups", blob_service._Lookups())  # forgotten
         with pytest.raises(ArtifactError, match="does not resolve"):
             fetch_from_peers([f"rebinding.example:{port}"], digest, 1 << 20, attempts=1)
     finally:
