@@ -384,18 +384,21 @@ def test_one_caller_address_gets_a_few_streams_at_once():
     class Context:
         def __init__(self, peer: str):
             self.peer = lambda: peer
+            self.cancel = lambda: None  # what the idle watch calls
 
     streams = blob_service._Streams()
     caps = blob_service.CALLER_STREAMS
     stranger = [Context(f"ipv6:[2001:db8::{i}]:{5000 + i}") for i in range(caps + 1)]
+    others = [Context("ipv6:[2001:db8:0:1::1]:5000"), Context("ipv4:203.0.113.5:1")]
+    local = [Context(f"ipv4:127.0.0.1:{6000 + i}") for i in range(caps + 1)]
     assert all(streams.admit(c) is not None for c in stranger[:caps])
     assert streams.admit(stranger[caps]) is None  # the same /64
-    assert streams.admit(Context("ipv6:[2001:db8:0:1::1]:5000")) is not None  # another /64
-    assert streams.admit(Context("ipv4:203.0.113.5:1")) is not None
-    local = [Context(f"ipv4:127.0.0.1:{6000 + i}") for i in range(caps + 1)]
+    assert all(streams.admit(c) is not None for c in others)  # another /64, an IPv4 caller
     assert all(streams.admit(c) is not None for c in local)
     streams.close(stranger[0])
     assert streams.admit(stranger[caps]) is not None
+    for context in [*stranger, *others, *local]:  # the idle watch ends with the last stream
+        streams.close(context)
 
 
 def test_blob_service_and_peer_fetch(tmp_path):
