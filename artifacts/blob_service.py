@@ -155,7 +155,10 @@ class _Streams:
                 stalled = [ctx for ctx, _, clock in self._open.values()
                            if now - clock[0] > SEND_IDLE_SECONDS]  # fmt: skip
             for context in stalled:
-                context.cancel()
+                try:
+                    context.cancel()
+                except Exception:  # logged; the watch goes on for the others
+                    log.exception("cancelling a stalled blob stream")
 
 
 class BlobServicer:
