@@ -584,12 +584,12 @@ def test_names_that_never_resolve_hold_no_other_lookup(tmp_path, monkeypatch):
     def resolver(host, *args, **kwargs):
         looked_up.append(host)
         if str(host).endswith(".hang.example"):
-            time.sleep(4)
+            time.sleep(10)
             raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
         return real("127.0.0.1" if host == "good.example" else host, *args, **kwargs)
 
     monkeypatch.setattr(socket, "getaddrinfo", resolver)
-    monkeypatch.setattr(blob_service, "RESOLVE_SECONDS", 1.0)
+    monkeypatch.setattr(blob_service, "RESOLVE_SECONDS", 3.0)  # time enough on a busy machine
     monkeypatch.setattr(blob_service, "_lookups", blob_service._Lookups())
     served = LocalArtifactStore(tmp_path / "a")
     data = b"an artifact" * 100
