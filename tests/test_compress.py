@@ -177,6 +177,20 @@ def test_compressed_garbage_is_rejected():
             decompress(bad)
 
 
+def test_a_shape_that_is_not_a_shape_is_a_compression_error_before_any_value_is_read():
+    """A shape/ tensor of NaN or inf raised ValueError or OverflowError out of the checks (an
+    honest host aggregating it stopped, and again at every restart), and one of a million
+    entries cost seconds of Python ints per blob before it was compared."""
+    model = {"w": torch.zeros(4, 25)}
+    parts = decode_state(compress({"w": torch.randn(4, 25)}, "int8"))
+    for shape in (torch.tensor([float("nan"), 25.0]), torch.tensor([float("inf"), 1.0]),
+                  torch.zeros(1_000_000, dtype=torch.int64), torch.tensor([[4, 25]])):  # fmt: skip
+        bad = encode_state({**parts, "shape/w": shape})
+        for like in (model, None):
+            with pytest.raises(CompressionError, match="bad shape"):
+                decompress(bad, like)
+
+
 def test_declared_sizes_are_checked_against_the_model_before_decoding():
     """A few kilobytes declaring a billion values (every chunk of a DCT layout is a handful of
     bytes) is refused against the model's own tensors before anything is allocated."""

@@ -219,9 +219,19 @@ def _synthesised(coef: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
     return out.view(-1)
 
 
+MAX_DIMS = 8  # a shape tensor longer than this is no model's
+
+
+def _shape_problem(shape: torch.Tensor) -> bool:
+    """Whether ``shape`` is not a shape: int64, one dimension, at most :data:`MAX_DIMS` sizes,
+    none negative."""
+    return (shape.dtype != torch.int64 or shape.dim() != 1 or shape.numel() > MAX_DIMS
+            or bool((shape < 0).any()))  # fmt: skip
+
+
 def _tensor(parts: Tensors, key: str) -> torch.Tensor:
     scales, shape = parts[_SCALE + key], parts[_SHAPE + key]
-    if shape.dtype != torch.int64 or shape.dim() != 1 or bool((shape < 0).any()):
+    if _shape_problem(shape):
         raise CompressionError(f"{key}: bad shape")
     signs = _MASK + key in parts
     wanted = torch.bfloat16 if signs else torch.float32
@@ -247,8 +257,11 @@ def decompress(data: bytes, like: Tensors | None = None) -> Tensors:
     except CodecError as err:
         raise CompressionError(f"not a compressed pseudo-gradient: {err}") from None
     names = {k[len(_SHAPE) :] for k in parts if k.startswith(_SHAPE)}
+    for n in names:  # before any value is read: a float shape of NaN, a million dimensions
+        if _shape_problem(parts[_SHAPE + n]):
+            raise CompressionError(f"{n}: bad shape")
     if like is not None:
-        declared = {n: tuple(int(d) for d in parts[_SHAPE + n].reshape(-1)) for n in names}
+        declared = {n: tuple(parts[_SHAPE + n].tolist()) for n in names}
         if declared != {n: tuple(t.shape) for n, t in like.items()}:
             raise CompressionError("its tensors are not the model's (names or shapes differ)")
     expected = set()
