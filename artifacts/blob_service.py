@@ -47,6 +47,7 @@ BACKOFF_SECONDS = 0.25  # before the second pass; doubled before each later one
 # 8 s at 1 Mbit/s, and a host that answers Has but stalls its Get holds no fetch for the
 # whole deadline its artifacts' size allows.
 IDLE_SECONDS = 30.0
+PROGRESS_BYTES = 64 << 10  # what counts as progress within IDLE_SECONDS (~2 KB/s at least)
 # Peers' names (other than the owner's) are looked up at once, for at most this long in all,
 # each at most once at a time, and what a lookup found is used for this long.
 RESOLVE_SECONDS = PROBE_SECONDS
@@ -288,18 +289,21 @@ def fetch_artifact(
 
 
 class _IdleWatch:
-    """Cancels a streaming call that makes no :meth:`progress` for ``seconds`` (checked once
-    a second on a thread of its own, which :meth:`stop` ends)."""
+    """Cancels a streaming call that makes no progress, :data:`PROGRESS_BYTES` received, for
+    ``seconds`` (checked once a second on a thread of its own, which :meth:`stop` ends): a
+    peer sending empty chunks, or a byte at a time, is as silent as one sending nothing."""
 
     def __init__(self, call: grpc.Future, seconds: float):
         self.call, self.seconds = call, seconds
-        self.last, self.fired = time.monotonic(), False
+        self.last, self.fired, self._since = time.monotonic(), False, 0
         self._done = threading.Event()
         threading.Thread(target=self._watch, name="fetch-idle", daemon=True).start()
 
-    def progress(self) -> None:
-        """A chunk arrived."""
-        self.last = time.monotonic()
+    def progress(self, received: int) -> None:
+        """``received`` more bytes arrived."""
+        self._since += received
+        if self._since >= PROGRESS_BYTES:
+            self.last, self._since = time.monotonic(), 0
 
     def stop(self) -> None:
         """The call is over."""
@@ -352,7 +356,7 @@ def _fetch_blob_at(
         idle = _IdleWatch(chunks, IDLE_SECONDS)
         try:
             for chunk in chunks:
-                idle.progress()
+                idle.progress(len(chunk.data))
                 if received + len(chunk.data) > limit:
                     chunks.cancel()
                     raise ArtifactError(f"{endpoint}: sent more than the {limit} bytes allowed")

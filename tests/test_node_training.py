@@ -635,20 +635,23 @@ def test_an_owner_that_accepts_connections_and_never_answers_is_passed_over(tmp_
 
 def test_a_stream_that_goes_silent_is_cut_off_as_unreachable(tmp_path, monkeypatch):
     """A host's blob service that answers ``Has`` at once and then sends nothing of its
-    ``Get`` holds a fetch for ``IDLE_SECONDS``, not the deadline its artifacts' size allows
-    (60 s plus a second a MiB, on every pass)."""
+    ``Get``, or empty chunks, holds a fetch for ``IDLE_SECONDS``, not the deadline its
+    artifacts' size allows (60 s plus a second a MiB, on every pass)."""
     import time
     from concurrent import futures
 
     served = LocalArtifactStore(tmp_path / "a")
     digest = served.put(b"x" * (3 << 20))
+    empty = served.put(b"y" * (3 << 20))  # asked for this one, it sends empty chunks for ever
     released = threading.Event()
 
     class Stalling(blob_service.BlobServicer):
         def Get(self, request, context):
             chunks = super().Get(request, context)
-            yield next(chunks)  # one chunk, then silence
-            released.wait(30)
+            yield next(chunks)  # one chunk, then silence: nothing, or empty chunks
+            while context.is_active() and not released.wait(0.1):
+                if request.hash == empty:
+                    yield blob_pb2.BlobChunk(data=b"")
 
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
     server.add_generic_rpc_handlers((Stalling(served).handler(),))
@@ -656,10 +659,11 @@ def test_a_stream_that_goes_silent_is_cut_off_as_unreachable(tmp_path, monkeypat
     server.start()
     monkeypatch.setattr(blob_service, "IDLE_SECONDS", 1.0)
     try:
-        began = time.monotonic()
-        with pytest.raises(PeerUnreachable, match="sent nothing for 1 s"):
-            fetch_blob(endpoint, digest, 1 << 30, io.BytesIO())
-        assert time.monotonic() - began < 10
+        for asked in (digest, empty):
+            began = time.monotonic()
+            with pytest.raises(PeerUnreachable, match="sent nothing for 1 s"):
+                fetch_blob(endpoint, asked, 1 << 30, io.BytesIO())
+            assert time.monotonic() - began < 10
     finally:
         released.set()
         server.stop(grace=0)
