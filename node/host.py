@@ -445,10 +445,14 @@ class HostNode:
         return view
 
     def prune(self, aggregated: range, resolved: int) -> None:
-        """Note the peers' pseudo-gradients of the ``aggregated`` rounds, then delete what no
-        longer matters once round ``resolved`` is decided (:mod:`dilochain.artifacts.pruning`)."""
+        """Note the peers' pseudo-gradients of the ``aggregated`` rounds (what their commits
+        name, but for the run's data files, which a hostile commit could name to have every
+        host delete them), then delete what no longer matters once round ``resolved`` is
+        decided (:mod:`dilochain.artifacts.pruning`)."""
+        data = self.data.hashes()  # a commit may name any bytes: never the run's data files
         for r in aggregated:
-            hashes = [c.pseudo_grad_hash for c in self.poc.commits(self.cfg.run_id, r)]
+            hashes = [c.pseudo_grad_hash for c in self.poc.commits(self.cfg.run_id, r)
+                      if c.pseudo_grad_hash.hex() not in data]  # fmt: skip
             self.ledger.record(r, "pseudo_grad", hashes)
         try:
             gone = self.ledger.prune(self.local, resolved, self.retention,

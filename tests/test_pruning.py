@@ -123,3 +123,31 @@ def test_a_store_that_will_not_list_uploads_is_still_pruned(tmp_path, caplog):
     ledger.prune(store, 10, Retention(keep_global_states=0, archive_every=0), published=bucket)
     assert bucket.deleted == [old] and not store.has(old)
     assert any("not cleaned up" in r.getMessage() for r in caplog.records)
+
+
+def test_a_commit_naming_a_data_file_never_has_a_host_delete_it(tmp_path):
+    """The chain takes any 32 bytes as a pseudo-gradient's hash: a hostile commit naming the
+    held-out shard's had every honest host record it as a peer's pseudo-gradient and, a round
+    later, delete the link its blob service serves the run's data through (late joiners and
+    restarted verifiers then found it nowhere)."""
+    from types import SimpleNamespace
+
+    from dilochain.node.host import HostNode
+    from dilochain.protocol.pb.poc.v1.types_pb2 import RoundCommit
+    from dilochain.testutil import shipped_data
+
+    data, _ = shipped_data()
+    local = LocalArtifactStore(tmp_path / "artifacts")
+    for path, digest in data.files():
+        local.link_file(path, bytes.fromhex(digest))
+    shard = bytes.fromhex(data.files()[2][1])
+    peer = local.put(b"a peer's pseudo-gradient")
+    commits = {0: [RoundCommit(host="dilo1hostile", pseudo_grad_hash=shard),
+                   RoundCommit(host="dilo1peer", pseudo_grad_hash=peer)]}  # fmt: skip
+    host = SimpleNamespace(poc=SimpleNamespace(commits=lambda run, r: commits.get(r, [])),
+                           cfg=SimpleNamespace(run_id="r"), ledger=Ledger(tmp_path / "state"),
+                           local=local, retention=Retention(), objects=None, data=data)  # fmt: skip
+    (tmp_path / "state").mkdir()
+    HostNode.prune(host, range(0, 1), 0)
+    HostNode.prune(host, range(1, 3), 5)
+    assert local.has(shard) and not local.has(peer)

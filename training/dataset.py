@@ -78,13 +78,19 @@ class Dataset:
         # streamed into the file: a shard need not fit in memory
         write_atomically(path, lambda out: self.fetch(digest, size, out))
 
-    def files(self) -> list[tuple[Path, str]]:
-        """The dataset's files on disk with the sha256 the run or the manifest gives each."""
+    def _listed(self) -> list[tuple[Path, str]]:
         listed = [(self.root / MANIFEST, file_sha256(self.root / MANIFEST)),
                   (self.root / TOKENIZER, self.manifest.tokenizer_sha256)]  # fmt: skip
-        listed += [(self.root / e.file, e.sha256)
-                   for e in [self.manifest.heldout, *self.manifest.shards]]  # fmt: skip
-        return [(path, digest) for path, digest in listed if path.is_file()]
+        return listed + [(self.root / e.file, e.sha256)
+                         for e in [self.manifest.heldout, *self.manifest.shards]]  # fmt: skip
+
+    def files(self) -> list[tuple[Path, str]]:
+        """The dataset's files on disk with the sha256 the run or the manifest gives each."""
+        return [(path, digest) for path, digest in self._listed() if path.is_file()]
+
+    def hashes(self) -> set[str]:
+        """The sha256 (hex) of every file of the dataset, on disk or not."""
+        return {digest for _, digest in self._listed()}
 
     @property
     def num_shards(self) -> int:
