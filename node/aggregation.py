@@ -102,13 +102,18 @@ class Aggregator:
         """A round's commits once the chain has decided their outcomes. The round is decided
         when this is asked, but the node that answers may be a block or two behind the one that
         said so (clients fail over between nodes): a pending outcome is asked for again, for up
-        to ``patience`` seconds."""
+        to ``patience`` seconds, on any chain (a fail-open one aggregates a pending commit the
+        decision may yet exclude), and then an :class:`ArtifactError` (the host resyncs or sits
+        the round out), never a state built on outcomes the others do not see."""
         deadline = time.monotonic() + self.patience
         while True:
             found = self.poc.commits(self.run_id, round_)
             pending = [c for c in found if c.outcome == CommitOutcome.COMMIT_OUTCOME_PENDING]
-            if not self.fail_closed or not pending or time.monotonic() > deadline:
+            if not pending:
                 return found
+            if time.monotonic() > deadline:
+                raise ArtifactError(f"round {round_}: {len(pending)} commits still undecided "
+                                    f"after {self.patience:.0f} s")  # fmt: skip
             time.sleep(0.5)
 
     def global_state(self, digest: bytes) -> dict[str, torch.Tensor]:

@@ -206,7 +206,12 @@ def test_outcomes_a_lagging_node_shows_pending_are_asked_for_again(tmp_path):
     step = {k: torch.full_like(v, 0.01) for k, v in params_of(view.state).items()}
     commits = [accepted(host="a", base_hash=view.hash,
                         pseudo_grad_hash=local.put(compress(step, "int8")))]  # fmt: skip
-    poc = _Lagging(commits)
     store = PeerFetchingStore(local, lambda: [], limit=1 << 30)
-    moved = Aggregator(poc, "r", CFG, store, patience=5).advance(view)
-    assert poc.asked == 2 and moved.hash != view.hash
+    for fail_closed in (True, False):  # a fail-open chain would aggregate what is pending
+        poc = _Lagging(commits)
+        moved = Aggregator(poc, "r", CFG, store, patience=5, fail_closed=fail_closed).advance(view)
+        assert poc.asked == 2 and moved.hash != view.hash
+    stuck = _Lagging(commits)
+    stuck.asked = -(10**9)  # never catches up
+    with pytest.raises(ArtifactError, match="still undecided"):
+        Aggregator(stuck, "r", CFG, store, patience=1, fail_closed=False).advance(view)
