@@ -162,6 +162,9 @@ class Aggregator:
         based_on = base_round(self.rc, view.round)
         known = view.hash if based_on == view.round else view.parent
         base, params = recorded.get(based_on, known), params_of(view.state)
+        if not base:  # overlapped, θ_{r-1} unrecorded and this view's parent forgotten
+            raise ArtifactError(f"round {view.round}: the state its commits built on (round "
+                                f"{based_on}'s) is neither recorded nor known here")  # fmt: skip
         deltas = []
         for c in self._decided_commits(view.round):
             if c.base_hash != base or not aggregated(c, self.fail_closed):

@@ -10,7 +10,7 @@ from dilochain.artifacts.blob_service import PeerFetchingStore
 from dilochain.artifacts.store import ArtifactError, LocalArtifactStore
 from dilochain.node.aggregation import Aggregator, GlobalView, aggregated
 from dilochain.node.host import HostNode
-from dilochain.protocol.pb.poc.v1.types_pb2 import CommitOutcome, RoundCommit
+from dilochain.protocol.pb.poc.v1.types_pb2 import CommitOutcome, GlobalCheckpoint, RoundCommit
 from dilochain.testutil import shipped_data
 from dilochain.training.compress import compress, decompress
 from dilochain.training.diloco import initial_global, outer_step, params_of
@@ -215,3 +215,28 @@ def test_outcomes_a_lagging_node_shows_pending_are_asked_for_again(tmp_path):
     stuck.asked = -(10**9)  # never catches up
     with pytest.raises(ArtifactError, match="still undecided"):
         Aggregator(stuck, "r", CFG, store, patience=1, fail_closed=False).advance(view)
+
+
+def test_an_overlapped_round_whose_base_is_unknown_here_is_not_carried_over(tmp_path):
+    """An overlapped round builds on θ_{r-1}; when the chain recorded none (a disputed tally)
+    and this host's view forgot its parent (restarted, or joined from the chain's latest),
+    every commit looked built on something else and θ_r carried over, while hosts that stayed
+    up stepped it: a state the others did not compute. It resyncs or sits out instead."""
+    cfg = make_run_config(shipped_data()[1], "tiny", overlap=True)
+    params = {n: p.detach().clone() for n, p in build_model(cfg.model_config, 1).named_parameters()}
+    local = LocalArtifactStore(tmp_path)
+    store = PeerFetchingStore(local, lambda: [], limit=1 << 30)
+    t0 = GlobalView(0, initial_global(params))
+    step = {k: torch.full_like(v, 0.01) for k, v in params_of(t0.state).items()}
+    delta = local.put(compress(step, "int8"))
+    r0 = [accepted(host="a", base_hash=t0.hash, pseudo_grad_hash=delta)]
+    t1 = Aggregator(FakePoc(r0), "r", cfg, store, patience=0).advance(t0)
+    r1 = [accepted(host="a", base_hash=t0.hash, pseudo_grad_hash=delta),
+          accepted(host="x", base_hash=b"\x66" * 32, pseudo_grad_hash=delta)]  # fmt: skip
+    poc = FakePoc(r1)  # round 0's state not recorded (a 1-1 tally), round 1's is
+    poc.global_checkpoints = lambda run_id: [GlobalCheckpoint(round=1, hash=t1.hash)]
+    aggregator = Aggregator(poc, "r", cfg, store, patience=0)
+    stayed = aggregator.advance(t1)  # it knows θ_1's parent
+    assert stayed.hash != t1.hash
+    with pytest.raises(ArtifactError, match="neither recorded nor known"):
+        aggregator.advance(GlobalView(1, t1.state))  # the same θ_1, its parent forgotten
