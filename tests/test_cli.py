@@ -300,3 +300,21 @@ def test_testnet_init_and_chain_init_answer_in_json(tmp_path, capsys):
     assert code == 0, err
     assert json.loads(out) == {"chain_id": "net-2", "home": str(tmp_path / "h"),
                                "state_sync": None}  # fmt: skip
+
+
+def test_devnet_stops_every_member_and_kills_one_that_will_not():
+    """Ctrl-C during ``devnet up`` left a verifier waiting for a chain that had already stopped,
+    and ``proc.wait(30)`` ended the command with a TimeoutExpired traceback: members that do
+    not stop when asked are killed after the grace period."""
+    from dilochain.cli.devnet_cmd import _stop
+
+    stubborn = ("import signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+                "print('up', flush=True); time.sleep(60)")  # fmt: skip
+    procs = [
+        subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+        for code in (stubborn, "import time; print('up', flush=True); time.sleep(60)")
+    ]
+    for proc in procs:
+        assert proc.stdout.readline() == "up\n"  # its handlers are in place
+    _stop(procs, grace=1)
+    assert [p.returncode for p in procs] == [-signal.SIGKILL, -signal.SIGTERM]

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import tempfile
 import time
 from contextlib import ExitStack
@@ -82,6 +83,7 @@ CHAIN_ID = "dilochain-devnet"
 RUN_ID = "devnet-run"
 PASSWORD = "devnet"
 HOST_COLLATERAL = 10_000_000
+STOP_SECONDS = 30  # a stopping host or verifier is killed after this (Ctrl-C, the run over)
 # Overlapped rounds: the last round is verified (34 blocks) while this one trains in its commit
 # window; the other 8 blocks are a host's lead, which absorbs the variation of its steps.
 ROUND_BLOCKS = 42
@@ -342,13 +344,10 @@ def _run(
             _await_auto_claims(console, PocClient(addresses), verifiers)
             for m in hosts:
                 m.busy = busy.shares().get(m.name)
-        finally:
+        finally:  # done, failed or interrupted (Ctrl-C): every host and verifier stops
             verifier_procs = [supervisor.children[m.name].proc or p
                               for p, m in zip(verifier_procs, verifiers, strict=True)]  # fmt: skip
-            for proc in verifier_procs:
-                proc.terminate()
-            for proc in [*verifier_procs, *node_procs.values()]:
-                proc.wait(30)
+            _stop([*verifier_procs, *node_procs.values()])
         failed = [name for name, p in node_procs.items() if p.returncode]
         if failed:
             raise CliError(f"hosts {failed} stopped with an error; see their node.log in {root}")
@@ -456,6 +455,21 @@ def _next_steps(console: Console, network: LocalNetwork, root: Path, keep: bool)
         f"  curl http://{network.nodes[0].rpc_address}/status   # CometBFT RPC",
         soft_wrap=True,
     )
+
+
+def _stop(procs: list[subprocess.Popen], grace: float = STOP_SECONDS) -> None:
+    """Ask every process still running to stop, and kill those still running ``grace``
+    seconds later (one waiting for a chain that is already gone)."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.terminate()
+    deadline = time.monotonic() + grace
+    for proc in procs:
+        try:
+            proc.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def _keep_running(console: Console, network: LocalNetwork) -> None:
