@@ -318,3 +318,14 @@ def test_devnet_stops_every_member_and_kills_one_that_will_not():
         assert proc.stdout.readline() == "up\n"  # its handlers are in place
     _stop(procs, grace=1)
     assert [p.returncode for p in procs] == [-signal.SIGKILL, -signal.SIGTERM]
+
+
+@pytest.mark.parametrize("command", [("rewards", "show"), ("rewards", "claim", "--key", "k"),
+                                     ("query", "poc", "epoch")])  # fmt: skip
+def test_an_epoch_is_a_whole_number(command, capsys):
+    """``--epoch -1`` reached the chain client and ended in a ValueError traceback."""
+    with pytest.raises(SystemExit) as refused:
+        main([*command, "--epoch", "-1"])
+    assert refused.value.code == 2
+    err = capsys.readouterr().err
+    assert "'-1' is not an epoch number" in err and "Traceback" not in err

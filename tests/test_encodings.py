@@ -48,8 +48,9 @@ def test_module_address_is_sdk_style():
     )
 
 
-# Denoms "e" + digit are refused ("1e30udlc" reads as an exponent but would be 1 "e30udlc").
-DENOMS = st.from_regex(r"(?!e[0-9])[a-z][a-z0-9]{2,10}", fullmatch=True)
+# Denoms "e" + digit are refused ("1e30udlc" reads as an exponent but would be 1 "e30udlc"),
+# and the display unit "dlc" (a user writing 10DLC meant udlc).
+DENOMS = st.from_regex(r"(?!e[0-9])(?!dlc\Z)[a-z][a-z0-9]{2,10}", fullmatch=True)
 
 
 @given(st.dictionaries(DENOMS, st.integers(0, 2**256 - 1), min_size=1))
@@ -76,6 +77,13 @@ def test_coins_round_trip(coins):
 def test_bad_coins_are_refused(bad):
     with pytest.raises(ValueError):
         parse_coins(bad)
+
+
+def test_the_display_unit_is_not_a_denom():
+    """``10DLC`` was taken as 10 of a denom "DLC" nobody can use (in genesis, in a send)."""
+    for written in ("10DLC", "10dlc", "5udlc,10DLC"):
+        with pytest.raises(ValueError, match=r"display unit: write the amount in udlc \(10"):
+            parse_coins(written)
 
 
 @given(st.binary(max_size=200), st.integers(1, 2**255))

@@ -428,7 +428,10 @@ def test_cosmos_style_keys_queries_sends_and_version(running_chain, tmp_path):
     shown = json.loads(cli("keys", "show", "rich", "--home", home, "-o", "json").stdout)
     assert shown == listed[0]
     one_line_error(cli("keys", "delete", "rich", "--home", home), "--yes")  # no terminal
-    deleted = cli("keys", "delete", "rich", "--yes", "--home", home, "-o", "json")
+    wrong = {"DILOCHAIN_KEYRING_PASSWORD": "not it"}  # only the keyring's owner deletes
+    one_line_error(cli("keys", "delete", "rich", "--yes", "--home", home, env=wrong),
+                   "wrong keyring password")  # fmt: skip
+    deleted = cli("keys", "delete", "rich", "--yes", "--home", home, "-o", "json", env=env)
     assert json.loads(deleted.stdout) == {"deleted": "rich", "address": str(funded.address())}
     one_line_error(cli("keys", "show", "rich", "--home", home), "no key named 'rich'")
     shown = json.loads(cli("version", "--output", "json").stdout)

@@ -128,6 +128,13 @@ def default_home() -> Path:
     return Path(os.environ.get("DILOCHAIN_HOME", Path.home() / ".dilochain"))
 
 
+def epoch_number(text: str) -> int:
+    """An ``--epoch`` (an argparse type): a whole number, 0 or more."""
+    if not text.isascii() or not text.isdigit() or len(text) > 18:
+        raise argparse.ArgumentTypeError(f"{text[:20]!r} is not an epoch number (0, 1, 2, …)")
+    return int(text)
+
+
 def parse_duration(text: str) -> float:
     """``"1s"``, ``"100ms"``, ``"0.5s"``, ``"2m"`` in seconds."""
     match = _DURATION.match(text.strip())

@@ -115,11 +115,12 @@ def _list(args: argparse.Namespace) -> int:
 
 def _delete(args: argparse.Namespace) -> int:
     ring = keyring(args.home)
-    info = ring.show(args.name)
+    info = ring.show(args.name)  # an unknown key fails before any password is asked for
+    if not args.yes and not sys.stdin.isatty():
+        raise CliError(f"deleting key {args.name!r} needs --yes when there is no terminal "
+                       "to confirm on")  # fmt: skip
+    ring.wallet(args.name, keyring_password())  # only the keyring's owner deletes its keys
     if not args.yes:
-        if not sys.stdin.isatty():
-            raise CliError(f"deleting key {args.name!r} needs --yes when there is no terminal "
-                           "to confirm on")  # fmt: skip
         answer = input(f"Delete key {info.name} ({info.address})? It cannot be undone [y/N] ")
         if answer.strip().lower() not in ("y", "yes"):
             print("kept")

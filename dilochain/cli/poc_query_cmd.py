@@ -9,7 +9,7 @@ import argparse
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from dilochain.cli.common import CliError, chain_nodes, print_result
+from dilochain.cli.common import CliError, chain_nodes, epoch_number, print_result
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,7 @@ def add_query(query: argparse._SubParsersAction) -> list[argparse.ArgumentParser
         if name == "slashes":
             command.add_argument("--address", default="")
         if name == "epoch":
-            command.add_argument("--epoch", type=int, default=None)
+            command.add_argument("--epoch", type=epoch_number, default=None)
         command.set_defaults(func=_ask)
         parsers.append(command)
     return parsers

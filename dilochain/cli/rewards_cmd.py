@@ -15,6 +15,7 @@ from dilochain.cli.common import (
     chain_nodes,
     default_home,
     dlc,
+    epoch_number,
     keyring,
     print_output,
     signing_wallet,
@@ -31,13 +32,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         dest="rewards_cmd", required=True, metavar="{show,claim}"
     )
     show = rewards.add_parser("show", help="work and claimable rewards per epoch")
-    show.add_argument("--epoch", type=int, default=None)
+    show.add_argument(
+        "--epoch", type=epoch_number, default=None, help="one epoch (default: every epoch so far)"
+    )
     show.add_argument("--address", default=None, help="bech32 address (default: --key's)")
     show.add_argument("--key", default=None)
     claim = rewards.add_parser(
         "claim", help="claim a closed epoch's reward (--epoch), or withdraw what has vested"
     )
-    claim.add_argument("--epoch", type=int, default=None,
+    claim.add_argument("--epoch", type=epoch_number, default=None,
                        help="claim this epoch (paying what has vested of it); without it: "
                             "withdraw everything that has vested")  # fmt: skip
     claim.add_argument("--key", required=True)
