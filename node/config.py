@@ -25,9 +25,19 @@ from dilochain.protocol.endpoint import (
 BEHAVIOR_NAMES = ("honest", "random-pg", "no-training", "fewer-steps", "wrong-data", "bad-reveal",
                   "no-reveal", "copy-pg", "noisy")  # fmt: skip
 BehaviorName = Literal[BEHAVIOR_NAMES]
+
+
+def _listen_problem(text: str) -> str | None:
+    """Why ``text`` is not a ``host:port`` to listen on, port 0 (any free one) allowed (a
+    blob address of 127.0.0.1:99999 was listened on, and registered, at port 34463)."""
+    host, sep, port = text.rpartition(":")
+    return endpoint_problem(f"{host}:1" if sep and port == "0" else text)
+
+
 # What an address or URL setting must be (empty: not set): why a value is not, by setting.
 _FORMS = {"advertise_address": endpoint_problem, "object_store": s3_url_problem,
-          "object_store_endpoint": url_problem, "object_store_public_url": url_problem}  # fmt: skip
+          "object_store_endpoint": url_problem, "object_store_public_url": url_problem,
+          "blob_address": _listen_problem}  # fmt: skip
 
 
 class NodeConfig(BaseModel):

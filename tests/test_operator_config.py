@@ -68,6 +68,8 @@ def test_init_refuses_a_bad_value(tmp_path, capsys):
         ("node", 'run_id = "r"\nkey = "op"\ndevice = "tpu"\n', ["node.toml: device", "'cpu'"]),
         ("node", 'run_id = "r"\nkey = "op"\nmetrics_address = "nowhere"\n',
          ["node.toml: metrics_address", "not host:port"]),
+        ("node", 'run_id = "r"\nkey = "op"\nblob_address = "127.0.0.1:99999"\n',
+         ["node.toml: blob_address", "a port in 1-65535"]),
         ("node", 'key = "op"\n', ["no run_id: give --run or set run_id in", "node.toml"]),
         ("node", "run_id = \n", ["node.toml: not valid TOML"]),
         ("verifier", 'key = "op"\njobs = 0\n', ["verifier.toml: jobs", "greater than or equal"]),
