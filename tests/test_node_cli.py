@@ -198,6 +198,8 @@ def test_status_and_rewards_commands(running_chain, run_id, operator):
     # Piped, nothing is cut to fit 80 columns (amounts and addresses used to end in "…").
     assert "…" not in status.stdout + show.stdout and address in show.stdout
     assert "udlc" not in status.stdout + show.stdout and " DLC" in status.stdout  # amounts in DLC
+    one_line_error(cli("status", "--chain", running_chain.address, "--run", "nosuch"),
+                   "unknown run 'nosuch'")  # fmt: skip
     as_json = json.loads(cli("status", "--chain", running_chain.address, "-o", "json").stdout)
     assert as_json["chain_id"] == "dilochain-test" and run_id in {r["run_id"] for r in
                                                                  as_json["runs"]}  # fmt: skip

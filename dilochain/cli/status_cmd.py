@@ -9,7 +9,14 @@ from collections.abc import Sequence
 from rich.table import Table
 
 from dilochain.chain_view import chain_view
-from dilochain.cli.common import add_chain_flag, add_output_flag, chain_nodes, dlc, print_output
+from dilochain.cli.common import (
+    CliError,
+    add_chain_flag,
+    add_output_flag,
+    chain_nodes,
+    dlc,
+    print_output,
+)
 from dilochain.client import connect
 from dilochain.poc_client import PocClient
 
@@ -66,5 +73,7 @@ def render(view: dict) -> list[Table]:
 
 def _status(args: argparse.Namespace) -> int:
     found = view(chain_nodes(args), args.run_id)
+    if args.run_id is not None and not found["runs"]:
+        raise CliError(f"unknown run {args.run_id!r} (dilochain query poc runs lists them)")
     print_output(args, found, *render(found))
     return 0
