@@ -329,3 +329,19 @@ def test_an_epoch_is_a_whole_number(command, capsys):
     assert refused.value.code == 2
     err = capsys.readouterr().err
     assert "'-1' is not an epoch number" in err and "Traceback" not in err
+
+
+def test_an_out_folder_that_cannot_be_written_is_refused_before_any_work(tmp_path, capsys):
+    """``data prepare --out`` and ``export --out`` under a file, or naming a file, stop at
+    argument parsing with argparse's usage error, not after minutes of work with a traceback."""
+    (tmp_path / "afile").write_text("x")
+    for out, needle in ((tmp_path / "afile" / "sub", "is not a folder you can write in"),
+                        (tmp_path / "afile", "is a file, not a folder")):  # fmt: skip
+        for argv in (["data", "prepare", "--input", str(tmp_path), "--out", str(out)],
+                     ["export", "--run", "r", "--out", str(out)]):  # fmt: skip
+            with pytest.raises(SystemExit) as stop:
+                main(argv)
+            assert stop.value.code == 2
+            err = capsys.readouterr().err
+            assert "Traceback" not in err and needle in err, err
+    assert (tmp_path / "afile").read_text() == "x"

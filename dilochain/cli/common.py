@@ -128,6 +128,18 @@ def default_home() -> Path:
     return Path(os.environ.get("DILOCHAIN_HOME", Path.home() / ".dilochain"))
 
 
+def output_folder(text: str) -> Path:
+    """A folder to write into (an argparse type): not an existing file, and under a folder
+    this user can write to; checked before any work is done."""
+    path = Path(text)
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a file, not a folder")
+    existing = next(p for p in (path.absolute(), *path.absolute().parents) if p.exists())
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        raise argparse.ArgumentTypeError(f"{text}: {existing} is not a folder you can write in")
+    return path
+
+
 def epoch_number(text: str) -> int:
     """An ``--epoch`` (an argparse type): a whole number, 0 or more."""
     if not text.isascii() or not text.isdigit() or len(text) > 18:

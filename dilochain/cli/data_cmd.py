@@ -10,7 +10,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
 
-from dilochain.cli.common import CliError, add_output_flag
+from dilochain.cli.common import CliError, add_output_flag, output_folder
 from dilochain.training.manifest import MANIFEST, MAX_SHARD_TOKENS, read_manifest
 from dilochain.training.prepare import (
     DEFAULT_VOCAB,
@@ -35,7 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         required=True,
         help="files or folders: *.jsonl, *.parquet, anything else is UTF-8 text",
     )
-    p.add_argument("--out", type=Path, required=True, help="the dataset folder to write")
+    p.add_argument("--out", type=output_folder, required=True, help="the dataset folder to write")
     p.add_argument(
         "--vocab-size", type=int, default=DEFAULT_VOCAB, help="size of the BPE tokenizer to train"
     )

@@ -17,6 +17,7 @@ from dilochain.cli.common import (
     add_output_flag,
     chain_nodes,
     default_home,
+    output_folder,
     print_result,
 )
 from dilochain.poc_client import PocClient
@@ -34,7 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="the global state round R trained from; the run's total rounds "
                              "for the state its last round made (default: that final state "
                              "once the run has finished, else the latest recorded)")  # fmt: skip
-    export.add_argument("--out", type=Path, required=True, help="the folder to write")
+    export.add_argument("--out", type=output_folder, required=True, help="the folder to write")
     add_chain_flag(export)
     export.add_argument("--home", type=Path, default=default_home(),
                         help="a node home of the run, whose artifacts are read first")  # fmt: skip
