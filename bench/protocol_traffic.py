@@ -247,8 +247,7 @@ class Network:
     async def _screens(self, w: schedule.Window, anchor: bytes) -> list:
         commits = await asyncio.to_thread(self.poc.commits, RUN_ID, w.round)
         registered = await asyncio.to_thread(self.poc.verifiers)
-        candidates = committee.eligible(((v.address, v.registered_height) for v in registered),
-                                        w.start)  # fmt: skip
+        candidates = committee.eligible(registered, w.start)
         votes: dict[str, list[ScreenVote]] = defaultdict(list)
         for c in commits:
             for v in committee.screen_committee(anchor, RUN_ID, w.round, c.host, candidates,

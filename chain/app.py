@@ -52,9 +52,9 @@ MSG_SPECS: list[MsgSpec] = [
 ]  # fmt: skip
 
 
-# End-of-block work, in order: a round's seed before its challenges are drawn; hosts that
-# left after their last round's slashes.
-END_BLOCKERS = [collateral, rounds, beacon, challenges, registry]
+# End-of-block work, in order: a round's seed before its challenges are drawn; hosts
+# and verifiers that left, after their last round's slashes.
+END_BLOCKERS = [collateral, rounds, beacon, challenges, registry, verifiers]
 
 
 def _isolated(name: str, work: Callable[[Context], T], ctx: Context) -> T | None:

@@ -5,8 +5,8 @@ A commit is screened by ``screeners_per_commit`` verifiers instead of by every o
 the network screens hosts x that many commits and sends as many screen votes, whatever the
 number of verifiers. The committee of a host's commit is drawn from the round's beacon anchor
 (the hash of the block after the commit window, which nobody knew while committing) among the
-verifiers registered before the round's commit window opened, so a key registered once the
-anchor is known cannot place itself on it.
+verifiers registered before the round's commit window opened (and not left by then), so a key
+registered once the anchor is known cannot place itself on it.
 """
 
 from __future__ import annotations
@@ -15,13 +15,17 @@ import functools
 import hashlib
 from collections.abc import Iterable
 
+from dilochain.protocol.pb.poc.v1.types_pb2 import Verifier
+
 _TAG = b"dilochain-screen-committee/v1"
 
 
-def eligible(verifiers: Iterable[tuple[str, int]], window_start: int) -> list[str]:
-    """The addresses of ``verifiers`` (address, registered height) registered before the block
-    ``window_start`` (the round's commit window's first)."""
-    return [address for address, height in verifiers if height < window_start]
+def eligible(verifiers: Iterable[Verifier], window_start: int) -> list[str]:
+    """The addresses of ``verifiers`` on the committees of a round whose commit window opens at
+    block ``window_start``: those registered before it that had not left by then (a verifier
+    that leaves still sits on the committees of rounds begun before it left)."""
+    return [v.address for v in verifiers if v.registered_height < window_start
+            and (not v.left_height or v.left_height >= window_start)]  # fmt: skip
 
 
 def screen_committee(

@@ -7,6 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dilochain.protocol.committee import eligible, screen_committee
+from dilochain.protocol.pb.poc.v1.types_pb2 import Verifier
 
 ADDRESSES = st.lists(st.text("abcdef0123456789", min_size=4, max_size=12), min_size=1,
                      max_size=30, unique=True)  # fmt: skip
@@ -33,6 +34,11 @@ def test_committees_differ_by_anchor_and_host_and_spread_the_work():
     assert first != screen_committee(b"\x02" * 32, "r", 0, "h", candidates, 5)
 
 
-def test_only_verifiers_registered_before_the_window_are_eligible():
-    registered = [("early", 5), ("at-start", 10), ("late", 12)]
-    assert eligible(registered, 10) == ["early"]
+def test_only_verifiers_registered_before_the_window_and_not_left_by_then_are_eligible():
+    registered = [Verifier(address="early", registered_height=5),
+                  Verifier(address="at-start", registered_height=10),
+                  Verifier(address="late", registered_height=12),
+                  Verifier(address="left-before", registered_height=2, left_height=9),
+                  Verifier(address="left-at-start", registered_height=2, left_height=10),
+                  Verifier(address="left-after", registered_height=2, left_height=11)]  # fmt: skip
+    assert eligible(registered, 10) == ["early", "left-at-start", "left-after"]

@@ -151,7 +151,10 @@ class FakePoc:
         return self.SLASHES
 
     def verifiers(self) -> list[Verifier]:
-        return [Verifier(address=v, registered_height=3) for v in (V1, V2, V3)]
+        leaving = {V3: {"left_height": 60, "release_height": 80}}
+        return [
+            Verifier(address=v, registered_height=3, **leaving.get(v, {})) for v in (V1, V2, V3)
+        ]
 
     def epoch(self, epoch: int | None = None) -> EpochInfo:
         if epoch == 0:
@@ -194,7 +197,8 @@ def test_the_view_shows_progress_hosts_verifiers_and_rewards():
     assert (run["challenges_round"], run["challenges"]) == (1, [])  # none yet this round
     verifiers = {v["address"]: v for v in view["verifiers"]}
     assert verifiers[V1] == {
-        "address": V1, "registered_height": 3, "collateral": 10 * DLC, "slashed": 0,
+        "address": V1, "registered_height": 3, "left_height": 0, "release_height": 0,
+        "collateral": 10 * DLC, "slashed": 0,
         "last_seen": {"run_id": "r1", "round": 1, "what": "beacon"}, "up": True,
         "earned": 100 * DLC, "claimed": 100 * DLC,
     }  # fmt: skip
@@ -202,6 +206,7 @@ def test_the_view_shows_progress_hosts_verifiers_and_rewards():
     assert verifiers[V2]["up"] is True  # seen in the round before: it is up
     assert verifiers[V3]["slashed"] == DLC // 2
     assert verifiers[V3]["up"] is False and verifiers[V3]["last_seen"] is None
+    assert (verifiers[V3]["left_height"], verifiers[V3]["release_height"]) == (60, 80)
 
 
 def test_verification_shows_the_rounds_challenges_and_its_own_throughput():
@@ -459,7 +464,7 @@ def test_the_page_formats_names_amounts_and_empty_tables(fake_dashboard, browser
         verifiers = browser.find_elements("css selector", "#verifiers table.verifiers tbody tr")
         assert [v.get_attribute("data-address") for v in verifiers] == [V1, V2, V3]
         assert [v.find_element("css selector", "td.status").text for v in verifiers] == [
-            "up", "up", "not seen in the last two rounds"]  # fmt: skip
+            "up", "up", "leaving (left at block 60, released after block 80)"]  # fmt: skip
         seen = verifiers[0].find_element("css selector", "td.seen").text
         assert seen == "run r1, round 1: beacon"
         assert verifiers[2].find_element("css selector", "td.slashed").text == "0.5 DLC"

@@ -8,6 +8,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -28,6 +29,7 @@ from dilochain.protocol.pb.poc.v1.tx_pb2 import (
     MsgCreateRun,
     MsgDepositCollateral,
     MsgRegisterHost,
+    MsgRegisterVerifier,
 )
 from dilochain.testutil import shipped_data
 from dilochain.training.prepare import PrepareOptions, prepare
@@ -303,16 +305,21 @@ def test_run_create_pins_model_tokenizer_and_data_and_checks_them_first(
     assert made["deposit"].endswith("udlc") and made["height"] > 0 and len(made["txhash"]) == 64
 
 
+def _bond_and_send(chain, operator, bond: str, msg) -> None:
+    """Fund the operator's key, bond ``bond`` udlc of collateral and send ``msg`` with it."""
+    home, address = operator
+    chain.client.send_tokens(
+        Address(address), 2 * int(bond), DENOM, chain.wallets[3]
+    ).wait_to_complete(poll_period=0.1)
+    mine = Keyring(home / "keyring").wallet("op", PASSWORD)
+    deposit = MsgDepositCollateral(depositor=address, amount=bond)
+    broadcast(chain.client, mine, deposit, msg).wait_to_complete(poll_period=0.1)
+
+
 def test_leave(running_chain, run_id, operator):
     home, address = operator
-    funder = running_chain.wallets[3]
-    running_chain.client.send_tokens(Address(address), 50_000_000, DENOM, funder).wait_to_complete(
-        poll_period=0.1
-    )
-    mine = Keyring(home / "keyring").wallet("op", PASSWORD)
-    msgs = [MsgDepositCollateral(depositor=address, amount="5000000"),
-            MsgRegisterHost(host=address, run_id=run_id, endpoint="127.0.0.1:1")]  # fmt: skip
-    broadcast(running_chain.client, mine, *msgs).wait_to_complete(poll_period=0.1)
+    register = MsgRegisterHost(host=address, run_id=run_id, endpoint="127.0.0.1:1")
+    _bond_and_send(running_chain, operator, "5000000", register)
     args = ["node", "leave", "--home", str(home), "--key", "op", "--run", run_id, "--chain",
             running_chain.address]  # fmt: skip
     env = {"DILOCHAIN_KEYRING_PASSWORD": PASSWORD}
@@ -324,6 +331,31 @@ def test_leave(running_chain, run_id, operator):
         # No longer a member (listed with left_height until its round is decided, if any).
         assert all(h.left_height > 0 for h in poc.hosts(run_id) if h.address == address)
     one_line_error(cli(*args, env=env), "is not a host of run")
+
+
+def test_verifier_leave(running_chain, run_id, operator):
+    """``verifier leave``: a receipt naming the release block; once past it the verifier is
+    deregistered and its collateral unbonds; leaving again is one line."""
+    home, address = operator
+    _bond_and_send(running_chain, operator, "10000000", MsgRegisterVerifier(verifier=address))
+    args = ["verifier", "leave", "--home", str(home), "--key", "op", "--chain",
+            running_chain.address]  # fmt: skip
+    env = {"DILOCHAIN_KEYRING_PASSWORD": PASSWORD}
+    left = cli(*args, "--output", "json", env=env)
+    assert left.returncode == 0, left.stderr
+    receipt = json.loads(left.stdout)
+    release = int(receipt["release_height"])
+    assert receipt["verifier"] == address and release >= receipt["height"] > 0
+    with PocClient(running_chain.address) as poc:
+        (me,) = [v for v in poc.verifiers() if v.address == address]
+        assert (me.left_height, me.release_height) == (receipt["height"], release)
+        one_line_error(cli(*args, env=env), f"already left at block {receipt['height']}")
+        deadline = time.monotonic() + 120  # blocks come every 200 ms
+        while poc.blocks.height <= release and time.monotonic() < deadline:
+            poc.blocks.wait_past(poc.blocks.height, threading.Event(), 0.5)
+        assert address not in {v.address for v in poc.verifiers()}
+        assert [e.amount for e in poc.collateral(address).unbonding] == ["10000000"]
+    one_line_error(cli(*args, env=env), "is not a registered verifier")
 
 
 def test_prune_dry_run_then_prune(running_chain, operator, tmp_path):

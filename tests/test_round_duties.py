@@ -22,7 +22,7 @@ from dilochain.protocol.pb.poc.v1.tx_pb2 import (
     MsgRegisterVerifier,
     ScreenVote,
 )
-from dilochain.protocol.pb.poc.v1.types_pb2 import Beacon, BeaconEntry, RoundCommit, Run
+from dilochain.protocol.pb.poc.v1.types_pb2 import Beacon, BeaconEntry, RoundCommit, Run, Verifier
 from dilochain.protocol.schedule import Window
 from dilochain.testutil import FAKE_DATA, wallet
 from dilochain.training.run_config import make_run_config
@@ -38,7 +38,7 @@ def test_votes_on_the_run_s_hosts_go_out_before_a_departed_host_is_screened(tmp_
     poc = SimpleNamespace(
         params=lambda: PocParams(screeners_per_commit=0),
         screens=lambda run_id, round_: [],
-        verifiers=lambda: [SimpleNamespace(address=str(me.address()), registered_height=1)],
+        verifiers=lambda: [Verifier(address=str(me.address()), registered_height=1)],
         commits=lambda run_id, round_: [RoundCommit(host=h, round=0) for h in (gone, member)],
         hosts=lambda run_id: [SimpleNamespace(address=member)],
         round_info=lambda run_id: SimpleNamespace(height=14),
@@ -78,7 +78,7 @@ def test_a_run_whose_screens_take_long_delays_no_beacon_opening(tmp_path):
         round_info=lambda run_id: SimpleNamespace(height=14),  # round 0's beacon window
         beacon=lambda run_id, round_: committed,
         screens=lambda run_id, round_: [],
-        verifiers=lambda: [SimpleNamespace(address=address, registered_height=1)],
+        verifiers=lambda: [Verifier(address=address, registered_height=1)],
         commits=lambda run_id, round_: [RoundCommit(host="h", round=0)],
         hosts=lambda run_id: [SimpleNamespace(address="h")],
     )
@@ -104,6 +104,29 @@ def test_a_run_whose_screens_take_long_delays_no_beacon_opening(tmp_path):
     finally:
         finish.set()
         screens.join(30)
+
+
+def test_a_verifier_that_left_commits_to_no_beacon_of_a_round_begun_after(tmp_path):
+    """The chain takes no beacon commitment from a verifier for a round begun after it left
+    (it sits on none of that round's committees), but holds it to those begun before."""
+    me = wallet(77)
+    address = str(me.address())
+    cfg = make_run_config(FAKE_DATA, "tiny", round_blocks=4, total_rounds=2)
+    runs = [Run(run_id="old", config=cfg, start_height=10),
+            Run(run_id="new", config=cfg, start_height=12)]  # fmt: skip
+    poc = SimpleNamespace(
+        params=lambda: PocParams(),
+        runs=lambda active: runs,
+        round_info=lambda run_id: SimpleNamespace(height=11),  # next: block 12, both open
+        beacon=lambda run_id, round_: Beacon(),
+        verifiers=lambda: [Verifier(address=address, registered_height=1, left_height=11)],
+    )
+    sent = []
+    duties = RoundDuties(poc, me, lambda *msgs, until_height: sent.extend(msgs), None,
+                         BallotBox(tmp_path / "ballots.sqlite", address))  # fmt: skip
+    duties.step()
+    assert [(m.run_id, type(m).__name__) for m in sent] == [("old", "MsgCommitBeacon")]
+    assert ("new", 0, "commit") in duties._done  # not asked again each block
 
 
 def test_a_run_whose_screens_take_long_holds_no_other_run_s_screens():
@@ -181,7 +204,7 @@ def _screening_chain(me, hosts: list[str], round_info) -> SimpleNamespace:
     return SimpleNamespace(
         params=lambda: PocParams(screeners_per_commit=0),
         screens=lambda run_id, round_: [],
-        verifiers=lambda: [SimpleNamespace(address=str(me.address()), registered_height=1)],
+        verifiers=lambda: [Verifier(address=str(me.address()), registered_height=1)],
         commits=lambda run_id, round_: [RoundCommit(host=h, round=0) for h in hosts],
         hosts=lambda run_id: [SimpleNamespace(address=h) for h in hosts],
         round_info=round_info,
@@ -298,7 +321,7 @@ def test_a_screen_waits_for_an_unreachable_host_until_the_window_s_middle(tmp_pa
     poc = SimpleNamespace(
         params=lambda: PocParams(screeners_per_commit=0),  # every verifier screens
         screens=lambda run_id, round_: [],
-        verifiers=lambda: [SimpleNamespace(address=str(me.address()), registered_height=1)],
+        verifiers=lambda: [Verifier(address=str(me.address()), registered_height=1)],
         commits=lambda run_id, round_: [RoundCommit(host=host, round=0)],
         hosts=lambda run_id: [SimpleNamespace(address=host)],
         round_info=lambda run_id: SimpleNamespace(height=14),
@@ -457,3 +480,24 @@ def test_a_slow_replay_holds_back_no_finished_vote_as_the_window_closes(
     with ThreadPoolExecutor(2) as pool:
         assert service._work_on(Run(run_id="r"), pool) == 2
     assert sealed == ["fast", "slow"]
+
+
+@pytest.mark.integration
+def test_a_verifier_that_left_stops_once_released_and_one_slashed_out_registers_again(
+    running_chain, tmp_path, monkeypatch
+):
+    from dilochain.verifier.service import VerifierConfig, VerifierService
+
+    cfg = VerifierConfig(home=tmp_path / "v", key="k", chain=(running_chain.address,))
+    service = VerifierService(cfg, running_chain.client, running_chain.wallets[1])
+    me, registered = service.address, []
+    monkeypatch.setattr(service, "ensure_registered", lambda: registered.append(me))
+    listed = {"now": [Verifier(address=me, registered_height=1)]}
+    monkeypatch.setattr(service.poc, "verifiers", lambda: listed["now"])
+    assert service._stay_registered() and not service.left_height
+    listed["now"] = []  # a slash removed it: it bonds and registers again
+    assert service._stay_registered() and registered == [me]
+    listed["now"] = [Verifier(address=me, registered_height=1, left_height=7, release_height=20)]
+    assert service._stay_registered() and service.left_height == 7  # its duties go on
+    listed["now"] = []  # released: it stops, and does not register again
+    assert not service._stay_registered() and registered == [me]

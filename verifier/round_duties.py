@@ -167,6 +167,9 @@ class RoundDuties:
         if (mine is not None) if action == "commit" else (mine is None or bool(mine.secret)):
             self._done.add((run.run_id, window.round, action))
             return
+        if action == "commit" and not self._on_duty(window):
+            self._done.add((run.run_id, window.round, action))
+            return
         secret = beacon_secret(self.wallet, run.run_id, window.round)
         fields = {"verifier": self.address, "run_id": run.run_id, "round": window.round}
         if action == "commit":
@@ -175,14 +178,18 @@ class RoundDuties:
             msg = MsgRevealBeacon(**fields, secret=secret)
         self._act(run.run_id, window, action, msg)
 
+    def _on_duty(self, window: schedule.Window) -> bool:
+        """Whether this verifier is registered and had not left the set when ``window`` began
+        (the chain takes no beacon commitment from it otherwise)."""
+        me = next((v for v in self.poc.verifiers() if v.address == self.address), None)
+        return me is not None and (not me.left_height or me.left_height >= window.start)
+
     def _screen(self, run: Run, window: schedule.Window, beacon: Beacon, next_block: int) -> None:
         if not beacon.anchor:  # recorded one block after the commit window
             return
         voted = {s.host for s in self.poc.screens(run.run_id, window.round)
                  if any(v.verifier == self.address for v in s.votes)}  # fmt: skip
-        candidates = committee.eligible(
-            ((v.address, v.registered_height) for v in self.poc.verifiers()), window.start
-        )
+        candidates = committee.eligible(self.poc.verifiers(), window.start)
         size = self.params.screeners_per_commit
         todo = [c for c in self.poc.commits(run.run_id, window.round) if c.host not in voted
                 and self.address in committee.screen_committee(

@@ -59,7 +59,7 @@ from dilochain.verifier.work_gate import WindowClosed, WorkGate
 
 log = logging.getLogger(__name__)
 # Every so many passes (a pass a block) a verifier checks it is still registered (a slash below
-# the minimum removes it).
+# the minimum removes it) and whether it left and was released.
 REGISTRATION_CHECK_PASSES = 50
 SEND_MARGIN_BLOCKS = 2  # a round's finished votes go out this close to its window's end
 SCREEN_FETCHES = 4  # commits of a round whose artifacts are fetched at once for its screens
@@ -118,6 +118,7 @@ class VerifierService:
         self.local = LocalArtifactStore(cfg.home / "verifier-artifacts")
         self.pruned: dict[str, int] = {}  # per run: the last decided round pruned for
         self.verdicts = 0
+        self.left_height = 0  # the block this verifier left the set at, once seen
         self.sender = Sender(self.client, wallet)  # every run's duties sign with one key
         self._count_lock = threading.Lock()  # verdicts are counted by every run's thread
         self._dataset_locks: dict[str, threading.Lock] = {}  # a run's screens and replays ask
@@ -218,19 +219,31 @@ class VerifierService:
             raise VerifierError(f"verifier registration refused: {err}") from None
         log.info("registered as a verifier")
 
-    def _stay_registered(self) -> None:
+    def _stay_registered(self) -> bool:
         """Register again after a slash left this verifier below the minimum and the chain
         removed it (topping its bond up from its balance); if it cannot, say so and go on.
-        Its collateral metrics are brought up to date on the way."""
+        False once it left the set and was released (its duties done): time to stop. Its
+        collateral metrics are brought up to date on the way."""
         set_standing(self.poc, self.address, metrics.COLLATERAL, metrics.SLASHED)
-        if any(v.address == self.address for v in self.poc.verifiers()):
-            return
+        me = next((v for v in self.poc.verifiers() if v.address == self.address), None)
+        if me is not None:
+            if me.left_height and not self.left_height:
+                log.info("leaving the verifier set (left at block %d): doing what rounds begun "
+                         "before then ask; released after block %d", me.left_height,
+                         me.release_height)  # fmt: skip
+            self.left_height = me.left_height
+            return True
+        if self.left_height:
+            log.info("released from the verifier set (left at block %d); its free collateral "
+                     "unbonds; stopping", self.left_height)  # fmt: skip
+            return False
         log.warning("no longer a registered verifier (a slash left less than the minimum "
                     "bonded); bonding the minimum again and registering")  # fmt: skip
         try:
             self.ensure_registered()
         except VerifierError as err:
             log.error("%s; checking again later", err)
+        return True
 
     def _dataset(self, run: Run) -> Dataset | None:
         """The run's dataset, if this verifier can work for the run (it has or can fetch the
@@ -534,6 +547,7 @@ class VerifierService:
         ]  # fmt: skip
         try:
             self.ensure_registered()
+            self._stay_registered()  # a verifier that left goes on until released
             for thread in duties:
                 thread.start()
             if self.cfg.auto_claim:
@@ -543,8 +557,8 @@ class VerifierService:
                 if stopped := [t.name for t in duties if not t.is_alive()]:
                     raise VerifierError(f"the {stopped[0]} thread stopped; see the log above")
                 try:
-                    if passes % REGISTRATION_CHECK_PASSES == 0:
-                        self._stay_registered()
+                    if passes % REGISTRATION_CHECK_PASSES == 0 and not self._stay_registered():
+                        break
                 except grpc.RpcError as err:  # an outage: try again, never exit on it
                     if not transient(err):
                         raise

@@ -109,7 +109,7 @@ def require_beacon_window(ctx: Context, window: schedule.Window, what: str) -> N
 
 def _handle_commit(ctx: Context, msg: MsgCommitBeacon) -> MsgCommitBeaconResponse:
     window = _open_round(ctx, msg.run_id, msg.round)
-    verifiers.require_verifier(ctx.store, msg.verifier)
+    verifiers.require_duty(ctx.store, msg.verifier, window.start)
     if not window.start <= ctx.height <= window.end:
         raise TxError(codes.INVALID_REQUEST, f"beacon commitments for round {msg.round} are "
                       f"taken in blocks {window.start}-{window.end}")  # fmt: skip

@@ -120,7 +120,7 @@ def select(ctx: Context, run: Run, round_: int) -> None:
     params, seed = ctx.params.poc, beacon.seed(ctx.store, run.run_id, round_)
     failed, passed, inconsistent = screening.decide(ctx, run.run_id, round_)
     last = rounds.segments(run) - 1
-    pool = [v.address for v in verifiers.verifiers(ctx.store)]
+    pool = verifiers.staying(ctx.store)
     alive = beacon.opened(ctx.store, run.run_id, round_)
     for commit in rounds.commits(ctx.store, run.run_id, round_):
         whole = commit.host not in passed if params.fail_closed else commit.host in failed
@@ -146,7 +146,7 @@ def hand_over(ctx: Context, run: Run, round_: int) -> None:
     honest host unjudged. Backups vote in what is left of the verdict window."""
     seed = beacon.seed(ctx.store, run.run_id, round_)
     found = challenges(ctx.store, run.run_id, round_)
-    pool = [v.address for v in verifiers.verifiers(ctx.store)]
+    pool = verifiers.staying(ctx.store)
     voting = {v.verifier for c in found for v in c.votes}
     alive = beacon.opened(ctx.store, run.run_id, round_)
     for c in found:

@@ -207,6 +207,15 @@ def start_unbonding(ctx: Context, who: str, amount: int) -> int:
     return _unbond(ctx, who, amount, _entries(ctx.store, who))
 
 
+def unbond_free(ctx: Context, who: str) -> int:
+    """Start unbonding all of ``who``'s bonded collateral that nothing reserves (one that left
+    a run or the verifier set); the amount, 0 if none."""
+    free = bonded(ctx.store, who) - locked(ctx.store, who)
+    if free > 0:
+        start_unbonding(ctx, who, free)
+    return max(0, free)
+
+
 def _unbond(ctx: Context, who: str, amount: int, entries: list[_Entry]) -> int:
     """:func:`start_unbonding`, given ``who``'s pending ``entries``: into the one made at this
     height if there is one (its completion and due height are this height's)."""

@@ -280,10 +280,8 @@ def _release_leavers(ctx: Context) -> None:
             continue
         if host is not None:
             ctx.store.delete(_host_key(run_id, address))
-        free = collateral.bonded(ctx.store, address) - collateral.locked(ctx.store, address)
-        if free > 0:
-            collateral.start_unbonding(ctx, address, free)
-        ctx.emit("host_left", run_id=run_id, host=address, unbonding=max(0, free))
+        free = collateral.unbond_free(ctx, address)
+        ctx.emit("host_left", run_id=run_id, host=address, unbonding=free)
 
 
 def _handle_create_run(ctx: Context, msg: MsgCreateRun) -> MsgCreateRunResponse:

@@ -82,9 +82,7 @@ def committees_of(
     anchor = beacon.get(store, run_id, round_).anchor
     if not anchor:
         return lambda host: set()
-    candidates = committees.eligible(
-        ((v.address, v.registered_height) for v in verifiers.verifiers(store)), window_start
-    )
+    candidates = committees.eligible(verifiers.verifiers(store), window_start)
     size = params.screeners_per_commit
     return lambda host: committees.screen_committee(anchor, run_id, round_, host, candidates,
                                                     size)  # fmt: skip

@@ -1,25 +1,47 @@
 """Verifier registration: a verifier bonds ``min_verifier_collateral`` and registers once; it is
-then assigned challenges and takes part in every round's beacon."""
+then assigned challenges and takes part in every round's beacon. It leaves with
+``MsgLeaveVerifier``: no new duties from then on, and once every round begun before it left is
+resolved (its duties there done or slashed) it is released and its free collateral unbonds."""
 
 from __future__ import annotations
 
 from dilochain.chain.context import Context, MsgSpec, QueryContext, QueryHandler
 from dilochain.chain.errors import TxError, codes
-from dilochain.chain.modules import collateral
+from dilochain.chain.modules import collateral, registry
 from dilochain.chain.pagination import page
 from dilochain.chain.state import CacheStore
 from dilochain.protocol.pb.poc.v1 import query_pb2 as q
-from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgRegisterVerifier, MsgRegisterVerifierResponse
+from dilochain.protocol.pb.poc.v1.tx_pb2 import (
+    MsgLeaveVerifier,
+    MsgLeaveVerifierResponse,
+    MsgRegisterVerifier,
+    MsgRegisterVerifierResponse,
+)
 from dilochain.protocol.pb.poc.v1.types_pb2 import Verifier
+from dilochain.protocol.schedule import window_at
 
 
 def _key(address: str) -> bytes:
     return b"verifier/" + address.encode()
 
 
+def _leave_key(release_height: int, address: str) -> bytes:
+    return b"vleave/%012d/" % release_height + address.encode()
+
+
 def verifiers(store: CacheStore) -> list[Verifier]:
-    """Registered verifiers, by address."""
+    """Registered verifiers (leaving ones included, until released), by address."""
     return [Verifier.FromString(v) for _, v in store.iterate(b"verifier/")]
+
+
+def staying(store: CacheStore) -> list[str]:
+    """The addresses of registered verifiers that are not leaving: those given new duties."""
+    return [v.address for v in verifiers(store) if not v.left_height]
+
+
+def _get(store: CacheStore, address: str) -> Verifier | None:
+    value = store.get(_key(address))
+    return None if value is None else Verifier.FromString(value)
 
 
 def is_verifier(store: CacheStore, address: str) -> bool:
@@ -33,10 +55,25 @@ def require_verifier(store: CacheStore, address: str) -> None:
         raise TxError(codes.UNAUTHORIZED, f"{address} is not a registered verifier")
 
 
+def require_duty(store: CacheStore, address: str, window_start: int) -> None:
+    """Refuse (UNAUTHORIZED) a beacon commitment to a round whose commit window opened at
+    ``window_start`` from an address that is not a registered verifier, or that left before
+    that round began."""
+    record = _get(store, address)
+    if record is None:
+        raise TxError(codes.UNAUTHORIZED, f"{address} is not a registered verifier")
+    if record.left_height and record.left_height < window_start:
+        raise TxError(codes.UNAUTHORIZED, f"{address} left the verifier set at block "
+                      f"{record.left_height}, before this round began")  # fmt: skip
+
+
 def _handle_register_verifier(
     ctx: Context, msg: MsgRegisterVerifier
 ) -> MsgRegisterVerifierResponse:
-    if is_verifier(ctx.store, msg.verifier):
+    if (known := _get(ctx.store, msg.verifier)) is not None:
+        if known.left_height:
+            raise TxError(codes.INVALID_REQUEST, f"{msg.verifier} is leaving; it can register "
+                          f"again once released, after block {known.release_height}")  # fmt: skip
         raise TxError(codes.INVALID_REQUEST, f"{msg.verifier} is already a verifier")
     need = ctx.params.poc.min_verifier_collateral
     collateral.reserve(ctx.store, msg.verifier, need, "a verifier")
@@ -62,7 +99,54 @@ def remove_if_uncovered(ctx: Context, address: str) -> None:
              bonded=collateral.bonded(ctx.store, address))  # fmt: skip
 
 
-MSGS = [MsgSpec(MsgRegisterVerifier, "verifier", _handle_register_verifier)]
+def _handle_leave_verifier(ctx: Context, msg: MsgLeaveVerifier) -> MsgLeaveVerifierResponse:
+    record = _get(ctx.store, msg.verifier)
+    if record is None:
+        raise TxError(codes.UNAUTHORIZED, f"{msg.verifier} is not a registered verifier")
+    if record.left_height:
+        raise TxError(codes.INVALID_REQUEST, f"{msg.verifier} already left at block "
+                      f"{record.left_height}; it is released after block "
+                      f"{record.release_height}")  # fmt: skip
+    # Its duties are those of rounds begun by now (screens, beacon openings, votes, backups
+    # handed over before its round resolves): the newest of each active run resolves last.
+    release = ctx.height
+    for run in registry.active_runs(ctx.store):
+        window = window_at(run, ctx.params.poc, ctx.height)
+        if window is not None and window.round < run.config.total_rounds:
+            release = max(release, window.resolution)
+    record.left_height, record.release_height = ctx.height, release
+    ctx.store.set(_key(msg.verifier), record.SerializeToString())
+    ctx.store.set(_leave_key(release, msg.verifier), b"%d" % ctx.height)
+    ctx.emit("leave_verifier", verifier=msg.verifier, release_height=release)
+    return MsgLeaveVerifierResponse(release_height=release)
+
+
+def end_block(ctx: Context) -> None:
+    """Release every verifier whose leave is due at this block (after this block's challenges
+    were resolved and their slashes taken): deregister it, free its reservation and start
+    unbonding all its free collateral. A leave whose verifier a slash removed since (and that
+    may have registered again) is dropped."""
+    due = []
+    for key, value in ctx.store.iterate(b"vleave/"):
+        _, release, address = key.decode().split("/", 2)
+        if int(release) > ctx.height:
+            break
+        due.append((key, address, int(value)))
+    for key, address, left in due:
+        ctx.store.delete(key)
+        record = _get(ctx.store, address)
+        if record is None or record.left_height != left:
+            continue
+        ctx.store.delete(_key(address))
+        collateral.release(ctx.store, address, ctx.params.poc.min_verifier_collateral)
+        free = collateral.unbond_free(ctx, address)
+        ctx.emit("verifier_left", verifier=address, unbonding=free)
+
+
+MSGS = [
+    MsgSpec(MsgRegisterVerifier, "verifier", _handle_register_verifier),
+    MsgSpec(MsgLeaveVerifier, "verifier", _handle_leave_verifier),
+]
 
 
 def _query_verifiers(

@@ -128,6 +128,25 @@ def default_home() -> Path:
     return Path(os.environ.get("DILOCHAIN_HOME", Path.home() / ".dilochain"))
 
 
+def send_leave(chain: tuple[str, ...], wallet, msg, what: str, event: str) -> dict:
+    """Send a leave message ``msg`` (leaving ``what``) and wait for its block; a refusal is one
+    clear error. Its receipt: height, txhash, the ``release_height`` its ``event`` names and
+    the chain's unbonding params."""
+    from dilochain.client import TxRefused, connect, submit
+    from dilochain.poc_client import PocClient
+
+    try:
+        response = submit(connect(chain), wallet, msg)
+    except TxRefused as err:
+        raise CliError(f"leaving {what} refused: {err}") from None
+    with PocClient(chain) as poc:
+        params = poc.params()
+    return {"height": response.height, "txhash": response.hash,
+            "release_height": response.events.get(event, {}).get("release_height", "?"),
+            "unbonding_blocks": params.unbonding_blocks,
+            "unbonding_period_seconds": params.unbonding_period_seconds}  # fmt: skip
+
+
 def output_folder(text: str) -> Path:
     """A folder to write into (an argparse type): not an existing file, and under a folder
     this user can write to; checked before any work is done."""

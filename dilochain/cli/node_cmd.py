@@ -19,6 +19,7 @@ from dilochain.cli.common import (
     keyring,
     print_result,
     print_tables,
+    send_leave,
     signing_wallet,
 )
 from dilochain.cli.config_file import (
@@ -30,7 +31,7 @@ from dilochain.cli.config_file import (
     resolve,
     service_settings,
 )
-from dilochain.client import TxRefused, connect, submit
+from dilochain.client import connect
 from dilochain.logs import setup_logging
 from dilochain.metrics_http import serve_metrics
 from dilochain.node.config import BEHAVIOR_NAMES
@@ -270,26 +271,16 @@ def _leave(args: argparse.Namespace) -> int:
 
     cfg = resolve(NodeConfig, config_path(args, CONFIG_NAME), SETTINGS, args, home=args.home)
     wallet = signing_wallet(args.home, cfg.key)
-    client = connect(cfg.chain)
     host = str(wallet.address())
-    try:
-        response = submit(client, wallet, MsgLeaveRun(host=host, run_id=cfg.run_id))
-    except TxRefused as err:
-        raise CliError(f"leaving run {cfg.run_id!r} refused: {err}") from None
-    release = response.events.get("leave_run", {}).get("release_height", "?")
-    with PocClient(cfg.chain) as poc:
-        params = poc.params()
-    data = {"host": host, "run_id": cfg.run_id, "height": response.height,
-            "txhash": response.hash, "release_height": release,
-            "unbonding_blocks": params.unbonding_blocks,
-            "unbonding_period_seconds": params.unbonding_period_seconds}  # fmt: skip
-    print_result(args, data, (
-        f"{host} left run {cfg.run_id} at block {response.height} (tx {response.hash}).\n"
-        f"Its collateral stays held until block {release}, when the round it left in is "
-        f"resolved (a slash for that round is taken first);\nthen all its free collateral "
-        f"unbonds and is paid back {params.unbonding_blocks} blocks and at least "
-        f"{params.unbonding_period_seconds} s later. A running `node start` reveals "
-        "what it owes for that round, then stops."))  # fmt: skip
+    msg = MsgLeaveRun(host=host, run_id=cfg.run_id)
+    receipt = send_leave(cfg.chain, wallet, msg, f"run {cfg.run_id!r}", "leave_run")
+    print_result(args, {"host": host, "run_id": cfg.run_id, **receipt}, (
+        f"{host} left run {cfg.run_id} at block {receipt['height']} (tx {receipt['txhash']}).\n"
+        f"Its collateral stays held until block {receipt['release_height']}, when the round it "
+        f"left in is resolved (a slash for that round is taken first);\nthen all its free "
+        f"collateral unbonds and is paid back {receipt['unbonding_blocks']} blocks and at least "
+        f"{receipt['unbonding_period_seconds']} s later. A running `node start` reveals what it "
+        "owes for that round, then stops."))  # fmt: skip
     return 0
 
 

@@ -1,4 +1,4 @@
-"""``dilochain verifier init`` and ``run``: the validators' verification daemon."""
+"""``dilochain verifier init``, ``run`` and ``leave``: the validators' verification daemon."""
 
 from __future__ import annotations
 
@@ -7,9 +7,10 @@ import signal
 import threading
 from pathlib import Path
 
-from dilochain.cli.common import signing_wallet
+from dilochain.cli.common import add_output_flag, print_result, send_leave, signing_wallet
 from dilochain.cli.config_file import (
     Setting,
+    add_config_command,
     add_init_and_start,
     add_service_flags,
     config_path,
@@ -19,6 +20,7 @@ from dilochain.cli.config_file import (
 from dilochain.client import connect
 from dilochain.logs import setup_logging
 from dilochain.metrics_http import serve_metrics
+from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgLeaveVerifier
 
 CONFIG_NAME = "verifier.toml"
 SETTINGS = [
@@ -54,11 +56,16 @@ def _add_settings(parser: argparse.ArgumentParser) -> None:
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``verifier`` command group."""
     verifier = sub.add_parser("verifier", help="run a verifier").add_subparsers(
-        dest="verifier_cmd", required=True, metavar="{init,run}"
+        dest="verifier_cmd", required=True, metavar="{init,run,leave}"
     )
     run = add_init_and_start(verifier, CONFIG_NAME, "run",
                              "re-execute challenged segments and vote", _run, SETTINGS,
                              _add_settings, _model)  # fmt: skip
+    leave = add_config_command(verifier, CONFIG_NAME, "leave",
+                               "leave the verifier set: no new duties now, released (and "
+                               "unbonding) once the rounds begun before are resolved", _leave,
+                               _add_settings)  # fmt: skip
+    add_output_flag(leave)
     # Lazy verifiers, for the tests that show them caught (verifier/lazy.py).
     run.add_argument(
         "--behavior",
@@ -100,4 +107,23 @@ def _run(args: argparse.Namespace) -> int:
         if metrics is not None:
             metrics.close()
     print(f"verifier stopped: {verdicts} verdicts submitted this session", flush=True)
+    return 0
+
+
+def _leave(args: argparse.Namespace) -> int:
+    from dilochain.verifier.service import VerifierConfig
+
+    cfg = resolve(VerifierConfig, config_path(args, CONFIG_NAME), SETTINGS, args, home=args.home)
+    wallet = signing_wallet(args.home, cfg.key)
+    verifier = str(wallet.address())
+    msg = MsgLeaveVerifier(verifier=verifier)
+    receipt = send_leave(cfg.chain, wallet, msg, "the verifier set", "leave_verifier")
+    print_result(args, {"verifier": verifier, **receipt}, (
+        f"{verifier} left the verifier set at block {receipt['height']} "
+        f"(tx {receipt['txhash']}).\nIt gets no new duties, but owes what rounds begun before "
+        "then ask of it (screens, beacon openings, votes: a running `verifier run` does them) "
+        f"until block {receipt['release_height']};\nthen it is released and all its free "
+        f"collateral unbonds, paid back {receipt['unbonding_blocks']} blocks and at least "
+        f"{receipt['unbonding_period_seconds']} s later. A running `verifier run` stops once "
+        "released."))  # fmt: skip
     return 0

@@ -20,6 +20,7 @@ from dilochain.protocol.pb.poc.v1.tx_pb2 import (
     MsgCreateRun,
     MsgDepositCollateral,
     MsgLeaveRun,
+    MsgLeaveVerifier,
     MsgOpenVerdict,
     MsgRegisterHost,
     MsgRevealBeacon,
@@ -47,6 +48,7 @@ def _seeds() -> dict[str, list[bytes]]:
         MsgCreateRun(creator=alice, run_id="fuzz", config=config),
         MsgRegisterHost(host=alice, run_id="fuzz", endpoint="127.0.0.1:1"),
         MsgLeaveRun(host=alice, run_id="fuzz"),
+        MsgLeaveVerifier(verifier=alice),
         MsgCommitRound(host=alice, run_id="fuzz", round=0, ckpt_root=b"\1" * 32),
         MsgSubmitVerdict(verifier=alice, run_id="fuzz", host=bob, commitment=b"\4" * 32),
         MsgOpenVerdict(

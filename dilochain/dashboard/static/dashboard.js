@@ -208,6 +208,10 @@ function runSection(run, height) {
 }
 
 function verifierStatus(v) {
+  if (v.left_height) {
+    return el("span", { class: "muted" },
+      `leaving (left at block ${v.left_height}, released after block ${v.release_height})`);
+  }
   if (v.up === null) return el("span", { class: "muted" }, "idle (no run in progress)");
   return v.up ? el("span", { class: "up" }, "up")
     : el("span", { class: "down" }, "not seen in the last two rounds");

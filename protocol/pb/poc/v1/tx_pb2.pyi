@@ -146,6 +146,18 @@ class MsgRegisterVerifierResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
+class MsgLeaveVerifier(_message.Message):
+    __slots__ = ("verifier",)
+    VERIFIER_FIELD_NUMBER: _ClassVar[int]
+    verifier: str
+    def __init__(self, verifier: _Optional[str] = ...) -> None: ...
+
+class MsgLeaveVerifierResponse(_message.Message):
+    __slots__ = ("release_height",)
+    RELEASE_HEIGHT_FIELD_NUMBER: _ClassVar[int]
+    release_height: int
+    def __init__(self, release_height: _Optional[int] = ...) -> None: ...
+
 class MsgSubmitVerdict(_message.Message):
     __slots__ = ("verifier", "run_id", "round", "host", "segment", "commitment")
     VERIFIER_FIELD_NUMBER: _ClassVar[int]

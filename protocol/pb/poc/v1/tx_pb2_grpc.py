@@ -70,6 +70,11 @@ class MsgStub(object):
                 request_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgRegisterVerifier.SerializeToString,
                 response_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgRegisterVerifierResponse.FromString,
                 _registered_method=True)
+        self.LeaveVerifier = channel.unary_unary(
+                '/dilochain.poc.v1.Msg/LeaveVerifier',
+                request_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgLeaveVerifier.SerializeToString,
+                response_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgLeaveVerifierResponse.FromString,
+                _registered_method=True)
         self.SubmitVerdict = channel.unary_unary(
                 '/dilochain.poc.v1.Msg/SubmitVerdict',
                 request_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgSubmitVerdict.SerializeToString,
@@ -168,6 +173,12 @@ class MsgServicer(object):
         raise NotImplementedError('Method not implemented!')
 
     def RegisterVerifier(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def LeaveVerifier(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -276,6 +287,11 @@ def add_MsgServicer_to_server(servicer, server):
                     servicer.RegisterVerifier,
                     request_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgRegisterVerifier.FromString,
                     response_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgRegisterVerifierResponse.SerializeToString,
+            ),
+            'LeaveVerifier': grpc.unary_unary_rpc_method_handler(
+                    servicer.LeaveVerifier,
+                    request_deserializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgLeaveVerifier.FromString,
+                    response_serializer=dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgLeaveVerifierResponse.SerializeToString,
             ),
             'SubmitVerdict': grpc.unary_unary_rpc_method_handler(
                     servicer.SubmitVerdict,
@@ -523,6 +539,33 @@ class Msg(object):
             '/dilochain.poc.v1.Msg/RegisterVerifier',
             dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgRegisterVerifier.SerializeToString,
             dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgRegisterVerifierResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def LeaveVerifier(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/dilochain.poc.v1.Msg/LeaveVerifier',
+            dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgLeaveVerifier.SerializeToString,
+            dilochain_dot_protocol_dot_pb_dot_poc_dot_v1_dot_tx__pb2.MsgLeaveVerifierResponse.FromString,
             options,
             channel_credentials,
             insecure,
