@@ -87,6 +87,7 @@ class Ledger:
     def __init__(self, state_dir: Path):
         self.path = state_dir / "artifacts.jsonl"
         self._lock = state_dir / "artifacts.lock"
+        self._home_lock = state_dir.parent / "artifacts.lock"  # every run of the home's
 
     def _named_by_other_runs(self) -> set[str]:
         """The hashes the other runs' ledgers beside this one name: the local store is shared
@@ -98,8 +99,17 @@ class Ledger:
 
     @contextmanager
     def _locked(self) -> Iterator[None]:
-        with self._lock.open("a") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
+        with _flocked(self._lock):
+            yield
+
+    @contextmanager
+    def storing(self, round_: int, kind: Kind, digests: list[bytes]) -> Iterator[None]:
+        """Record ``digests`` for ``round_`` as ``kind``, then store them (in the block), under
+        the lock a prune of any of the home's runs holds from reading the other runs' ledgers
+        to deleting: a prune never deletes an object a run is storing and has not recorded yet
+        (two runs of one architecture store the same zero moments)."""
+        with _flocked(self._home_lock):
+            self.record(round_, kind, digests)
             yield
 
     def record(self, round_: int, kind: Kind, digests: list[bytes]) -> None:
@@ -134,14 +144,12 @@ class Ledger:
     ) -> list[tuple[Entry, int]]:  # fmt: skip
         """Delete what :func:`prunable` allows (unless ``dry_run``), from ``published`` (the
         host's object store, if any: first, and an ``ArtifactError`` there deletes nothing
-        here) and from ``store`` (but for what another run's ledger beside this one names);
-        (entry, bytes freed) of each, an artifact listed under several entries (a state that
-        carried over) counted once."""
+        here) and from ``store`` (but for what another run's ledger beside this one names, or
+        a run is storing: :meth:`storing`); (entry, bytes freed) of each, an artifact listed
+        under several entries (a state that carried over) counted once."""
         with self._locked():
-            entries = self.entries()
-            going = prunable(entries, resolved, retention)
-            shared = self._named_by_other_runs()
-            counted: set[str] = set(shared)  # what stays on disk frees nothing
+            going = prunable(self.entries(), resolved, retention)
+            counted: set[str] = self._named_by_other_runs()  # what stays on disk frees nothing
             sizes = []
             for e in going:
                 sizes.append((e, 0 if e.hash in counted else store.size(bytes.fromhex(e.hash))))
@@ -151,11 +159,24 @@ class Ledger:
             if published is not None:  # this run's own prefix
                 _abort_stale_uploads(published)
                 published.delete_all(bytes.fromhex(e.hash) for e in going)
-            for e in going:
+        # The home's lock before this ledger's, as :meth:`storing` takes them; what was recorded
+        # meanwhile is read again (an entry of a new round may name a hash that was going).
+        with _flocked(self._home_lock), self._locked():
+            entries = self.entries()
+            left = set(prunable(entries, resolved, retention)) & set(going)
+            shared = self._named_by_other_runs()
+            for e in left:
                 if e.hash not in shared:
                     store.delete(bytes.fromhex(e.hash))
-            left = set(going)
             tmp = self.path.with_suffix(".tmp")
             tmp.write_text("".join(json.dumps(asdict(e)) + "\n" for e in entries if e not in left))
             tmp.replace(self.path)
         return sizes
+
+
+@contextmanager
+def _flocked(path: Path) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``path`` (made if missing) across processes."""
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield

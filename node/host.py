@@ -33,7 +33,7 @@ from cosmpy.aerial.wallet import Wallet
 
 from dilochain.artifacts.blob_service import PeerFetchingStore, fetch_from_peers, serve_blobs
 from dilochain.artifacts.object_store import ObjectStore
-from dilochain.artifacts.pruning import Entry, Ledger, Retention
+from dilochain.artifacts.pruning import Entry, Kind, Ledger, Retention
 from dilochain.artifacts.store import ArtifactError, LocalArtifactStore
 from dilochain.auto_claim import AutoClaimer
 from dilochain.client import Sender, TxRefused
@@ -49,6 +49,7 @@ from dilochain.node.pace import Pace
 from dilochain.node.ranks import HostRanks
 from dilochain.node.resume import PendingCommit, RecordDamaged, ResumeState
 from dilochain.poc_client import InsufficientFunds, PocClient, ensure_bonded
+from dilochain.protocol.hashing import content_hash
 from dilochain.protocol.merkle import merkle_proof, merkle_root
 from dilochain.protocol.model_config import ModelConfigError, config_hash
 from dilochain.protocol.pb.poc.v1 import query_pb2 as q
@@ -302,8 +303,8 @@ class HostNode:
         return self.cfg.state_dir / "state.json"
 
     def _save(self, view: GlobalView, attempted: int) -> None:
-        self.local.put(view.encoded, view.hash)
-        self.ledger.record(view.round, "global", [view.hash])
+        with self.ledger.storing(view.round, "global", [view.hash]):
+            self.local.put(view.encoded, view.hash)
         self._publish([view.hash], f"round {view.round}'s global state")
         for old in [r for r in self.checkpoint_hashes if r < attempted - 2]:  # all revealed
             del self.checkpoint_hashes[old]
@@ -484,28 +485,30 @@ class HostNode:
             return False
         return True
 
-    def _put_unsynced(self, data: bytes) -> bytes:
-        return self.local.put(data, sync=False)
+    def _put_unsynced(self, round_: int, kind: Kind, data: bytes) -> bytes:
+        digest = content_hash(data)
+        with self.ledger.storing(round_, kind, [digest]):
+            return self.local.put(data, digest, sync=False)
 
-    def _sink(self, checkpoint: CheckpointEncoding) -> None:
-        """Where a round's checkpoints go as they are encoded: the store, fsynced later."""
-        store_checkpoint(functools.partial(self.local.put_parts, sync=False), checkpoint)
+    def _sink(self, round_: int, checkpoint: CheckpointEncoding) -> None:
+        """Where a round's checkpoints go as they are encoded: the store, fsynced later;
+        recorded first, so no prune of another run deletes what this one is storing."""
+        with self.ledger.storing(round_, "checkpoint", checkpoint.hashes()):
+            store_checkpoint(functools.partial(self.local.put_parts, sync=False), checkpoint)
 
     def publish(self, round_: int, result: RoundResult) -> tuple[bytes, bytes]:
         """Store a round's checkpoints, pseudo-gradient and residual (served to peers from
         then on; not yet fsynced, see :meth:`run`); their (pseudo-gradient, residual) hashes."""
         started = time.perf_counter()
         for encoding in result.checkpoints:
-            self._sink(encoding)  # already there unless a behaviour changed it
+            self._sink(round_, encoding)  # already there unless a behaviour changed it
         self.ledger.record(round_, "checkpoint", _stored(result))
         final = result.checkpoints[-1]
         self.ledger.record(round_, "final", final.hashes(moments=False))  # weights, index
         self.ledger.record(round_, "moments", [index_objects(final.index)[1]])
         failpoint("node.publish", round_)
-        pg_hash = self._put_unsynced(result.pseudo_grad)
-        residual_hash = self._put_unsynced(result.residual)
-        self.ledger.record(round_, "pseudo_grad", [pg_hash])
-        self.ledger.record(round_, "residual", [residual_hash])
+        pg_hash = self._put_unsynced(round_, "pseudo_grad", result.pseudo_grad)
+        residual_hash = self._put_unsynced(round_, "residual", result.residual)
         metrics.PROOF_SECONDS.inc(result.proof_seconds + time.perf_counter() - started)
         metrics.BYTES_PUBLISHED.inc(sum(map(len, result.checkpoints)) + len(result.pseudo_grad)
                                     + len(result.residual))  # fmt: skip
@@ -725,7 +728,8 @@ class HostNode:
 
         job = RoundJob(
             self.model, self.rc, self.data, self.address, round_, start, residual, carried,
-            stepped, lambda: self._peer_pseudo_grad(round_), self._sink,
+            stepped, lambda: self._peer_pseudo_grad(round_),
+            functools.partial(self._sink, round_),
             self.ranks.parallel if self.ranks else None, roster,
         )  # fmt: skip
         return self.behavior.train(job)
@@ -961,9 +965,11 @@ class HostNode:
             before = done
             try:
                 info = self._round_info()
-                metrics.ROUND.set(info.round)
+                # Past its last round the chain's round counter runs on: the run has its own.
+                metrics.ROUND.set(min(info.round, self.rc.total_rounds))
                 if info.finished:
-                    log.info("run %s finished at round %d", self.cfg.run_id, info.round)
+                    log.info("run %s finished: its %d rounds are over", self.cfg.run_id,
+                             self.rc.total_rounds)  # fmt: skip
                     break
                 if not self._registered():
                     log.warning("no longer a host of run %s (it left, or failed a challenge "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 
 from dilochain.artifacts.pruning import Entry, Ledger, Retention, prunable
 from dilochain.artifacts.store import LocalArtifactStore
@@ -151,3 +152,37 @@ def test_a_commit_naming_a_data_file_never_has_a_host_delete_it(tmp_path):
     HostNode.prune(host, range(0, 1), 0)
     HostNode.prune(host, range(1, 3), 5)
     assert local.has(shard) and not local.has(peer)
+
+
+def test_a_prune_never_deletes_what_another_run_is_storing_and_has_not_recorded(tmp_path):
+    """Run B stores the zero moments it shares with run A while A prunes: A reads the ledgers
+    (B's does not name them yet), B records and stores them, A deletes. B's host would then
+    neither serve nor publish them. B's record-then-store and A's read-then-delete now hold one
+    lock of the home, so one of them waits for the other."""
+    store = LocalArtifactStore(tmp_path / "artifacts")
+    a, b = Ledger(tmp_path / "node" / "run-a"), Ledger(tmp_path / "node" / "run-b")
+    for ledger in (a, b):
+        ledger.path.parent.mkdir(parents=True)
+    zeros = store.put(b"\0" * 1000)
+    a.record(0, "checkpoint", [zeros])
+    read, entered = threading.Event(), threading.Event()
+    delete = store.delete
+
+    def let_b_in_then_delete(digest: bytes) -> None:
+        read.set()
+        entered.wait(1.0)  # B cannot get in while A holds the home's lock: A goes on
+        delete(digest)
+
+    def b_stores() -> None:
+        read.wait(30)
+        with b.storing(3, "checkpoint", [zeros]):
+            entered.set()
+            store.put(b"\0" * 1000)
+
+    b_thread = threading.Thread(target=b_stores)
+    b_thread.start()
+    store.delete = let_b_in_then_delete
+    a.prune(store, 10, Retention(keep_global_states=0, archive_every=0))
+    b_thread.join(30)
+    assert store.has(zeros) and [e.hash for e in b.entries()] == [zeros.hex()]
+    assert a.entries() == []

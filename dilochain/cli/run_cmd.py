@@ -25,15 +25,31 @@ from dilochain.training.manifest import MANIFEST, TOKENIZER
 from dilochain.training.prepare import default_dataset, read_pins
 from dilochain.training.run_config import PRESETS, make_run_config
 
-# Flags that override one RunConfig field of the preset each: (flag, type, field).
+# Flags that override one RunConfig field of the preset each: (flag, type, field, help).
 _OVERRIDES = [
-    ("rounds", int, "total_rounds"), ("round-blocks", int, "round_blocks"), ("seed", int, "seed"),
-    ("seq-len", int, "seq_len"), ("batch-size", int, "batch_size"),
-    ("inner-steps", int, "inner_steps"), ("checkpoint-interval", int, "checkpoint_interval"),
-    ("start-delay-blocks", int, "start_delay_blocks"), ("min-collateral", str, "min_collateral"),
-    ("compression", str, "compression"), ("precision", str, "precision"),
-    ("inner-lr", float, "inner_lr"), ("outer-lr", float, "outer_lr"),
-    ("outer-momentum", float, "outer_momentum"),
+    ("rounds", int, "total_rounds", "outer rounds of the run (default 10)"),
+    ("round-blocks", int, "round_blocks",
+     "blocks of a round's commit window: the slowest host's H inner steps, its checkpoints "
+     "and its commit must fit (default 20)"),
+    ("seed", int, "seed", "model initialisation, shard assignment and data order (default 1)"),
+    ("seq-len", int, "seq_len", "tokens a sequence (default: the preset's)"),
+    ("batch-size", int, "batch_size", "sequences an inner step (default: the preset's)"),
+    ("inner-steps", int, "inner_steps", "H, inner AdamW steps a round (default: the preset's)"),
+    ("checkpoint-interval", int, "checkpoint_interval",
+     "k, steps a checkpointed segment, dividing H; a challenge replays one segment "
+     "(default: the preset's)"),
+    ("start-delay-blocks", int, "start_delay_blocks",
+     "blocks from creation to round 0's commit window, for hosts to join (default 0)"),
+    ("min-collateral", str, "min_collateral",
+     "udlc a host bonds to join, slashed for a failed challenge (default 1000000)"),
+    ("compression", str, "compression",
+     "pseudo-gradient compressor: int8, int4, dct-topK or dct-signK, K in 1..32 "
+     "(default int8)"),
+    ("precision", str, "precision", "fp32 or bf16 inner steps (default fp32)"),
+    ("inner-lr", float, "inner_lr", "inner AdamW learning rate (default: the preset's, 4e-4 "
+     "but 5e-3 for demo)"),
+    ("outer-lr", float, "outer_lr", "outer Nesterov learning rate (default 0.7)"),
+    ("outer-momentum", float, "outer_momentum", "outer Nesterov momentum (default 0.9)"),
 ]  # fmt: skip
 
 
@@ -43,9 +59,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         dest="run_cmd", required=True, metavar="{create}"
     )
     p = run.add_parser("create", help="create a run: model, tokenizer, data and schedule")
-    p.add_argument("--run-id", required=True)
+    p.add_argument("--run-id", required=True, help="the new run's id: 1 to 64 of a-z, 0-9, _ and -")
     p.add_argument("--key", required=True, help="the creator's key")
-    p.add_argument("--home", type=Path, default=default_home())
+    p.add_argument("--home", type=Path, default=default_home(),
+                   help="where the keyring is ($DILOCHAIN_HOME or ~/.dilochain)")  # fmt: skip
     add_chain_flag(p)
     p.add_argument(
         "--preset",
@@ -64,8 +81,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--tokenizer", type=Path, default=None, help="tokenizer.json")
     p.add_argument("--data-manifest", type=Path, default=None, help="manifest.json")
-    for flag, kind, _ in _OVERRIDES:
-        p.add_argument(f"--{flag}", type=kind, default=None)
+    for flag, kind, _, text in _OVERRIDES:
+        p.add_argument(f"--{flag}", type=kind, default=None, help=text)
     p.add_argument("--overlap", action="store_true",
                    help="overlapped rounds: the next round trains while the last is verified "
                    "(--round-blocks must exceed the blocks verification takes; measured best "
@@ -106,7 +123,7 @@ def _create(args: argparse.Namespace) -> int:
 
     tokenizer, manifest = _data_files(args)
     pins = read_pins(tokenizer, manifest)
-    given = {field: getattr(args, flag.replace("-", "_")) for flag, _, field in _OVERRIDES}
+    given = {field: getattr(args, flag.replace("-", "_")) for flag, _, field, _ in _OVERRIDES}
     fields = {field: value for field, value in given.items() if value is not None}
     if args.model_config:
         fields["model_config"] = _model_config(args.model_config)
