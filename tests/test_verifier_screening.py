@@ -143,6 +143,33 @@ def test_a_round_s_screens_share_the_loss_of_its_start(tmp_path, base, monkeypat
     assert other.passed and len(computed) == 5 and other.distance != first.distance
 
 
+def test_a_round_s_screens_read_and_check_their_base_once(tmp_path, base, monkeypatch):
+    """Most commits of a round build on one global state: the last base decoded and checked is
+    kept for the next screen or replay; a base that does not fit the model is refused each
+    time, never kept; one with a non-finite value is found however its values sum."""
+    import torch
+
+    from dilochain.training.diloco import pseudo_gradient_problem
+    from dilochain.verifier import replay
+
+    monkeypatch.setattr(replay, "_last_base", None)
+    store, commit, _ = publish_round(tmp_path, CFG, base, honest(base), "dilo1host")
+    counting = CountingStore(tmp_path / "artifacts")
+    counting.__dict__.update(store.__dict__, read=[])
+    for _ in range(2):
+        assert screen_commit(CFG, DATA, commit, ANCHOR, counting, TOLERANT, MARGIN).passed
+    assert counting.read.count(commit.base_hash) == 1
+    name = next(iter(params_of(base)))
+    broken = {**base, PARAM + name: torch.full_like(base[PARAM + name], float("nan"))}
+    for _ in range(2):
+        verdict = screened(tmp_path / "nan", broken, honest(base))
+        assert not verdict.passed and "base global state does not fit" in verdict.reason
+    huge = {"w": torch.tensor([3e38, 3e38])}  # finite values whose sum is not
+    assert pseudo_gradient_problem(huge, huge) is None
+    for bad in ([float("inf"), float("-inf")], [1.0, float("nan")]):
+        assert pseudo_gradient_problem({"w": torch.tensor(bad)}, huge) == "w: not finite"
+
+
 def test_missing_artifacts_fail_the_screen(tmp_path, base):
     result = honest(base)
     store, commit, _ = publish_round(tmp_path, CFG, base, result, "dilo1host")

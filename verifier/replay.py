@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -159,6 +160,31 @@ def fetch_fitting(store: ArtifactStore, leaf: bytes, cfg: RunConfig) -> dict[str
     return checkpoint
 
 
+# The last base global state decoded and checked, by (hash, model config): a round's commits,
+# screened and replayed one after another, mostly build on one state. One is kept (at 8B it is
+# 64 GB), and it is dropped before another is decoded; its tensors are only read.
+_last_base: tuple[tuple[bytes, str], dict[str, torch.Tensor]] | None = None
+_last_base_lock = threading.Lock()
+
+
+def _checked_base(
+    store: ArtifactStore, digest: bytes, model_config: str, like: dict[str, torch.Tensor]
+) -> dict[str, torch.Tensor]:
+    """Global state ``digest``, decoded and checked to fit the run's model (CodecError
+    otherwise), from the last one kept if it is that one."""
+    global _last_base
+    key = (digest, model_config)
+    with _last_base_lock:
+        if _last_base is not None and _last_base[0] == key:
+            return _last_base[1]
+        _last_base = None
+    base = decode_state(store.get(digest))  # no larger than the fetch limit
+    _refuse(global_state_problem(base, like), "base global state")
+    with _last_base_lock:
+        _last_base = (key, base)
+    return base
+
+
 @dataclass(frozen=True)
 class CommitArtifacts:
     """What a commit's consistency is checked on: the parameters the host's round started from
@@ -190,8 +216,7 @@ class CommitArtifacts:
         CompressionError."""
         like = reference_params(cfg.model_config)  # names and shapes: what every state must fit
         residual_hash, delta_hash = commit.residual_in_hash, commit.start_delta_hash
-        base = decode_state(store.get(commit.base_hash))  # no larger than the fetch limit
-        _refuse(global_state_problem(base, like), "base global state")
+        base = _checked_base(store, commit.base_hash, cfg.model_config, like)
         own = decompress(store.get(delta_hash), like) if delta_hash else None
         final = fetch_checkpoint(store.get, commit.final_hash, moments=False)
         _refuse(checkpoint_problem(final, like, moments=False), "final checkpoint")
