@@ -192,6 +192,14 @@ def in_flight(run: Run, params: PocParams, height: int) -> list[Window]:
     return found
 
 
+def settled_at(run: Run, params: PocParams, height: int) -> int:
+    """The block at whose end every round of ``run`` begun by ``height`` and not yet resolved
+    is resolved (``height`` if none is in flight): in an overlapped run the last round's
+    verification goes on after the next, nonexistent, round's period has begun."""
+    return max((w.resolution for w in in_flight(run, params, height)
+                if w.round < run.config.total_rounds), default=height)  # fmt: skip
+
+
 def next_window(run: Run, params: PocParams, height: int) -> Window:
     """The round of the block after ``height`` (round 0, still ahead, before the run starts)."""
     return window_at(run, params, height + 1) or round_window(run, params, 0)

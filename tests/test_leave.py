@@ -124,3 +124,27 @@ def test_a_host_that_leaves_and_comes_back_is_held_once_per_membership(net):
     (listed,) = [h for h in registry.hosts(net.view, "r") if h.address == addr(HONEST)]
     assert listed.left_height == 0 and listed.endpoint == "e2:1"
     assert collateral.info(net.view, addr(HONEST)).unbonding == []  # a member unbonds nothing
+
+
+def test_a_host_leaving_an_overlapped_run_s_tail_stays_listed_until_its_last_round(tmp_path):
+    """After an overlapped run's last commit window its last round is still verified: a host
+    leaving then stays listed (verifiers fetch from its endpoint) and held until it resolves
+    (it was unlisted at once; found by a review)."""
+    from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgCreateRun, MsgDepositCollateral
+    from tests.test_challenges import CREATOR
+    from tests.test_verifier_leave import OVERLAPPED
+
+    net = Chain(tmp_path, max_round_blocks=10, unbonding_blocks=30)
+    run = MsgCreateRun(creator=addr(CREATOR), run_id="ov", config=OVERLAPPED)
+    assert net.send(CREATOR, run).code == 0
+    deposit = MsgDepositCollateral(depositor=addr(HONEST), amount=str(BOND))
+    join = MsgRegisterHost(host=addr(HONEST), run_id="ov", endpoint="e:1")
+    assert net.send(HONEST, deposit, join).code == 0
+    net.c.block()
+    last = schedule.round_window(registry.get_run(net.view, "ov"), net.c.app.params.poc, 1)
+    net.blocks_until(last.end)
+    assert net.send(HONEST, MsgLeaveRun(host=addr(HONEST), run_id="ov")).code == 0
+    net.blocks_until(last.resolution - 1)
+    assert addr(HONEST) in [h.address for h in registry.hosts(net.view, "ov")]
+    net.c.block()  # the last round's resolution: released at its end
+    assert addr(HONEST) not in [h.address for h in registry.hosts(net.view, "ov")]

@@ -486,18 +486,32 @@ def test_a_slow_replay_holds_back_no_finished_vote_as_the_window_closes(
 def test_a_verifier_that_left_stops_once_released_and_one_slashed_out_registers_again(
     running_chain, tmp_path, monkeypatch
 ):
+    """Released (seen leaving or not: a leave with nothing in flight is released in its own
+    block, between two checks), the daemon stops, never bonding again; slashed below the
+    minimum, it registers again; slashed out while leaving, it does what it owes until its
+    release."""
+    from dilochain.protocol.pb.poc.v1.types_pb2 import CollateralInfo
     from dilochain.verifier.service import VerifierConfig, VerifierService
 
     cfg = VerifierConfig(home=tmp_path / "v", key="k", chain=(running_chain.address,))
     service = VerifierService(cfg, running_chain.client, running_chain.wallets[1])
     me, registered = service.address, []
     monkeypatch.setattr(service, "ensure_registered", lambda: registered.append(me))
-    listed = {"now": [Verifier(address=me, registered_height=1)]}
-    monkeypatch.setattr(service.poc, "verifiers", lambda: listed["now"])
+    chain = {"listed": [Verifier(address=me, registered_height=1)], "height": 10,
+             "held": CollateralInfo(bonded="700", locked="0")}  # fmt: skip
+    service.poc = SimpleNamespace(
+        verifiers=lambda: chain["listed"], collateral=lambda address: chain["held"],
+        slashes=lambda address: [], blocks=SimpleNamespace(height=0),
+    )  # fmt: skip
     assert service._stay_registered() and not service.left_height
-    listed["now"] = []  # a slash removed it: it bonds and registers again
+    chain["listed"] = []  # a slash removed it, 700 of its bond left: it registers again
     assert service._stay_registered() and registered == [me]
-    listed["now"] = [Verifier(address=me, registered_height=1, left_height=7, release_height=20)]
+    chain["held"] = CollateralInfo(bonded="0", locked="0", unbonding=[{"amount": "1000"}])
+    assert not service._stay_registered() and registered == [me]  # released unseen: it stops
+    chain["listed"] = [Verifier(address=me, registered_height=1, left_height=7, release_height=20)]
     assert service._stay_registered() and service.left_height == 7  # its duties go on
-    listed["now"] = []  # released: it stops, and does not register again
+    chain["listed"], chain["held"] = [], CollateralInfo(bonded="700", locked="0")
+    service.poc.blocks.height = 15  # slashed out before its release: still doing its duties
+    assert service._stay_registered() and registered == [me]
+    service.poc.blocks.height = 21  # released
     assert not service._stay_registered() and registered == [me]

@@ -20,7 +20,10 @@ from dilochain.protocol.pb.poc.v1.tx_pb2 import (
     MsgDepositCollateral,
     MsgLeaveVerifier,
     MsgRegisterVerifier,
+    MsgWithdrawCollateral,
 )
+from dilochain.testutil import FAKE_DATA
+from dilochain.training.run_config import make_run_config
 from tests.test_challenges import CFG, CREATOR, VERIFIERS, Chain, addr, start_round_0
 
 
@@ -78,3 +81,67 @@ def test_a_verifier_that_leaves_does_its_rounds_then_is_released_and_unbonds(tmp
     assert joined.code == 0, joined.raw_log
     net.c.block()
     assert addr(v2) in verifiers.staying(net.view)
+
+
+OVERLAPPED = make_run_config(FAKE_DATA, "tiny", min_collateral="1000", round_blocks=9,
+                             total_rounds=2, overlap=True)  # fmt: skip
+
+
+def _overlapped(tmp_path) -> Chain:
+    net = Chain(tmp_path, max_round_blocks=10, unbonding_blocks=30)
+    run = MsgCreateRun(creator=addr(CREATOR), run_id="ov", config=OVERLAPPED)
+    assert net.send(CREATOR, run).code == 0
+    for v in VERIFIERS:
+        assert net.send(v, MsgDepositCollateral(depositor=addr(v), amount="2000"),
+                        MsgRegisterVerifier(verifier=addr(v))).code == 0  # fmt: skip
+    net.c.block()
+    return net
+
+
+def test_a_leave_in_an_overlapped_run_s_tail_waits_for_its_last_round(tmp_path):
+    """Once an overlapped run's last commit window has closed the newest round "begun" is one
+    past its end, yet the last round is still being verified: leaving then released the
+    verifier at once, and the beacon it withheld cost it nothing (found by a review)."""
+    net, v2 = _overlapped(tmp_path), VERIFIERS[2]
+    last = schedule.round_window(registry.get_run(net.view, "ov"), net.c.app.params.poc, 1)
+    net.blocks_until(last.start - 1)
+    commit = MsgCommitBeacon(verifier=addr(v2), run_id="ov", round=1, commitment=b"\x09" * 32)
+    assert net.send(v2, commit).code == 0
+    net.blocks_until(last.end)  # the last commit window is over, its round in flight
+    assert net.send(v2, MsgLeaveVerifier(verifier=addr(v2))).code == 0
+    net.c.block()
+    (record,) = [v for v in verifiers.verifiers(net.view) if v.address == addr(v2)]
+    assert record.release_height == last.resolution
+    net.blocks_until(last.resolution)
+    (slash,) = slashing.slashes(net.view, addr(v2))
+    assert "beacon" in slash.reason and slash.amount == "600"  # 30% of its 2,000
+    held = collateral.info(net.view, addr(v2))
+    assert held.bonded == "0" and [e.amount for e in held.unbonding] == ["1400"]
+
+
+def test_a_leaver_slashed_out_before_its_release_still_unbonds_the_rest(tmp_path):
+    net, v2 = start_round_0(Chain(tmp_path)), VERIFIERS[2]
+    assert net.send(v2, MsgWithdrawCollateral(depositor=addr(v2), amount="1000")).code == 0
+    net.c.block()  # height 2: round 0's commit window; 1,000 bonded, the minimum
+    assert _commit_beacon(net, v2, "r").code == 0
+    assert net.send(v2, MsgLeaveVerifier(verifier=addr(v2))).code == 0
+    net.blocks_until(12)  # its beacon slash at selection (5) removed it; release at 11
+    held = collateral.info(net.view, addr(v2))
+    assert not verifiers.is_verifier(net.view, addr(v2))
+    assert (held.bonded, held.locked) == ("0", "0")
+    # The 1,000 it withdrew after its duty began paid its share of the slash too.
+    assert sorted(e.amount for e in held.unbonding) == ["700", "700"]
+
+
+def test_collateral_withdrawn_after_a_duty_began_pays_its_slash(tmp_path):
+    """A verifier slashed for a round's duty loses the same share of what it started
+    unbonding since that round began, as a host does for its commit."""
+    net, v2 = start_round_0(Chain(tmp_path)), VERIFIERS[2]
+    net.c.block()  # height 2
+    assert _commit_beacon(net, v2, "r").code == 0
+    assert net.send(v2, MsgWithdrawCollateral(depositor=addr(v2), amount="1000")).code == 0
+    net.blocks_until(6)  # past the selection block (5), where its withheld secret is slashed
+    (slash,) = slashing.slashes(net.view, addr(v2))
+    held = collateral.info(net.view, addr(v2))
+    assert slash.amount == "600" and held.bonded == "700"
+    assert [e.amount for e in held.unbonding] == ["700"]

@@ -118,7 +118,7 @@ class VerifierService:
         self.local = LocalArtifactStore(cfg.home / "verifier-artifacts")
         self.pruned: dict[str, int] = {}  # per run: the last decided round pruned for
         self.verdicts = 0
-        self.left_height = 0  # the block this verifier left the set at, once seen
+        self.left_height = self.release_height = 0  # once it is seen leaving the set
         self.sender = Sender(self.client, wallet)  # every run's duties sign with one key
         self._count_lock = threading.Lock()  # verdicts are counted by every run's thread
         self._dataset_locks: dict[str, threading.Lock] = {}  # a run's screens and replays ask
@@ -231,11 +231,16 @@ class VerifierService:
                 log.info("leaving the verifier set (left at block %d): doing what rounds begun "
                          "before then ask; released after block %d", me.left_height,
                          me.release_height)  # fmt: skip
-            self.left_height = me.left_height
+            self.left_height, self.release_height = me.left_height, me.release_height
             return True
-        if self.left_height:
-            log.info("released from the verifier set (left at block %d); its free collateral "
-                     "unbonds; stopping", self.left_height)  # fmt: skip
+        if self.left_height and self.poc.blocks.height <= self.release_height:
+            return True  # a slash removed it while leaving: what it owes is still owed
+        # Released (maybe between two checks: it can be in the leave's own block) leaves no
+        # collateral free, all of it unbonding; a slash below the minimum leaves the rest.
+        held = self.poc.collateral(self.address)
+        if self.left_height or int(held.bonded) <= int(held.locked):
+            log.info("no longer in the verifier set: it left and was released (its free "
+                     "collateral unbonds); stopping")  # fmt: skip
             return False
         log.warning("no longer a registered verifier (a slash left less than the minimum "
                     "bonded); bonding the minimum again and registering")  # fmt: skip

@@ -76,7 +76,8 @@ def _close(ctx: Context, run: Run, round_: int) -> None:
     for entry in found.entries:
         if not entry.secret:
             slashing.slash(ctx, entry.verifier, ctx.params.poc.beacon_withhold_slash_fraction,
-                           run.run_id, round_, "withheld its beacon secret")  # fmt: skip
+                           run.run_id, round_, "withheld its beacon secret",
+                           schedule.round_window(run, ctx.params.poc, round_).start)  # fmt: skip
 
 
 def end_block(ctx: Context) -> None:

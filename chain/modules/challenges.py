@@ -195,9 +195,10 @@ def _decide(c: Challenge, quorum: int) -> int:
     return UNDECIDED
 
 
-def _judge_verifiers(ctx: Context, c: Challenge, run_id: str, round_: int) -> None:
+def _judge_verifiers(ctx: Context, c: Challenge, run_id: str, round_: int, begun: int) -> None:
     """Pay counted votes that agree with the decision; slash unopened votes, votes that
-    disagree with a leading fingerprint, and counted votes against a decision."""
+    disagree with a leading fingerprint, and counted votes against a decision (and what the
+    verifier started unbonding since the round ``begun``)."""
     params = ctx.params.poc
     corroborated = any(v.counted for v in c.votes)
     decided = c.status in (FAILED, PASSED)
@@ -216,7 +217,7 @@ def _judge_verifiers(ctx: Context, c: Challenge, run_id: str, round_: int) -> No
         else:
             reason = "voted against the quorum"
         slashing.slash(ctx, vote.verifier, params.verifier_slash_fraction, run_id, round_,
-                       f"{reason} on {c.host} segment {c.segment}")  # fmt: skip
+                       f"{reason} on {c.host} segment {c.segment}", begun)  # fmt: skip
 
 
 def _missed_duties(ctx: Context, found: list[Challenge]) -> None:
@@ -244,6 +245,7 @@ def resolve(ctx: Context, run: Run, round_: int) -> None:
     failed_hosts: set[str] = set()
     undecided_hosts: set[str] = set()
     found = challenges(ctx.store, run.run_id, round_)
+    begun = schedule.round_window(run, params, round_).start  # its verifiers' duties since
     for c in found:
         count_votes(c, params.quorum, params.verification_mode)
         c.status = _decide(c, params.quorum)
@@ -254,7 +256,7 @@ def resolve(ctx: Context, run: Run, round_: int) -> None:
             failed_hosts.add(c.host)
         elif c.status == UNDECIDED:
             undecided_hosts.add(c.host)
-        _judge_verifiers(ctx, c, run.run_id, round_)
+        _judge_verifiers(ctx, c, run.run_id, round_, begun)
     _missed_duties(ctx, found)
     screened = screening.passed(ctx.store, run.run_id, round_)
     for commit in rounds.commits(ctx.store, run.run_id, round_):

@@ -30,7 +30,7 @@ from dilochain.protocol.schedule import (
     overlap_problem,
     rosters_drawn_at,
     run_lifetime,
-    window_at,
+    settled_at,
 )
 
 _RUN_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}\Z")
@@ -242,11 +242,9 @@ def _handle_leave_run(ctx: Context, msg: MsgLeaveRun) -> MsgLeaveRunResponse:
     host = _host(ctx.store, msg.run_id, msg.host)
     host.left_height = ctx.height  # listed (its endpoint serves verifiers) until released
     ctx.store.set(_host_key(msg.run_id, msg.host), host.SerializeToString())
-    # Only rounds that have begun can hold a commit of the host, and the newest of them
-    # resolves last: the hold ends when it does.
-    window = window_at(run, ctx.params.poc, ctx.height)
-    running = window is not None and window.round < run.config.total_rounds
-    release = window.resolution if running else ctx.height
+    # Only rounds that have begun can hold a commit of the host: the hold ends once every one
+    # in flight is resolved.
+    release = settled_at(run, ctx.params.poc, ctx.height)
     key = _leave_key(release, msg.run_id, msg.host)
     held = int(run.config.min_collateral) + int(ctx.store.get(key) or b"0")  # left, back, left
     ctx.store.set(key, b"%d" % held)

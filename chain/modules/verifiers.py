@@ -18,7 +18,7 @@ from dilochain.protocol.pb.poc.v1.tx_pb2 import (
     MsgRegisterVerifierResponse,
 )
 from dilochain.protocol.pb.poc.v1.types_pb2 import Verifier
-from dilochain.protocol.schedule import window_at
+from dilochain.protocol.schedule import settled_at
 
 
 def _key(address: str) -> bytes:
@@ -108,12 +108,9 @@ def _handle_leave_verifier(ctx: Context, msg: MsgLeaveVerifier) -> MsgLeaveVerif
                       f"{record.left_height}; it is released after block "
                       f"{record.release_height}")  # fmt: skip
     # Its duties are those of rounds begun by now (screens, beacon openings, votes, backups
-    # handed over before its round resolves): the newest of each active run resolves last.
-    release = ctx.height
-    for run in registry.active_runs(ctx.store):
-        window = window_at(run, ctx.params.poc, ctx.height)
-        if window is not None and window.round < run.config.total_rounds:
-            release = max(release, window.resolution)
+    # handed over before their round resolves), in every run: released once all are resolved.
+    release = max((settled_at(run, ctx.params.poc, ctx.height)
+                   for run in registry.active_runs(ctx.store)), default=ctx.height)  # fmt: skip
     record.left_height, record.release_height = ctx.height, release
     ctx.store.set(_key(msg.verifier), record.SerializeToString())
     ctx.store.set(_leave_key(release, msg.verifier), b"%d" % ctx.height)
@@ -124,8 +121,8 @@ def _handle_leave_verifier(ctx: Context, msg: MsgLeaveVerifier) -> MsgLeaveVerif
 def end_block(ctx: Context) -> None:
     """Release every verifier whose leave is due at this block (after this block's challenges
     were resolved and their slashes taken): deregister it, free its reservation and start
-    unbonding all its free collateral. A leave whose verifier a slash removed since (and that
-    may have registered again) is dropped."""
+    unbonding all its free collateral (also when a slash removed it meanwhile, its reservation
+    with it); a leave whose verifier registered again since is dropped."""
     due = []
     for key, value in ctx.store.iterate(b"vleave/"):
         _, release, address = key.decode().split("/", 2)
@@ -135,10 +132,11 @@ def end_block(ctx: Context) -> None:
     for key, address, left in due:
         ctx.store.delete(key)
         record = _get(ctx.store, address)
-        if record is None or record.left_height != left:
-            continue
-        ctx.store.delete(_key(address))
-        collateral.release(ctx.store, address, ctx.params.poc.min_verifier_collateral)
+        if record is not None and record.left_height != left:
+            continue  # removed by a slash since, and registered again
+        if record is not None:  # else a slash removed it (and its reservation) meanwhile
+            ctx.store.delete(_key(address))
+            collateral.release(ctx.store, address, ctx.params.poc.min_verifier_collateral)
         free = collateral.unbond_free(ctx, address)
         ctx.emit("verifier_left", verifier=address, unbonding=free)
 
