@@ -197,9 +197,11 @@ def test_hosts_train_rounds_and_agree_on_global_checkpoints(tmp_path):
     assert named and named <= in_bucket, named - in_bucket
     assert {e.sha256 for e in read_manifest(data / "manifest.json").shards} <= in_bucket
     # What each crash left: killed mid inner loop or mid publish, no commit yet (the checkpoints
-    # of a publish cut short are stored); killed after its commit, the commit is on chain.
-    assert at_crash[0] == ([], 0)
+    # stored so far are in its ledger, recorded as they were stored, so pruning finds them:
+    # halfway through, checkpoint 0 and perhaps the one at that step, which its writer thread
+    # may not have reached); killed after its commit, the commit is on chain.
     stored = 3 * (cfg.inner_steps // cfg.checkpoint_interval + 1)  # weights, moments, index each
+    assert at_crash[0][0] == [] and at_crash[0][1] in (0, 3, 6), at_crash[0]
     assert at_crash[1][0] == [] and at_crash[1][1] == stored
     assert len(at_crash[2][0]) == 1
     for i, (_, round_) in crashes.items():

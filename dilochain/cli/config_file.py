@@ -54,12 +54,20 @@ def service_settings(signs: str, metrics_address: str) -> list[Setting]:
     ]  # fmt: skip
 
 
+def add_identity_flags(parser: argparse.ArgumentParser) -> None:
+    """``--home``, ``--key`` and ``--chain``, defaulting to the config file: what a command
+    that signs one tx for a service (``node leave``, ``verifier leave``) needs of it."""
+    none = argparse.SUPPRESS
+    parser.add_argument("--home", type=Path, default=default_home(),
+                        help="its home: keyring, config file, state")  # fmt: skip
+    parser.add_argument("--key", default=none, help="its key in the home's keyring")
+    add_chain_flag(parser, none)
+
+
 def add_service_flags(parser: argparse.ArgumentParser) -> None:
     """The flags of :func:`service_settings` (and ``--home``), defaulting to the config file."""
     none = argparse.SUPPRESS
-    parser.add_argument("--home", type=Path, default=default_home())
-    parser.add_argument("--key", default=none)
-    add_chain_flag(parser, none)
+    add_identity_flags(parser)
     parser.add_argument(
         "--metrics-address", default=none, help="serve Prometheus metrics here (empty: none)"
     )

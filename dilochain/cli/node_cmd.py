@@ -25,6 +25,7 @@ from dilochain.cli.common import (
 from dilochain.cli.config_file import (
     Setting,
     add_config_command,
+    add_identity_flags,
     add_init_and_start,
     add_service_flags,
     config_path,
@@ -75,6 +76,12 @@ SETTINGS = [
             "A round's checkpoints and pseudo-gradients (and, a round longer, its residual) are\n"
             "deleted this many rounds after its challenges are decided (more: for audits)."),
 ]  # fmt: skip
+
+
+def _add_leave_flags(parser: argparse.ArgumentParser) -> None:
+    """The flags of ``node leave``: the node's key, chain and run."""
+    add_identity_flags(parser)
+    parser.add_argument("--run", dest="run_id", default=argparse.SUPPRESS, help="the run to leave")
 
 
 def _add_settings(parser: argparse.ArgumentParser) -> None:
@@ -152,7 +159,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     leave = add_config_command(node, CONFIG_NAME, "leave",
                                "leave the run: deregister now, unbond once the last round "
-                               "resolves", _leave, _add_settings)  # fmt: skip
+                               "resolves", _leave, _add_leave_flags)  # fmt: skip
     prune = add_config_command(node, CONFIG_NAME, "prune",
                                "delete artifacts that no longer matter (see --dry-run)", _prune,
                                _add_settings)  # fmt: skip

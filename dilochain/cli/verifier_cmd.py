@@ -11,6 +11,7 @@ from dilochain.cli.common import add_output_flag, print_result, send_leave, sign
 from dilochain.cli.config_file import (
     Setting,
     add_config_command,
+    add_identity_flags,
     add_init_and_start,
     add_service_flags,
     config_path,
@@ -64,7 +65,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     leave = add_config_command(verifier, CONFIG_NAME, "leave",
                                "leave the verifier set: no new duties now, released (and "
                                "unbonding) once the rounds begun before are resolved", _leave,
-                               _add_settings)  # fmt: skip
+                               add_identity_flags)  # fmt: skip
     add_output_flag(leave)
     # Lazy verifiers, for the tests that show them caught (verifier/lazy.py).
     run.add_argument(
