@@ -207,6 +207,13 @@ def test_the_view_shows_progress_hosts_verifiers_and_rewards():
     assert verifiers[V3]["slashed"] == DLC // 2
     assert verifiers[V3]["up"] is False and verifiers[V3]["last_seen"] is None
     assert (verifiers[V3]["left_height"], verifiers[V3]["release_height"]) == (60, 80)
+    # `dilochain status` says the same of them.
+    from dilochain.cli.status_cmd import render
+
+    (table,) = [t for t in render(view) if t.title == "verifiers"]
+    assert list(table.columns[1].cells) == [
+        "up", "up", "leaving (left at block 60, released after block 80)"]  # fmt: skip
+    assert list(table.columns[0].cells) == [V1, V2, V3]
 
 
 def test_verification_shows_the_rounds_challenges_and_its_own_throughput():

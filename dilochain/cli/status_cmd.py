@@ -1,4 +1,4 @@
-"""``dilochain status``: the chain, its runs, hosts, slashes, challenges and claims at a glance
+"""``dilochain status``: the chain, its runs, hosts, verifiers and claims at a glance
 (the same view the dashboard serves, from :mod:`dilochain.chain_view`)."""
 
 from __future__ import annotations
@@ -42,7 +42,8 @@ def tables(addresses: str | Sequence[str], only: str | None = None) -> list[Tabl
 
 
 def render(view: dict) -> list[Table]:
-    """A chain view as tables: chain, then per run its round and hosts, then recent epochs."""
+    """A chain view as tables: chain, then per run its round and hosts, then the verifiers and
+    recent epochs."""
     epoch = view["epoch"]
     out = [Table("chain", "height", "epoch", title="dilochain")]
     bounds = f"blocks {epoch['start_height']}-{epoch['end_height']}"
@@ -62,6 +63,11 @@ def render(view: dict) -> list[Table]:
             hosts.add_row(name, h["endpoint"], dlc(h["collateral"]),
                           dlc(h["slashed"]) if h["slashed"] else "-")  # fmt: skip
         out += [rounds, hosts]
+    verifiers = Table("verifier", "status", "collateral", "slashed", "earned", title="verifiers")
+    for v in view["verifiers"]:
+        verifiers.add_row(v["address"], verifier_status(v), dlc(v["collateral"]),
+                          dlc(v["slashed"]) if v["slashed"] else "-", dlc(v["earned"]))  # fmt: skip
+    out.append(verifiers)
     claims = Table("epoch", "status", "pool", "earned by", "claimed", title="recent epochs")
     for e in view["epochs"]:
         earned = e["claims"]
@@ -69,6 +75,16 @@ def render(view: dict) -> list[Table]:
                        dlc(e["reward_pool"]), str(len(earned)),
                        str(sum(c["claimed"] for c in earned)))  # fmt: skip
     return [*out, claims]
+
+
+def verifier_status(v: dict) -> str:
+    """A verifier of the chain view in words, as the dashboard says it."""
+    if v["left_height"]:
+        return f"leaving (left at block {v['left_height']}, released after block " \
+               f"{v['release_height']})"  # fmt: skip
+    if v["up"] is None:
+        return "idle (no run in progress)"
+    return "up" if v["up"] else "not seen in the last two rounds"
 
 
 def _status(args: argparse.Namespace) -> int:
