@@ -5,7 +5,6 @@ from __future__ import annotations
 import errno
 import hashlib
 import io
-import ipaddress
 import logging
 import os
 import socket
@@ -26,6 +25,7 @@ from dilochain.artifacts.store import (
     PeerUnreachable,
 )
 from dilochain.protocol.endpoint import (
+    caller_address,
     is_url,
     location_host,
     location_problem,
@@ -76,28 +76,6 @@ SEND_IDLE_SECONDS = IDLE_SECONDS
 CHECKED_FILES = 65_536  # files whose hash a blob service remembers checking
 
 
-def _caller(peer: str) -> str:
-    """The address a gRPC peer string (``ipv4:1.2.3.4:5``, ``ipv6:[::1]:5``) calls from: an
-    IPv4 address, an IPv6 /64 (one machine's addresses), or the string itself."""
-    kind, _, rest = peer.partition(":")
-    if kind == "ipv4":
-        return rest.rpartition(":")[0]
-    if kind == "ipv6":
-        try:
-            network = ipaddress.ip_network(f"{rest.rpartition(':')[0].strip('[]')}/64", False)
-        except ValueError:
-            return peer
-        return str(network)
-    return peer
-
-
-def _local_caller(caller: str) -> bool:
-    try:
-        return ipaddress.ip_network(caller).is_loopback
-    except ValueError:
-        return caller.startswith("unix")
-
-
 class _Streams:
     """The Gets being served: at most :data:`GET_STREAMS` streaming and :data:`QUEUED_GETS`
     waiting, and :data:`CALLER_STREAMS` of them a caller's address; each stream cancelled once
@@ -114,12 +92,12 @@ class _Streams:
         """Register a stream, waiting for a free one up to :data:`QUEUE_SECONDS`; its progress
         clock (set it after each chunk), or None when the caller's address is at its limit,
         the queue is full, or no stream came free in time."""
-        caller = _caller(context.peer())
+        caller = caller_address(context.peer())
         deadline = time.monotonic() + QUEUE_SECONDS
         with self._cond:
             mine = sum(who == caller for _, who, _ in self._open.values())
             mine += sum(who == caller for who in self._queued.values())
-            if mine >= CALLER_STREAMS and not _local_caller(caller):
+            if mine >= CALLER_STREAMS and caller:  # "": this machine's own processes
                 return None
             if len(self._open) >= GET_STREAMS and len(self._queued) >= QUEUED_GETS:
                 return None

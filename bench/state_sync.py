@@ -48,7 +48,7 @@ def _joiner(root: Path, name: str, validator: ChainProcess, state_sync: bool) ->
 def _join_seconds(node: ChainProcess, target: int) -> float:
     """Seconds from start until ``node`` has committed ``target``."""
     started = time.perf_counter()
-    node.start(first_block=False)
+    node.start(timeout=600, first_block=False)  # a loaded machine: joining is what is timed
     node.wait_for_height(target, timeout=1800)
     return time.perf_counter() - started
 

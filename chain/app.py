@@ -11,6 +11,7 @@ same app hash.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -51,6 +52,13 @@ MSG_SPECS: list[MsgSpec] = [
     *beacon.MSGS, *screening.MSGS, *challenges.MSGS, *rewards.MSGS, *validator_set.MSGS,
 ]  # fmt: skip
 
+
+# Mempool admission runs a tx's messages, so that most txs that would fail are refused before a
+# block (and with the handler's own error), but only for so long: a tx of 60 messages whose last
+# fails cost 57 ms a CheckTx against 2.5 ms for one refused by its ante checks, for nothing (a
+# refused tx pays no fee and takes no sequence, and can be sent again). Past this budget the
+# rest of a tx's messages are left to the block, as the Cosmos SDK leaves all of them.
+CHECK_SECONDS = 0.005
 
 # End-of-block work, in order: a round's seed before its challenges are drawn; hosts
 # and verifiers that left, after their last round's slashes.
@@ -224,8 +232,14 @@ class Application:
         msg_ctx = ctx.with_store(ante_store.child())
         msg_ctx.events = [] if events is not None else None
         responses = []
+        started = time.perf_counter()
         try:
             for index, (spec, msg) in enumerate(tx.msgs):
+                if mode is Mode.CHECK and index and time.perf_counter() - started > CHECK_SECONDS:
+                    # Admitted on its ante checks, as the SDK admits every tx: the block runs
+                    # its messages, and charges its fee and sequence should one fail there.
+                    ante_store.write()
+                    return TxResponse(code=0, gas_wanted=gas_wanted, gas_used=meter.consumed)
                 msg_ctx.emit(
                     "message",
                     action=spec.type_url,

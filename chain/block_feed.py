@@ -8,13 +8,13 @@ state is committed: a follower woken by height h reads h's state with its next q
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 from collections import Counter
 
 import grpc
 
 from dilochain.chain import metrics
 from dilochain.chain.grpc_errors import Readiness
+from dilochain.protocol.endpoint import caller_address
 from dilochain.protocol.pb.poc.v1 import events_pb2 as ev
 from dilochain.protocol.pb.poc.v1 import events_pb2_grpc as ev_grpc
 
@@ -78,19 +78,6 @@ class BlockFeed:
         metrics.FOLLOWERS.set(self.followers)
 
 
-def peer_address(peer: str) -> str:
-    """The address of a gRPC peer (``ipv4:1.2.3.4:5``, ``ipv6:[::1]:5``); "" for loopback and
-    unix sockets: this machine's own processes."""
-    kind, _, rest = peer.partition(":")
-    if kind not in ("ipv4", "ipv6"):
-        return ""
-    host = rest.rsplit(":", 1)[0].strip("[]")
-    try:
-        return "" if ipaddress.ip_address(host).is_loopback else host
-    except ValueError:
-        return host
-
-
 class EventsService(ev_grpc.EventsServicer):
     """The ``Blocks`` stream over a :class:`BlockFeed`. A node catching up refuses streams
     (UNAVAILABLE, as its queries) and ends those it has: blocks it replays by the hundred would
@@ -103,7 +90,7 @@ class EventsService(ev_grpc.EventsServicer):
     async def Blocks(self, request: ev.BlocksRequest, context: grpc.aio.ServicerContext):
         if not self.readiness.ready:
             await context.abort(grpc.StatusCode.UNAVAILABLE, self.readiness.why)
-        peer = peer_address(context.peer() or "")
+        peer = caller_address(context.peer() or "")
         try:
             self.feed.join(peer)
         except FeedFull as err:

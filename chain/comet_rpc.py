@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import json
 
 import aiohttp
 from cosmpy.protos.cosmos.base.abci.v1beta1.abci_pb2 import TxResponse
@@ -89,6 +91,21 @@ def block_from_json(result: dict) -> tuple[BlockID, Block]:
     return _block_id(result["block_id"]), block
 
 
+def _result(raw: bytes) -> dict:
+    """A JSON-RPC reply's ``result``; :class:`CometRpcError` for an error, and
+    :class:`CometUnreachable` for what is no JSON-RPC reply."""
+    try:
+        reply = json.loads(raw)
+    except ValueError:
+        reply = None
+    if not isinstance(reply, dict):
+        raise CometUnreachable(f"not a JSON-RPC reply: {raw[:80]!r}")
+    if "error" in reply:
+        error = reply["error"]
+        raise CometRpcError(str(error.get("data") or error.get("message")))
+    return reply["result"]
+
+
 def _mempool_code(error: str) -> int:
     """The SDK code for a refusal by CometBFT's mempool (named in its error text)."""
     if "already exists in cache" in error:
@@ -122,32 +139,37 @@ class CometRpc:
         """The ``result`` of one JSON-RPC call; raises :class:`CometRpcError` on an error. A
         call whose kept-alive connection CometBFT has dropped (it closes idle ones) is made
         once more on a new connection."""
+        return _result(await self._call_bytes(method, params))
+
+    async def _call_bytes(self, method: str, params: dict) -> bytes:
+        """The raw JSON-RPC reply to one call (see :meth:`call`)."""
         if self._session is None:
             self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30))
         body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
-        for attempt in (1, 2):
-            try:
-                async with self._session.post(self.url, json=body) as response:
-                    reply = await response.json(content_type=None)
-                break
-            except (aiohttp.ClientError, TimeoutError, ValueError) as err:
-                if attempt == 2 or not isinstance(err, aiohttp.ClientConnectionError):
-                    raise CometUnreachable(
-                        f"CometBFT RPC at {self.url} unreachable: {err}"
-                    ) from None
-        if "error" in reply:
-            error = reply["error"]
-            raise CometRpcError(str(error.get("data") or error.get("message")))
-        return reply["result"]
+        try:
+            return await self._post(body)
+        except aiohttp.ClientConnectionError:  # a kept-alive connection it dropped: once more
+            pass
+        except (aiohttp.ClientError, TimeoutError) as err:
+            raise CometUnreachable(f"CometBFT RPC at {self.url} unreachable: {err}") from None
+        try:
+            return await self._post(body)
+        except (aiohttp.ClientError, TimeoutError) as err:
+            raise CometUnreachable(f"CometBFT RPC at {self.url} unreachable: {err}") from None
+
+    async def _post(self, body: dict) -> bytes:
+        async with self._session.post(self.url, json=body) as response:
+            return await response.read()
 
     async def broadcast_tx_sync(self, raw: bytes) -> dict:
         """Submit a tx to the mempool; the CheckTx result."""
         return await self.call("broadcast_tx_sync", tx=base64.b64encode(raw).decode())
 
-    async def block(self, height: int | None = None) -> tuple[BlockID, Block]:
-        """The committed block at ``height`` (the latest when None)."""
-        params = {} if height is None else {"height": str(height)}
-        return block_from_json(await self.call("block", **params))
+    async def block(self, height: int) -> tuple[BlockID, Block]:
+        """The committed block at ``height``. Its JSON (up to the block size limit, tens of
+        MB) is parsed and decoded on a thread, not on the loop that runs consensus."""
+        raw = await self._call_bytes("block", {"height": str(height)})
+        return await asyncio.to_thread(lambda: block_from_json(_result(raw)))
 
     async def tx(self, digest: bytes) -> dict:
         """CometBFT's indexed record of the committed tx with hash ``digest``."""

@@ -43,6 +43,7 @@ from grpc_reflection.v1alpha import reflection
 from dilochain.chain.address import require_address
 from dilochain.chain.app import Application
 from dilochain.chain.block_feed import BlockFeed, EventsService
+from dilochain.chain.block_reads import BlockReads, Busy
 from dilochain.chain.comet_rpc import (
     CometRpc,
     CometRpcError,
@@ -106,6 +107,7 @@ class Services:
         self.simulate_gate = simulate_gate or SimulateGate()
         self.readiness = readiness or Readiness()
         self.feed = BlockFeed(app.height)  # told of each commit by the ABCI handler
+        self.blocks = BlockReads(lambda height: self.rpc.block(height))
 
 
 class _UsesServices:
@@ -262,8 +264,11 @@ class TxService(_UsesServices, tx_grpc.ServiceServicer):
 
 
 async def _block(services: Services, height: int | None, context) -> tuple[BlockID, Block]:
+    height = services.app.height if height is None else height  # the latest: the app's last
     try:
-        return await services.rpc.block(height)
+        return await services.blocks.get(height)
+    except Busy as err:
+        await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(err))
     except CometUnreachable as err:  # worth asking again, or another node
         await context.abort(grpc.StatusCode.UNAVAILABLE, str(err))
     except CometRpcError as err:

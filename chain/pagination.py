@@ -16,6 +16,10 @@ T = TypeVar("T")
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
 MAX_PAGE_BYTES = 2 << 20  # well under gRPC's 4 MiB, whatever the entries' size
+# Entries a request may have walked past its page (an offset skipped, a total counted): a
+# query runs beside consensus, and lists a stranger grows (runs ever created, slashes) have no
+# end; past this, a page is reached by ``next_key`` and a total is not counted.
+MAX_WALK = 10_000
 
 
 def _limit(request) -> int:
@@ -24,7 +28,17 @@ def _limit(request) -> int:
         raise TxError(codes.INVALID_REQUEST, "pagination: reverse is not supported")
     if request.key and request.offset:
         raise TxError(codes.INVALID_REQUEST, "pagination: give key or offset, not both")
+    if request.offset > MAX_WALK:
+        raise TxError(codes.INVALID_REQUEST, f"pagination: offset is at most {MAX_WALK:,}; "
+                      "page on with next_key")  # fmt: skip
     return min(request.limit or DEFAULT_LIMIT, MAX_LIMIT)
+
+
+def _walked(past: int) -> None:
+    """Refuse a total that would take counting more than ``MAX_WALK`` entries past a page."""
+    if past > MAX_WALK:
+        raise TxError(codes.INVALID_REQUEST, f"pagination: count_total is not answered for "
+                      f"a list past {MAX_WALK:,} entries; page on with next_key")  # fmt: skip
 
 
 def page_rows(rows: Iterable[tuple[bytes, T]], request) -> tuple[list[T], bytes, int]:
@@ -39,7 +53,9 @@ def page_rows(rows: Iterable[tuple[bytes, T]], request) -> tuple[list[T], bytes,
     following = next(rows, None)
     total = 0
     if request.count_total and not request.key:
-        total = skipped + len(shown) + (following is not None) + sum(1 for _ in rows)
+        rest = sum(1 for _ in islice(rows, MAX_WALK + 1))
+        _walked(rest)
+        total = skipped + len(shown) + (following is not None) + rest
     return shown, following[0] if following else b"", total
 
 
@@ -52,11 +68,13 @@ def page(
     limit = _limit(request)
     items: list[T] = []
     size, skipped, next_key, total = 0, 0, b"", 0
+    counting = request.count_total and not request.key  # a total is of the whole list
     for key, value in store.iterate(prefix, prefix + request.key if request.key else b""):
         total += 1
         if next_key:
-            if not request.count_total:
+            if not counting:
                 break
+            _walked(total - skipped - len(items))
             continue
         if skipped < request.offset:
             skipped += 1
@@ -66,5 +84,4 @@ def page(
             continue
         items.append(decode(value))
         size += len(value)
-    counted = total if request.count_total and not request.key else 0
-    return items, q.PageResponse(next_key=next_key, total=counted)
+    return items, q.PageResponse(next_key=next_key, total=total if counting else 0)

@@ -267,3 +267,23 @@ def unreachable_endpoint(listen: str, advertised: str, chain: tuple[str, ...]) -
             "host's artifacts, and a host whose artifacts cannot be fetched is slashed. Listen "
             "on a reachable address (--blob-address 0.0.0.0:7000) and give the address others "
             "dial (--advertise-address HOST:7000, e.g. the port your router forwards)")  # fmt: skip
+
+
+def caller_address(peer: str) -> str:
+    """Where a gRPC peer (``ipv4:1.2.3.4:5``, ``ipv6:[2001:db8::1]:5``, ``unix:…``) calls from,
+    as per-caller limits count it: an IPv4 address, an IPv6 /64 (one machine's addresses: a
+    single host can take any of them), or "" for this machine's own processes (loopback,
+    unix sockets); the string itself for anything else."""
+    kind, _, rest = peer.partition(":")
+    if kind == "unix":
+        return ""
+    if kind not in ("ipv4", "ipv6"):
+        return peer
+    host = rest.rpartition(":")[0].strip("[]")
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return peer
+    if address.is_loopback:
+        return ""
+    return host if kind == "ipv4" else str(ipaddress.ip_network(f"{host}/64", strict=False))

@@ -201,6 +201,21 @@ def include_unchecked(chain, *txs: bytes) -> list:
     return chain.block()
 
 
+def test_mempool_admission_runs_messages_only_for_so_long(chain, monkeypatch):
+    """CheckTx runs a tx's messages to refuse what would fail, within a budget: a tx whose last
+    of many messages fails would otherwise cost the node tens of ms a CheckTx, for nothing.
+    Past the budget the rest is left to the block, which charges the fee of a tx that fails."""
+    from dilochain.chain import app as app_module
+
+    overdraws = signed_tx(ALICE, [send(B, 10), send(B, 10**9)], sequence=0, account_number=0)
+    assert chain.app.check_tx(overdraws).code == codes.INSUFFICIENT_FUNDS  # well within budget
+    monkeypatch.setattr(app_module, "CHECK_SECONDS", 0.0)  # spent after the first message
+    assert chain.broadcast(overdraws).code == 0
+    (result,) = chain.block()
+    assert result.code == codes.INSUFFICIENT_FUNDS
+    assert balance(chain, A) == 10_000_000 - FEE and balance(chain, B) == 1_000_000
+
+
 def test_overdraft_rejected_at_check_and_in_block(chain):
     result = chain.broadcast(signed_tx(ALICE, [send(B, 10**9)], sequence=0, account_number=0))
     assert result.code == codes.INSUFFICIENT_FUNDS

@@ -74,3 +74,32 @@ def test_a_page_reads_about_its_size_from_the_database(tmp_path, monkeypatch):
     found, _ = page(CacheStore(chain), b"run/", q.PageRequest(key=b"04000", limit=100), bytes)
     assert found[0] == b"r4000" and len(found) == 100 and 101 <= sum(read) < 2 * 101 + 16
     chain.close()
+
+
+def test_offsets_and_totals_walk_a_bounded_part_of_a_list(store, monkeypatch):
+    """A query runs beside consensus and lists a stranger grows have no end: an offset past
+    MAX_WALK, or a total that would count more than MAX_WALK entries past the page, is refused
+    with a code (next_key still pages through everything)."""
+    from dilochain.chain import pagination
+    from dilochain.chain.pagination import page_rows
+
+    monkeypatch.setattr(pagination, "MAX_WALK", 1000)
+    _, answer = page(store, b"item/", q.PageRequest(limit=1000, offset=1000, count_total=True),
+                     bytes)  # fmt: skip
+    with pytest.raises(TxError, match="offset is at most 1,000"):
+        page(store, b"item/", q.PageRequest(offset=1001), bytes)
+    with pytest.raises(TxError, match="count_total is not answered"):
+        page(store, b"item/", q.PageRequest(limit=10, count_total=True), bytes)
+    assert answer.total == 2501  # 1,000 skipped, 1,000 shown, 501 counted past the page
+    _, last = page(store, b"item/", q.PageRequest(limit=1000, offset=600, count_total=True),
+                   bytes)  # fmt: skip
+    assert last.total == 2501
+    rows = [(b"%05d" % i, i) for i in range(2500)]
+    with pytest.raises(TxError, match="count_total is not answered"):
+        page_rows(rows, q.PageRequest(limit=10, count_total=True))
+    assert page_rows(rows, q.PageRequest(limit=1000, offset=1000, count_total=True))[2] == 2500
+    # With a key, no total is asked of the whole list, and nothing past the page is walked.
+    walked = []
+    listed = ((k, walked.append(k) or k) for k, _ in rows)
+    page_rows(listed, q.PageRequest(key=b"x", limit=10, count_total=True))
+    assert len(walked) == 11

@@ -1,0 +1,53 @@
+"""Blocks read for anyone who asks (``GetBlockByHeight``, ``GetLatestBlock``, the REST gateway's
+blocks), bounded: a block is up to the block size limit (tens of MB of CometBFT's JSON to parse
+and decode), so at most ``RUNNING`` are read at once and ``WAITING`` more wait; anyone past
+that is told the node is busy. The last ``CACHED`` blocks read are kept (a committed block
+never changes), so the block everyone asks for is read once."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+
+from cosmpy.protos.tendermint.types.block_pb2 import Block
+from cosmpy.protos.tendermint.types.types_pb2 import BlockID
+
+RUNNING = 2
+WAITING = 8
+CACHED = 4
+
+Read = tuple[BlockID, Block]
+
+
+class Busy(Exception):
+    """More block reads are under way or waiting than a node takes at once."""
+
+
+class BlockReads:
+    """Committed blocks by height through ``fetch`` (CometBFT's RPC), bounded and cached."""
+
+    def __init__(self, fetch: Callable[[int], Awaitable[Read]]):
+        self._fetch = fetch
+        self._slots = asyncio.Semaphore(RUNNING)
+        self._asked = 0  # reads under way or waiting for a slot
+        self._cache: OrderedDict[int, Read] = OrderedDict()
+
+    async def get(self, height: int) -> Read:
+        """Block ``height``; raises :class:`Busy`, or what ``fetch`` raises."""
+        if (found := self._cache.get(height)) is not None:
+            self._cache.move_to_end(height)
+            return found
+        if self._asked >= RUNNING + WAITING:
+            raise Busy(f"this node is reading {self._asked} blocks already; ask again shortly")
+        self._asked += 1
+        try:
+            async with self._slots:
+                if (found := self._cache.get(height)) is None:  # read while this one waited
+                    found = await self._fetch(height)
+                    self._cache[height] = found
+                    while len(self._cache) > CACHED:
+                        self._cache.popitem(last=False)
+            return found
+        finally:
+            self._asked -= 1
