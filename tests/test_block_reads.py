@@ -14,16 +14,21 @@ from dilochain.chain import block_reads
 from dilochain.chain.block_reads import BlockReads, Busy
 
 
+def _held(release: asyncio.Event, fetched: list[int]):
+    """A fetch that records each height asked for and answers once ``release`` is set."""
+
+    async def fetch(height: int):
+        fetched.append(height)
+        await release.wait()
+        return BlockID(hash=bytes([height])), Block()
+
+    return fetch
+
+
 def test_reads_past_the_limit_are_refused_and_a_block_read_is_kept():
     async def scenario() -> None:
         release, fetched = asyncio.Event(), []
-
-        async def fetch(height: int):
-            fetched.append(height)
-            await release.wait()
-            return BlockID(hash=bytes([height])), Block()
-
-        reads = BlockReads(fetch)
+        reads = BlockReads(_held(release, fetched))
         limit = block_reads.RUNNING + block_reads.WAITING
         asked = [asyncio.create_task(reads.get(h)) for h in range(limit)]
         await asyncio.sleep(0)  # every one has started: RUNNING fetch, the rest wait
@@ -48,13 +53,7 @@ def test_reads_past_the_limit_are_refused_and_a_block_read_is_kept():
 def test_a_block_asked_for_while_it_is_being_read_is_read_once():
     async def scenario() -> None:
         release, fetched = asyncio.Event(), []
-
-        async def fetch(height: int):
-            fetched.append(height)
-            await release.wait()
-            return BlockID(hash=b"\x07"), Block()
-
-        reads = BlockReads(fetch)
+        reads = BlockReads(_held(release, fetched))
         asked = [asyncio.create_task(reads.get(7)) for _ in range(block_reads.RUNNING + 3)]
         await asyncio.sleep(0)
         release.set()
