@@ -146,10 +146,16 @@ class Ledger:
         host's object store, if any: first, and an ``ArtifactError`` there deletes nothing
         here) and from ``store`` (but for what another run's ledger beside this one names, or
         a run is storing: :meth:`storing`); (entry, bytes freed) of each, an artifact listed
-        under several entries (a state that carried over) counted once."""
-        with self._locked():
-            going = prunable(self.entries(), resolved, retention)
-            counted: set[str] = self._named_by_other_runs()  # what stays on disk frees nothing
+        under several entries (a state that carried over) counted once. It holds the home's
+        lock, then this ledger's, as :meth:`storing` takes them, from reading the ledgers to
+        its last delete."""
+        if published is not None and not dry_run:
+            _abort_stale_uploads(published)  # touches no ledger: outside the locks
+        with _flocked(self._home_lock), self._locked():
+            entries = self.entries()
+            going = prunable(entries, resolved, retention)
+            shared = self._named_by_other_runs()
+            counted = set(shared)  # what stays on disk frees nothing
             sizes = []
             for e in going:
                 sizes.append((e, 0 if e.hash in counted else store.size(bytes.fromhex(e.hash))))
@@ -157,17 +163,11 @@ class Ledger:
             if dry_run or not going:
                 return sizes
             if published is not None:  # this run's own prefix
-                _abort_stale_uploads(published)
                 published.delete_all(bytes.fromhex(e.hash) for e in going)
-        # The home's lock before this ledger's, as :meth:`storing` takes them; what was recorded
-        # meanwhile is read again (an entry of a new round may name a hash that was going).
-        with _flocked(self._home_lock), self._locked():
-            entries = self.entries()
-            left = set(prunable(entries, resolved, retention)) & set(going)
-            shared = self._named_by_other_runs()
-            for e in left:
+            for e in going:
                 if e.hash not in shared:
                     store.delete(bytes.fromhex(e.hash))
+            left = set(going)
             tmp = self.path.with_suffix(".tmp")
             tmp.write_text("".join(json.dumps(asdict(e)) + "\n" for e in entries if e not in left))
             tmp.replace(self.path)

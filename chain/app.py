@@ -117,6 +117,7 @@ class Application:
         self.sig_cache = SignatureCache()
         self.decoded = DecodedTxCache(self.registry, self.params.auth)
         self.check_state = CacheStore(store)
+        self._partly_checked: set[str] = set()  # signers of a tx CheckTx cut short, till a block
         self._pending: tuple[FinalizedBlock, CacheStore] | None = None
         self.tree = self._verified_tree()
 
@@ -197,7 +198,7 @@ class Application:
             state.writes,
             {"genesis": genesis_hash, "app_hash": app_hash, "height": b"0"},
         )
-        self.check_state = CacheStore(self.store)
+        self._reset_check_state()
         return app_hash
 
     # ---- txs ---------------------------------------------------------------------------------
@@ -238,6 +239,7 @@ class Application:
                 if mode is Mode.CHECK and index and time.perf_counter() - started > CHECK_SECONDS:
                     # Admitted on its ante checks, as the SDK admits every tx: the block runs
                     # its messages, and charges its fee and sequence should one fail there.
+                    self._partly_checked.update(tx.signers)
                     ante_store.write()
                     return TxResponse(code=0, gas_wanted=gas_wanted, gas_used=meter.consumed)
                 msg_ctx.emit(
@@ -272,12 +274,25 @@ class Application:
             events=[*(ctx.events or []), *(msg_ctx.events or [])],
         )
 
+    def _reset_check_state(self) -> None:
+        """Mempool admission starts again from the committed state."""
+        self.check_state = CacheStore(self.store)
+        self._partly_checked.clear()
+
     def check_tx(self, raw: bytes, recheck: bool = False) -> TxResponse:
         """Mempool admission against the check state (kept on success): the full tx, or
         with ``recheck`` (a tx left in the mempool after a block) its ante checks alone."""
         try:
             tx = self.decoded.decode(raw)
             self._require_block_gas(tx)
+            if not recheck and (cut := self._partly_checked.intersection(tx.signers)):
+                # What the check state says of it no longer holds (an admitted tx's messages
+                # past the budget were not run): its later txs wait for that one's block.
+                raise TxError(
+                    codes.INVALID_REQUEST,
+                    f"a tx of {min(cut)} in the mempool was "
+                    "too long to check in full; send this one once that is in a block",
+                )
         except TxError as err:
             result = tx_failure(err.code, err.log)
         else:
@@ -418,7 +433,7 @@ class Application:
         }
         self.store.commit({}, meta)
         self.tree = tree
-        self.check_state = CacheStore(self.store)
+        self._reset_check_state()
         log.info("state restored from a snapshot of height %d", height)
         return True
 
@@ -442,4 +457,4 @@ class Application:
         self.store.commit(state.writes, meta, block)
         self.decoded.discard(finalized.txs)
         self._pending = None
-        self.check_state = CacheStore(self.store)
+        self._reset_check_state()

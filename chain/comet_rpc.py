@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+from concurrent.futures import ThreadPoolExecutor
 
 import aiohttp
 from cosmpy.protos.cosmos.base.abci.v1beta1.abci_pb2 import TxResponse
@@ -106,6 +107,11 @@ def _result(raw: bytes) -> dict:
     return reply["result"]
 
 
+# Blocks are parsed on threads of their own: as many as block reads run at once, whatever
+# the machine's cores (the loop's default executor is shared and sized by them).
+_PARSER = ThreadPoolExecutor(2, thread_name_prefix="block-parse")
+
+
 def _mempool_code(error: str) -> int:
     """The SDK code for a refusal by CometBFT's mempool (named in its error text)."""
     if "already exists in cache" in error:
@@ -169,7 +175,8 @@ class CometRpc:
         """The committed block at ``height``. Its JSON (up to the block size limit, tens of
         MB) is parsed and decoded on a thread, not on the loop that runs consensus."""
         raw = await self._call_bytes("block", {"height": str(height)})
-        return await asyncio.to_thread(lambda: block_from_json(_result(raw)))
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(_PARSER, lambda: block_from_json(_result(raw)))
 
     async def tx(self, digest: bytes) -> dict:
         """CometBFT's indexed record of the committed tx with hash ``digest``."""

@@ -6,7 +6,6 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from cosmpy.protos.cosmos.tx.v1beta1.tx_pb2 import AuthInfo, TxBody, TxRaw
-from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 from google.protobuf.unknown_fields import UnknownFieldSet
 
@@ -62,35 +61,16 @@ def _canonical_tx_raw(raw: bytes) -> TxRaw:
     raise TxError(codes.TX_DECODE, f"tx: {problem}: tx parse error")
 
 
-# As the Cosmos SDK's tx decoder: a field the chain does not know is refused anywhere in a tx's
-# body (with its messages) and auth info, but for a body's "non-critical" fields (numbers with
-# bit 11 set), which an older node may skip. Signed padding of an unknown field otherwise rode
-# in every tx, paid for only as bytes.
-NON_CRITICAL = 1 << 10
-
-
-def _unknown_fields(message: Message, non_critical_ok: bool) -> list[int]:
-    """The numbers of the fields unknown to the chain in ``message`` and every message in it
-    (but for non-critical ones when ``non_critical_ok``)."""
-    found = [f.field_number for f in UnknownFieldSet(message)
-             if not (non_critical_ok and f.field_number & NON_CRITICAL)]  # fmt: skip
-    for field, value in message.ListFields():
-        if field.message_type is None:
-            continue
-        if field.message_type.GetOptions().map_entry:
-            items = [v for v in value.values() if isinstance(v, Message)]
-        elif field.label == FieldDescriptor.LABEL_REPEATED:
-            items = list(value)
-        else:
-            items = [value]
-        for item in items:
-            found += _unknown_fields(item, non_critical_ok)
-    return found
-
-
-def _refuse_unknown(message: Message, what: str, non_critical_ok: bool) -> None:
-    if unknown := sorted(set(_unknown_fields(message, non_critical_ok))):
-        raise TxError(codes.TX_DECODE, f"{what}: unknown field(s) {unknown[:8]}: tx parse error")
+def _refuse_unknown(message: Message, what: str) -> None:
+    """Refuse a field the chain does not know anywhere in ``message``. The Cosmos SDK's decoder
+    refuses them too, but for a body's "non-critical" ones, for extensions this chain does not
+    have; signed padding of unknown fields otherwise rode in every tx, paid for only as bytes.
+    Found in C, by size (walking them in Python cost 400 ms for a 660 KB tx of them)."""
+    bare = type(message)()
+    bare.CopyFrom(message)
+    bare.DiscardUnknownFields()
+    if bare.ByteSize() != message.ByteSize():
+        raise TxError(codes.TX_DECODE, f"{what}: fields the chain does not know: tx parse error")
 
 
 MAX_GAS_WANTED = (1 << 63) - 1  # as the Cosmos SDK's ante handler: gas is an int64 downstream
@@ -103,8 +83,8 @@ def decode_tx(raw: bytes, registry: dict[str, MsgSpec], params: AuthParams) -> D
     tx_raw = _canonical_tx_raw(raw)
     body = _parse(TxBody, tx_raw.body_bytes, "body")
     auth_info = _parse(AuthInfo, tx_raw.auth_info_bytes, "auth_info")
-    _refuse_unknown(body, "body", non_critical_ok=True)
-    _refuse_unknown(auth_info, "auth_info", non_critical_ok=False)
+    _refuse_unknown(body, "body")
+    _refuse_unknown(auth_info, "auth_info")
     if auth_info.fee.gas_limit > MAX_GAS_WANTED:
         raise TxError(codes.INVALID_GAS_LIMIT, f"gas limit {auth_info.fee.gas_limit} is above "
                                                f"the maximum {MAX_GAS_WANTED}")  # fmt: skip
@@ -126,7 +106,7 @@ def decode_tx(raw: bytes, registry: dict[str, MsgSpec], params: AuthParams) -> D
                 codes.TX_DECODE, f"unable to resolve type URL {packed.type_url}: tx parse error"
             )
         msg = _parse(spec.message, packed.value, f"message {index}")
-        _refuse_unknown(msg, f"message {index}", non_critical_ok=True)
+        _refuse_unknown(msg, f"message {index}")
         signer = getattr(msg, spec.signer_field)
         try:
             decode_address(signer)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import urllib.parse
 
 MAX_LENGTH = 261  # a 253-character name, a colon and a port
 MAX_URL_LENGTH = 512
@@ -270,16 +271,16 @@ def unreachable_endpoint(listen: str, advertised: str, chain: tuple[str, ...]) -
 
 
 def caller_address(peer: str) -> str:
-    """Where a gRPC peer (``ipv4:1.2.3.4:5``, ``ipv6:[2001:db8::1]:5``, ``unix:…``) calls from,
-    as per-caller limits count it: an IPv4 address, an IPv6 /64 (one machine's addresses: a
-    single host can take any of them), or "" for this machine's own processes (loopback,
-    unix sockets); the string itself for anything else."""
+    """Where a gRPC peer (``ipv4:1.2.3.4:5``, ``ipv6:%5B2001:db8::1%5D:5`` as gRPC writes it,
+    ``unix:…``) calls from, as per-caller limits count it: an IPv4 address, an IPv6 /64 (one
+    machine's addresses: a single host can take any of them), or "" for this machine's own
+    processes (loopback, unix sockets); the string itself for anything else."""
     kind, _, rest = peer.partition(":")
-    if kind == "unix":
+    if kind in ("unix", "unix-abstract"):
         return ""
     if kind not in ("ipv4", "ipv6"):
         return peer
-    host = rest.rpartition(":")[0].strip("[]")
+    host = urllib.parse.unquote(rest).rpartition(":")[0].strip("[]")  # gRPC: "%5B::1%5D:5"
     try:
         address = ipaddress.ip_address(host)
     except ValueError:

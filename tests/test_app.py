@@ -211,9 +211,16 @@ def test_mempool_admission_runs_messages_only_for_so_long(chain, monkeypatch):
     assert chain.app.check_tx(overdraws).code == codes.INSUFFICIENT_FUNDS  # well within budget
     monkeypatch.setattr(app_module, "CHECK_SECONDS", 0.0)  # spent after the first message
     assert chain.broadcast(overdraws).code == 0
+    # The check state no longer tells what the sender has (its tx's later messages were not
+    # run): its next txs wait for that block, else they could pass here, fail their ante
+    # checks in the block and take its space for free (found by a review).
+    follow_up = signed_tx(ALICE, [send(B, 10)], sequence=1, account_number=0)
+    refused = chain.app.check_tx(follow_up)
+    assert refused.code == codes.INVALID_REQUEST and "too long to check in full" in refused.raw_log
     (result,) = chain.block()
     assert result.code == codes.INSUFFICIENT_FUNDS
     assert balance(chain, A) == 10_000_000 - FEE and balance(chain, B) == 1_000_000
+    assert chain.app.check_tx(follow_up).code == 0  # the block is in: checked as any
 
 
 def test_overdraft_rejected_at_check_and_in_block(chain):

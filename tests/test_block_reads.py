@@ -14,6 +14,12 @@ from dilochain.chain import block_reads
 from dilochain.chain.block_reads import BlockReads, Busy
 
 
+async def _settle() -> None:
+    """Let every task that is ready run until it waits (a caller's task starts its read's)."""
+    for _ in range(10):
+        await asyncio.sleep(0)
+
+
 def _held(release: asyncio.Event, fetched: list[int]):
     """A fetch that records each height asked for and answers once ``release`` is set."""
 
@@ -31,7 +37,7 @@ def test_reads_past_the_limit_are_refused_and_a_block_read_is_kept():
         reads = BlockReads(_held(release, fetched))
         limit = block_reads.RUNNING + block_reads.WAITING
         asked = [asyncio.create_task(reads.get(h)) for h in range(limit)]
-        await asyncio.sleep(0)  # every one has started: RUNNING fetch, the rest wait
+        await _settle()  # every one has started: RUNNING fetch, the rest wait
         assert len(fetched) == block_reads.RUNNING
         with pytest.raises(Busy, match="ask again"):
             await reads.get(limit)
@@ -55,10 +61,32 @@ def test_a_block_asked_for_while_it_is_being_read_is_read_once():
         release, fetched = asyncio.Event(), []
         reads = BlockReads(_held(release, fetched))
         asked = [asyncio.create_task(reads.get(7)) for _ in range(block_reads.RUNNING + 3)]
-        await asyncio.sleep(0)
+        await _settle()
         release.set()
-        await asyncio.gather(*asked)
-        # Those that waited for a slot found it read by then.
-        assert fetched == [7] * block_reads.RUNNING
+        assert {block_id.hash for block_id, _ in await asyncio.gather(*asked)} == {b"\x07"}
+        assert fetched == [7]
+
+    asyncio.run(scenario())
+
+
+def test_a_read_whose_caller_hangs_up_keeps_its_slot_to_its_end():
+    """Calling and hanging up must not start reads past the limit (the parse goes on after
+    the caller left: a review found the limit bounded waiting callers, not the work)."""
+
+    async def scenario() -> None:
+        release, fetched = asyncio.Event(), []
+        reads = BlockReads(_held(release, fetched))
+        callers = [asyncio.create_task(reads.get(h)) for h in range(block_reads.RUNNING)]
+        await _settle()
+        for caller in callers:
+            caller.cancel()
+        await asyncio.gather(*callers, return_exceptions=True)
+        later = asyncio.create_task(reads.get(99))
+        await _settle()
+        assert fetched == list(range(block_reads.RUNNING))  # 99 waits for a slot
+        release.set()
+        assert (await later)[0].hash == bytes([99])
+        await reads.get(0)  # the read its caller left finished and was kept
+        assert sorted(fetched) == [*range(block_reads.RUNNING), 99]
 
     asyncio.run(scenario())

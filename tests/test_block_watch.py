@@ -7,6 +7,7 @@ import asyncio
 import socket
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 import pytest
@@ -61,9 +62,30 @@ def test_follower_slots_are_bounded_per_node_and_per_address():
     # address of its /64, and 4,096 streams from one /64 locked every follower out (a review).
     assert [caller_address(p) for p in ("ipv4:127.0.0.1:5", "ipv6:[::1]:5", "unix:/tmp/s",
                                         "ipv4:203.0.113.5:443", "ipv6:[2001:db8::1]:9",
-                                        "ipv6:[2001:db8::ffff:1]:7", "ipv6:[2001:db8:0:1::1]:7")
+                                        "ipv6:[2001:db8::ffff:1]:7", "ipv6:[2001:db8:0:1::1]:7",
+                                        "ipv6:%5B::1%5D:54006", "ipv6:%5B2001:db8::2%5D:9")
             ] == ["", "", "", "203.0.113.5", "2001:db8::/64", "2001:db8::/64",
-                  "2001:db8:0:1::/64"]  # fmt: skip
+                  "2001:db8:0:1::/64", "", "2001:db8::/64"]  # fmt: skip
+    # As a real gRPC server names an IPv6 caller (percent-encoded: a review found every IPv6
+    # connection counted as a caller of its own).
+    assert [caller_address(p) for p in _ipv6_peers(2)] == ["", ""]
+
+
+def _ipv6_peers(count: int) -> list[str]:
+    """The peer strings a gRPC server on [::] gives ``count`` connections from ::1."""
+    peers: list[str] = []
+    server = grpc.server(ThreadPoolExecutor(1))
+    answer = grpc.unary_unary_rpc_method_handler(lambda _, ctx: peers.append(ctx.peer()) or b"")
+    server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler("t", {"P": answer})])
+    port = server.add_insecure_port("[::1]:0")
+    server.start()
+    try:
+        for _ in range(count):
+            with grpc.insecure_channel(f"[::1]:{port}") as channel:
+                channel.unary_unary("/t/P")(b"", timeout=10)
+    finally:
+        server.stop(0)
+    return peers
 
 
 def test_the_stream_refuses_past_its_limit_and_ends_while_catching_up():
