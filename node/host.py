@@ -501,8 +501,7 @@ class HostNode:
         then on; not yet fsynced, see :meth:`run`); their (pseudo-gradient, residual) hashes."""
         started = time.perf_counter()
         for encoding in result.checkpoints:
-            self._sink(round_, encoding)  # already there unless a behaviour changed it
-        self.ledger.record(round_, "checkpoint", _stored(result))
+            self._sink(round_, encoding)  # already there unless a behaviour changed it; recorded
         final = result.checkpoints[-1]
         self.ledger.record(round_, "final", final.hashes(moments=False))  # weights, index
         self.ledger.record(round_, "moments", [index_objects(final.index)[1]])
