@@ -23,7 +23,7 @@ from dilochain.protocol.pb.poc.v1.tx_pb2 import (
     MsgSubmitScreen,
     ScreenVote,
 )
-from dilochain.protocol.pb.poc.v1.types_pb2 import Beacon, BeaconEntry, RoundCommit, Run
+from dilochain.protocol.pb.poc.v1.types_pb2 import Beacon, BeaconEntry, RoundCommit, Run, Verifier
 from dilochain.verifier.ballots import BallotBox
 
 log = logging.getLogger(__name__)
@@ -63,6 +63,11 @@ def send_batched(
             else:
                 refused += sum(send_batched(send, [m], what, until_height) for m in batch)
     return refused
+
+
+def own_record(poc, address: str) -> Verifier | None:
+    """``address``'s record among the chain's verifiers (leaving ones included), if any."""
+    return next((v for v in poc.verifiers() if v.address == address), None)
 
 
 class RoundDuties:
@@ -181,7 +186,7 @@ class RoundDuties:
     def _on_duty(self, window: schedule.Window) -> bool:
         """Whether this verifier is registered and had not left the set when ``window`` began
         (the chain takes no beacon commitment from it otherwise)."""
-        me = next((v for v in self.poc.verifiers() if v.address == self.address), None)
+        me = own_record(self.poc, self.address)
         return me is not None and (not me.left_height or me.left_height >= window.start)
 
     def _screen(self, run: Run, window: schedule.Window, beacon: Beacon, next_block: int) -> None:

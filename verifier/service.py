@@ -53,7 +53,7 @@ from dilochain.verifier.ballots import BallotBox
 from dilochain.verifier.errors import VerifierError
 from dilochain.verifier.lazy import CopyingBallots, lazy_verdict
 from dilochain.verifier.replay import Policy, Verdict, verify_challenge
-from dilochain.verifier.round_duties import RoundDuties, send_batched
+from dilochain.verifier.round_duties import RoundDuties, own_record, send_batched
 from dilochain.verifier.screening import screen_commit
 from dilochain.verifier.work_gate import WindowClosed, WorkGate
 
@@ -203,8 +203,7 @@ class VerifierService:
 
     def ensure_registered(self) -> None:
         """Bond the minimum verifier collateral and register, once."""
-        registered = self.poc.verifiers()
-        if any(v.address == self.address for v in registered):
+        if own_record(self.poc, self.address) is not None:
             return
         try:
             msgs = ensure_bonded(
@@ -225,7 +224,7 @@ class VerifierService:
         False once it left the set and was released (its duties done): time to stop. Its
         collateral metrics are brought up to date on the way."""
         set_standing(self.poc, self.address, metrics.COLLATERAL, metrics.SLASHED)
-        me = next((v for v in self.poc.verifiers() if v.address == self.address), None)
+        me = own_record(self.poc, self.address)
         if me is not None:
             if me.left_height and not self.left_height:
                 log.info("leaving the verifier set (left at block %d): doing what rounds begun "

@@ -49,19 +49,20 @@ def is_verifier(store: CacheStore, address: str) -> bool:
     return store.get(_key(address)) is not None
 
 
-def require_verifier(store: CacheStore, address: str) -> None:
-    """Refuse (UNAUTHORIZED) a message from an address that is not a registered verifier."""
-    if not is_verifier(store, address):
+def require_verifier(store: CacheStore, address: str) -> Verifier:
+    """``address``'s record; refuse (UNAUTHORIZED) a message from an address that is not a
+    registered verifier."""
+    record = _get(store, address)
+    if record is None:
         raise TxError(codes.UNAUTHORIZED, f"{address} is not a registered verifier")
+    return record
 
 
 def require_duty(store: CacheStore, address: str, window_start: int) -> None:
     """Refuse (UNAUTHORIZED) a beacon commitment to a round whose commit window opened at
     ``window_start`` from an address that is not a registered verifier, or that left before
     that round began."""
-    record = _get(store, address)
-    if record is None:
-        raise TxError(codes.UNAUTHORIZED, f"{address} is not a registered verifier")
+    record = require_verifier(store, address)
     if record.left_height and record.left_height < window_start:
         raise TxError(codes.UNAUTHORIZED, f"{address} left the verifier set at block "
                       f"{record.left_height}, before this round began")  # fmt: skip
@@ -100,9 +101,7 @@ def remove_if_uncovered(ctx: Context, address: str) -> None:
 
 
 def _handle_leave_verifier(ctx: Context, msg: MsgLeaveVerifier) -> MsgLeaveVerifierResponse:
-    record = _get(ctx.store, msg.verifier)
-    if record is None:
-        raise TxError(codes.UNAUTHORIZED, f"{msg.verifier} is not a registered verifier")
+    record = require_verifier(ctx.store, msg.verifier)
     if record.left_height:
         raise TxError(codes.INVALID_REQUEST, f"{msg.verifier} already left at block "
                       f"{record.left_height}; it is released after block "
