@@ -14,7 +14,7 @@
    screening alone, by sampling alone at the default rate, and by both (a failed screen
    replays every segment).
 
-    .venv/bin/python -m bench.verification [--trials 2000] [--preset small]
+    .venv/bin/python -m bench.verification [--trials 2000] [--preset small] [--repeats 3]
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -49,30 +50,37 @@ POLICY = Policy(PocParams().verification_mode, float(PocParams().tolerance),
 MARGIN = float(PocParams().screen_loss_margin)
 
 
-def measure_cost(preset: str = "small") -> tuple[float, float, float, int, int]:
-    """(seconds per host round, per verification, per screen, H, k) for ``preset``."""
+def measure_cost(preset: str = "small", repeats: int = 3) -> tuple[float, float, float, int, int]:
+    """(seconds per host round, per verification, per screen, H, k) for ``preset``: the
+    median of ``repeats`` of each, taken in turn (a round, a verification, a screen) so that
+    the machine's drifts touch all three alike."""
     corpus, pins = shipped_data()
     cfg = make_run_config(pins, preset)
     model = build_model(cfg.model_config, cfg.seed)
     base = initial_global({n: p.detach().clone() for n, p in model.named_parameters()})
-    t = time.perf_counter()
     result = train_round(model, cfg, corpus, HOST, 1, params_of(base), None)
-    round_seconds = time.perf_counter() - t
+    rounds, verifications, screens = [], [], []
     with tempfile.TemporaryDirectory() as tmp:
         store, commit, challenges = publish_round(Path(tmp), cfg, base, result, HOST)
-        t = time.perf_counter()
-        verdict = verify_challenge(
-            cfg, corpus, commit, challenges[1], store, Policy("exact", 0, 1e-3)
-        )
-        verify_seconds = time.perf_counter() - t
         # A verifier screens many commits of a round (a committee's share of every host's):
         # the first builds its model and the loss of the round's start, the rest reuse them.
         screen_commit(cfg, corpus, commit, b"\x01" * 32, store, POLICY, MARGIN)
-        t = time.perf_counter()
-        screened = screen_commit(cfg, corpus, commit, b"\x01" * 32, store, POLICY, MARGIN)
-        screen_seconds = time.perf_counter() - t
-    assert verdict.passed and screened.passed, (verdict.reason, screened.reason)
-    return round_seconds, verify_seconds, screen_seconds, cfg.inner_steps, cfg.checkpoint_interval
+        for _ in range(repeats):
+            t = time.perf_counter()
+            train_round(model, cfg, corpus, HOST, 1, params_of(base), None)
+            rounds.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            verdict = verify_challenge(
+                cfg, corpus, commit, challenges[1], store, Policy("exact", 0, 1e-3)
+            )
+            verifications.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            screened = screen_commit(cfg, corpus, commit, b"\x01" * 32, store, POLICY, MARGIN)
+            screens.append(time.perf_counter() - t)
+            assert verdict.passed and screened.passed, (verdict.reason, screened.reason)
+    median = statistics.median
+    return (median(rounds), median(verifications), median(screens), cfg.inner_steps,
+            cfg.checkpoint_interval)  # fmt: skip
 
 
 def cheat_detection(rate: float, anchors: int) -> list[tuple[str, float, float, float]]:
@@ -150,18 +158,21 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=2000)
     parser.add_argument("--preset", default="small", help="the run preset whose costs are timed")
     parser.add_argument("--threads", type=int, default=min(2, os.cpu_count() or 1))
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="timings of each (round, verification, screen); medians")  # fmt: skip
     parser.add_argument("--anchors", type=int, default=5, help="beacon anchors per cheat screen")
     parser.add_argument("--network-verifiers", type=int, default=50,
                         help="verifiers of a network, for the cost of all screening")  # fmt: skip
     args = parser.parse_args()
     set_deterministic(args.threads)
     console = Console()
-    round_s, verify_s, screen_s, h, k = measure_cost(args.preset)
+    round_s, verify_s, screen_s, h, k = measure_cost(args.preset, args.repeats)
     per_segment_training = round_s / (h // k)
     defaults = PocParams()
     verifiers = defaults.verifiers_per_challenge
     console.print(f"host round (H={h}, k={k}): {round_s:.2f}s; one verification: {verify_s:.2f}s "
-                  f"({verify_s / per_segment_training:.2f}x the segment's training)")  # fmt: skip
+                  f"({verify_s / per_segment_training:.2f}x the segment's training); medians of "
+                  f"{args.repeats}")  # fmt: skip
     rng = random.Random(7)
     table = Table("sampling rate", "verifier cost / training", "faked segments (f=10%)",
                   "detected (measured)", "1-(1-p)^m (analytic)",

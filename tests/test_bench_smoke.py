@@ -25,7 +25,8 @@ CASES = {
     "writer_contention": (["--preset", "tiny", "--steps", "2", "--repeats", "1"], "SHA-256"),
     "proof_work": (["--preset", "tiny", "--repeats", "1"], "compress the pseudo-gradient"),
     "replay_tolerance": (["--preset", "tiny", "--hosts", "cpu"], "passes"),
-    "verification": (["--preset", "tiny", "--trials", "20"], "verifiers per challenge"),
+    "verification": (["--preset", "tiny", "--trials", "20", "--repeats", "1"],
+                     "verifiers per challenge"),
     "late_join": (["--sizes", "tiny", "--h", "2"], "to first commit"),
     "state_costs": (["--runs", "50", "--entries", "50", "--keys", "2000"], r"16 rows read"),
     # Benches of process networks (a chain process or more, 7-50 s each): each asserts that

@@ -8,6 +8,7 @@ import hashlib
 from collections import OrderedDict
 
 import pytest
+import torch
 
 from dilochain.node.behaviors import RoundJob
 from dilochain.node.cheats import CopyPseudoGrad, behavior
@@ -256,3 +257,38 @@ def test_dct_rounds_pass_and_a_random_one_fails(tmp_path, base, compression):
                                      "dilo1host")  # fmt: skip
     verdict = screen_commit(cfg, DATA, commit, ANCHOR, store, TOLERANT, MARGIN)
     assert not verdict.passed and "compression" in verdict.reason
+
+
+def _recompressed(base, result: RoundResult, nudge: float) -> RoundResult:
+    """``result`` with its pseudo-gradient the compression of its own target moved by
+    ``nudge`` (relative) and the residual that leaves: other bytes, decoding near or far."""
+    start = params_of(base)
+    final = params_of(result.checkpoints[-1].state())
+    target = {n: start[n] - final[n] for n in start}
+    gen = torch.Generator().manual_seed(5)
+    moved = {n: t + nudge * t.abs().mean() * torch.randn(t.shape, generator=gen)
+             for n, t in target.items()}  # fmt: skip
+    result.pseudo_grad = compress(moved, CFG.compression)
+    result.residual = encode_state(residual_after(target, decompress(result.pseudo_grad)))
+    return result
+
+
+def test_only_bytes_other_than_the_verifier_s_own_compression_are_measured(
+    tmp_path, base, monkeypatch
+):
+    """The usual commit is, byte for byte, the verifier's own compression of its target and
+    is passed without decoding it a second time; other bytes (another machine's near-tie) are
+    measured against the tolerance, and pass or fail by it."""
+    from dilochain.verifier import replay
+
+    measured = []
+    real = replay.relative_l2
+    monkeypatch.setattr(replay, "relative_l2", lambda a, b: measured.append(real(a, b))
+                        or measured[-1])  # fmt: skip
+    assert screened(tmp_path / "h", base, honest(base)).passed and measured == []
+    near = screened(tmp_path / "n", base, _recompressed(base, honest(base), 1e-6))
+    assert near.passed, near.reason
+    assert len(measured) == 1 and 0 < measured[0] <= TOLERANT.pseudo_grad_tolerance
+    far = screened(tmp_path / "f", base, _recompressed(base, honest(base), 0.5))
+    assert not far.passed and "not the compression" in far.reason and far.inconsistent
+    assert measured[-1] > TOLERANT.pseudo_grad_tolerance
