@@ -33,11 +33,14 @@ from dilochain.protocol.pb.node.v1 import blob_pb2, blob_pb2_grpc
 from dilochain.testutil import shipped_data
 from dilochain.training.checkpoint_codec import checkpoint_leaf
 from dilochain.training.diloco import (
+    CLIP_MULTIPLE,
+    NORM_BITS,
     initial_global,
     outer_step,
     params_of,
     pseudo_gradient,
     round_start,
+    rounded_norm,
 )
 from dilochain.training.model import build_model
 from dilochain.training.round_work import checkpoint_steps, train_round
@@ -123,6 +126,48 @@ def test_outer_step_is_nesterov_sgd_on_the_mean():
     assert torch.allclose(ours["param/w"], p.detach(), atol=1e-6)
     assert outer_step(state, [], 0.7, 0.9)["param/w"].equal(theta["w"])
     assert pseudo_gradient({"w": torch.ones(2)}, {"w": torch.zeros(2)})["w"].equal(torch.ones(2))
+
+
+def test_an_outsized_pseudo_gradient_moves_the_model_at_most_as_far_as_two_median_ones():
+    """A pseudo-gradient 1,000 times longer than the others (consistent, screened by
+    colluders, not sampled) enters the mean scaled to CLIP_MULTIPLE times the round's median
+    length; the others, and a lone one, enter as they are."""
+    torch.manual_seed(2)
+    theta = {"w": torch.randn(8, 4), "b": torch.randn(4)}
+    state = initial_global(theta)
+    honest = [{k: 0.01 * torch.randn_like(v) for k, v in theta.items()} for _ in range(3)]
+    poison = {k: 10.0 * torch.randn_like(v) for k, v in theta.items()}
+    got = outer_step(state, [*honest, poison], 0.7, 0.9)
+    median = sorted(rounded_norm(d) for d in [*honest, poison])[1]
+    scale = CLIP_MULTIPLE * median / rounded_norm(poison)
+    assert scale < 1e-2
+    tamed = {k: v * scale for k, v in poison.items()}
+    assert got["param/w"].equal(outer_step(state, [*honest, tamed], 0.7, 0.9)["param/w"])
+    moved = sum(float((got[f"param/{k}"] - theta[k]).norm() ** 2) for k in theta) ** 0.5
+    unclipped = 0.7 * 1.9 * rounded_norm(poison) / 4  # what the poison alone would have moved
+    assert moved < 0.7 * 1.9 * (3 + CLIP_MULTIPLE) * median / 4 * 1.01 < unclipped / 50
+    # honest rounds of similar lengths, and one host's round, are the plain Nesterov step
+    plain = outer_step(state, honest, 0.7, 0.9)
+    mean = {k: sum(d[k] for d in honest) / 3 for k in theta}
+    assert torch.allclose(plain["param/w"], theta["w"] - 0.7 * 1.9 * mean["w"], atol=1e-7)
+    alone = outer_step(state, [poison], 0.7, 0.9)
+    assert torch.allclose(alone["param/b"], theta["b"] - 0.7 * 1.9 * poison["b"], atol=1e-5)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.floats(-1e6, 1e6, width=32), min_size=1, max_size=64), st.integers(0, 63))
+def test_a_norm_is_rounded_alike_whatever_the_order_or_split_of_its_values(values, cut):
+    """Every party clips by the same norm: the rounded norm of a pseudo-gradient does not
+    depend on how its values are ordered or split into tensors, and is within one part in
+    2**NORM_BITS of the exact one."""
+    flat = torch.tensor(values, dtype=torch.float32)
+    cut = cut % len(values)
+    whole = rounded_norm({"a": flat})
+    assert rounded_norm({"a": flat.flip(0)}) == whole
+    assert rounded_norm({"a": flat[:cut], "b": flat[cut:]}) == whole
+    exact = math.sqrt(math.fsum(float(v) ** 2 for v in flat))
+    assert abs(whole - exact) <= exact * 2.0**-NORM_BITS
+    assert rounded_norm({"a": torch.zeros(3)}) == 0.0
 
 
 def test_an_overlapped_round_starts_one_eager_outer_step_ahead():

@@ -8,9 +8,20 @@ computes the same θ_{r+1} bit for bit on the same hardware.
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 PARAM, MOMENTUM = "param/", "momentum/"
+# Robust aggregation: a round's pseudo-gradient longer (L2) than this many times the round's
+# median one is scaled down to that length before the mean, so that one update that passed
+# every check (consistent with a forged final checkpoint, screened by a colluding committee,
+# not sampled) moves the model at most as far as this many honest ones.
+CLIP_MULTIPLE = 2.0
+# Norms are rounded to this many significant bits before they are compared or used: float64
+# sums taken in another order (another machine's SIMD width or threads) differ in their last
+# bits, and every party must clip alike for the global state to hash alike.
+NORM_BITS = 10
 
 
 def initial_global(params: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -84,18 +95,39 @@ def global_state_problem(
     return None
 
 
+def rounded_norm(delta: dict[str, torch.Tensor]) -> float:
+    """The L2 norm of a pseudo-gradient over all its tensors (summed in float64, in name
+    order), rounded to :data:`NORM_BITS` significant bits."""
+    squares = sum(float(torch.linalg.vector_norm(delta[k], dtype=torch.float64)) ** 2
+                  for k in sorted(delta))  # fmt: skip
+    mantissa, exponent = math.frexp(math.sqrt(squares))
+    return math.ldexp(round(mantissa * 2**NORM_BITS) / 2**NORM_BITS, exponent)
+
+
+def clipped(deltas: list[dict[str, torch.Tensor]]) -> list[dict[str, torch.Tensor]]:
+    """``deltas``, each longer than :data:`CLIP_MULTIPLE` times their (lower) median norm
+    scaled down to that length; the others as they are. A lone pseudo-gradient is its own
+    median: one host's round (and a host's own eager start) is never clipped."""
+    norms = [rounded_norm(d) for d in deltas]
+    bound = CLIP_MULTIPLE * sorted(norms)[(len(norms) - 1) // 2]
+    return [d if norm <= bound else {k: v * (bound / norm) for k, v in d.items()}
+            for d, norm in zip(deltas, norms, strict=True)]  # fmt: skip
+
+
 def outer_step(
     state: dict[str, torch.Tensor],
     deltas: list[dict[str, torch.Tensor]],
     lr: float,
     momentum: float,
 ) -> dict[str, torch.Tensor]:
-    """θ_{r+1} by Nesterov SGD on the mean Δ (``deltas`` already in host order).
+    """θ_{r+1} by Nesterov SGD on the mean Δ (``deltas`` already in host order), each first
+    :func:`clipped` to the round's median length.
 
     With no accepted pseudo-gradient the state is unchanged.
     """
     if not deltas:
         return {k: v.clone() for k, v in state.items()}
+    deltas = clipped(deltas) if len(deltas) > 1 else deltas
     out = {}
     for name, theta in params_of(state).items():
         total = torch.zeros_like(theta)
