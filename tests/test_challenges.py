@@ -285,6 +285,37 @@ def test_lazy_verifiers_are_slashed_even_when_they_agree_on_the_outcome(net):
     assert work == {v0: "1", v1: "1", v2: "0"}  # segment 0's two counted votes
 
 
+def test_colluders_holding_a_challenge_s_majority_cannot_slash_an_honest_host(net):
+    """Segment 0: two verifiers replay the honest host's segment (their fingerprints are the
+    replay's) and vote it failed, the third passes it: the split decides nothing, so the host
+    is neither slashed nor jailed (its round is left out and unpaid), and no verifier is slashed
+    or paid for it. Segment 1: one fail beside two passes passes the host; the lone failer is
+    unpaid, not slashed (the chain cannot tell which side of a split lied)."""
+    window = schedule.window_at(registry.get_run(net.view, "r"), net.c.app.params.poc, 2)
+    net.blocks_until(window.selection)
+    for segment in (0, 1):
+        assert net.send(HONEST, reveal(HONEST, segment)).code == 0
+    v0, v1, v2 = VERIFIERS
+    for v, segment, passed in ((v0, 0, False), (v1, 0, False), (v2, 0, True),
+                               (v0, 1, False), (v1, 1, True), (v2, 1, True)):  # fmt: skip
+        assert vote(net, v, HONEST, segment, passed).code == 0
+    open_votes(net, window)
+    net.blocks_until(window.resolution)
+    view = net.view
+    decided = {c.segment: c for c in challenges.challenges(view, "r", 0) if c.host == addr(HONEST)}
+    assert all(v.counted for c in decided.values() for v in c.votes)
+    assert decided[0].status == challenges.UNDECIDED and decided[1].status == challenges.PASSED
+    assert not slashing.slashes(view, addr(HONEST)) and registry.is_host(view, "r", addr(HONEST))
+    commit = next(c for c in rounds.commits(view, "r", 0) if c.host == addr(HONEST))
+    assert commit.outcome == challenges.COMMIT_UNDECIDED
+    assert not any(slashing.slashes(view, addr(v)) for v in VERIFIERS)
+    params = net.c.app.params
+    assert rewards.claimable(view, params, addr(HONEST), 0).host_work == "0"
+    net.blocks_until(rewards.epoch_bounds(params, 0)[1])
+    work = {v: rewards.claimable(net.view, params, addr(v), 0).verifier_work for v in VERIFIERS}
+    assert work == {v0: "0", v1: "1", v2: "1"}  # segment 1's passes only
+
+
 def test_a_lone_replay_is_not_slashed_for_want_of_a_peer(net):
     """With no two fingerprints agreeing, nobody is judged by them: the challenge is undecided
     and no verifier is slashed (or paid) for it."""
@@ -462,9 +493,11 @@ def test_the_leading_fingerprint_decides_which_votes_count():
     assert not any(v.counted for v in sealed.votes)
 
 
-def test_the_verdicts_of_one_replay_decide_by_majority():
+def test_a_split_replay_passes_by_majority_and_fails_only_unanimously():
     """Counted votes share one replay: should they split on pass and fail (backups joining at
-    the handover make five), the larger side decides, and a tie decides nothing."""
+    the handover make five), a larger passing side passes the host, and nothing else decides:
+    a host is failed (and slashed) only when no counted vote stood for it, so colluders
+    holding a challenge's majority cannot slash an honest host."""
     a = b"\x01" * 32
 
     def decided(*verdicts):
@@ -474,8 +507,10 @@ def test_the_verdicts_of_one_replay_decide_by_majority():
         return challenges._decide(c, 2)
 
     assert decided(False, False, True, True, True) == challenges.PASSED
-    assert decided(False, False, False, True, True) == challenges.FAILED
+    assert decided(False, False, False, True, True) == challenges.UNDECIDED
+    assert decided(False, False, True) == challenges.UNDECIDED
     assert decided(False, False, True, True) == challenges.UNDECIDED
+    assert decided(False, False, False) == challenges.FAILED
     assert decided(False, False) == challenges.FAILED and decided(True, True) == challenges.PASSED
 
 

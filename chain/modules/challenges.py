@@ -183,12 +183,18 @@ def count_votes(c: Challenge, quorum: int, mode: str) -> None:
 
 
 def _decide(c: Challenge, quorum: int) -> int:
+    """A revealed challenge's status from its counted votes (those of one replay): PASSED on a
+    quorum of passes that outnumber the fails; FAILED on a quorum of fails and no pass; any
+    other split UNDECIDED. A replay is deterministic, so honest verifiers of one never split:
+    a split means some voted against what they replayed, and the chain cannot tell which
+    side. A host is slashed only when no counted vote stood for it, so verifiers colluding
+    in a challenge's majority can leave an honest host's round unpaid but cannot slash it."""
     if not c.revealed:
         return NOT_REVEALED
     counted = [v for v in c.votes if v.counted]
     fails = sum(1 for v in counted if not v.passed)
     passes = len(counted) - fails
-    if fails >= quorum and fails > passes:  # a minority of one replay's votes decides nothing
+    if fails >= quorum and not passes:
         return FAILED
     if passes >= quorum and passes > fails:
         return PASSED
@@ -196,9 +202,11 @@ def _decide(c: Challenge, quorum: int) -> int:
 
 
 def _judge_verifiers(ctx: Context, c: Challenge, run_id: str, round_: int, begun: int) -> None:
-    """Pay counted votes that agree with the decision; slash unopened votes, votes that
-    disagree with a leading fingerprint, and counted votes against a decision (and what the
-    verifier started unbonding since the round ``begun``)."""
+    """Pay counted votes that agree with the decision; slash unopened votes and votes that
+    disagree with a leading fingerprint (and what the verifier started unbonding since the
+    round ``begun``). A counted vote against the decision (a split: only a PASSED decides one)
+    is not paid and not slashed: a majority of colluders passing a cheat must not slash the
+    honest verifier who failed it."""
     params = ctx.params.poc
     corroborated = any(v.counted for v in c.votes)
     decided = c.status in (FAILED, PASSED)
@@ -209,13 +217,10 @@ def _judge_verifiers(ctx: Context, c: Challenge, run_id: str, round_: int, begun
             if not corroborated:  # no leading fingerprint: no one to judge by
                 continue
             reason = "its fingerprint disagrees with the replays"
-        elif not decided:
-            continue
-        elif vote.passed == (c.status == PASSED):
-            rewards.credit(ctx, "verifier", vote.verifier, 1)
-            continue
         else:
-            reason = "voted against the quorum"
+            if decided and vote.passed == (c.status == PASSED):
+                rewards.credit(ctx, "verifier", vote.verifier, 1)
+            continue
         slashing.slash(ctx, vote.verifier, params.verifier_slash_fraction, run_id, round_,
                        f"{reason} on {c.host} segment {c.segment}", begun)  # fmt: skip
 
