@@ -26,11 +26,11 @@ from dilochain.node.behaviors import RoundJob
 from dilochain.node.cheats import behavior
 from dilochain.protocol.params import PocParams
 from dilochain.testutil import shipped_data
-from dilochain.training.diloco import initial_global, params_of
+from dilochain.training.diloco import initial_global, params_of, relative_l2
 from dilochain.training.model import build_model
 from dilochain.training.run_config import make_run_config
 from dilochain.training.train_step import load_inner_state, run_segment, set_deterministic
-from dilochain.verifier.replay import Policy, relative_l2, verify_challenge
+from dilochain.verifier.replay import Policy, verify_challenge
 from dilochain.verifier.testing import publish_round
 
 HOST = "dilo1host"

@@ -126,8 +126,8 @@ def honest_noise() -> float:
     """Relative L2 between a segment trained on 2 threads and its replay on 1 (float drift)."""
     import torch
 
+    from dilochain.training.diloco import relative_l2
     from dilochain.training.train_step import load_inner_state, run_segment
-    from dilochain.verifier.replay import relative_l2
 
     corpus, pins = shipped_data()
     cfg = make_run_config(pins, "small", inner_steps=10, checkpoint_interval=10)

@@ -12,6 +12,7 @@ import torch
 
 from dilochain.artifacts.blob_service import PeerFetchingStore
 from dilochain.artifacts.store import ArtifactError
+from dilochain.node.errors import NodeError
 from dilochain.poc_client import PocClient
 from dilochain.protocol.hashing import content_hash
 from dilochain.protocol.pb.poc.v1.types_pb2 import CommitOutcome, RoundCommit, RunConfig
@@ -22,10 +23,23 @@ from dilochain.training.diloco import (
     outer_step,
     params_of,
     pseudo_gradient_problem,
+    relative_l2,
 )
 from dilochain.training.tensor_codec import CodecError, decode_state, encode_state
 
 log = logging.getLogger(__name__)
+
+# How far (relative L2 over the whole state, parameters and momentum) the chain's global state
+# of a round may be from the one this host computed for it and still be adopted: machines may
+# differ in the last bits (another machine's float64 DCT breaking a tie another way), which is
+# orders of magnitude less; anything more is not the aggregate of the round before.
+ADOPT_TOLERANCE = 1e-5
+
+
+class ForeignGlobalState(NodeError):
+    """The chain recorded a global state that is not the aggregate this host computed: most
+    of a round's commits named it (hosts that outnumbered the honest ones, or one commit in a
+    round every honest host sat out). The host trains no further on it."""
 
 
 @dataclass
@@ -149,16 +163,36 @@ class Aggregator:
         latest = max(recorded)
         return GlobalView(latest, self.global_state(recorded[latest]))
 
+    def _adopted(self, view: GlobalView, digest: bytes) -> GlobalView:
+        """The chain's global state ``digest`` of ``view``'s round in place of this host's,
+        when the two differ by float differences between machines at most; else
+        :class:`ForeignGlobalState`."""
+        theirs = self.global_state(digest)
+        try:
+            gap = relative_l2(theirs, view.state)
+        except ValueError:  # not even the same tensors (a state checked against no model)
+            gap = float("inf")
+        if gap > ADOPT_TOLERANCE:
+            ours = f"the aggregate of round {view.round - 1}" if view.round else "the initial state"
+            raise ForeignGlobalState(
+                f"round {view.round}: the chain recorded global state {digest.hex()[:12]}…, "
+                f"which is not {ours} that this host computed "
+                f"({view.hash.hex()[:12]}…; relative distance {gap:.1e}, more than machines' "
+                f"float differences, {ADOPT_TOLERANCE:g}): most of the round's commits named a "
+                "state their hosts did not aggregate. Not training on it; see 'Foreign global "
+                "states' in docs/DESIGN.md"
+            )
+        log.warning("round %d: local global state differs from the chain's by float differences "
+                    "(relative %.1e); adopting the chain's", view.round, gap)  # fmt: skip
+        return GlobalView(view.round, theirs)
+
     def advance(self, view: GlobalView) -> GlobalView:
         """θ_{r+1} from θ_r and round r's aggregated commits (:func:`aggregated`, built on the
         global state round r builds on: θ_r, or θ_{r-1} in an overlapped run); θ_r itself
         (momentum too) when fewer than ``min_hosts`` were accepted."""
         recorded = self.recorded()
         if recorded.get(view.round, view.hash) != view.hash:
-            log.warning(
-                "round %d: local global state differs from the chain's; resyncing", view.round
-            )
-            view = GlobalView(view.round, self.global_state(recorded[view.round]))
+            view = self._adopted(view, recorded[view.round])
         based_on = base_round(self.rc, view.round)
         known = view.hash if based_on == view.round else view.parent
         base, params = recorded.get(based_on, known), params_of(view.state)

@@ -916,10 +916,15 @@ class HostNode:
             try:
                 resumed = self._resume_commit(attempted, stop)
                 committed, view = self._rounds(view, attempted, stop, progress, resumed)
-            except Exception:  # a bug: what it committed is still revealed before it exits
+            except Exception as err:  # a bug, or a global state it must not train on: what
+                # it committed is still revealed before it exits
                 run = self.cfg.run_id
-                log.exception("run %s: training stopped on an error; serving this host's "
-                              "reveals until its last round is decided", run)  # fmt: skip
+                if isinstance(err, NodeError):
+                    log.error("run %s: training stopped: %s; serving this host's reveals until "
+                              "its last round is decided", run, err)  # fmt: skip
+                else:
+                    log.exception("run %s: training stopped on an error; serving this host's "
+                                  "reveals until its last round is decided", run)  # fmt: skip
                 if self.checkpoint_hashes:
                     self._wait_for_height(self._decided(max(self.checkpoint_hashes)), stop)
                 raise

@@ -8,7 +8,7 @@ import torch
 
 from dilochain.artifacts.blob_service import PeerFetchingStore
 from dilochain.artifacts.store import ArtifactError, LocalArtifactStore
-from dilochain.node.aggregation import Aggregator, GlobalView, aggregated
+from dilochain.node.aggregation import Aggregator, ForeignGlobalState, GlobalView, aggregated
 from dilochain.node.host import HostNode
 from dilochain.protocol.pb.poc.v1.types_pb2 import CommitOutcome, GlobalCheckpoint, RoundCommit
 from dilochain.testutil import shipped_data
@@ -179,6 +179,42 @@ def test_a_global_state_that_is_not_one_of_the_run_is_an_artifact_error(tmp_path
             aggregator.advance(view)
         with pytest.raises(ArtifactError, match="global state"):
             aggregator.latest()
+
+
+def test_a_recorded_state_that_is_not_this_host_s_aggregate_is_never_trained_on(tmp_path):
+    """The chain records what most of a round's commits built on. A state that differs from
+    this host's own aggregate of the same round by machines' float differences is adopted; one
+    that differs by more (hosts outnumbering the honest ones, or a lone commit in a round the
+    honest hosts sat out, naming a state nobody aggregated: other weights, or the weights with
+    a momentum that steers the next outer step) stops the host, never resyncs it."""
+    params = {n: p.detach().clone() for n, p in build_model(CFG.model_config, 1).named_parameters()}
+    view = GlobalView(0, initial_global(params))
+    local = LocalArtifactStore(tmp_path)
+    step = {k: torch.full_like(v, 0.01) for k, v in params_of(view.state).items()}
+    commits = [accepted(host="a", base_hash=view.hash,
+                        pseudo_grad_hash=local.put(compress(step, "int8")))]  # fmt: skip
+    store = PeerFetchingStore(local, lambda: [], limit=1 << 30)
+    first = sorted(view.state)[0]
+    near = dict(view.state)
+    near[first] = near[first].clone()
+    near[first].view(-1)[0] = torch.nextafter(near[first].view(-1)[0], torch.tensor(1e9))
+    digest = local.put(encode_state(near))
+    for c in commits:
+        c.base_hash = digest  # the round's commits built on the chain's state
+    moved = Aggregator(_Recorded(commits, digest), "r", CFG, store, patience=0,
+                       reference=params).advance(view)  # fmt: skip
+    expected = outer_step(near, [decompress(local.get(commits[0].pseudo_grad_hash))],
+                          CFG.outer_lr, CFG.outer_momentum)  # fmt: skip
+    assert moved.round == 1 and all(torch.equal(moved.state[k], expected[k]) for k in expected)
+    other_weights = {k: v * 1.01 if k.startswith("param/") else v for k, v in view.state.items()}
+    steering = {k: v if k.startswith("param/") else torch.full_like(v, 5.0)
+                for k, v in view.state.items()}  # fmt: skip
+    for foreign in (other_weights, steering):
+        digest = local.put(encode_state(foreign))
+        aggregator = Aggregator(_Recorded(commits, digest), "r", CFG, store, patience=0,
+                                reference=params)  # fmt: skip
+        with pytest.raises(ForeignGlobalState, match="not the initial state that this"):
+            aggregator.advance(view)
 
 
 class _Lagging(FakePoc):

@@ -17,7 +17,7 @@ from dilochain.testutil import safetensors_declaring, shipped_data
 from dilochain.training.checkpoint_codec import CheckpointEncoding, index_objects, store_checkpoint
 from dilochain.training.compress import compress, decompress
 from dilochain.training.dataset import DataError, Dataset
-from dilochain.training.diloco import initial_global, params_of, round_start
+from dilochain.training.diloco import initial_global, params_of, relative_l2, round_start
 from dilochain.training.model import build_model
 from dilochain.training.round_work import train_round
 from dilochain.training.run_config import make_run_config
@@ -27,7 +27,6 @@ from dilochain.verifier.replay import (
     Policy,
     Verdict,
     host_fault_fails,
-    relative_l2,
     verify_challenge,
 )
 from dilochain.verifier.testing import publish_round

@@ -95,6 +95,16 @@ def global_state_problem(
     return None
 
 
+def relative_l2(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
+    """||a - b|| / ||b|| over all float tensors of two dicts with the same keys and shapes
+    (ValueError otherwise: no broadcast)."""
+    if a.keys() != b.keys() or any(a[k].shape != b[k].shape for k in b):
+        raise ValueError("the two states' tensors differ")
+    diff = sum(float(((a[k].double() - b[k].double()) ** 2).sum()) for k in b)
+    norm = sum(float((b[k].double() ** 2).sum()) for k in b)
+    return (diff / norm) ** 0.5 if norm else float(diff > 0)
+
+
 def rounded_norm(delta: dict[str, torch.Tensor]) -> float:
     """The L2 norm of a pseudo-gradient over all its tensors (summed in float64, in name
     order), rounded to :data:`NORM_BITS` significant bits."""

@@ -36,6 +36,7 @@ from dilochain.training.diloco import (
     part_of,
     pseudo_gradient,
     pseudo_gradient_problem,
+    relative_l2,
     round_start,
 )
 from dilochain.training.model import build_model, reference_params
@@ -106,16 +107,6 @@ class Policy:
         message or genesis ``PocParams``): bf16 runs have their own tolerance."""
         tolerance = params.tolerance_bf16 if precision == "bf16" else params.tolerance
         return cls(params.verification_mode, float(tolerance), float(params.pseudo_grad_tolerance))
-
-
-def relative_l2(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
-    """||a - b|| / ||b|| over all float tensors of two dicts with the same keys and shapes
-    (ValueError otherwise: no broadcast)."""
-    if a.keys() != b.keys() or any(a[k].shape != b[k].shape for k in b):
-        raise ValueError("the two states' tensors differ")
-    diff = sum(float(((a[k].double() - b[k].double()) ** 2).sum()) for k in b)
-    norm = sum(float((b[k].double() ** 2).sum()) for k in b)
-    return (diff / norm) ** 0.5 if norm else float(diff > 0)
 
 
 _OUT_OF_MEMORY = ("out of memory", "can't allocate memory", "cuda error", "cublas_status")
