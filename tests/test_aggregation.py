@@ -181,19 +181,25 @@ def test_a_global_state_that_is_not_one_of_the_run_is_an_artifact_error(tmp_path
             aggregator.latest()
 
 
-def test_a_recorded_state_that_is_not_this_host_s_aggregate_is_never_trained_on(tmp_path):
-    """The chain records what most of a round's commits built on. A state that differs from
-    this host's own aggregate of the same round by machines' float differences is adopted; one
-    that differs by more (hosts outnumbering the honest ones, or a lone commit in a round the
-    honest hosts sat out, naming a state nobody aggregated: other weights, or the weights with
-    a momentum that steers the next outer step) stops the host, never resyncs it."""
+def _one_step_round(tmp_path):
+    """(params, θ_0's view, the local store, round 0's one accepted commit of a small uniform
+    step, a store fetching from it)."""
     params = {n: p.detach().clone() for n, p in build_model(CFG.model_config, 1).named_parameters()}
     view = GlobalView(0, initial_global(params))
     local = LocalArtifactStore(tmp_path)
     step = {k: torch.full_like(v, 0.01) for k, v in params_of(view.state).items()}
     commits = [accepted(host="a", base_hash=view.hash,
                         pseudo_grad_hash=local.put(compress(step, "int8")))]  # fmt: skip
-    store = PeerFetchingStore(local, lambda: [], limit=1 << 30)
+    return params, view, local, commits, PeerFetchingStore(local, lambda: [], limit=1 << 30)
+
+
+def test_a_recorded_state_that_is_not_this_host_s_aggregate_is_never_trained_on(tmp_path):
+    """The chain records what most of a round's commits built on. A state that differs from
+    this host's own aggregate of the same round by machines' float differences is adopted; one
+    that differs by more (hosts outnumbering the honest ones, or a lone commit in a round the
+    honest hosts sat out, naming a state nobody aggregated: other weights, or the weights with
+    a momentum that steers the next outer step) stops the host, never resyncs it."""
+    params, view, local, commits, store = _one_step_round(tmp_path)
     first = sorted(view.state)[0]
     near = dict(view.state)
     near[first] = near[first].clone()
@@ -236,13 +242,7 @@ class _Lagging(FakePoc):
 
 
 def test_outcomes_a_lagging_node_shows_pending_are_asked_for_again(tmp_path):
-    params = {n: p.detach().clone() for n, p in build_model(CFG.model_config, 1).named_parameters()}
-    view = GlobalView(0, initial_global(params))
-    local = LocalArtifactStore(tmp_path)
-    step = {k: torch.full_like(v, 0.01) for k, v in params_of(view.state).items()}
-    commits = [accepted(host="a", base_hash=view.hash,
-                        pseudo_grad_hash=local.put(compress(step, "int8")))]  # fmt: skip
-    store = PeerFetchingStore(local, lambda: [], limit=1 << 30)
+    _, view, _, commits, store = _one_step_round(tmp_path)
     for fail_closed in (True, False):  # a fail-open chain would aggregate what is pending
         poc = _Lagging(commits)
         moved = Aggregator(poc, "r", CFG, store, patience=5, fail_closed=fail_closed).advance(view)
