@@ -270,6 +270,7 @@ class OutageError(grpc.RpcError):
 
 
 @pytest.mark.integration
+@pytest.mark.wall_clock  # it must act within 4-block windows of 200 ms blocks: never starved
 def test_duties_commit_and_open_the_beacon_every_round(running_chain, caplog, tmp_path):
     client, (creator, verifier, *_) = running_chain.client, running_chain.wallets
     address = str(verifier.address())
