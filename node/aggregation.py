@@ -36,6 +36,14 @@ log = logging.getLogger(__name__)
 ADOPT_TOLERANCE = 1e-5
 
 
+class UncheckedGlobalState(ArtifactError):
+    """The chain recorded a global state other than this host's for a round, and its bytes
+    are on no peer (or are not a state of the run): the host cannot compare them with its
+    own, so it sits the round out and asks again; it never jumps past the round to the
+    chain's latest state (withholding a foreign state for a round would otherwise make every
+    honest host take the next one unchecked)."""
+
+
 class ForeignGlobalState(NodeError):
     """The chain recorded a global state that is not the aggregate this host computed: most
     of a round's commits named it (hosts that outnumbered the honest ones, or one commit in a
@@ -166,8 +174,14 @@ class Aggregator:
     def _adopted(self, view: GlobalView, digest: bytes) -> GlobalView:
         """The chain's global state ``digest`` of ``view``'s round in place of this host's,
         when the two differ by float differences between machines at most; else
-        :class:`ForeignGlobalState`."""
-        theirs = self.global_state(digest)
+        :class:`ForeignGlobalState`, or :class:`UncheckedGlobalState` if it cannot be read."""
+        try:
+            theirs = self.global_state(digest)
+        except ArtifactError as err:
+            raise UncheckedGlobalState(
+                f"round {view.round}: the chain's global state differs "
+                f"from this host's and cannot be checked: {err}"
+            ) from None
         try:
             gap = relative_l2(theirs, view.state)
         except ValueError:  # not even the same tensors (a state checked against no model)

@@ -41,7 +41,7 @@ from dilochain.endpoints import shown, transient
 from dilochain.failpoints import armed, failpoint
 from dilochain.metrics_http import set_standing
 from dilochain.node import metrics
-from dilochain.node.aggregation import Aggregator, GlobalView
+from dilochain.node.aggregation import Aggregator, GlobalView, UncheckedGlobalState
 from dilochain.node.behaviors import Behavior, RoundJob
 from dilochain.node.config import NodeConfig
 from dilochain.node.errors import NodeError
@@ -424,11 +424,15 @@ class HostNode:
     def catch_up(self, view: GlobalView, round_: int, attempted: int) -> GlobalView:
         """``view`` advanced to ``round_``, saved after each step. If a pseudo-gradient (or a
         global state) it needs is on no peer, it logs one line and takes the chain's newest
-        recorded global state instead, when there is a newer one; it returns a view short of
+        recorded global state instead, when there is a newer one, but never past a recorded
+        state that differs from its own and cannot be checked; it returns a view short of
         ``round_`` when it could not get there (the node then sits the round out)."""
         while view.round < round_:
             try:
                 view = self.aggregator.advance(view)  # evaluated by the committer
+            except UncheckedGlobalState as err:  # never skipped for the chain's latest
+                log.warning("round %d: sitting it out: %s", round_, err)
+                return view
             except ArtifactError as err:
                 log.warning("round %d: cannot aggregate round %d (%s); resyncing from the "
                             "chain's global checkpoints", round_, view.round, err)  # fmt: skip

@@ -3,12 +3,20 @@ and never crashes on a hostile commit."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 
 from dilochain.artifacts.blob_service import PeerFetchingStore
 from dilochain.artifacts.store import ArtifactError, LocalArtifactStore
-from dilochain.node.aggregation import Aggregator, ForeignGlobalState, GlobalView, aggregated
+from dilochain.node.aggregation import (
+    Aggregator,
+    ForeignGlobalState,
+    GlobalView,
+    UncheckedGlobalState,
+    aggregated,
+)
 from dilochain.node.host import HostNode
 from dilochain.protocol.pb.poc.v1.types_pb2 import CommitOutcome, GlobalCheckpoint, RoundCommit
 from dilochain.testutil import shipped_data
@@ -147,17 +155,15 @@ def test_a_fail_closed_chain_aggregates_only_accepted_commits():
     assert open_ == ["PENDING", "ACCEPTED", "PAID", "UNDECIDED"]
 
 
-class _Recorded(FakePoc):
-    """A chain that records a global state for round 0 (most commits named it)."""
+class _History(FakePoc):
+    """A chain that recorded a global state for each of several rounds."""
 
-    def __init__(self, commits, recorded: bytes):
+    def __init__(self, commits, recorded: dict[int, bytes]):
         super().__init__(commits)
         self._recorded = recorded
 
     def global_checkpoints(self, run_id: str) -> list:
-        from dilochain.protocol.pb.poc.v1.types_pb2 import GlobalCheckpoint
-
-        return [GlobalCheckpoint(round=0, hash=self._recorded)]
+        return [GlobalCheckpoint(round=r, hash=h) for r, h in sorted(self._recorded.items())]
 
 
 def test_a_global_state_that_is_not_one_of_the_run_is_an_artifact_error(tmp_path):
@@ -173,7 +179,7 @@ def test_a_global_state_that_is_not_one_of_the_run_is_an_artifact_error(tmp_path
                local.put(encode_state(extra))]  # fmt: skip
     store = PeerFetchingStore(local, lambda: [], limit=1 << 30)
     for digest in hostile:
-        aggregator = Aggregator(_Recorded([], digest), "r", CFG, store, patience=0,
+        aggregator = Aggregator(_History([], {0: digest}), "r", CFG, store, patience=0,
                                 reference=params)  # fmt: skip
         with pytest.raises(ArtifactError, match="global state"):
             aggregator.advance(view)
@@ -207,7 +213,7 @@ def test_a_recorded_state_that_is_not_this_host_s_aggregate_is_never_trained_on(
     digest = local.put(encode_state(near))
     for c in commits:
         c.base_hash = digest  # the round's commits built on the chain's state
-    moved = Aggregator(_Recorded(commits, digest), "r", CFG, store, patience=0,
+    moved = Aggregator(_History(commits, {0: digest}), "r", CFG, store, patience=0,
                        reference=params).advance(view)  # fmt: skip
     expected = outer_step(near, [decompress(local.get(commits[0].pseudo_grad_hash))],
                           CFG.outer_lr, CFG.outer_momentum)  # fmt: skip
@@ -217,10 +223,29 @@ def test_a_recorded_state_that_is_not_this_host_s_aggregate_is_never_trained_on(
                 for k, v in view.state.items()}  # fmt: skip
     for foreign in (other_weights, steering):
         digest = local.put(encode_state(foreign))
-        aggregator = Aggregator(_Recorded(commits, digest), "r", CFG, store, patience=0,
+        aggregator = Aggregator(_History(commits, {0: digest}), "r", CFG, store, patience=0,
                                 reference=params)  # fmt: skip
         with pytest.raises(ForeignGlobalState, match="not the initial state that this"):
             aggregator.advance(view)
+
+
+def test_a_foreign_state_withheld_for_a_round_is_never_skipped_for_the_next(tmp_path):
+    """Hosts outnumbering the honest ones have round 1 recorded as a state they never serve:
+    an honest host, which computed its own θ_1, cannot check it and sits out (asking again
+    each round), rather than jumping to the chain's latest state, round 2's, which the same
+    hosts recorded (built on theirs) and do serve: that one it never adopts unchecked."""
+    params, view, local, commits, store = _one_step_round(tmp_path)
+    hijacked = {k: v * 3 if k.startswith("param/") else v for k, v in view.state.items()}
+    recorded = {0: view.hash, 1: b"\x07" * 32, 2: local.put(encode_state(hijacked))}
+    aggregator = Aggregator(_History(commits, recorded), "r", CFG, store, patience=0,
+                            reference=params)  # fmt: skip
+    saved = []
+    host = SimpleNamespace(aggregator=aggregator, _save=lambda v, attempted: saved.append(v))
+    own = aggregator.advance(view)
+    assert HostNode.catch_up(host, view, 3, attempted=2).hash == own.hash  # round 1, its own
+    assert [v.round for v in saved] == [1]
+    with pytest.raises(UncheckedGlobalState, match="cannot be checked"):
+        aggregator.advance(own)
 
 
 class _Lagging(FakePoc):

@@ -316,6 +316,33 @@ def test_colluders_holding_a_challenge_s_majority_cannot_slash_an_honest_host(ne
     assert work == {v0: "0", v1: "1", v2: "1"}  # segment 1's passes only
 
 
+def test_a_cheat_a_quorum_failed_beside_a_colluding_pass_stays_out_of_a_fail_open_model(
+    tmp_path,
+):
+    """On a chain without fail-closed aggregation (every commit not excluded enters the
+    model), two honest replays fail the cheat and one colluder that replayed passes it: the
+    split is undecided (unpaid, nobody slashed), and the commit is excluded all the same."""
+    from dilochain.node.aggregation import aggregated
+
+    net = start_round_0(Chain(tmp_path, fail_closed=False))
+    try:
+        window = schedule.window_at(registry.get_run(net.view, "r"), net.c.app.params.poc, 2)
+        net.blocks_until(window.selection)
+        for segment in (0, 1):
+            assert net.send(CHEAT, reveal(CHEAT, segment)).code == 0
+            for v, passed in zip(VERIFIERS, (False, False, True), strict=True):
+                assert vote(net, v, CHEAT, segment, passed).code == 0
+        open_votes(net, window)
+        net.blocks_until(window.resolution)
+        view = net.view
+        commit = next(c for c in rounds.commits(view, "r", 0) if c.host == addr(CHEAT))
+        assert commit.outcome == challenges.COMMIT_UNDECIDED and commit.excluded
+        assert not aggregated(commit, fail_closed=False)
+        assert not slashing.slashes(view, addr(CHEAT))
+    finally:
+        net.c.app.store.close()
+
+
 def test_a_lone_replay_is_not_slashed_for_want_of_a_peer(net):
     """With no two fingerprints agreeing, nobody is judged by them: the challenge is undecided
     and no verifier is slashed (or paid) for it."""

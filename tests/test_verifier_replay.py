@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import shutil
 
 import pytest
@@ -132,6 +133,10 @@ def test_relative_l2():
     a = {"w": torch.ones(4)}
     assert relative_l2(a, a) == 0
     assert abs(relative_l2({"w": torch.ones(4) * 1.1}, a) - 0.1) < 1e-6
+    # a NaN or an infinity is never within a tolerance (NaN > tolerance is False)
+    for bad in (float("nan"), float("inf")):
+        assert relative_l2({"w": torch.tensor([1.0, bad, 1.0, 1.0])}, a) == math.inf
+        assert relative_l2(a, {"w": torch.tensor([1.0, bad, 1.0, 1.0])}) == math.inf
     assert decompress(compress(a, "int8"))["w"].allclose(a["w"])
 
 

@@ -292,3 +292,34 @@ def test_only_bytes_other_than_the_verifier_s_own_compression_are_measured(
     far = screened(tmp_path / "f", base, _recompressed(base, honest(base), 0.5))
     assert not far.passed and "not the compression" in far.reason and far.inconsistent
     assert measured[-1] > TOLERANT.pseudo_grad_tolerance
+
+
+def test_a_nan_in_the_final_checkpoint_never_vouches_for_a_pseudo_gradient(tmp_path, base):
+    """A host trains honestly but publishes its final checkpoint with one NaN in its weights
+    and moments, and commits a pseudo-gradient that is not its work (zeros: a free ride) with
+    the residual its own machine computes. NaN compares false with every tolerance, so the gap
+    (NaN) passed the screen and the last segment's replay: both now fail the host."""
+    from dilochain.artifacts.store import LocalArtifactStore
+    from dilochain.protocol.merkle import merkle_root
+    from dilochain.training.checkpoint_codec import fetch_checkpoint, store_checkpoint
+
+    result = honest(base)
+    scratch = LocalArtifactStore(tmp_path / "scratch")
+    store_checkpoint(scratch.put_parts, result.checkpoints[-1])
+    final = fetch_checkpoint(scratch.get, result.checkpoints[-1].digest())
+    for value in final.values():
+        if value.is_floating_point():
+            value.view(-1)[0] = float("nan")
+    result.checkpoints[-1] = CheckpointEncoding.of(final)
+    result.checkpoint_hashes[-1] = result.checkpoints[-1].digest()
+    result.ckpt_root = merkle_root(result.checkpoint_hashes)
+    start = params_of(base)
+    target = {n: start[n] - final[PARAM + n] for n in start}
+    result.pseudo_grad = compress({n: torch.zeros_like(t) for n, t in start.items()},
+                                  CFG.compression)  # fmt: skip
+    result.residual = encode_state(residual_after(target, decompress(result.pseudo_grad)))
+    store, commit, challenges = publish_round(tmp_path / "p", CFG, base, result, "dilo1host")
+    screen = screen_commit(CFG, DATA, commit, ANCHOR, store, TOLERANT, MARGIN)
+    assert not screen.passed and "not finite" in screen.reason
+    last = verify_challenge(CFG, DATA, commit, challenges[-1], store, TOLERANT)
+    assert not last.passed and "not finite" in last.reason

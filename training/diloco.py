@@ -18,10 +18,12 @@ PARAM, MOMENTUM = "param/", "momentum/"
 # every check (consistent with a forged final checkpoint, screened by a colluding committee,
 # not sampled) moves the model at most as far as this many honest ones.
 CLIP_MULTIPLE = 2.0
-# Norms are rounded to this many significant bits before they are compared or used: float64
-# sums taken in another order (another machine's SIMD width or threads) differ in their last
-# bits, and every party must clip alike for the global state to hash alike.
-NORM_BITS = 10
+# A norm is taken over each tensor's values fixed to integers of this many bits below its
+# largest magnitude's power of two: scaling by a power of two and rounding are exact
+# elementwise, and the squares (< 2**32) of up to _CHUNK values sum exactly in float64 (< 2**53)
+# in any order, so every machine (any SIMD width, thread count or BLAS) gets the same norm.
+FIXED_BITS = 16
+_CHUNK = 1 << 21
 
 
 def initial_global(params: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -67,12 +69,12 @@ def pseudo_gradient_problem(
         if value.shape != params[name].shape or value.dtype != dtype:
             wanted = f"{str(dtype).removeprefix('torch.')}{tuple(params[name].shape)}"
             return f"{name}: {value.dtype}{tuple(value.shape)}, not {wanted}"
-        if not _all_finite(value):
+        if not all_finite(value):
             return f"{name}: not finite"
     return None
 
 
-def _all_finite(value: torch.Tensor) -> bool:
+def all_finite(value: torch.Tensor) -> bool:
     """Whether every value is finite: at once if their sum is (a NaN or an infinity makes it
     NaN or infinite), else value by value (finite values can sum past the largest float)."""
     return bool(torch.isfinite(value.sum())) or bool(torch.isfinite(value).all())
@@ -97,28 +99,43 @@ def global_state_problem(
 
 def relative_l2(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
     """||a - b|| / ||b|| over all float tensors of two dicts with the same keys and shapes
-    (ValueError otherwise: no broadcast)."""
+    (ValueError otherwise: no broadcast); infinite when either holds a NaN or an infinity."""
     if a.keys() != b.keys() or any(a[k].shape != b[k].shape for k in b):
         raise ValueError("the two states' tensors differ")
     diff = sum(float(((a[k].double() - b[k].double()) ** 2).sum()) for k in b)
     norm = sum(float((b[k].double() ** 2).sum()) for k in b)
+    if not math.isfinite(diff + norm):  # a NaN compares false with any tolerance: never close
+        return math.inf
     return (diff / norm) ** 0.5 if norm else float(diff > 0)
 
 
-def rounded_norm(delta: dict[str, torch.Tensor]) -> float:
-    """The L2 norm of a pseudo-gradient over all its tensors (summed in float64, in name
-    order), rounded to :data:`NORM_BITS` significant bits."""
-    squares = sum(float(torch.linalg.vector_norm(delta[k], dtype=torch.float64)) ** 2
-                  for k in sorted(delta))  # fmt: skip
-    mantissa, exponent = math.frexp(math.sqrt(squares))
-    return math.ldexp(round(mantissa * 2**NORM_BITS) / 2**NORM_BITS, exponent)
+def stable_norm(delta: dict[str, torch.Tensor]) -> float:
+    """The L2 norm of a pseudo-gradient over all its tensors, the same on every machine: each
+    tensor's values are fixed to :data:`FIXED_BITS`-bit integers of its largest magnitude's
+    power of two, their squares summed exactly, and the tensors' sums added in name order.
+    About as fast as a float64 norm (0.17 s for 50M values here)."""
+    total = 0.0
+    for name in sorted(delta):
+        values = delta[name].detach().reshape(-1).float()
+        peak = float(values.abs().max()) if values.numel() else 0.0
+        if peak == 0.0:
+            continue
+        shift = FIXED_BITS - math.frexp(peak)[1]  # |value| * 2**shift < 2**FIXED_BITS
+        squares = 0
+        for chunk in values.split(_CHUNK):
+            # 2**shift is a float32 only up to 2**127: tinier tensors are scaled in float64
+            scaled = chunk * 2.0**shift if shift < 127 else chunk.double() * 2.0**shift
+            fixed = scaled.round().double()
+            squares += int(torch.dot(fixed, fixed))
+        total += math.ldexp(float(squares), -2 * shift)
+    return math.sqrt(total)
 
 
 def clipped(deltas: list[dict[str, torch.Tensor]]) -> list[dict[str, torch.Tensor]]:
     """``deltas``, each longer than :data:`CLIP_MULTIPLE` times their (lower) median norm
     scaled down to that length; the others as they are. A lone pseudo-gradient is its own
     median: one host's round (and a host's own eager start) is never clipped."""
-    norms = [rounded_norm(d) for d in deltas]
+    norms = [stable_norm(d) for d in deltas]
     bound = CLIP_MULTIPLE * sorted(norms)[(len(norms) - 1) // 2]
     return [d if norm <= bound else {k: v * (bound / norm) for k, v in d.items()}
             for d, norm in zip(deltas, norms, strict=True)]  # fmt: skip

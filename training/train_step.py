@@ -24,7 +24,7 @@ from torch import nn
 
 from dilochain.protocol.pb.poc.v1.types_pb2 import RunConfig
 from dilochain.training.dataset import Dataset
-from dilochain.training.diloco import PARAM
+from dilochain.training.diloco import PARAM, all_finite
 from dilochain.training.distributed import DataParallel
 from dilochain.training.model import CausalLM, build_model, lm_loss, load_params
 
@@ -84,8 +84,9 @@ def checkpoint_problem(
     ckpt: dict[str, torch.Tensor], params: dict[str, torch.Tensor], moments: bool = True
 ) -> str | None:
     """Why ``ckpt`` cannot be an inner checkpoint of a model with ``params`` (None if it can):
-    exactly its two step counts (integer scalars) and, for each parameter, a floating-point
-    tensor of its shape as its value and (with ``moments``) as each AdamW moment. Checked
+    exactly its two step counts (integer scalars) and, for each parameter, a finite
+    floating-point tensor of its shape as its value and (with ``moments``) as each AdamW
+    moment. Checked
     before any arithmetic on a checkpoint a host published: torch broadcasts mismatched
     shapes, so two small tensors could make one of their product's size."""
     parts = (PARAM, EXP_AVG, EXP_AVG_SQ) if moments else (PARAM,)
@@ -100,6 +101,8 @@ def checkpoint_problem(
             shape = params[name.split("/", 1)[1]].shape
             if value.shape != shape or not value.is_floating_point():
                 return f"{name}: {value.dtype}{tuple(value.shape)}, not floating {tuple(shape)}"
+            if not all_finite(value):  # NaN compares false with every tolerance
+                return f"{name}: not finite"
     return None
 
 

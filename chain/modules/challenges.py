@@ -9,12 +9,13 @@ sha256 scores anyone can recompute. The host reveals the segment's start/end (an
 final) checkpoint hashes with Merkle proofs against its ``ckpt_root``; assigned verifiers
 re-execute and seal their votes (``protocol/verdict.py``: passed and a fingerprint of a state
 only a replay passes through), then open them in the verdict-opening window. At the resolution
-block the opened votes that agree with the leading fingerprint count (``count_votes``), and a
-quorum of counted votes decides. A host that failed (or did not reveal)
-loses ``slash_fraction`` of its collateral (burned), its commit is excluded from aggregation and
-pay. A verifier loses ``verifier_slash_fraction`` for a vote it did not open, a vote whose
-fingerprint disagrees with a leading one (it did not replay), or a counted vote against the
-decision.
+block the opened votes that agree with the leading fingerprint count (``count_votes``): a quorum
+of counted passes outnumbering the fails passes the segment, a quorum of counted fails with no
+pass fails it, any other split leaves it undecided (``_decide``). A host that failed (or did
+not reveal) loses ``slash_fraction`` of its collateral (burned), its commit is excluded from
+aggregation and pay; one whose segment a quorum failed beside a counted pass is excluded and
+unpaid, not slashed. A verifier loses ``verifier_slash_fraction`` for a vote it did not open or
+a vote whose fingerprint disagrees with a leading one (it did not replay).
 """
 
 from __future__ import annotations
@@ -249,6 +250,7 @@ def resolve(ctx: Context, run: Run, round_: int) -> None:
     params = ctx.params.poc
     failed_hosts: set[str] = set()
     undecided_hosts: set[str] = set()
+    contested_hosts: set[str] = set()  # a quorum failed a segment, a counted pass stood for it
     found = challenges(ctx.store, run.run_id, round_)
     begun = schedule.round_window(run, params, round_).start  # its verifiers' duties since
     for c in found:
@@ -261,6 +263,8 @@ def resolve(ctx: Context, run: Run, round_: int) -> None:
             failed_hosts.add(c.host)
         elif c.status == UNDECIDED:
             undecided_hosts.add(c.host)
+            if sum(v.counted and not v.passed for v in c.votes) >= params.quorum:
+                contested_hosts.add(c.host)
         _judge_verifiers(ctx, c, run.run_id, round_, begun)
     _missed_duties(ctx, found)
     screened = screening.passed(ctx.store, run.run_id, round_)
@@ -275,6 +279,8 @@ def resolve(ctx: Context, run: Run, round_: int) -> None:
             registry.jail(ctx, run.run_id, commit.host)
         elif commit.host in undecided_hosts:  # not shown to be right: neither paid nor slashed
             commit.outcome = COMMIT_UNDECIDED
+            # left out of a fail-open chain's model too: a quorum found it wrong
+            commit.excluded = commit.host in contested_hosts
             ctx.emit("work_unpaid", run_id=run.run_id, round=round_, host=commit.host,
                      reason="a challenge was left undecided")  # fmt: skip
         else:
