@@ -323,3 +323,13 @@ def test_a_nan_in_the_final_checkpoint_never_vouches_for_a_pseudo_gradient(tmp_p
     assert not screen.passed and "not finite" in screen.reason
     last = verify_challenge(CFG, DATA, commit, challenges[-1], store, TOLERANT)
     assert not last.passed and "not finite" in last.reason
+
+
+def test_a_held_out_loss_that_is_not_a_number_fails_the_screen(tmp_path, base, monkeypatch):
+    """NaN compares false with the margin: a pseudo-gradient whose applied model scores NaN
+    (its logits overflowing to inf - inf) must fail the loss test, not pass it."""
+    from dilochain.verifier import screening
+
+    monkeypatch.setattr(screening, "_loss", lambda *args: float("nan"))
+    verdict = screened(tmp_path, base, honest(base), anchor=b"\x09" * 32)
+    assert not verdict.passed and "raises the held-out loss" in verdict.reason

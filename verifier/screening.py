@@ -116,6 +116,6 @@ def _screened(
     before = _base_loss(start, lambda: _loss(model, base_params, tokens))
     after = _loss(model, applied, tokens)
     rise = (after - before) / before
-    if rise > loss_margin:
+    if not rise <= loss_margin:  # a NaN loss (inf - inf in the logits) is no pass either
         return Verdict(False, f"its pseudo-gradient raises the held-out loss by {rise:.1%}", rise)
     return Verdict(True, "pseudo-gradient consistent and held-out loss not raised", rise)
