@@ -15,7 +15,12 @@ from dilochain.artifacts.store import ArtifactError
 from dilochain.node.errors import NodeError
 from dilochain.poc_client import PocClient
 from dilochain.protocol.hashing import content_hash
-from dilochain.protocol.pb.poc.v1.types_pb2 import CommitOutcome, RoundCommit, RunConfig
+from dilochain.protocol.pb.poc.v1.types_pb2 import (
+    CommitOutcome,
+    GlobalCheckpoint,
+    RoundCommit,
+    RunConfig,
+)
 from dilochain.protocol.schedule import base_round
 from dilochain.training.compress import CompressionError, decompress
 from dilochain.training.diloco import (
@@ -163,15 +168,26 @@ class Aggregator:
                 except ArtifactError as err:
                     log.debug("prefetch of %s failed: %s", c.pseudo_grad_hash.hex()[:12], err)
 
-    def latest(self) -> GlobalView | None:
-        """The chain's latest recorded global state, fetched (None before round 0 is)."""
-        recorded = self.recorded()
-        if not recorded:
+    def latest(self, vouched: bool = False) -> GlobalView | None:
+        """The chain's latest recorded global state, fetched (None before round 0 is; with
+        ``vouched``, also when most of the roster of the round whose commits recorded it did
+        not name it: a host that cannot check a state takes it only on that word)."""
+        records = self.poc.global_checkpoints(self.run_id)
+        if not records:
             return None
-        latest = max(recorded)
-        return GlobalView(latest, self.global_state(recorded[latest]))
+        record = max(records, key=lambda g: g.round)
+        if vouched and not self._vouched_for(record):
+            return None
+        return GlobalView(record.round, self.global_state(record.hash))
 
-    def _adopted(self, view: GlobalView, digest: bytes) -> GlobalView:
+    def _vouched_for(self, record: GlobalCheckpoint) -> bool:
+        """Whether most of the roster of the round whose commits recorded ``record`` named it
+        (in an overlapped run θ_r is recorded by round r+1's commits; θ_0 by round 0's)."""
+        named_by = record.round + 1 if self.rc.overlap and record.round else record.round
+        roster = self.poc.roster(self.run_id, named_by)
+        return roster is not None and 2 * record.agreeing > len(roster)
+
+    def adopted(self, view: GlobalView, digest: bytes) -> GlobalView:
         """The chain's global state ``digest`` of ``view``'s round in place of this host's,
         when the two differ by float differences between machines at most; else
         :class:`ForeignGlobalState`, or :class:`UncheckedGlobalState` if it cannot be read."""
@@ -206,7 +222,7 @@ class Aggregator:
         (momentum too) when fewer than ``min_hosts`` were accepted."""
         recorded = self.recorded()
         if recorded.get(view.round, view.hash) != view.hash:
-            view = self._adopted(view, recorded[view.round])
+            view = self.adopted(view, recorded[view.round])
         based_on = base_round(self.rc, view.round)
         known = view.hash if based_on == view.round else view.parent
         base, params = recorded.get(based_on, known), params_of(view.state)

@@ -375,10 +375,13 @@ class HostNode:
         except ArtifactError as err:
             raise NodeError(f"run {self.cfg.run_id!r}: cannot start from the chain's latest "
                             f"global state: {err}") from None  # fmt: skip
-        if latest is not None:
-            return latest
         params = {n: p.detach().cpu().clone() for n, p in self.model.named_parameters()}
-        return GlobalView(0, initial_global(params))
+        initial = GlobalView(0, initial_global(params))
+        if latest is None:
+            return initial
+        if latest.round == 0 and latest.hash != initial.hash:  # θ_0 is the seed's: checked
+            return self.aggregator.adopted(initial, latest.hash)
+        return latest
 
     def _previous_commit(self, round_: int) -> Chained | None:
         """What this host's commit of the round before ``round_`` hands it (None if it made
@@ -424,8 +427,9 @@ class HostNode:
     def catch_up(self, view: GlobalView, round_: int, attempted: int) -> GlobalView:
         """``view`` advanced to ``round_``, saved after each step. If a pseudo-gradient (or a
         global state) it needs is on no peer, it logs one line and takes the chain's newest
-        recorded global state instead, when there is a newer one, but never past a recorded
-        state that differs from its own and cannot be checked; it returns a view short of
+        recorded global state instead, when there is a newer one that most of its round's
+        hosts named, but never past a recorded state that differs from its own and cannot be
+        checked; it returns a view short of
         ``round_`` when it could not get there (the node then sits the round out)."""
         while view.round < round_:
             try:
@@ -436,14 +440,14 @@ class HostNode:
             except ArtifactError as err:
                 log.warning("round %d: cannot aggregate round %d (%s); resyncing from the "
                             "chain's global checkpoints", round_, view.round, err)  # fmt: skip
-                try:
-                    latest = self.aggregator.latest()
+                try:  # unchecked: only a state most of its round's hosts named
+                    latest = self.aggregator.latest(vouched=True)
                 except ArtifactError as again:
                     log.warning("round %d: sitting it out: %s", round_, again)
                     return view
                 if latest is None or latest.round <= view.round:
-                    log.warning("round %d: sitting it out: no newer global state recorded",
-                                round_)  # fmt: skip
+                    log.warning("round %d: sitting it out: no newer global state recorded "
+                                "that most of its round's hosts named", round_)  # fmt: skip
                     return view
                 view = latest
             self._save(view, attempted)

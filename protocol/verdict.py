@@ -51,6 +51,8 @@ def encode_projections(values: list[int]) -> bytes:
     """Tolerance-mode fingerprint bytes of ``PROJECTIONS`` quantised projections."""
     if len(values) != PROJECTIONS:
         raise ValueError(f"a fingerprint has {PROJECTIONS} projections, not {len(values)}")
+    if not all(-(2**63) <= v < 2**63 for v in values):  # a state far past its start's scale
+        raise ValueError("a projection of the replayed state does not fit 64 bits")
     return struct.pack(f">{PROJECTIONS}q", *values)
 
 

@@ -102,7 +102,7 @@ class _Host:
             raise ArtifactError(f"artifact of round {view.round} is on no peer after 3 tries")
         return GlobalView(view.round + 1, view.state)
 
-    def latest(self) -> GlobalView | None:
+    def latest(self, vouched: bool = False) -> GlobalView | None:
         return self.recorded
 
     def _save(self, view: GlobalView, attempted: int) -> None:
@@ -156,14 +156,19 @@ def test_a_fail_closed_chain_aggregates_only_accepted_commits():
 
 
 class _History(FakePoc):
-    """A chain that recorded a global state for each of several rounds."""
+    """A chain that recorded a global state for each of several rounds (``agreeing`` of each
+    round's three rostered hosts named each)."""
 
-    def __init__(self, commits, recorded: dict[int, bytes]):
+    def __init__(self, commits, recorded: dict[int, bytes], agreeing: int = 3):
         super().__init__(commits)
-        self._recorded = recorded
+        self._recorded, self._agreeing = recorded, agreeing
 
     def global_checkpoints(self, run_id: str) -> list:
-        return [GlobalCheckpoint(round=r, hash=h) for r, h in sorted(self._recorded.items())]
+        return [GlobalCheckpoint(round=r, hash=h, agreeing=self._agreeing)
+                for r, h in sorted(self._recorded.items())]  # fmt: skip
+
+    def roster(self, run_id: str, round: int) -> list[str]:
+        return ["a", "b", "c"]
 
 
 def test_a_global_state_that_is_not_one_of_the_run_is_an_artifact_error(tmp_path):
@@ -246,6 +251,40 @@ def test_a_foreign_state_withheld_for_a_round_is_never_skipped_for_the_next(tmp_
     assert [v.round for v in saved] == [1]
     with pytest.raises(UncheckedGlobalState, match="cannot be checked"):
         aggregator.advance(own)
+
+
+def test_a_host_that_cannot_aggregate_takes_only_a_state_most_of_its_round_named(tmp_path):
+    """A host missing an accepted pseudo-gradient (served to its screeners, withheld from the
+    hosts) cannot compute the next state and would take the chain's latest unchecked: it does
+    so only when most of the roster of the round that recorded it named it, never when the
+    withholder's own commits alone did, in a round the honest hosts sat out."""
+    params, view, local, commits, store = _one_step_round(tmp_path)
+    commits[0].pseudo_grad_hash = b"\x42" * 32  # accepted, on no peer
+    theirs = {k: v * 3 if k.startswith("param/") else v for k, v in view.state.items()}
+    recorded = {0: view.hash, 1: local.put(encode_state(theirs))}
+    saved = []
+    for agreeing, reached in ((1, 0), (2, 1)):
+        aggregator = Aggregator(_History(commits, recorded, agreeing), "r", CFG, store,
+                                patience=0, reference=params)  # fmt: skip
+        host = SimpleNamespace(aggregator=aggregator, _save=lambda v, a: saved.append(v))
+        assert HostNode.catch_up(host, view, 1, attempted=0).round == reached
+
+
+def test_a_recorded_initial_state_is_checked_against_the_seed_s(tmp_path):
+    """θ_0 is the seeded model's: a host starting from the chain takes a recorded θ_0 only if
+    it is (within float differences) the one it builds itself."""
+    params, view, local, commits, store = _one_step_round(tmp_path)
+    model = build_model(CFG.model_config, 1)
+    forged = {k: v * 2 for k, v in view.state.items()}
+    for state, fine in ((view.state, True), (forged, False)):
+        aggregator = Aggregator(_History(commits, {0: local.put(encode_state(state))}), "r",
+                                CFG, store, patience=0, reference=params)  # fmt: skip
+        host = SimpleNamespace(aggregator=aggregator, model=model, cfg=SimpleNamespace(run_id="r"))
+        if fine:
+            assert HostNode._latest(host).hash == view.hash
+        else:
+            with pytest.raises(ForeignGlobalState, match="not the initial state"):
+                HostNode._latest(host)
 
 
 class _Lagging(FakePoc):

@@ -83,3 +83,24 @@ def test_honest_replays_of_a_cheat_agree_on_its_failure(tmp_path, base):
         b = verify_challenge(CFG, DATA, commit, c, store, TOLERANT)
         assert not a.passed and a.fingerprint
         assert sealing.agree(a.fingerprint, b.fingerprint, "tolerance")
+
+
+def test_a_replayed_state_too_large_to_fingerprint_fails_the_host():
+    """A revealed start (finite, so it fits the model) that sends the replay to weights whose
+    projections pass 64 bits (zero start weights: the quantum falls back to the tolerance) is
+    a failed verdict on the host, never a verifier that crashes and leaves the challenge
+    without votes."""
+    from dilochain.protocol.pb.poc.v1.types_pb2 import Challenge
+    from dilochain.verifier.replay import Verdict, host_fault_fails
+
+    start = {"param/w": torch.zeros(1000)}
+    middle = {"param/w": torch.full((1000,), 1e15)}
+
+    @host_fault_fails
+    def replayed() -> Verdict:
+        mark = fingerprint(middle, start, Challenge(run_id="r", round=1, host="h", segment=1),
+                           "tolerance", 1e-4)  # fmt: skip
+        return Verdict(True, "replayed", fingerprint=mark)
+
+    verdict = replayed()
+    assert not verdict.passed and "does not fit 64 bits" in verdict.reason
