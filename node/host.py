@@ -369,19 +369,19 @@ class HostNode:
         return found
 
     def _latest(self) -> GlobalView:
-        """The chain's latest global checkpoint, else θ_0."""
+        """The chain's latest global checkpoint (θ_0 checked against the seed's), else θ_0."""
         try:
             latest = self.aggregator.latest()
         except ArtifactError as err:
             raise NodeError(f"run {self.cfg.run_id!r}: cannot start from the chain's latest "
                             f"global state: {err}") from None  # fmt: skip
+        if latest is not None and latest.round > 0:
+            return latest
         params = {n: p.detach().cpu().clone() for n, p in self.model.named_parameters()}
         initial = GlobalView(0, initial_global(params))
-        if latest is None:
+        if latest is None or latest.hash == initial.hash:
             return initial
-        if latest.round == 0 and latest.hash != initial.hash:  # θ_0 is the seed's: checked
-            return self.aggregator.adopted(initial, latest.hash)
-        return latest
+        return self.aggregator.adopted(initial, latest.hash)  # θ_0 is the seed's: checked
 
     def _previous_commit(self, round_: int) -> Chained | None:
         """What this host's commit of the round before ``round_`` hands it (None if it made
