@@ -759,6 +759,10 @@ class HostNode:
         result = self._train(view, round_, roster, previous, meter)
         if stop.is_set():
             return None
+        if result is not None and not result.finite:  # every verifier would fail it: no commit
+            log.warning("round %d: sat out: training diverged (a NaN or an infinity in the "
+                        "parameters; last loss %s)", round_, result.loss)  # fmt: skip
+            return None
         if pending and not sent.outcome.result():
             log.warning("round %d: dropped: it started from round %d's pseudo-gradient, whose "
                         "commit failed", round_, round_ - 1)  # fmt: skip

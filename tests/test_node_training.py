@@ -722,3 +722,14 @@ def test_a_stream_that_goes_silent_is_cut_off_as_unreachable(tmp_path, monkeypat
     finally:
         released.set()
         server.stop(grace=0)
+
+
+def test_a_round_that_diverged_says_so_and_an_honest_one_does_not():
+    """A host commits no round whose parameters went to NaN or infinity (every verifier would
+    fail it and the host be slashed for a broken optimiser, not a cheat): the round says so."""
+    model, g = _global()
+    assert train_round(model, CFG, DATA, "dilo1host", 0, params_of(g), None).finite
+    wild = make_run_config(PINS, "tiny", inner_lr=1e3)
+    diverged = train_round(build_model(wild.model_config, wild.seed), wild, DATA, "dilo1host", 0,
+                           params_of(g), None)  # fmt: skip
+    assert not diverged.finite and math.isnan(diverged.loss)

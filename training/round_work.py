@@ -16,7 +16,7 @@ from dilochain.training.checkpoint_codec import CheckpointEncoding
 from dilochain.training.checkpoint_writer import CheckpointWriter, Sink
 from dilochain.training.compress import compress_with_feedback
 from dilochain.training.dataset import Dataset
-from dilochain.training.diloco import pseudo_gradient
+from dilochain.training.diloco import all_finite, pseudo_gradient
 from dilochain.training.distributed import DataParallel
 from dilochain.training.model import CausalLM
 from dilochain.training.tensor_codec import encode_state
@@ -38,6 +38,7 @@ class RoundResult:
     loss: float
     tokens: int
     proof_seconds: float = 0.0  # encoding, hashing and storing its checkpoints (background)
+    finite: bool = True  # False: training diverged (a NaN or an infinity in the parameters)
 
 
 def checkpoint_steps(cfg: RunConfig) -> list[int]:
@@ -101,6 +102,7 @@ def train_round(
         loss=sum(tail) / len(tail),
         tokens=cfg.inner_steps * tokens_per_step,
         proof_seconds=writer.busy_seconds,
+        finite=all(all_finite(d) for d in delta.values()),
     )
 
 
