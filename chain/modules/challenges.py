@@ -183,6 +183,10 @@ def count_votes(c: Challenge, quorum: int, mode: str) -> None:
         vote.counted = clear and vote.opened and all(agree(vote, lead) for lead in leaders)
 
 
+def _counted_fails(c: Challenge) -> int:
+    return sum(v.counted and not v.passed for v in c.votes)
+
+
 def _decide(c: Challenge, quorum: int) -> int:
     """A revealed challenge's status from its counted votes (those of one replay): PASSED on a
     quorum of passes that outnumber the fails; FAILED on a quorum of fails and no pass; any
@@ -192,9 +196,8 @@ def _decide(c: Challenge, quorum: int) -> int:
     in a challenge's majority can leave an honest host's round unpaid but cannot slash it."""
     if not c.revealed:
         return NOT_REVEALED
-    counted = [v for v in c.votes if v.counted]
-    fails = sum(1 for v in counted if not v.passed)
-    passes = len(counted) - fails
+    fails = _counted_fails(c)
+    passes = sum(v.counted for v in c.votes) - fails
     if fails >= quorum and not passes:
         return FAILED
     if passes >= quorum and passes > fails:
@@ -263,7 +266,7 @@ def resolve(ctx: Context, run: Run, round_: int) -> None:
             failed_hosts.add(c.host)
         elif c.status == UNDECIDED:
             undecided_hosts.add(c.host)
-            if sum(v.counted and not v.passed for v in c.votes) >= params.quorum:
+            if _counted_fails(c) >= params.quorum:
                 contested_hosts.add(c.host)
         _judge_verifiers(ctx, c, run.run_id, round_, begun)
     _missed_duties(ctx, found)
