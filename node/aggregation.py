@@ -188,9 +188,8 @@ class Aggregator:
         return roster is not None and 2 * record.agreeing > len(roster)
 
     def adopted(self, view: GlobalView, digest: bytes) -> GlobalView:
-        """The chain's global state ``digest`` of ``view``'s round in place of this host's,
-        when the two differ by float differences between machines at most; else
-        :class:`ForeignGlobalState`, or :class:`UncheckedGlobalState` if it cannot be read."""
+        """The chain's global state ``digest`` of ``view``'s round in place of this host's
+        (:meth:`checked`), or :class:`UncheckedGlobalState` if it cannot be read."""
         try:
             theirs = self.global_state(digest)
         except ArtifactError as err:
@@ -198,23 +197,30 @@ class Aggregator:
                 f"round {view.round}: the chain's global state differs "
                 f"from this host's and cannot be checked: {err}"
             ) from None
+        return self.checked(view, GlobalView(view.round, theirs))
+
+    def checked(self, ours: GlobalView, theirs: GlobalView) -> GlobalView:
+        """``theirs`` (the chain's state of ``ours``'s round) when the two differ by float
+        differences between machines at most; else :class:`ForeignGlobalState`."""
         try:
-            gap = relative_l2(theirs, view.state)
+            gap = relative_l2(theirs.state, ours.state)
         except ValueError:  # not even the same tensors (a state checked against no model)
             gap = float("inf")
         if gap > ADOPT_TOLERANCE:
-            ours = f"the aggregate of round {view.round - 1}" if view.round else "the initial state"
+            what = f"the aggregate of round {ours.round - 1}" if ours.round else "the initial state"
             raise ForeignGlobalState(
-                f"round {view.round}: the chain recorded global state {digest.hex()[:12]}…, "
-                f"which is not {ours} that this host computed "
-                f"({view.hash.hex()[:12]}…; relative distance {gap:.1e}, more than machines' "
+                f"round {ours.round}: the chain recorded global state {theirs.hash.hex()[:12]}…, "
+                f"which is not {what} that this host computed "
+                f"({ours.hash.hex()[:12]}…; relative distance {gap:.1e}, more than machines' "
                 f"float differences, {ADOPT_TOLERANCE:g}): most of the round's commits named a "
                 "state their hosts did not aggregate. Not training on it; see 'Foreign global "
                 "states' in docs/DESIGN.md"
             )
-        log.warning("round %d: local global state differs from the chain's by float differences "
-                    "(relative %.1e); adopting the chain's", view.round, gap)  # fmt: skip
-        return GlobalView(view.round, theirs)
+        if gap:
+            log.warning("round %d: local global state differs from the chain's by float "
+                        "differences (relative %.1e); adopting the chain's",
+                        ours.round, gap)  # fmt: skip
+        return theirs
 
     def advance(self, view: GlobalView) -> GlobalView:
         """θ_{r+1} from θ_r and round r's aggregated commits (:func:`aggregated`, built on the

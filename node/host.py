@@ -379,9 +379,9 @@ class HostNode:
             return latest
         params = {n: p.detach().cpu().clone() for n, p in self.model.named_parameters()}
         initial = GlobalView(0, initial_global(params))
-        if latest is None or latest.hash == initial.hash:
+        if latest is None:
             return initial
-        return self.aggregator.adopted(initial, latest.hash)  # θ_0 is the seed's: checked
+        return self.aggregator.checked(initial, latest)  # θ_0 is the seed's: checked
 
     def _previous_commit(self, round_: int) -> Chained | None:
         """What this host's commit of the round before ``round_`` hands it (None if it made
@@ -429,8 +429,8 @@ class HostNode:
         global state) it needs is on no peer, it logs one line and takes the chain's newest
         recorded global state instead, when there is a newer one that most of its round's
         hosts named, but never past a recorded state that differs from its own and cannot be
-        checked; it returns a view short of
-        ``round_`` when it could not get there (the node then sits the round out)."""
+        checked; it returns a view short of ``round_`` when it could not get there (the node
+        then sits the round out)."""
         while view.round < round_:
             try:
                 view = self.aggregator.advance(view)  # evaluated by the committer

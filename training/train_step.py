@@ -86,9 +86,8 @@ def checkpoint_problem(
     """Why ``ckpt`` cannot be an inner checkpoint of a model with ``params`` (None if it can):
     exactly its two step counts (integer scalars) and, for each parameter, a finite
     floating-point tensor of its shape as its value and (with ``moments``) as each AdamW
-    moment. Checked
-    before any arithmetic on a checkpoint a host published: torch broadcasts mismatched
-    shapes, so two small tensors could make one of their product's size."""
+    moment. Checked before any arithmetic on a checkpoint a host published: torch broadcasts
+    mismatched shapes, so two small tensors could make one of their product's size."""
     parts = (PARAM, EXP_AVG, EXP_AVG_SQ) if moments else (PARAM,)
     expected = {prefix + n for prefix in parts for n in params} | {STEP, ADAM_STEP}
     if set(ckpt) != expected:
