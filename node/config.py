@@ -15,6 +15,7 @@ from dilochain.metrics_http import MetricsAddress
 from dilochain.protocol.endpoint import (
     PRIVATE_SWITCH,
     endpoint_problem,
+    listen_problem,
     local_only,
     private_location_problem,
     unreachable_endpoint,
@@ -27,17 +28,10 @@ BEHAVIOR_NAMES = ("honest", "random-pg", "no-training", "fewer-steps", "wrong-da
 BehaviorName = Literal[BEHAVIOR_NAMES]
 
 
-def _listen_problem(text: str) -> str | None:
-    """Why ``text`` is not a ``host:port`` to listen on, port 0 (any free one) allowed (a
-    blob address of 127.0.0.1:99999 was listened on, and registered, at port 34463)."""
-    host, sep, port = text.rpartition(":")
-    return endpoint_problem(f"{host}:1" if sep and port == "0" else text)
-
-
 # What an address or URL setting must be (empty: not set): why a value is not, by setting.
 _FORMS = {"advertise_address": endpoint_problem, "object_store": s3_url_problem,
           "object_store_endpoint": url_problem, "object_store_public_url": url_problem,
-          "blob_address": _listen_problem}  # fmt: skip
+          "blob_address": listen_problem}  # fmt: skip
 
 
 class NodeConfig(BaseModel):

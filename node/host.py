@@ -250,8 +250,12 @@ class HostNode:
             raise DataUnavailable(f"the run's dataset: {err}") from None
 
     def _peer_endpoints(self) -> list[str]:
+        """Where this host fetches what it lacks: the run's other hosts, then the verifiers'
+        blob services, which serve what they screened (an accepted pseudo-gradient whose host
+        serves it to its screeners and to no host would otherwise stall the run)."""
         hosts = self.poc.hosts(self.cfg.run_id)
-        return [h.endpoint for h in hosts if h.address != self.address and h.endpoint]
+        peers = [h.endpoint for h in hosts if h.address != self.address and h.endpoint]
+        return peers + [v.endpoint for v in self.poc.verifiers() if v.endpoint]
 
     def _registered(self) -> bool:
         return any(h.address == self.address and not h.left_height

@@ -246,10 +246,23 @@ def loopback(text: str) -> bool:
     return _loopback_or_unspecified(text)[0]
 
 
-def unreachable_endpoint(listen: str, advertised: str, chain: tuple[str, ...]) -> str | None:
+HOST_UNREACHABLE = ("its verifiers could not fetch this host's artifacts, and a host whose "
+                    "artifacts cannot be fetched is slashed")  # fmt: skip
+
+
+def listen_problem(text: str) -> str | None:
+    """Why ``text`` is not a ``host:port`` to listen on, port 0 (any free one) allowed (a
+    blob address of 127.0.0.1:99999 was listened on, and registered, at port 34463)."""
+    host, sep, port = text.rpartition(":")
+    return endpoint_problem(f"{host}:1" if sep and port == "0" else text)
+
+
+def unreachable_endpoint(
+    listen: str, advertised: str, chain: tuple[str, ...], cost: str = HOST_UNREACHABLE
+) -> str | None:
     """Why peers could not reach a blob service listening on ``listen`` and registered as
     ``advertised`` (empty: ``listen``), on a chain reached at ``chain`` (None when they could,
-    or when everything runs on this machine, as in a devnet)."""
+    or when everything runs on this machine, as in a devnet); ``cost`` says what that costs."""
     if all(local_only(node) for node in chain):
         return None
     if advertised and loopback(listen):
@@ -264,8 +277,7 @@ def unreachable_endpoint(listen: str, advertised: str, chain: tuple[str, ...]) -
     if not local_only(endpoint):
         return None
     return (f"the blob service's address {endpoint} is reachable from this machine only, but "
-            f"the chain ({', '.join(chain)}) is elsewhere: its verifiers could not fetch this "
-            "host's artifacts, and a host whose artifacts cannot be fetched is slashed. Listen "
+            f"the chain ({', '.join(chain)}) is elsewhere: {cost}. Listen "
             "on a reachable address (--blob-address 0.0.0.0:7000) and give the address others "
             "dial (--advertise-address HOST:7000, e.g. the port your router forwards)")  # fmt: skip
 

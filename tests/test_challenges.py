@@ -375,6 +375,28 @@ def test_verifier_needs_collateral(tmp_path):
     assert result.code == codes.INSUFFICIENT_FUNDS and "needs 1000" in result.raw_log
 
 
+def test_a_verifier_names_its_blob_service_and_moves_it(tmp_path):
+    """A verifier registers the blob service hosts fetch what it screened from and moves it by
+    registering again; a malformed endpoint, or the same one again, is refused."""
+    chain, v = Chain(tmp_path), VERIFIERS[0]
+    bond = MsgDepositCollateral(depositor=addr(v), amount="2000")
+    bad = chain.send(v, bond, MsgRegisterVerifier(verifier=addr(v), endpoint="127.0.0.1"))
+    assert bad.code == codes.INVALID_REQUEST and "endpoint: " in bad.raw_log
+    assert chain.send(v, bond, MsgRegisterVerifier(verifier=addr(v), endpoint="v0.example:7001")
+                      ).code == 0  # fmt: skip
+    chain.c.block()
+    assert [r.endpoint for r in verifiers.verifiers(chain.view)] == ["v0.example:7001"]
+    again = chain.send(v, MsgRegisterVerifier(verifier=addr(v), endpoint="v0.example:7001"))
+    assert again.code == codes.INVALID_REQUEST and "already a verifier" in again.raw_log
+    moved = chain.send(v, MsgRegisterVerifier(verifier=addr(v), endpoint="203.0.113.9:7001"))
+    assert moved.code == 0, moved.raw_log
+    chain.c.block()
+    (record,) = verifiers.verifiers(chain.view)
+    assert (record.endpoint, record.registered_height) == ("203.0.113.9:7001", 1)
+    assert collateral.info(chain.view, addr(v)).locked == "1000"  # bonded once, not twice
+    chain.c.app.store.close()
+
+
 def test_a_verifier_slashed_below_the_minimum_is_removed_until_it_registers_again(tmp_path):
     net = start_round_0(Chain(tmp_path, verifier_slash_fraction="0.9"))
     v0, v1, v2 = VERIFIERS

@@ -137,3 +137,26 @@ def test_a_blob_service_no_other_machine_can_reach_is_refused_on_a_remote_chain(
     ):  # fmt: skip  (start: a chain on this machine)
         code, _, err = run(capsys, *fine)
         assert code == 1 and "reachable" not in err and "keyring" in err.lower(), err
+
+
+def test_a_verifier_s_blob_service_is_refused_only_where_it_advertises_in_vain(tmp_path, capsys):
+    """A verifier's blob service only backs hosts up (an accepted pseudo-gradient its host
+    withholds): one no host can reach is served to nobody, with a warning; an advertised
+    address it cannot listen behind is a config error, refused at start."""
+    from dilochain.verifier.service import VerifierConfig
+
+    remote = ["verifier", "run", "--home", str(tmp_path), "--key", "op", "--chain", "10.0.0.5:9090"]
+    code, _, err = run(capsys, *remote, "--advertise-address", "203.0.113.8:7001")
+    one_line_error(code, err, "listens on 127.0.0.1:0", "--blob-address 0.0.0.0:7000")
+    code, _, err = run(capsys, *remote, "--blob-address", "0.0.0.0:7001", "--advertise-address",
+                       "localhost:7001")  # fmt: skip
+    one_line_error(code, err, "localhost:7001 is reachable from this machine only",
+                   "hosts could not fetch from it what this verifier screened")  # fmt: skip
+    code, _, err = run(capsys, *remote)  # the loopback default: warned at run, not refused
+    assert code == 1 and "reachable" not in err and "keyring" in err.lower(), err
+    loopback = VerifierConfig(home=tmp_path, key="op", chain=("10.0.0.5:9090",))
+    assert "reachable from this machine only" in loopback.unreachable_blob_service()
+    assert VerifierConfig(home=tmp_path, key="op").unreachable_blob_service() is None  # devnet
+    (tmp_path / "verifier.toml").write_text('key = "op"\nblob_address = "127.0.0.1:99999"\n')
+    code, _, err = run(capsys, "verifier", "run", "--home", str(tmp_path))
+    one_line_error(code, err, "verifier.toml: blob_address", "a port in 1-65535")

@@ -516,3 +516,45 @@ def test_a_verifier_that_left_stops_once_released_and_one_slashed_out_registers_
     assert service._stay_registered() and registered == [me]
     service.poc.blocks.height = 21  # released
     assert not service._stay_registered() and registered == [me]
+
+
+@pytest.mark.integration
+def test_hosts_fetch_from_a_verifier_what_its_host_withholds_from_them(running_chain, tmp_path):
+    """A verifier serves what it fetched and registers its blob service (again when it moves);
+    a host that cannot get an accepted pseudo-gradient from the host that committed it, which
+    served it to its screeners and to no host, fetches it from a screener."""
+    from dilochain.artifacts.blob_service import PeerFetchingStore, serve_blobs
+    from dilochain.artifacts.store import ArtifactError, LocalArtifactStore
+    from dilochain.node.host import HostNode
+    from dilochain.protocol.pb.poc.v1.types_pb2 import Host
+    from dilochain.verifier.round_duties import own_record
+    from dilochain.verifier.service import VerifierConfig, VerifierService
+
+    cfg = VerifierConfig(home=tmp_path / "v", key="k", chain=(running_chain.address,))
+    service = VerifierService(cfg, running_chain.client, running_chain.wallets[3])
+    withholding, cheat = serve_blobs(LocalArtifactStore(tmp_path / "cheat"), "127.0.0.1:0")
+    servers = [withholding, service._serve()]
+    try:
+        service.ensure_registered()
+        first = service.endpoint
+        assert own_record(service.poc, service.address).endpoint == first != ""
+        pseudo_grad = service.local.put(b"an accepted pseudo-gradient, fetched to screen it")
+        host = SimpleNamespace(
+            poc=SimpleNamespace(hosts=lambda run_id: [Host(address="cheat", endpoint=cheat)],
+                                verifiers=service.poc.verifiers),
+            cfg=SimpleNamespace(run_id="r"), address="me",
+        )  # fmt: skip
+        peers = HostNode._peer_endpoints(host)  # type: ignore[arg-type]
+        assert peers == [cheat, first]  # the run's hosts first
+        store = PeerFetchingStore(LocalArtifactStore(tmp_path / "host"), lambda: peers, 1 << 20)
+        assert store.get(pseudo_grad) == b"an accepted pseudo-gradient, fetched to screen it"
+        alone = PeerFetchingStore(LocalArtifactStore(tmp_path / "h2"), lambda: [cheat], 1 << 20)
+        with pytest.raises(ArtifactError, match="on no peer"):
+            alone.get(pseudo_grad, attempts=1)
+        servers.append(service._serve())  # on another port (a restart): the record follows
+        service.ensure_registered()
+        assert own_record(service.poc, service.address).endpoint == service.endpoint != first
+    finally:
+        for server in servers:
+            server.stop(grace=None)
+        service.poc.close()

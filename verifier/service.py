@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import threading
 import time
 from collections import Counter
@@ -23,9 +24,9 @@ import torch
 from cosmpy.aerial.client import LedgerClient
 from cosmpy.aerial.tx_helpers import TxResponse
 from cosmpy.aerial.wallet import Wallet
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
-from dilochain.artifacts.blob_service import PeerFetchingStore, fetch_from_peers
+from dilochain.artifacts.blob_service import PeerFetchingStore, fetch_from_peers, serve_blobs
 from dilochain.artifacts.pruning import Ledger, Retention
 from dilochain.artifacts.store import ArtifactError, LocalArtifactStore
 from dilochain.auto_claim import AutoClaimer
@@ -35,6 +36,13 @@ from dilochain.logs import LogFormat
 from dilochain.metrics_http import MetricsAddress, set_standing
 from dilochain.poc_client import InsufficientFunds, PocClient, ensure_bonded
 from dilochain.protocol import schedule
+from dilochain.protocol.endpoint import (
+    PRIVATE_SWITCH,
+    endpoint_problem,
+    listen_problem,
+    private_location_problem,
+    unreachable_endpoint,
+)
 from dilochain.protocol.model_config import ModelConfigError
 from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgRegisterVerifier, MsgSubmitVerdict, ScreenVote
 from dilochain.protocol.pb.poc.v1.types_pb2 import (
@@ -63,6 +71,7 @@ log = logging.getLogger(__name__)
 REGISTRATION_CHECK_PASSES = 50
 SEND_MARGIN_BLOCKS = 2  # a round's finished votes go out this close to its window's end
 SCREEN_FETCHES = 4  # commits of a round whose artifacts are fetched at once for its screens
+UNSERVED = "hosts could not fetch from it what this verifier screened"
 
 
 @contextmanager
@@ -88,6 +97,10 @@ class VerifierConfig(BaseModel):
     data: tuple[Path, ...] = ()  # dataset folders (or folders of them); the default one besides
     device: Literal["cpu", "cuda"] = "cpu"  # where replays and screens run
     jobs: int = Field(default=2, ge=1, le=64)
+    # Its blob service: hosts fetch there what it screened and replayed (an accepted
+    # pseudo-gradient its host serves to screeners only); advertised as the node's setting is.
+    blob_address: str = "127.0.0.1:0"
+    advertise_address: str = ""
     metrics_address: MetricsAddress = ""  # Prometheus metrics (empty: none)
     auto_claim: bool = True  # claim every claimable epoch and what has vested
     log_format: LogFormat = "text"
@@ -95,6 +108,24 @@ class VerifierConfig(BaseModel):
     # Loops wake at each block the chain pushes; these are their intervals while it cannot.
     poll_seconds: float = 0.3
     duties_poll_seconds: float = 0.1
+
+    @field_validator("blob_address", "advertise_address")
+    @classmethod
+    def _well_formed(cls, value: str, info: ValidationInfo) -> str:
+        check = listen_problem if info.field_name == "blob_address" else endpoint_problem
+        if value and (problem := check(value)) is not None:
+            raise ValueError(problem)
+        return value
+
+    def unreachable_blob_service(self) -> str | None:
+        """Why hosts could not reach this verifier's blob service (None if they could): it
+        then serves nothing and registers no endpoint (an advertised address that cannot work
+        is refused at start instead, as a config error)."""
+        chain = tuple(self.chain)
+        return unreachable_endpoint(self.blob_address, self.advertise_address, chain,
+                                    UNSERVED) or private_location_problem(
+            self.advertise_address or self.blob_address, chain,
+            os.environ.get(PRIVATE_SWITCH, ""))  # fmt: skip
 
 
 class VerifierService:
@@ -116,6 +147,7 @@ class VerifierService:
         self.skipped: set[tuple] = set()  # jobs not voted on, and why (each logged once)
         self.fetch_limits: dict[str, int] = {}  # per run: its largest possible artifact
         self.local = LocalArtifactStore(cfg.home / "verifier-artifacts")
+        self.endpoint = ""  # its blob service, once serving (:meth:`_serve`)
         self.pruned: dict[str, int] = {}  # per run: the last decided round pruned for
         self.verdicts = 0
         self.left_height = self.release_height = 0  # once it is seen leaving the set
@@ -201,9 +233,26 @@ class VerifierService:
             step = functools.partial(self.replay_step, run, pool)
             self._duties_loop(ended, step, self.cfg.poll_seconds)
 
+    def _serve(self) -> grpc.Server | None:
+        """Start this verifier's blob service, which serves hosts what it fetched, and note
+        the endpoint to register; none where hosts could not reach it (said once)."""
+        if (problem := self.cfg.unreachable_blob_service()) is not None:
+            log.warning("not serving hosts what this verifier fetches: %s", problem)
+            return None
+        try:
+            server, bound = serve_blobs(self.local, self.cfg.blob_address)
+        except ArtifactError as err:
+            raise VerifierError(str(err)) from None
+        self.endpoint = self.cfg.advertise_address or bound
+        log.info("serving hosts what this verifier fetches at %s", self.endpoint)
+        return server
+
     def ensure_registered(self) -> None:
-        """Bond the minimum verifier collateral and register, once."""
-        if own_record(self.poc, self.address) is not None:
+        """Bond the minimum verifier collateral and register, once; a registered verifier
+        whose blob service moved (or stopped) registers its endpoint again."""
+        if (me := own_record(self.poc, self.address)) is not None:
+            if me.endpoint != self.endpoint and not me.left_height:
+                self._register([], "blob service moved to " + (self.endpoint or "nowhere"))
             return
         try:
             msgs = ensure_bonded(
@@ -211,12 +260,15 @@ class VerifierService:
             )
         except InsufficientFunds as err:
             raise VerifierError(f"cannot register as a verifier: {err}") from None
-        msgs.append(MsgRegisterVerifier(verifier=self.address))
+        self._register(msgs, "registered as a verifier")
+
+    def _register(self, msgs: list, done: str) -> None:
+        msgs.append(MsgRegisterVerifier(verifier=self.address, endpoint=self.endpoint))
         try:
             self._send(*msgs)
         except TxRefused as err:
             raise VerifierError(f"verifier registration refused: {err}") from None
-        log.info("registered as a verifier")
+        log.info("%s", done)
 
     def _stay_registered(self) -> bool:
         """Register again after a slash left this verifier below the minimum and the chain
@@ -549,6 +601,7 @@ class VerifierService:
             threading.Thread(target=self._per_run, args=(done, "replays", self._replays_of),
                              name="replays"),
         ]  # fmt: skip
+        server = self._serve()
         try:
             self.ensure_registered()
             self._stay_registered()  # a verifier that left goes on until released
@@ -577,4 +630,6 @@ class VerifierService:
             for thread in duties:
                 if thread.is_alive():
                     thread.join()
+            if server is not None:
+                server.stop(grace=1)
         return self.verdicts

@@ -1,7 +1,8 @@
-"""Verifier registration: a verifier bonds ``min_verifier_collateral`` and registers once; it is
-then assigned challenges and takes part in every round's beacon. It leaves with
-``MsgLeaveVerifier``: no new duties from then on, and once every round begun before it left is
-resolved (its duties there done or slashed) it is released and its free collateral unbonds."""
+"""Verifier registration: a verifier bonds ``min_verifier_collateral`` and registers once (again
+to move the blob service it names); it is then assigned challenges and takes part in every
+round's beacon. It leaves with ``MsgLeaveVerifier``: no new duties from then on, and once every
+round begun before it left is resolved (its duties there done or slashed) it is released and
+its free collateral unbonds."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from dilochain.chain.errors import TxError, codes
 from dilochain.chain.modules import collateral, registry
 from dilochain.chain.pagination import page
 from dilochain.chain.state import CacheStore
+from dilochain.protocol.endpoint import location_problem
 from dilochain.protocol.pb.poc.v1 import query_pb2 as q
 from dilochain.protocol.pb.poc.v1.tx_pb2 import (
     MsgLeaveVerifier,
@@ -71,14 +73,21 @@ def require_duty(store: CacheStore, address: str, window_start: int) -> None:
 def _handle_register_verifier(
     ctx: Context, msg: MsgRegisterVerifier
 ) -> MsgRegisterVerifierResponse:
+    if msg.endpoint and (problem := location_problem(msg.endpoint)) is not None:
+        raise TxError(codes.INVALID_REQUEST, f"endpoint: {problem}")  # hosts dial it
     if (known := _get(ctx.store, msg.verifier)) is not None:
         if known.left_height:
             raise TxError(codes.INVALID_REQUEST, f"{msg.verifier} is leaving; it can register "
                           f"again once released, after block {known.release_height}")  # fmt: skip
-        raise TxError(codes.INVALID_REQUEST, f"{msg.verifier} is already a verifier")
+        if known.endpoint == msg.endpoint:
+            raise TxError(codes.INVALID_REQUEST, f"{msg.verifier} is already a verifier")
+        known.endpoint = msg.endpoint  # a member moves its blob service
+        ctx.store.set(_key(msg.verifier), known.SerializeToString())
+        ctx.emit("update_verifier", verifier=msg.verifier, endpoint=msg.endpoint)
+        return MsgRegisterVerifierResponse()
     need = ctx.params.poc.min_verifier_collateral
     collateral.reserve(ctx.store, msg.verifier, need, "a verifier")
-    record = Verifier(address=msg.verifier, registered_height=ctx.height)
+    record = Verifier(address=msg.verifier, registered_height=ctx.height, endpoint=msg.endpoint)
     ctx.store.set(_key(msg.verifier), record.SerializeToString())
     ctx.emit("register_verifier", verifier=msg.verifier)
     return MsgRegisterVerifierResponse()

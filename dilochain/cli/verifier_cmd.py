@@ -7,7 +7,13 @@ import signal
 import threading
 from pathlib import Path
 
-from dilochain.cli.common import add_output_flag, print_result, send_leave, signing_wallet
+from dilochain.cli.common import (
+    CliError,
+    add_output_flag,
+    print_result,
+    send_leave,
+    signing_wallet,
+)
 from dilochain.cli.config_file import (
     Setting,
     add_config_command,
@@ -31,6 +37,12 @@ SETTINGS = [
     Setting("device", "--device", "cpu",
             "Where to replay: cpu or cuda (another device than the hosts': tolerance mode)."),
     Setting("jobs", "--jobs", 2, "Challenges replayed in parallel."),
+    Setting("blob_address", "--blob-address", "127.0.0.1:0",
+            "Where this verifier serves hosts what it screened and replayed (port 0: any):\n"
+            "an accepted pseudo-gradient its own host will not serve them."),
+    Setting("advertise_address", "--advertise-address", None,
+            "The address hosts dial for it, if not the one above (behind NAT: your public\n"
+            "address and the port your router forwards).", "203.0.113.8:7001"),
 ]  # fmt: skip
 
 
@@ -52,6 +64,13 @@ def _add_settings(parser: argparse.ArgumentParser) -> None:
         help="where to replay (another device than the hosts': tolerance mode)",
     )
     parser.add_argument("--jobs", type=int, default=none, help="challenges replayed in parallel")
+    parser.add_argument("--blob-address", default=none,
+                        help="where it serves hosts what it fetched (port 0: any)")  # fmt: skip
+    parser.add_argument(
+        "--advertise-address",
+        default=none,
+        help="the address hosts dial for it (default: the one it listens on)",
+    )
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -93,6 +112,8 @@ def _run(args: argparse.Namespace) -> int:
         home=args.home,
         behavior=args.behavior,
     )
+    if cfg.advertise_address and (problem := cfg.unreachable_blob_service()) is not None:
+        raise CliError(problem)
     setup_logging(cfg.log_format)
     wallet = signing_wallet(args.home, cfg.key)
     client = connect(cfg.chain)

@@ -137,10 +137,12 @@ class MsgRevealCheckpointsResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class MsgRegisterVerifier(_message.Message):
-    __slots__ = ("verifier",)
+    __slots__ = ("verifier", "endpoint")
     VERIFIER_FIELD_NUMBER: _ClassVar[int]
+    ENDPOINT_FIELD_NUMBER: _ClassVar[int]
     verifier: str
-    def __init__(self, verifier: _Optional[str] = ...) -> None: ...
+    endpoint: str
+    def __init__(self, verifier: _Optional[str] = ..., endpoint: _Optional[str] = ...) -> None: ...
 
 class MsgRegisterVerifierResponse(_message.Message):
     __slots__ = ()

@@ -262,16 +262,18 @@ class Slash(_message.Message):
     def __init__(self, address: _Optional[str] = ..., run_id: _Optional[str] = ..., round: _Optional[int] = ..., amount: _Optional[str] = ..., reason: _Optional[str] = ..., height: _Optional[int] = ...) -> None: ...
 
 class Verifier(_message.Message):
-    __slots__ = ("address", "registered_height", "left_height", "release_height")
+    __slots__ = ("address", "registered_height", "left_height", "release_height", "endpoint")
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     REGISTERED_HEIGHT_FIELD_NUMBER: _ClassVar[int]
     LEFT_HEIGHT_FIELD_NUMBER: _ClassVar[int]
     RELEASE_HEIGHT_FIELD_NUMBER: _ClassVar[int]
+    ENDPOINT_FIELD_NUMBER: _ClassVar[int]
     address: str
     registered_height: int
     left_height: int
     release_height: int
-    def __init__(self, address: _Optional[str] = ..., registered_height: _Optional[int] = ..., left_height: _Optional[int] = ..., release_height: _Optional[int] = ...) -> None: ...
+    endpoint: str
+    def __init__(self, address: _Optional[str] = ..., registered_height: _Optional[int] = ..., left_height: _Optional[int] = ..., release_height: _Optional[int] = ..., endpoint: _Optional[str] = ...) -> None: ...
 
 class ChainValidator(_message.Message):
     __slots__ = ("consensus_address", "pub_key", "operator", "moniker", "self_bond", "genesis_power", "status", "jailed_until", "joined_height", "signing_start", "missed_blocks", "power", "release_height", "release_time_ns")
