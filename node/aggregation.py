@@ -92,6 +92,7 @@ class Aggregator:
         run_id: str,
         rc: RunConfig,
         store: PeerFetchingStore,
+        accepted: PeerFetchingStore | None = None,
         patience: float = 120.0,
         min_hosts: int = 1,
         fail_closed: bool = True,
@@ -101,6 +102,7 @@ class Aggregator:
         self.run_id = run_id
         self.rc = rc
         self.store = store
+        self.accepted = accepted or store  # what the chain accepted: also from its verifiers
         self.patience = patience
         self.min_hosts = min_hosts
         self.fail_closed = fail_closed
@@ -111,11 +113,12 @@ class Aggregator:
         return {g.round: g.hash for g in self.poc.global_checkpoints(self.run_id)}
 
     def fetch(self, digest: bytes) -> bytes:
-        """An artifact from the local store or a peer, waiting for a peer that is restarting."""
+        """An accepted artifact from the local store or a source of accepted ones (peers, then
+        verifiers), waiting for one that is restarting."""
         deadline, logged = time.monotonic() + self.patience, False
         while True:
             try:
-                return self.store.get(digest)
+                return self.accepted.get(digest)
             except ArtifactError as err:
                 if time.monotonic() > deadline:
                     raise

@@ -173,6 +173,7 @@ class HostNode:
                  self.data.manifest.vocab_size)  # fmt: skip
         self.store = PeerFetchingStore(self.local, self._peer_endpoints, limit)
         self.aggregator = Aggregator(self.poc, cfg.run_id, self.rc, self.store,
+                                     PeerFetchingStore(self.local, self._accepted_sources, limit),
                                      min_hosts=params.min_hosts_per_round,
                                      fail_closed=params.fail_closed,
                                      reference=dict(self.model.named_parameters()))  # fmt: skip
@@ -250,12 +251,16 @@ class HostNode:
             raise DataUnavailable(f"the run's dataset: {err}") from None
 
     def _peer_endpoints(self) -> list[str]:
-        """Where this host fetches what it lacks: the run's other hosts, then the verifiers'
-        blob services, which serve what they screened (an accepted pseudo-gradient whose host
-        serves it to its screeners and to no host would otherwise stall the run)."""
         hosts = self.poc.hosts(self.cfg.run_id)
-        peers = [h.endpoint for h in hosts if h.address != self.address and h.endpoint]
-        return peers + [v.endpoint for v in self.poc.verifiers() if v.endpoint]
+        return [h.endpoint for h in hosts if h.address != self.address and h.endpoint]
+
+    def _accepted_sources(self) -> list[str]:
+        """Where this host fetches what the chain accepted (pseudo-gradients, global states):
+        the run's other hosts, then the verifiers' blob services, which serve what they
+        screened (an accepted pseudo-gradient whose host serves it to its screeners and to no
+        host would otherwise stall the run). Only there: a verifier is no source of what it
+        never saw, and one that went silent would hold every other fetch for its timeout."""
+        return self._peer_endpoints() + [v.endpoint for v in self.poc.verifiers() if v.endpoint]
 
     def _registered(self) -> bool:
         return any(h.address == self.address and not h.left_height

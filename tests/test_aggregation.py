@@ -90,6 +90,26 @@ def test_a_round_below_min_hosts_carries_the_global_state_over(tmp_path):
     assert enough.advance(view).hash != view.hash
 
 
+def test_accepted_pseudo_gradients_come_also_from_the_sources_of_accepted_artifacts(tmp_path):
+    """Aggregation fetches what the chain accepted from the sources of accepted artifacts
+    (the run's hosts, then the verifiers that screened it); the prefetch of commits nobody
+    decided yet asks the hosts alone."""
+    params = {n: p.detach().clone() for n, p in build_model(CFG.model_config, 1).named_parameters()}
+    view = GlobalView(0, initial_global(params))
+    screened = LocalArtifactStore(tmp_path / "verifier")
+    step = {k: torch.full_like(v, 0.01) for k, v in params_of(view.state).items()}
+    commits = [accepted(host="a", base_hash=view.hash,
+                        pseudo_grad_hash=screened.put(compress(step, "int8")))]  # fmt: skip
+    hosts = PeerFetchingStore(LocalArtifactStore(tmp_path / "host"), lambda: [], limit=1 << 30)
+    wide = PeerFetchingStore(screened, lambda: [], limit=1 << 30)
+    aggregator = Aggregator(FakePoc(commits), "r", CFG, hosts, wide, patience=0)
+    aggregator.prefetch(range(1))
+    assert not hosts.has(commits[0].pseudo_grad_hash)
+    assert aggregator.advance(view).hash != view.hash
+    with pytest.raises(ArtifactError, match="on no peer"):
+        Aggregator(FakePoc(commits), "r", CFG, hosts, patience=0).advance(view)
+
+
 class _Host:
     """What HostNode.catch_up uses: an aggregator that fails for some rounds, and saves."""
 

@@ -544,7 +544,9 @@ def test_hosts_fetch_from_a_verifier_what_its_host_withholds_from_them(running_c
                                 verifiers=service.poc.verifiers),
             cfg=SimpleNamespace(run_id="r"), address="me",
         )  # fmt: skip
-        peers = HostNode._peer_endpoints(host)  # type: ignore[arg-type]
+        host._peer_endpoints = lambda: HostNode._peer_endpoints(host)  # type: ignore[arg-type]
+        assert host._peer_endpoints() == [cheat]  # what nobody accepted: from hosts alone
+        peers = HostNode._accepted_sources(host)  # type: ignore[arg-type]
         assert peers == [cheat, first]  # the run's hosts first
         store = PeerFetchingStore(LocalArtifactStore(tmp_path / "host"), lambda: peers, 1 << 20)
         assert store.get(pseudo_grad) == b"an accepted pseudo-gradient, fetched to screen it"

@@ -102,8 +102,8 @@ def _export(args: argparse.Namespace) -> int:
 def state_at(poc: PocClient, run, target: int, artifacts: Path):
     """(the run's model, θ_target, the store it was read from): θ_target recorded on chain, or
     computed round by round from the last recorded state before it (each round it crosses must
-    be decided) from the artifacts under ``artifacts`` and those the run's hosts serve. Raises
-    :class:`CliError`, or ``ArtifactError`` when an artifact is nowhere to be found."""
+    be decided) from the artifacts under ``artifacts`` and those the run's hosts and verifiers
+    serve. Raises :class:`CliError`, or ``ArtifactError`` when an artifact is nowhere found."""
     from dilochain.artifacts.blob_service import PeerFetchingStore
     from dilochain.artifacts.store import LocalArtifactStore
     from dilochain.node.aggregation import Aggregator, GlobalView
@@ -114,7 +114,8 @@ def state_at(poc: PocClient, run, target: int, artifacts: Path):
     height = poc.round_info(run.run_id).height
     model = build_model(cfg.model_config, cfg.seed)
     reference = {n: p.detach() for n, p in model.named_parameters()}
-    endpoints = [h.endpoint for h in poc.hosts(run_id=run.run_id)]
+    endpoints = [h.endpoint for h in poc.hosts(run_id=run.run_id)]  # then verifiers: what they
+    endpoints += [v.endpoint for v in poc.verifiers() if v.endpoint]  # screened, once hosts stop
     store = PeerFetchingStore(LocalArtifactStore(artifacts), lambda: endpoints,
                               max_artifact_bytes(model))  # fmt: skip
     aggregator = Aggregator(poc, run.run_id, cfg, store, patience=10,
