@@ -333,3 +333,16 @@ def test_a_held_out_loss_that_is_not_a_number_fails_the_screen(tmp_path, base, m
     monkeypatch.setattr(screening, "_loss", lambda *args: float("nan"))
     verdict = screened(tmp_path, base, honest(base), anchor=b"\x09" * 32)
     assert not verdict.passed and "raises the held-out loss" in verdict.reason
+
+
+def test_a_rise_from_a_held_out_loss_of_zero_fails_and_no_rise_passes(tmp_path, base, monkeypatch):
+    """A start state that predicts the held-out batch outright (a loss of exactly 0) must not
+    end the screen in a division by zero (no vote): any rise from it fails, none passes."""
+    from dilochain.verifier import screening
+
+    assert screening.loss_rise(2.0, 2.1) == pytest.approx(0.05)
+    assert screening.loss_rise(0.0, 0.0) == 0.0
+    losses = iter([0.0, 1e-6])  # before, then after
+    monkeypatch.setattr(screening, "_loss", lambda *args: next(losses))
+    verdict = screened(tmp_path, base, honest(base), anchor=b"\x0a" * 32)
+    assert not verdict.passed and "raises the held-out loss by inf%" in verdict.reason

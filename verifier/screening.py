@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import math
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -98,6 +99,14 @@ def screen_commit(
         return artifact_failure(err)
 
 
+def loss_rise(before: float, after: float) -> float:
+    """The held-out loss's relative rise from ``before`` to ``after``: from a loss of zero (a
+    state that predicts the batch outright), any rise is infinite and none is zero."""
+    if before == 0:
+        return math.inf if after > 0 else 0.0
+    return (after - before) / before
+
+
 def _screened(
     cfg: RunConfig, data: Dataset, commit: RoundCommit, anchor: bytes,
     artifacts: CommitArtifacts, policy: Policy, loss_margin: float, device: str,
@@ -115,7 +124,7 @@ def _screened(
              commit.start_delta_hash, anchor, device)  # fmt: skip
     before = _base_loss(start, lambda: _loss(model, base_params, tokens))
     after = _loss(model, applied, tokens)
-    rise = (after - before) / before
+    rise = loss_rise(before, after)
     if not rise <= loss_margin:  # a NaN loss (inf - inf in the logits) is no pass either
         return Verdict(False, f"its pseudo-gradient raises the held-out loss by {rise:.1%}", rise)
     return Verdict(True, "pseudo-gradient consistent and held-out loss not raised", rise)
