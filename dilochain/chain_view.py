@@ -271,7 +271,8 @@ def verifiers_view(
     poc: PocClient, verifiers: list[Verifier], runs: list[dict], slashes: list[Slash]
 ) -> list[dict]:
     """Each registered verifier (one leaving: the blocks it left at and is released after):
-    collateral, slashes, the latest round in which a run saw it
+    the blob service it serves hosts from, collateral, slashes, the latest round in which a run
+    saw it
     (preferring runs in progress), and ``up``: whether a run in progress saw it in one of its
     last two rounds (None while no run is in progress)."""
     live = [r for r in runs if r["in_progress"]]
@@ -283,6 +284,7 @@ def verifiers_view(
         out.append({
             "address": v.address, "registered_height": v.registered_height,
             "left_height": v.left_height, "release_height": v.release_height,
+            "endpoint": v.endpoint,
             "collateral": int(poc.collateral(address=v.address).bonded),
             "slashed": sum(int(s.amount) for s in slashes if s.address == v.address),
             "last_seen": None if latest is None else latest["verifiers_seen"][v.address],

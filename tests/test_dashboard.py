@@ -151,7 +151,7 @@ class FakePoc:
         return self.SLASHES
 
     def verifiers(self) -> list[Verifier]:
-        leaving = {V3: {"left_height": 60, "release_height": 80}}
+        leaving = {V3: {"left_height": 60, "release_height": 80}, V1: {"endpoint": "10.0.0.9:7001"}}
         return [
             Verifier(address=v, registered_height=3, **leaving.get(v, {})) for v in (V1, V2, V3)
         ]
@@ -198,7 +198,7 @@ def test_the_view_shows_progress_hosts_verifiers_and_rewards():
     verifiers = {v["address"]: v for v in view["verifiers"]}
     assert verifiers[V1] == {
         "address": V1, "registered_height": 3, "left_height": 0, "release_height": 0,
-        "collateral": 10 * DLC, "slashed": 0,
+        "endpoint": "10.0.0.9:7001", "collateral": 10 * DLC, "slashed": 0,
         "last_seen": {"run_id": "r1", "round": 1, "what": "beacon"}, "up": True,
         "earned": 100 * DLC, "claimed": 100 * DLC,
     }  # fmt: skip
@@ -475,6 +475,8 @@ def test_the_page_formats_names_amounts_and_empty_tables(fake_dashboard, browser
         seen = verifiers[0].find_element("css selector", "td.seen").text
         assert seen == "run r1, round 1: beacon"
         assert verifiers[2].find_element("css selector", "td.slashed").text == "0.5 DLC"
+        assert [v.find_element("css selector", "td.endpoint").text for v in verifiers] == [
+            "10.0.0.9:7001", "-", "-"]  # fmt: skip
         slash = browser.find_element("css selector", "#slashes td.amount").text
         assert slash == "3 DLC"
 

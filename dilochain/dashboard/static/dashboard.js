@@ -219,11 +219,12 @@ function verifierStatus(v) {
 
 function verifiersTable(verifiers) {
   const columns = [["verifier", "verifier"], ["registered", "registered at"],
-    ["status", "status"], ["seen", "last seen"], ["collateral", "collateral"],
+    ["endpoint", "serves at"], ["status", "status"], ["seen", "last seen"],
+    ["collateral", "collateral"],
     ["slashed", "slashed"], ["earned", "rewards earned"], ["claimed", "claimed"]];
   return table("verifiers", columns, verifiers, (v) => ({
     verifier: named(v.address), registered: `block ${v.registered_height}`,
-    status: verifierStatus(v),
+    endpoint: v.endpoint || "-", status: verifierStatus(v),
     seen: v.last_seen ? `run ${v.last_seen.run_id}, round ${v.last_seen.round}: ` +
       v.last_seen.what : "never",
     ...money(v),
