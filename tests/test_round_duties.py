@@ -556,6 +556,12 @@ def test_hosts_fetch_from_a_verifier_what_its_host_withholds_from_them(running_c
         servers.append(service._serve())  # on another port (a restart): the record follows
         service.ensure_registered()
         assert own_record(service.poc, service.address).endpoint == service.endpoint != first
+        quiet = VerifierService(cfg.model_copy(update={"blob_address": ""}), running_chain.client,
+                                running_chain.wallets[3])  # fmt: skip
+        assert quiet._serve() is None  # an operator's choice: it serves nothing, and says so
+        quiet.ensure_registered()
+        assert own_record(service.poc, service.address).endpoint == ""
+        quiet.poc.close()
     finally:
         for server in servers:
             server.stop(grace=None)

@@ -235,7 +235,11 @@ class VerifierService:
 
     def _serve(self) -> grpc.Server | None:
         """Start this verifier's blob service, which serves hosts what it fetched, and note
-        the endpoint to register; none where hosts could not reach it (said once)."""
+        the endpoint to register; none where hosts could not reach it (said once) or where
+        the operator set no ``blob_address``."""
+        if not self.cfg.blob_address:
+            log.info("not serving hosts what this verifier fetches (no blob_address)")
+            return None
         if (problem := self.cfg.unreachable_blob_service()) is not None:
             log.warning("not serving hosts what this verifier fetches: %s", problem)
             return None

@@ -38,8 +38,8 @@ SETTINGS = [
             "Where to replay: cpu or cuda (another device than the hosts': tolerance mode)."),
     Setting("jobs", "--jobs", 2, "Challenges replayed in parallel."),
     Setting("blob_address", "--blob-address", "127.0.0.1:0",
-            "Where this verifier serves hosts what it screened and replayed (port 0: any):\n"
-            "an accepted pseudo-gradient its own host will not serve them."),
+            "Where this verifier serves hosts what it screened and replayed (port 0: any;\n"
+            "empty: nowhere): an accepted pseudo-gradient its own host will not serve them."),
     Setting("advertise_address", "--advertise-address", None,
             "The address hosts dial for it, if not the one above (behind NAT: your public\n"
             "address and the port your router forwards).", "203.0.113.8:7001"),
