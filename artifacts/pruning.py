@@ -51,6 +51,7 @@ class Retention:
     keep_global_states: int = 4
     archive_every: int = 10  # 0: no archive
     margin_rounds: int = 1
+    pseudo_grad_rounds: int = 0  # rounds more that pseudo-gradients are kept (a verifier's)
 
 
 def prunable(entries: list[Entry], resolved: int, retention: Retention) -> list[Entry]:
@@ -65,6 +66,8 @@ def prunable(entries: list[Entry], resolved: int, retention: Retention) -> list[
             gone = e.round + margin <= resolved and not archived and not recent
         elif e.kind in ("residual", "final", "moments"):
             gone = e.round + 1 + margin <= resolved
+        elif e.kind == "pseudo_grad":
+            gone = e.round + retention.pseudo_grad_rounds + margin <= resolved
         else:
             gone = e.round + margin <= resolved
         (drop if gone else keep).append(e)

@@ -380,8 +380,9 @@ def test_a_verifier_names_its_blob_service_and_moves_it(tmp_path):
     registering again; a malformed endpoint, or the same one again, is refused."""
     chain, v = Chain(tmp_path), VERIFIERS[0]
     bond = MsgDepositCollateral(depositor=addr(v), amount="2000")
-    bad = chain.send(v, bond, MsgRegisterVerifier(verifier=addr(v), endpoint="127.0.0.1"))
-    assert bad.code == codes.INVALID_REQUEST and "endpoint: " in bad.raw_log
+    for bad_endpoint in ("127.0.0.1", "https://bucket.example/v0", "0.0.0.0:7001"):
+        bad = chain.send(v, bond, MsgRegisterVerifier(verifier=addr(v), endpoint=bad_endpoint))
+        assert bad.code == codes.INVALID_REQUEST and "endpoint: " in bad.raw_log, bad_endpoint
     assert chain.send(v, bond, MsgRegisterVerifier(verifier=addr(v), endpoint="v0.example:7001")
                       ).code == 0  # fmt: skip
     chain.c.block()

@@ -152,6 +152,8 @@ def test_a_verifier_s_blob_service_is_refused_only_where_it_advertises_in_vain(t
                        "localhost:7001")  # fmt: skip
     one_line_error(code, err, "localhost:7001 is reachable from this machine only",
                    "hosts could not fetch from it what this verifier screened")  # fmt: skip
+    code, _, err = run(capsys, *remote, "--blob-address", "0.0.0.0:7001")  # asked to serve
+    one_line_error(code, err, "0.0.0.0:7001 is reachable from this machine only")
     code, _, err = run(capsys, *remote)  # the loopback default: warned at run, not refused
     assert code == 1 and "reachable" not in err and "keyring" in err.lower(), err
     loopback = VerifierConfig(home=tmp_path, key="op", chain=("10.0.0.5:9090",))

@@ -26,6 +26,10 @@ def test_what_goes_and_when():
     # Global states: the newest 3 (8, 9, 10) and the archive (0, 5, 10) stay, whatever is decided.
     assert names(100) - {"c3", "p3", "r3", "f3", "m3", "c4"} == {"g1", "g2", "g3", "g4", "g6",
                                                                   "g7"}  # fmt: skip
+    # A verifier keeps the pseudo-gradients it screened two rounds longer (hosts fetch them).
+    screened = Retention(keep_global_states=3, archive_every=5, pseudo_grad_rounds=2)
+    kept = lambda resolved: {e.hash for e in prunable(entries, resolved, screened)}  # noqa: E731
+    assert "p3" not in kept(5) and kept(6) >= {"p3", "c3"}
 
 
 def play(tmp_path, rounds: int, retention: Retention | None) -> list[int]:

@@ -48,6 +48,8 @@ def test_a_verifier_that_leaves_does_its_rounds_then_is_released_and_unbonds(tmp
     assert again.code == codes.INVALID_REQUEST and "already left at block 3" in again.raw_log
     back = net.send(v2, MsgRegisterVerifier(verifier=addr(v2)))
     assert back.code == codes.INVALID_REQUEST and "released, after block 11" in back.raw_log
+    moved = net.send(v2, MsgRegisterVerifier(verifier=addr(v2), endpoint="v2.example:7001"))
+    assert moved.code == 0, moved.raw_log  # a leaving verifier still serves, and may move
     stranger = net.send(CREATOR, MsgLeaveVerifier(verifier=addr(CREATOR)))
     assert stranger.code == codes.UNAUTHORIZED
     # A run created after it left is none of its business: no beacon of it is taken from it.

@@ -72,6 +72,9 @@ REGISTRATION_CHECK_PASSES = 50
 SEND_MARGIN_BLOCKS = 2  # a round's finished votes go out this close to its window's end
 SCREEN_FETCHES = 4  # commits of a round whose artifacts are fetched at once for its screens
 UNSERVED = "hosts could not fetch from it what this verifier screened"
+# What a verifier fetched goes a round after its round is decided; the pseudo-gradients it
+# screened, which hosts that their own host does not serve fetch here, two rounds later still.
+RETENTION = Retention(pseudo_grad_rounds=2)
 
 
 @contextmanager
@@ -255,7 +258,7 @@ class VerifierService:
         """Bond the minimum verifier collateral and register, once; a registered verifier
         whose blob service moved (or stopped) registers its endpoint again."""
         if (me := own_record(self.poc, self.address)) is not None:
-            if me.endpoint != self.endpoint and not me.left_height:
+            if me.endpoint != self.endpoint:  # a leaving verifier serves until released
                 self._register([], "blob service moved to " + (self.endpoint or "nowhere"))
             return
         try:
@@ -402,7 +405,7 @@ class VerifierService:
         if self.pruned.get(run.run_id, -1) >= resolved:
             return
         self.pruned[run.run_id] = resolved
-        gone = self._ledger(run).prune(self.local, resolved, Retention())
+        gone = self._ledger(run).prune(self.local, resolved, RETENTION)
         if gone:
             log.info("pruned %d artifacts (%.1f MB) of %s's rounds up to %d", len(gone),
                      sum(size for _, size in gone) / 1e6, run.run_id, resolved)  # fmt: skip
@@ -498,7 +501,10 @@ class VerifierService:
                         commit.host[:14], type(err).__name__, err)  # fmt: skip
             return None
         finally:
-            self._ledger(run).record(round_, "checkpoint", sorted(store.touched))
+            ledger = self._ledger(run)
+            ledger.record(round_, "checkpoint", sorted(store.touched))
+            if commit.pseudo_grad_hash in store.touched:  # served to hosts a while longer
+                ledger.record(round_, "pseudo_grad", [commit.pseudo_grad_hash])
 
     def _vote(self, run: Run, round_: int, commit: RoundCommit, verdict: Verdict) -> ScreenVote:
         outcome = "PASS" if verdict.passed else "FAIL"

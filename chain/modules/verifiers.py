@@ -11,7 +11,7 @@ from dilochain.chain.errors import TxError, codes
 from dilochain.chain.modules import collateral, registry
 from dilochain.chain.pagination import page
 from dilochain.chain.state import CacheStore
-from dilochain.protocol.endpoint import location_problem
+from dilochain.protocol.endpoint import endpoint_problem, never_a_peer
 from dilochain.protocol.pb.poc.v1 import query_pb2 as q
 from dilochain.protocol.pb.poc.v1.tx_pb2 import (
     MsgLeaveVerifier,
@@ -70,18 +70,28 @@ def require_duty(store: CacheStore, address: str, window_start: int) -> None:
                       f"{record.left_height}, before this round began")  # fmt: skip
 
 
+def _endpoint_problem(endpoint: str) -> str | None:
+    """Why ``endpoint`` is not a blob service's ``host:port`` a host may dial (a verifier
+    serves from its own blob service, never from an object store's URL)."""
+    problem = endpoint_problem(endpoint)
+    if problem is None and never_a_peer(endpoint.rpartition(":")[0].strip("[]")):
+        problem = "a link-local, multicast, unspecified or reserved address: no host dials it"
+    return problem
+
+
 def _handle_register_verifier(
     ctx: Context, msg: MsgRegisterVerifier
 ) -> MsgRegisterVerifierResponse:
-    if msg.endpoint and (problem := location_problem(msg.endpoint)) is not None:
+    if msg.endpoint and (problem := _endpoint_problem(msg.endpoint)) is not None:
         raise TxError(codes.INVALID_REQUEST, f"endpoint: {problem}")  # hosts dial it
     if (known := _get(ctx.store, msg.verifier)) is not None:
-        if known.left_height:
-            raise TxError(codes.INVALID_REQUEST, f"{msg.verifier} is leaving; it can register "
-                          f"again once released, after block {known.release_height}")  # fmt: skip
         if known.endpoint == msg.endpoint:
+            if known.left_height:
+                raise TxError(codes.INVALID_REQUEST, f"{msg.verifier} is leaving; it can "
+                              "register again once released, after block "
+                              f"{known.release_height}")  # fmt: skip
             raise TxError(codes.INVALID_REQUEST, f"{msg.verifier} is already a verifier")
-        known.endpoint = msg.endpoint  # a member moves its blob service
+        known.endpoint = msg.endpoint  # a member (a leaving one too) moves its blob service
         ctx.store.set(_key(msg.verifier), known.SerializeToString())
         ctx.emit("update_verifier", verifier=msg.verifier, endpoint=msg.endpoint)
         return MsgRegisterVerifierResponse()

@@ -30,6 +30,7 @@ from dilochain.metrics_http import serve_metrics
 from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgLeaveVerifier
 
 CONFIG_NAME = "verifier.toml"
+DEFAULT_BLOB_ADDRESS = "127.0.0.1:0"
 SETTINGS = [
     *service_settings("votes", "127.0.0.1:9465"),
     Setting("data", "--data", [], "Prepared dataset folders, or folders of them (the shipped one\n"
@@ -37,7 +38,7 @@ SETTINGS = [
     Setting("device", "--device", "cpu",
             "Where to replay: cpu or cuda (another device than the hosts': tolerance mode)."),
     Setting("jobs", "--jobs", 2, "Challenges replayed in parallel."),
-    Setting("blob_address", "--blob-address", "127.0.0.1:0",
+    Setting("blob_address", "--blob-address", DEFAULT_BLOB_ADDRESS,
             "Where this verifier serves hosts what it screened and replayed (port 0: any;\n"
             "empty: nowhere): an accepted pseudo-gradient its own host will not serve them."),
     Setting("advertise_address", "--advertise-address", None,
@@ -112,7 +113,10 @@ def _run(args: argparse.Namespace) -> int:
         home=args.home,
         behavior=args.behavior,
     )
-    if cfg.advertise_address and (problem := cfg.unreachable_blob_service()) is not None:
+    # Serving where no host can reach it is refused only where the operator asked to serve
+    # (the loopback default on a chain elsewhere serves nothing and says so).
+    asked = cfg.advertise_address or cfg.blob_address not in ("", DEFAULT_BLOB_ADDRESS)
+    if asked and (problem := cfg.unreachable_blob_service()) is not None:
         raise CliError(problem)
     setup_logging(cfg.log_format)
     wallet = signing_wallet(args.home, cfg.key)
