@@ -550,7 +550,7 @@ class HostNode:
         at ``window_end``) closed before it was included."""
         try:
             with metrics.COMMIT_LATENCY.time():
-                self._send(msg, until_height=window_end)
+                self._send(*self._top_up(), msg, until_height=window_end)
         except TxRefused as err:
             log.warning("round %d commit refused: %s", msg.round, err)
             return False
@@ -559,6 +559,16 @@ class HostNode:
                  msg.pseudo_grad_hash.hex()[:12])  # fmt: skip
         failpoint("node.committed", msg.round)
         return True
+
+    def _top_up(self) -> list:
+        """The deposit a commit goes with when a slash (a validator's downtime, another run's)
+        left this address less bonded than its runs and registrations reserve, which the
+        chain refuses commits for; none when the balance cannot pay it (the refusal says
+        so)."""
+        try:
+            return ensure_bonded(self.client, self.poc, self.wallet, 0)
+        except InsufficientFunds:
+            return []
 
     def _wait_for_height(
         self, height: int, stop: threading.Event, prefetch: range = range(0)

@@ -85,9 +85,9 @@ def addr(w) -> str:
     return str(w.address())
 
 
-def commit_round(net, host, round_):
+def commit_round(net, host, round_, run_id="r"):
     return net.send(host, MsgCommitRound(
-        host=addr(host), run_id="r", round=round_, ckpt_root=merkle_root(LEAVES),
+        host=addr(host), run_id=run_id, round=round_, ckpt_root=merkle_root(LEAVES),
         final_hash=LEAVES[-1], final_proof=merkle_proof(LEAVES, 2),
         pseudo_grad_hash=b"\x01" * 32, base_hash=b"\x02" * 32, residual_hash=b"\x03" * 32,
         tokens=TOKENS, loss=1.0,
@@ -172,6 +172,8 @@ def test_full_challenge_cycle(net):
     # Reveals: a wrong end hash is refused (does not match the root); LAZY never reveals.
     bad = net.send(CHEAT, reveal(CHEAT, 0, end=b"\x09" * 32))
     assert bad.code == codes.UNAUTHORIZED and "does not match" in bad.raw_log
+    huge = net.send(CHEAT, reveal(CHEAT, 0, end=b"\x09" * 4_000))  # every vote re-reads it
+    assert huge.code == codes.INVALID_REQUEST and "32 bytes" in huge.raw_log
     for host in (HONEST, CHEAT):
         for segment in (0, 1):
             assert net.send(host, reveal(host, segment)).code == 0
@@ -197,6 +199,11 @@ def test_full_challenge_cycle(net):
     assert early.code == codes.INVALID_REQUEST and "opened in blocks 10-11" in early.raw_log
 
     supply = bank.supply(net.view, DENOM)
+    net.blocks_until(run.opening - 1)
+    padded = opening(v0, CHEAT, 1, False)
+    padded.evidence_hash = b"\x00" * 4_000  # every later opening would pay to rewrite it
+    refused = net.send(v0, padded)
+    assert refused.code == codes.INVALID_REQUEST and "32 bytes" in refused.raw_log
     open_votes(net, run)
     late = net.send(v0, seal(v0, CHEAT, 0, True))
     assert late.code == codes.INVALID_REQUEST and "closed" in late.raw_log
@@ -497,6 +504,40 @@ def test_withdrawing_after_committing_does_not_escape_the_slash(net):
     held = collateral.info(view, addr(CHEAT))
     assert held.bonded == "700" and held.unbonding[0].amount == "6300"
     assert bank.supply(view, DENOM) == supply - 3 * 3000  # no host revealed: all three burned
+
+
+def test_a_host_slashed_below_what_its_runs_reserve_commits_again_only_after_topping_up(
+    tmp_path,
+):
+    """A slash in one run leaves less bonded than the host's other runs reserve: its commits
+    there are refused until it deposits the difference (else each garbage commit would cost
+    less and less collateral)."""
+    net = Chain(tmp_path)
+    later = make_run_config(FAKE_DATA, "tiny", min_collateral="1000", round_blocks=2,
+                            total_rounds=2, start_delay_blocks=12)  # fmt: skip
+    net.send(CREATOR, MsgCreateRun(creator=addr(CREATOR), run_id="r", config=CFG))
+    for run_id in ("r2", "r3", "r4"):
+        net.send(CREATOR, MsgCreateRun(creator=addr(CREATOR), run_id=run_id, config=later))
+    net.send(CHEAT, MsgDepositCollateral(depositor=addr(CHEAT), amount="4000"),
+             *(MsgRegisterHost(host=addr(CHEAT), run_id=r, endpoint="e:1")
+               for r in ("r", "r2", "r3", "r4")))  # fmt: skip
+    for v in VERIFIERS:
+        net.send(v, MsgDepositCollateral(depositor=addr(v), amount="2000"),
+                 MsgRegisterVerifier(verifier=addr(v)))  # fmt: skip
+    net.c.block()
+    assert commit_round(net, CHEAT, 0).code == 0
+    window = schedule.window_at(registry.get_run(net.view, "r"), net.c.app.params.poc, 2)
+    net.blocks_until(window.resolution)  # CHEAT never reveals round 0 of r: slashed, jailed
+    held = collateral.info(net.view, addr(CHEAT))
+    assert (held.bonded, held.locked) == ("2800", "3000")  # r's 1,000 released, 3,000 held
+    r2 = schedule.round_window(registry.get_run(net.view, "r2"), net.c.app.params.poc, 0)
+    net.blocks_until(r2.start)
+    short = commit_round(net, CHEAT, 0, "r2")
+    assert short.code == codes.INSUFFICIENT_FUNDS and "200udlc less" in short.raw_log
+    topped = net.send(CHEAT, MsgDepositCollateral(depositor=addr(CHEAT), amount="200"))
+    assert topped.code == 0
+    assert commit_round(net, CHEAT, 0, "r2").code == 0
+    net.c.app.store.close()
 
 
 def test_undecided_work_is_left_out_of_the_model_and_not_paid(net):

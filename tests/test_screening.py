@@ -123,11 +123,16 @@ def test_a_failed_screen_challenges_every_segment_and_the_replay_decides(net):
 def test_a_screen_failed_on_contradicting_artifacts_replays_only_the_last_segment(net):
     w = window(net)
     net.blocks_until(w.end + 1)
+    v0 = VERIFIERS[0]
+    padded = net.send(v0, MsgSubmitScreen(verifier=addr(v0), run_id="r", round=0, votes=[
+        ScreenVote(host=addr(CHEAT), passed=False, evidence_hash=b"\x00" * 4_000)]))  # fmt: skip
+    assert padded.code == codes.INVALID_REQUEST and "32 bytes" in padded.raw_log
     for v in VERIFIERS:
-        # CHEAT's artifacts contradict each other for all three; for LAZY only one says so (the
-        # other two failed its loss test), short of the quorum: LAZY is replayed in full.
+        # CHEAT's artifacts contradict each other for all three; for LAZY two say so (a quorum)
+        # but the third failed its loss test: colluders must not cut a fail on the loss test to
+        # one replayed segment, so LAZY is replayed in full.
         assert screen(net, v, CHEAT, False, inconsistent=True).code == 0
-        assert screen(net, v, LAZY, False, inconsistent=v == VERIFIERS[0]).code == 0
+        assert screen(net, v, LAZY, False, inconsistent=v != VERIFIERS[2]).code == 0
         assert screen(net, v, HONEST, True, inconsistent=True).code == 0  # a pass: ignored
     net.blocks_until(w.selection)
     picked = {(c.host, c.segment) for c in challenges.challenges(net.view, "r", 0)}

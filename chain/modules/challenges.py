@@ -325,6 +325,8 @@ def _handle_reveal(ctx: Context, msg: MsgRevealCheckpoints) -> MsgRevealCheckpoi
                       f"the reveal window is blocks {window.selection + 1}-{last}")  # fmt: skip
     if c.revealed:
         raise TxError(codes.INVALID_REQUEST, "already revealed")
+    if any(len(h) != 32 for h in (msg.start_hash, msg.end_hash, msg.final_hash)):
+        raise TxError(codes.INVALID_REQUEST, "a checkpoint's hash is 32 bytes")  # all re-read it
     commit = rounds.commit_of(ctx.store, msg.run_id, msg.round, msg.host)
     checks = [
         (msg.start_hash, msg.segment, msg.start_proof, "start"),
@@ -384,6 +386,8 @@ def _handle_open_verdict(ctx: Context, msg: MsgOpenVerdict) -> MsgOpenVerdictRes
         raise TxError(codes.INVALID_REQUEST, "the fingerprint's size does not fit the mode")
     if len(msg.salt) != sealing.SALT_BYTES:
         raise TxError(codes.INVALID_REQUEST, f"a salt is {sealing.SALT_BYTES} bytes")
+    if len(msg.evidence_hash) not in (0, 32):  # kept in the challenge every vote rewrites
+        raise TxError(codes.INVALID_REQUEST, "an evidence hash is 32 bytes (or none)")
     sealed = sealing.commitment(msg.verifier, msg.run_id, msg.round, msg.host, msg.segment,
                                 msg.passed, msg.fingerprint, msg.salt)  # fmt: skip
     if sealed != vote.commitment:

@@ -18,7 +18,7 @@ from functools import lru_cache
 
 from dilochain.chain.context import Context, MsgSpec, QueryContext, QueryHandler
 from dilochain.chain.errors import TxError, codes
-from dilochain.chain.modules import registry
+from dilochain.chain.modules import collateral, registry
 from dilochain.chain.pagination import page
 from dilochain.chain.state import CacheStore
 from dilochain.protocol.merkle import verify_merkle_proof
@@ -122,6 +122,11 @@ def _handle_commit(ctx: Context, msg: MsgCommitRound) -> MsgCommitRoundResponse:
     key = _commit_key(msg.run_id, msg.round, msg.host)
     if ctx.store.get(key) is not None:
         raise TxError(codes.INVALID_REQUEST, f"{msg.host} already committed round {msg.round}")
+    short = collateral.locked(ctx.store, msg.host) - collateral.bonded(ctx.store, msg.host)
+    if short > 0:  # a slash in one run left less than its runs and roles hold: no free commits
+        raise TxError(codes.INSUFFICIENT_FUNDS, f"{msg.host} has {short}"
+                      f"{ctx.params.poc.collateral_denom} less collateral bonded than its runs "
+                      "and registrations reserve: deposit that much to commit again")  # fmt: skip
     for name in ("ckpt_root", "pseudo_grad_hash", "base_hash", "final_hash", "residual_hash"):
         if len(getattr(msg, name)) != 32:
             raise TxError(codes.INVALID_REQUEST, f"{name} must be a 32-byte sha256")

@@ -51,13 +51,16 @@ def _save(store: CacheStore, screen: Screen) -> None:
 def decide(ctx: Context, run_id: str, round_: int) -> tuple[set[str], set[str], set[str]]:
     """At the selection block: mark and return the hosts whose screen a quorum failed, those
     whose screen a quorum passed (a host in neither was not screened by a quorum), and those a
-    quorum failed on contradicting artifacts (which one replayed segment decides)."""
+    quorum failed, every fail on contradicting artifacts (which one replayed segment decides)."""
     failed, passed, inconsistent = set(), set(), set()
     quorum = ctx.params.poc.quorum
     for screen in screens(ctx.store, run_id, round_):
         screen.failed = sum(not v.passed for v in screen.votes) >= quorum
         screen.passed = not screen.failed and sum(v.passed for v in screen.votes) >= quorum
-        screen.inconsistent = sum(v.inconsistent for v in screen.votes) >= quorum
+        # One segment decides contradicting artifacts only when every fail says so: a fail
+        # on the loss test beside two colluders' "inconsistent" keeps the full replay.
+        fails = [v for v in screen.votes if not v.passed]
+        screen.inconsistent = len(fails) >= quorum and all(v.inconsistent for v in fails)
         _save(ctx.store, screen)
         if screen.inconsistent:
             inconsistent.add(screen.host)
@@ -111,6 +114,8 @@ def _record_vote(
 ) -> None:
     # The commit first: a committee is drawn (50 hashes, not metered as gas) only for a host
     # that committed, never for any name a message lists.
+    if len(vote.evidence_hash) not in (0, 32):  # kept in the screen every vote rewrites
+        raise TxError(codes.INVALID_REQUEST, "an evidence hash is 32 bytes (or none)")
     if rounds.commit_of(ctx.store, msg.run_id, msg.round, vote.host) is None:
         raise TxError(codes.NOT_FOUND, f"{vote.host} did not commit round {msg.round}")
     if msg.verifier not in chosen(vote.host):
