@@ -4,6 +4,7 @@ slashing and exclusion."""
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
 
 import pytest
 
@@ -656,3 +657,25 @@ def test_verifiers_alive_at_the_beacon_are_assigned_first_and_backups_replace_si
     net.blocks_until(rewards.epoch_bounds(params, 0)[1])
     due = {v: rewards.claimable(net.view, params, addr(v), 0) for v in VERIFIERS}
     assert (due[v0].verifier_work, due[v2].verifier_work, due[v1].amount) == ("2", "2", "0")
+
+
+def test_a_challenge_s_verifiers_cost_a_few_hashes_not_a_sort_of_the_verifier_set(monkeypatch):
+    """Assigning k verifiers reads k places of one order a round (a hash a group to place the
+    challenge), never scores the whole set per challenge; the k are distinct, never the host
+    nor one skipped, the preferred group first, and spread evenly over the set."""
+    pool = [f"v{i:04d}" for i in range(2000)]
+    alive = set(pool[:50])
+    calls = []
+    real = challenges.score
+    monkeypatch.setattr(challenges, "score", lambda *a: calls.append(a) or real(*a))
+    draw = challenges._Draw(b"\x05" * 32, pool, alive)
+    assert len(calls) == 2000  # the round's order: each verifier scored once
+    picks = [draw.pick(f"h{n}", n % 7, 3) for n in range(1000)]
+    assert len(calls) == 2000 + 1000  # one offset a challenge: its first group had room
+    assert all(len(set(p)) == 3 and set(p) <= alive for p in picks)
+    assert draw.pick("v0001", 0, 60, skip={"v0002"})[:48] == [
+        v for v in draw.pick("v0001", 0, 60, skip={"v0002"}) if v in alive]  # alive first
+    assert not {"v0001", "v0002"} & set(draw.pick("v0001", 0, 60, skip={"v0002"}))
+    counts = Counter(v for p in picks for v in p)
+    assert len(counts) == 50 and max(counts.values()) < 2 * min(counts.values())
+    assert challenges._Draw(b"", [], alive).pick("h", 0, 3) == []

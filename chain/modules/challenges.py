@@ -21,6 +21,7 @@ a vote whose fingerprint disagrees with a leading one (it did not replay).
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Collection
 
 from dilochain.chain.context import Context, MsgSpec, QueryContext, QueryHandler
 from dilochain.chain.errors import TxError, codes
@@ -103,12 +104,36 @@ def _get(ctx: Context, run_id: str, round_: int, host: str, segment: int) -> Cha
 
 
 # ---- end of block ---------------------------------------------------------------------------
-def _ranked(seed: bytes, host: str, segment: int, pool: list[str], *preferred: set[str]):
-    """The verifiers that may judge (host, segment), those in the ``preferred`` sets first (in
-    order), each group in the order of their sha256 scores under the round's seed."""
-    eligible = [v for v in pool if v != host]
-    return sorted(eligible, key=lambda v: (*(v not in p for p in preferred),
-                                           score(seed, "assign", host, segment, v)))  # fmt: skip
+class _Draw:
+    """A round's verifiers in the order its challenges draw them: each ``preferred`` group
+    (in order), then the rest, each group ordered by sha256 scores under the round's seed once
+    a round; a challenge reads each group around from an offset of its own. So k verifiers
+    cost O(k) a challenge instead of a sort of the whole verifier set (thousands of
+    verifiers, thousands of forced challenges: seconds of one block's end). Each challenge's
+    k verifiers are still a uniformly random k of its group (any k places of a random order)."""
+
+    def __init__(self, seed: bytes, pool: list[str], *preferred: set[str]):
+        self.seed = seed
+        groups, left = [], list(pool)
+        for group in (*preferred, None):
+            taken = [v for v in left if group is None or v in group]
+            left = [v for v in left if group is not None and v not in group]
+            groups.append(sorted(taken, key=lambda v: score(seed, "assign", v)))
+        self.groups = [g for g in groups if g]
+
+    def pick(self, host: str, segment: int, count: int, skip: Collection[str] = ()) -> list[str]:
+        """``count`` verifiers (fewer if the pool is short) to judge (host, segment), never the
+        host itself nor any of ``skip``, the preferred groups first."""
+        out: list[str] = []
+        for i, group in enumerate(self.groups):
+            start = score(self.seed, "offset", host, segment, i) % len(group)
+            for j in range(len(group)):
+                if len(out) == count:
+                    return out
+                v = group[(start + j) % len(group)]
+                if v != host and v not in skip:
+                    out.append(v)
+        return out
 
 
 def select(ctx: Context, run: Run, round_: int) -> None:
@@ -121,8 +146,7 @@ def select(ctx: Context, run: Run, round_: int) -> None:
     params, seed = ctx.params.poc, beacon.seed(ctx.store, run.run_id, round_)
     failed, passed, inconsistent = screening.decide(ctx, run.run_id, round_)
     last = rounds.segments(run) - 1
-    pool = verifiers.staying(ctx.store)
-    alive = beacon.opened(ctx.store, run.run_id, round_)
+    draw = _Draw(seed, verifiers.staying(ctx.store), beacon.opened(ctx.store, run.run_id, round_))
     for commit in rounds.commits(ctx.store, run.run_id, round_):
         whole = commit.host not in passed if params.fail_closed else commit.host in failed
         for segment in range(rounds.segments(run)):
@@ -130,8 +154,7 @@ def select(ctx: Context, run: Run, round_: int) -> None:
             forced = whole and (segment == last or commit.host not in inconsistent)
             if not sampled and not forced:
                 continue
-            ranked = _ranked(seed, commit.host, segment, pool, alive)
-            assigned = ranked[: params.verifiers_per_challenge]
+            assigned = draw.pick(commit.host, segment, params.verifiers_per_challenge)
             challenge = Challenge(run_id=run.run_id, round=round_, host=commit.host,
                                   segment=segment, verifiers=assigned,
                                   primaries=len(assigned))  # fmt: skip
@@ -147,16 +170,15 @@ def hand_over(ctx: Context, run: Run, round_: int) -> None:
     honest host unjudged. Backups vote in what is left of the verdict window."""
     seed = beacon.seed(ctx.store, run.run_id, round_)
     found = challenges(ctx.store, run.run_id, round_)
-    pool = verifiers.staying(ctx.store)
     voting = {v.verifier for c in found for v in c.votes}
-    alive = beacon.opened(ctx.store, run.run_id, round_)
+    draw = _Draw(seed, verifiers.staying(ctx.store), voting,
+                 beacon.opened(ctx.store, run.run_id, round_))  # fmt: skip
     for c in found:
         voted = {v.verifier for v in c.votes}
         missing = sum(v not in voted for v in c.verifiers)
         if not c.revealed or not missing:
             continue
-        ranked = _ranked(seed, c.host, c.segment, pool, voting, alive)
-        backups = [v for v in ranked if v not in c.verifiers][:missing]
+        backups = draw.pick(c.host, c.segment, missing, skip=set(c.verifiers))
         if not backups:
             continue
         c.verifiers.extend(backups)
