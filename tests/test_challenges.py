@@ -674,7 +674,8 @@ def test_a_challenge_s_verifiers_cost_a_few_hashes_not_a_sort_of_the_verifier_se
     assert len(calls) == 2000 + 1000  # one offset a challenge: its first group had room
     assert all(len(set(p)) == 3 and set(p) <= alive for p in picks)
     assert draw.pick("v0001", 0, 60, skip={"v0002"})[:48] == [
-        v for v in draw.pick("v0001", 0, 60, skip={"v0002"}) if v in alive]  # alive first
+        v for v in draw.pick("v0001", 0, 60, skip={"v0002"}) if v in alive
+    ]  # alive first
     assert not {"v0001", "v0002"} & set(draw.pick("v0001", 0, 60, skip={"v0002"}))
     counts = Counter(v for p in picks for v in p)
     assert len(counts) == 50 and max(counts.values()) < 2 * min(counts.values())
