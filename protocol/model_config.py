@@ -25,6 +25,7 @@ SIZES = {
     "head_dim": ("head_dim",),
     "positions": ("max_position_embeddings", "n_positions"),
 }
+SIZE_NAMES = tuple(name for names in SIZES.values() for name in names)
 # Attention may cost a token at most this many times what the parameters cost it: 0.3-0.5 for
 # 1-8B models trained on 8,192-token sequences, 32 for a 4M-parameter model at 65,536 (an
 # hour's screen on a core).
@@ -165,6 +166,13 @@ def check_budget(text: str, max_parameters: int, seq_len: int = 0) -> int:
     ``MAX_ATTENTION_SHARE``; :class:`ModelConfigError` otherwise."""
     config = parse(text)
     estimate = parameter_estimate(config)
+    for size, names in SIZES.items():  # the first name counts here; a model may read another
+        given = {config[n] for n in names if config.get(n) is not None}
+        if len(given) > 1:
+            raise ModelConfigError(
+                f"model config gives its {size} size under several names, "
+                f"differently ({', '.join(n for n in names if n in config)})"
+            )
     if estimate > max_parameters:
         raise ModelConfigError(f"the model has about {estimate:,} parameters, over the chain's "
                                f"budget of {max_parameters:,}")  # fmt: skip

@@ -167,6 +167,27 @@ def test_what_the_chain_takes_but_transformers_cannot_build_is_one_error(change)
         build_checked_model(text, 0, 10**10)
 
 
+def test_a_size_the_model_does_not_read_is_refused_it_would_price_tokens_falsely():
+    """The chain prices a run's tokens (its rewards) by the config's sizes: a GPT-2 config
+    with an intermediate_size of millions, which GPT-2 ignores, priced a token of a 250k
+    model as one of 10 billion. Hosts and verifiers refuse it (unverified, a fail-closed
+    chain pays it nothing); two names of one size that differ the chain refuses itself."""
+    gpt2 = {"model_type": "gpt2", "vocab_size": 256, "n_embd": 32, "n_layer": 1, "n_head": 2,
+            "n_positions": 16}  # fmt: skip
+    inflated = model_config.canonical({**gpt2, "intermediate_size": 26_000_000})
+    assert model_config.token_cost(inflated, 16) > 10**4 * model_config.token_cost(
+        model_config.canonical(gpt2), 16
+    )  # what the chain would pay for
+    with pytest.raises(ModelConfigError, match="gpt2 model does not read intermediate_size"):
+        build_checked_model(inflated, 0, 10**11)
+    build_checked_model(model_config.canonical({**gpt2, "hidden_size": 32}), 0, 10**10)  # alias
+    twice = model_config.canonical({**gpt2, "hidden_size": 4096})
+    with pytest.raises(ModelConfigError, match="hidden size under several names"):
+        model_config.check_budget(twice, 10**11)
+    for kind in ARCHITECTURES:  # what every shipped architecture's config gives, it reads
+        build_checked_model(model_config.canonical(ARCHITECTURES[kind]), 0, 10**10)
+
+
 def test_a_model_this_machine_cannot_hold_is_refused_before_it_is_built(monkeypatch):
     from dilochain.training import model as model_module
 

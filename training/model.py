@@ -6,6 +6,7 @@ Llama configs."""
 from __future__ import annotations
 
 import functools
+import inspect
 
 import torch
 from torch import nn
@@ -24,8 +25,29 @@ def _hf_config(config_json: str):
         config = AutoConfig.for_model(**settings)
     except (ValueError, KeyError, TypeError) as err:
         raise ModelConfigError(f"transformers cannot read the model config: {err}") from None
+    unread = [n for n in model_config.SIZE_NAMES
+              if settings.get(n) is not None and not _reads(type(config), n)]  # fmt: skip
+    if unread:
+        raise ModelConfigError(
+            f"a {config.model_type} model does not read {', '.join(unread)}: the chain prices "
+            "a run's tokens (and so its rewards) by the sizes its config gives, so a size the "
+            "model does not have is refused"
+        )
     config.use_cache = False
     return config
+
+
+@functools.lru_cache(maxsize=64)
+def _known_settings(cls: type) -> frozenset[str]:
+    fields = getattr(cls, "__dataclass_fields__", {})
+    aliases = getattr(cls, "attribute_map", {})
+    return frozenset(inspect.signature(cls.__init__).parameters) | set(fields) | set(aliases)
+
+
+def _reads(cls: type, name: str) -> bool:
+    """Whether transformers' config class ``cls`` has a setting ``name`` (a field, an
+    argument or an alias of one), rather than keeping it as an attribute nothing reads."""
+    return name in _known_settings(cls)
 
 
 def _from_config(config) -> CausalLM:
