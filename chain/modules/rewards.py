@@ -57,6 +57,10 @@ def _slashed_key(epoch: int, address: str) -> bytes:
     return b"slashed/%012d/" % epoch + address.encode()
 
 
+def _missed_key(epoch: int, address: str) -> bytes:
+    return b"missed/%012d/" % epoch + address.encode()
+
+
 def _claim_key(epoch: int, address: str) -> bytes:
     return b"claim/%012d/" % epoch + address.encode()
 
@@ -77,31 +81,60 @@ def _forfeits(store: CacheStore, address: str, epoch: int) -> bool:
     return through is not None and epoch <= int(through)
 
 
+def _total_key(epoch: int, role: str) -> bytes:
+    return b"worktotal/%012d/" % epoch + role.encode()
+
+
+def _barred_key(role: str, epoch: int, address: str) -> bytes:
+    """The key that bars ``address`` from ``role``'s rewards of ``epoch`` (a slashed host, a
+    verifier that missed a duty)."""
+    return (_slashed_key if role == "host" else _missed_key)(epoch, address)
+
+
 def credit(ctx: Context, role: str, address: str, units: int) -> None:
-    """Add ``units`` of ``role`` ("host" or "verifier") work in the current epoch."""
-    key = _work_key(epoch_of(ctx.params, ctx.height), role, address)
+    """Add ``units`` of ``role`` ("host" or "verifier") work in the current epoch (to the
+    epoch's total too, unless the address is barred from it)."""
+    epoch = epoch_of(ctx.params, ctx.height)
+    key = _work_key(epoch, role, address)
     set_int(ctx.store, key, get_int(ctx.store, key) + units)
+    if ctx.store.get(_barred_key(role, epoch, address)) is None:
+        total = _total_key(epoch, role)
+        set_int(ctx.store, total, get_int(ctx.store, total) + units)
+
+
+def _bar(ctx: Context, role: str, address: str) -> None:
+    """Bar ``address`` from ``role``'s rewards of the current epoch: its work so far leaves
+    the epoch's total (kept as a running sum, so a claim reads two numbers, not every
+    address's work)."""
+    epoch = epoch_of(ctx.params, ctx.height)
+    key = _barred_key(role, epoch, address)
+    if ctx.store.get(key) is not None:
+        return
+    ctx.store.set(key, b"1")
+    total = _total_key(epoch, role)
+    own = get_int(ctx.store, _work_key(epoch, role, address))
+    set_int(ctx.store, total, get_int(ctx.store, total) - own)
 
 
 def mark_slashed(ctx: Context, address: str) -> None:
     """A slashed host earns nothing for the current epoch."""
-    ctx.store.set(_slashed_key(epoch_of(ctx.params, ctx.height), address), b"1")
-
-
-def _missed_key(epoch: int, address: str) -> bytes:
-    return b"missed/%012d/" % epoch + address.encode()
+    _bar(ctx, "host", address)
 
 
 def mark_missed(ctx: Context, address: str) -> None:
     """A verifier that missed a duty earns no verifier reward for the current epoch."""
-    ctx.store.set(_missed_key(epoch_of(ctx.params, ctx.height), address), b"1")
+    _bar(ctx, "verifier", address)
 
 
-def _work(store: CacheStore, epoch: int, role: str) -> dict[str, int]:
-    prefix = b"work/%012d/" % epoch + role.encode() + b"/"
-    found = {k[len(prefix) :].decode(): int(v) for k, v in store.iterate(prefix)}
-    barred = _slashed_key if role == "host" else _missed_key
-    return {a: w for a, w in found.items() if store.get(barred(epoch, a)) is None}
+def _own(store: CacheStore, epoch: int, role: str, address: str) -> int:
+    """``address``'s ``role`` work in ``epoch`` that counts (0 when barred)."""
+    if store.get(_barred_key(role, epoch, address)) is not None:
+        return 0
+    return get_int(store, _work_key(epoch, role, address))
+
+
+def _total(store: CacheStore, epoch: int, role: str) -> int:
+    return get_int(store, _total_key(epoch, role))
 
 
 def epoch_info(store: CacheStore, params: Params, epoch: int, height: int) -> EpochInfo:
@@ -110,8 +143,8 @@ def epoch_info(store: CacheStore, params: Params, epoch: int, height: int) -> Ep
     return EpochInfo(
         epoch=epoch, start_height=start, end_height=end, closed=height >= end,
         reward_pool=str(params.rewards.reward_per_epoch),
-        host_work=str(sum(_work(store, epoch, "host").values())),
-        verifier_work=str(sum(_work(store, epoch, "verifier").values())),
+        host_work=str(_total(store, epoch, "host")),
+        verifier_work=str(_total(store, epoch, "verifier")),
     )  # fmt: skip
 
 
@@ -120,18 +153,19 @@ def claimable(store: CacheStore, params: Params, address: str, epoch: int) -> Cl
     pool = params.rewards.reward_per_epoch
     verifier_pool = int(pool * params.rewards.verifier_share)
     host_pool = pool - verifier_pool
-    hosts, verifiers = _work(store, epoch, "host"), _work(store, epoch, "verifier")
+    host = _own(store, epoch, "host", address)
+    verifier = _own(store, epoch, "verifier", address)
     amount = 0
-    forfeited = bool(hosts.get(address)) and _forfeits(store, address, epoch)
-    if hosts.get(address) and not forfeited:
-        amount += host_pool * hosts[address] // sum(hosts.values())
-    if verifiers.get(address):
-        amount += verifier_pool * verifiers[address] // sum(verifiers.values())
+    forfeited = bool(host) and _forfeits(store, address, epoch)
+    if host and not forfeited:
+        amount += host_pool * host // _total(store, epoch, "host")
+    if verifier:
+        amount += verifier_pool * verifier // _total(store, epoch, "verifier")
     claimed = store.get(_claim_key(epoch, address))
     return Claimable(
         address=address, epoch=epoch, amount=str(int(claimed) if claimed else amount),
-        claimed=claimed is not None, host_work=str(hosts.get(address, 0)),
-        verifier_work=str(verifiers.get(address, 0)), forfeited=forfeited and claimed is None,
+        claimed=claimed is not None, host_work=str(host), verifier_work=str(verifier),
+        forfeited=forfeited and claimed is None,
     )  # fmt: skip
 
 
