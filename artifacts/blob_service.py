@@ -394,10 +394,11 @@ class PeerFetchingStore:
             if not self.local.has(digest):
                 self.local.put_stream(digest, fetch, sync=False)
 
-    def get(self, digest: bytes, attempts: int = ATTEMPTS) -> bytes:
-        """Local bytes, or the first peer's that hash right (see :func:`fetch_from_peers`). A
-        local copy that no longer hashes right (a damaged disk, a bad restore) is replaced by
-        a peer's; if no peer has it, the error says both."""
+    def get(self, digest: bytes, attempts: int = ATTEMPTS, last: str | None = None) -> bytes:
+        """Local bytes, or the first peer's that hash right (see :func:`fetch_from_peers`),
+        ``last`` (a peer that may withhold it, slowly) asked after every other. A local copy
+        that no longer hashes right (a damaged disk, a bad restore) is replaced by a peer's;
+        if no peer has it, the error says both."""
         self.touched.add(digest)
         damaged = ""
         if self.local.has(digest):
@@ -407,8 +408,11 @@ class PeerFetchingStore:
                 damaged = f"{err}, and "
                 log.warning("%s: fetching it again from the run's peers", err)
                 self.local.delete(digest)
+        peers = self.peers()
+        if last in peers:
+            peers = [p for p in peers if p != last] + [last]
         try:
-            data = fetch_from_peers(self.peers(), digest, self.limit, attempts,
+            data = fetch_from_peers(peers, digest, self.limit, attempts,
                                     owner=self.owner)  # fmt: skip
         except ArtifactError as err:
             raise type(err)(f"{damaged}{err}") from None

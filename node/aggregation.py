@@ -112,13 +112,14 @@ class Aggregator:
         """The chain's global checkpoint hash of every round so far."""
         return {g.round: g.hash for g in self.poc.global_checkpoints(self.run_id)}
 
-    def fetch(self, digest: bytes) -> bytes:
+    def fetch(self, digest: bytes, last: str | None = None) -> bytes:
         """An accepted artifact from the local store or a source of accepted ones (peers, then
-        verifiers), waiting for one that is restarting."""
+        verifiers; ``last``, the endpoint of the host that committed it, after them all),
+        waiting for one that is restarting."""
         deadline, logged = time.monotonic() + self.patience, False
         while True:
             try:
-                return self.accepted.get(digest)
+                return self.accepted.get(digest, last=last)
             except ArtifactError as err:
                 if time.monotonic() > deadline:
                     raise
@@ -238,12 +239,17 @@ class Aggregator:
         if not base:  # overlapped, θ_{r-1} unrecorded and this view's parent forgotten
             raise ArtifactError(f"round {view.round}: the state its commits built on (round "
                                 f"{based_on}'s) is neither recorded nor known here")  # fmt: skip
-        deltas = []
+        deltas, owners = [], None
         for c in self._decided_commits(view.round):
             if c.base_hash != base or not aggregated(c, self.fail_closed):
                 continue
+            if owners is None and not self.accepted.has(c.pseudo_grad_hash):
+                owners = {h.address: h.endpoint for h in self.poc.hosts(self.run_id)}
+            # Its own host last: one that served its screeners and drips it to hosts would
+            # otherwise hold every host for the stream's whole allowance before the verifiers.
+            owner = (owners or {}).get(c.host)
             try:
-                delta = decompress(self.fetch(c.pseudo_grad_hash), params)
+                delta = decompress(self.fetch(c.pseudo_grad_hash, last=owner), params)
             except CompressionError as err:
                 problem = str(err)
             else:

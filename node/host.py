@@ -179,6 +179,7 @@ class HostNode:
                                      reference=dict(self.model.named_parameters()))  # fmt: skip
         cfg.state_dir.mkdir(parents=True, exist_ok=True)
         self.eval_losses: dict[int, float] = {}
+        self._prefetching: threading.Thread | None = None  # fetching peers' pseudo-gradients
         # Commits and evaluations run beside training: they get a model of their own.
         self.eval_model = build_model(self.rc.model_config, self.rc.seed).to(self.device)
         self._eval_lock = threading.Lock()
@@ -579,9 +580,17 @@ class HostNode:
         for _ in self._blocks(stop):
             if self._round_info().height >= height:
                 return
-            # best effort (the next block asks again; aggregation reports what stays missing)
-            with contextlib.suppress(grpc.RpcError, ArtifactError, OSError):
-                self.aggregator.prefetch(prefetch)
+            if prefetch and (self._prefetching is None or not self._prefetching.is_alive()):
+                self._prefetching = threading.Thread(target=self._prefetch, args=(prefetch,),
+                                                     name="prefetch", daemon=True)  # fmt: skip
+                self._prefetching.start()
+
+    def _prefetch(self, rounds: range) -> None:
+        """Fetch ``rounds``' new pseudo-gradients, best effort (the next block asks again;
+        aggregation reports what stays missing), on a thread of its own: a host that serves
+        its pseudo-gradient at a drip holds this fetch for minutes, never the node's loop."""
+        with contextlib.suppress(grpc.RpcError, ArtifactError, OSError):
+            self.aggregator.prefetch(rounds)
 
     def _blocks(self, stop: threading.Event) -> Iterator[None]:
         """A loop's passes until ``stop``: one per block the chain pushes (one per

@@ -3,11 +3,13 @@ and never crashes on a hostile commit."""
 
 from __future__ import annotations
 
+import threading
 from types import SimpleNamespace
 
 import pytest
 import torch
 
+from dilochain.artifacts import blob_service
 from dilochain.artifacts.blob_service import PeerFetchingStore
 from dilochain.artifacts.store import ArtifactError, LocalArtifactStore
 from dilochain.node.aggregation import (
@@ -46,6 +48,10 @@ class FakePoc:
 
     def global_checkpoints(self, run_id: str) -> list:
         return []
+
+    def hosts(self, run_id: str) -> list:
+        return [SimpleNamespace(address=c.host, endpoint=f"{c.host}.example:7000")
+                for c in self._commits]  # fmt: skip
 
 
 def test_invalid_pseudo_gradients_are_left_out_not_fatal(tmp_path):
@@ -90,10 +96,12 @@ def test_a_round_below_min_hosts_carries_the_global_state_over(tmp_path):
     assert enough.advance(view).hash != view.hash
 
 
-def test_accepted_pseudo_gradients_come_also_from_the_sources_of_accepted_artifacts(tmp_path):
+def test_accepted_pseudo_gradients_come_also_from_the_sources_of_accepted_artifacts(
+    tmp_path, monkeypatch
+):
     """Aggregation fetches what the chain accepted from the sources of accepted artifacts
-    (the run's hosts, then the verifiers that screened it); the prefetch of commits nobody
-    decided yet asks the hosts alone."""
+    (the run's hosts, then the verifiers that screened it; the host that committed it last);
+    the prefetch of commits nobody decided yet asks the hosts alone."""
     params = {n: p.detach().clone() for n, p in build_model(CFG.model_config, 1).named_parameters()}
     view = GlobalView(0, initial_global(params))
     screened = LocalArtifactStore(tmp_path / "verifier")
@@ -105,6 +113,20 @@ def test_accepted_pseudo_gradients_come_also_from_the_sources_of_accepted_artifa
     aggregator = Aggregator(FakePoc(commits), "r", CFG, hosts, wide, patience=0)
     aggregator.prefetch(range(1))
     assert not hosts.has(commits[0].pseudo_grad_hash)
+    asked = []
+
+    def nobody_has_it(peers, *args, **kwargs):
+        asked.append(peers)
+        raise ArtifactError("on no peer")
+
+    wide.peers = lambda: ["a.example:7000", "v.example:7001"]  # its own host, a verifier
+    wide.local = LocalArtifactStore(tmp_path / "empty")
+    with monkeypatch.context() as m:  # its own host is asked after every other source
+        m.setattr(blob_service, "fetch_from_peers", nobody_has_it)
+        with pytest.raises(ArtifactError):
+            aggregator.advance(view)
+    assert asked[0] == ["v.example:7001", "a.example:7000"]
+    wide.local = screened
     assert aggregator.advance(view).hash != view.hash
     with pytest.raises(ArtifactError, match="on no peer"):
         Aggregator(FakePoc(commits), "r", CFG, hosts, patience=0).advance(view)
@@ -360,3 +382,26 @@ def test_an_overlapped_round_whose_base_is_unknown_here_is_not_carried_over(tmp_
     assert stayed.hash != t1.hash
     with pytest.raises(ArtifactError, match="neither recorded nor known"):
         aggregator.advance(GlobalView(1, t1.state))  # the same θ_1, its parent forgotten
+
+
+def test_a_host_s_loop_never_waits_on_a_prefetch():
+    """A host serving its pseudo-gradient at a drip holds a prefetch for minutes: the node's
+    loop goes on to its height while the prefetch runs on a thread of its own, one at a time."""
+    began, release, asked = threading.Event(), threading.Event(), []
+
+    def prefetch(rounds):
+        asked.append(rounds)
+        began.set()
+        release.wait(30)
+
+    heights = iter([1, 2, 3])
+    host = SimpleNamespace(_prefetching=None, aggregator=SimpleNamespace(prefetch=prefetch),
+                           _blocks=lambda stop: iter([None] * 3),
+                           _round_info=lambda: SimpleNamespace(height=next(heights)))  # fmt: skip
+    host._prefetch = lambda rounds: HostNode._prefetch(host, rounds)  # type: ignore[arg-type]
+    HostNode._wait_for_height(host, 3, threading.Event(), range(0, 2))  # type: ignore[arg-type]
+    assert began.wait(5) and asked == [range(0, 2)]  # once: still fetching at the next block
+    assert host._prefetching.is_alive()
+    release.set()
+    host._prefetching.join(5)
+    assert not host._prefetching.is_alive()
