@@ -115,6 +115,13 @@ class CacheStore:
         self.meter.consume(GasMeter.DELETE, "Delete")
         self._record(key, None)
 
+    def delete_all(self, prefix: bytes) -> int:
+        """Buffer deletions of every key under ``prefix``; how many."""
+        keys = [key for key, _ in self.iterate(prefix)]
+        for key in keys:
+            self.delete(key)
+        return len(keys)
+
     def iterate(self, prefix: bytes, start: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
         """(key, value) pairs under ``prefix`` in key order (from ``start`` on), every layer's
         writes merged in. Lazy: committed rows are read as they are taken, so a caller that

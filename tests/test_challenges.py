@@ -11,11 +11,13 @@ import pytest
 from dilochain.chain.errors import codes
 from dilochain.chain.modules import (
     bank,
+    beacon,
     challenges,
     collateral,
     registry,
     rewards,
     rounds,
+    screening,
     slashing,
     verifiers,
 )
@@ -687,3 +689,23 @@ def test_a_challenge_s_verifiers_cost_a_few_hashes_not_a_sort_of_the_verifier_se
     counts = Counter(v for p in picks for v in p)
     assert len(counts) == 50 and max(counts.values()) < 2 * min(counts.values())
     assert challenges._Draw(b"", [], alive).pick("h", 0, 3) == []
+
+
+def test_a_long_decided_round_s_records_are_forgotten_its_global_state_is_not(net, monkeypatch):
+    """Commits, screens, challenges and the beacon of the round decided KEPT_ROUNDS before
+    are deleted (hosts x records a round, kept by no one's fee); global states stay."""
+    monkeypatch.setattr(challenges, "KEPT_ROUNDS", 1)  # 64 in a real chain
+    play_round(net, 0, (HONEST, CHEAT, LAZY))
+    view = net.view
+    assert rounds.commits(view, "r", 0) and challenges.challenges(view, "r", 0)
+    assert beacon.get(view, "r", 0).seed
+    for host in (HONEST, CHEAT, LAZY):
+        assert commit_round(net, host, 1).code == 0
+    recorded = {g.round for g in rounds.global_checkpoints(net.view, "r")}
+    window = play_round(net, 1, (HONEST, CHEAT, LAZY))
+    view = net.view
+    assert rounds.commits(view, "r", 0) == [] and challenges.challenges(view, "r", 0) == []
+    assert not beacon.get(view, "r", 0).seed and screening.screens(view, "r", 0) == []
+    assert len(rounds.commits(view, "r", 1)) == 3  # the round just decided stays
+    assert recorded and recorded <= {g.round for g in rounds.global_checkpoints(view, "r")}
+    assert window.round == 1

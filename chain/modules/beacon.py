@@ -29,17 +29,18 @@ from dilochain.protocol.pb.poc.v1.tx_pb2 import (
 from dilochain.protocol.pb.poc.v1.types_pb2 import Beacon, BeaconEntry, Run
 
 
-def _prefix(run_id: str, round_: int) -> bytes:
+def round_prefix(run_id: str, round_: int) -> bytes:
+    """The prefix of a round's beacon."""
     return b"beacon/" + run_id.encode() + b"/%012d/" % round_
 
 
 def _entry_key(run_id: str, round_: int, verifier: str) -> bytes:
-    return _prefix(run_id, round_) + b"entry/" + verifier.encode()
+    return round_prefix(run_id, round_) + b"entry/" + verifier.encode()
 
 
 def get(store: CacheStore, run_id: str, round_: int) -> Beacon:
     """A round's beacon: entries by verifier, anchor and seed once they are set."""
-    prefix = _prefix(run_id, round_)
+    prefix = round_prefix(run_id, round_)
     entries = [BeaconEntry.FromString(v) for _, v in store.iterate(prefix + b"entry/")]
     return Beacon(
         run_id=run_id, round=round_, entries=entries,
@@ -55,7 +56,7 @@ def opened(store: CacheStore, run_id: str, round_: int) -> set[str]:
 
 def seed(store: CacheStore, run_id: str, round_: int) -> bytes:
     """The round's seed (set at the end of its selection block, before challenges are drawn)."""
-    value = store.get(_prefix(run_id, round_) + b"seed")
+    value = store.get(round_prefix(run_id, round_) + b"seed")
     if value is None:
         raise ValueError(f"round {round_} of {run_id!r} has no beacon seed yet")
     return value
@@ -63,14 +64,14 @@ def seed(store: CacheStore, run_id: str, round_: int) -> bytes:
 
 # ---- end of block ---------------------------------------------------------------------------
 def _record_anchor(ctx: Context, run: Run, round_: int) -> None:
-    ctx.store.set(_prefix(run.run_id, round_) + b"anchor", ctx.last_block_hash)
+    ctx.store.set(round_prefix(run.run_id, round_) + b"anchor", ctx.last_block_hash)
 
 
 def _close(ctx: Context, run: Run, round_: int) -> None:
     found = get(ctx.store, run.run_id, round_)
     opened = [(e.verifier, e.secret) for e in found.entries if e.secret]
     value = encoding.mix(found.anchor, opened)
-    ctx.store.set(_prefix(run.run_id, round_) + b"seed", value)
+    ctx.store.set(round_prefix(run.run_id, round_) + b"seed", value)
     ctx.emit("beacon", run_id=run.run_id, round=round_, seed=value.hex(),
              committed=len(found.entries), opened=len(opened))  # fmt: skip
     for entry in found.entries:

@@ -316,8 +316,23 @@ def resolve(ctx: Context, run: Run, round_: int) -> None:
                  outcome=CommitOutcome.Name(commit.outcome))  # fmt: skip
 
 
+# A run keeps the commits, screens, challenges and beacon of its last 64 decided rounds (as
+# its rosters): what hosts, verifiers and exports read is a round or two old, and each round
+# wrote ~hosts x (a commit, a screen, its challenges) that no one pays to keep for ever.
+KEPT_ROUNDS = registry.KEPT_ROSTERS
+
+
+def _forget(ctx: Context, run_id: str, round_: int) -> None:
+    """Delete a long-decided round's commits, screens, challenges and beacon (its global
+    state, which exports and newcomers start from, stays)."""
+    for module in (rounds, screening, beacon):
+        ctx.store.delete_all(module.round_prefix(run_id, round_))
+    ctx.store.delete_all(_prefix(run_id, round_))
+
+
 def end_block(ctx: Context) -> None:
-    """Select challenges or resolve them for every run whose schedule says so at this block."""
+    """Select challenges or resolve them for every run whose schedule says so at this block
+    (and forget the round decided ``KEPT_ROUNDS`` before)."""
     for run in registry.active_runs(ctx.store):
         windows = schedule.in_flight(run, ctx.params.poc, ctx.height)
         if windows and windows[0].round >= run.config.total_rounds:
@@ -332,6 +347,8 @@ def end_block(ctx: Context) -> None:
                 hand_over(ctx, run, window.round)
             elif ctx.height == window.resolution:
                 resolve(ctx, run, window.round)
+                if window.round >= KEPT_ROUNDS:
+                    _forget(ctx, run.run_id, window.round - KEPT_ROUNDS)
                 if window.round + 1 == run.config.total_rounds:
                     registry.retire(ctx, run)
 

@@ -58,7 +58,8 @@ def _token_cost(model_config: str, seq_len: int) -> int:
     return token_cost(model_config, seq_len)  # checked when the run was created
 
 
-def _round_prefix(run_id: str, round_: int) -> bytes:
+def round_prefix(run_id: str, round_: int) -> bytes:
+    """The prefix of a round's commits."""
     return b"commit/" + run_id.encode() + b"/%012d/" % round_
 
 
@@ -67,12 +68,12 @@ def _global_key(run_id: str, round_: int) -> bytes:
 
 
 def _commit_key(run_id: str, round_: int, host: str) -> bytes:
-    return _round_prefix(run_id, round_) + host.encode()
+    return round_prefix(run_id, round_) + host.encode()
 
 
 def commits(store: CacheStore, run_id: str, round_: int) -> list[RoundCommit]:
     """A round's commits, sorted by host address."""
-    return [RoundCommit.FromString(v) for _, v in store.iterate(_round_prefix(run_id, round_))]
+    return [RoundCommit.FromString(v) for _, v in store.iterate(round_prefix(run_id, round_))]
 
 
 def commit_of(store: CacheStore, run_id: str, round_: int, host: str) -> RoundCommit | None:
@@ -203,7 +204,7 @@ def _query_round_info(
 
 
 def _query_commits(ctx: QueryContext, request: q.QueryCommitsRequest) -> q.QueryCommitsResponse:
-    prefix = _round_prefix(request.run_id, request.round)
+    prefix = round_prefix(request.run_id, request.round)
     found, pages = page(ctx.store, prefix, request.pagination, RoundCommit.FromString)
     return q.QueryCommitsResponse(commits=found, pagination=pages)
 

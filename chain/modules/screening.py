@@ -34,17 +34,18 @@ from dilochain.protocol.pb.poc.v1.tx_pb2 import (
 from dilochain.protocol.pb.poc.v1.types_pb2 import Screen, Vote
 
 
-def _prefix(run_id: str, round_: int) -> bytes:
+def round_prefix(run_id: str, round_: int) -> bytes:
+    """The prefix of a round's screens."""
     return b"screen/" + run_id.encode() + b"/%012d/" % round_
 
 
 def screens(store: CacheStore, run_id: str, round_: int) -> list[Screen]:
     """A round's screens (of the commits anyone voted on), by host."""
-    return [Screen.FromString(v) for _, v in store.iterate(_prefix(run_id, round_))]
+    return [Screen.FromString(v) for _, v in store.iterate(round_prefix(run_id, round_))]
 
 
 def _save(store: CacheStore, screen: Screen) -> None:
-    store.set(_prefix(screen.run_id, screen.round) + screen.host.encode(),
+    store.set(round_prefix(screen.run_id, screen.round) + screen.host.encode(),
               screen.SerializeToString())  # fmt: skip
 
 
@@ -121,7 +122,7 @@ def _record_vote(
     if msg.verifier not in chosen(vote.host):
         raise TxError(codes.UNAUTHORIZED, f"{msg.verifier} is not on the screening committee of "
                       f"{vote.host}'s round {msg.round} commit")  # fmt: skip
-    key = _prefix(msg.run_id, msg.round) + vote.host.encode()
+    key = round_prefix(msg.run_id, msg.round) + vote.host.encode()
     raw = ctx.store.get(key)
     screen = Screen.FromString(raw) if raw else Screen(run_id=msg.run_id, round=msg.round,
                                                        host=vote.host)  # fmt: skip
@@ -140,7 +141,7 @@ MSGS = [MsgSpec(MsgSubmitScreen, "verifier", _handle_screen)]
 
 
 def _query_screens(ctx: QueryContext, request: q.QueryScreensRequest) -> q.QueryScreensResponse:
-    prefix = _prefix(request.run_id, request.round)
+    prefix = round_prefix(request.run_id, request.round)
     found, pages = page(ctx.store, prefix, request.pagination, Screen.FromString)
     return q.QueryScreensResponse(screens=found, pagination=pages)
 
