@@ -77,12 +77,13 @@ CHECKED_FILES = 65_536  # files whose hash a blob service remembers checking
 
 
 class _Streams:
-    """The Gets being served: at most :data:`GET_STREAMS` streaming and :data:`QUEUED_GETS`
-    waiting, and :data:`CALLER_STREAMS` of them a caller's address; each stream cancelled once
-    it goes :data:`SEND_IDLE_SECONDS` without a chunk taken (checked once a second on a thread
-    of its own while any stream is open)."""
+    """The Gets being served: at most ``streams`` (default :data:`GET_STREAMS`) streaming and
+    :data:`QUEUED_GETS` waiting, and :data:`CALLER_STREAMS` of them a caller's address; each
+    stream cancelled once it goes :data:`SEND_IDLE_SECONDS` without a chunk taken (checked once
+    a second on a thread of its own while any stream is open)."""
 
-    def __init__(self) -> None:
+    def __init__(self, streams: int | None = None) -> None:
+        self.streams = GET_STREAMS if streams is None else streams
         self._cond = threading.Condition()
         self._open: dict[int, tuple[grpc.ServicerContext, str, list[float]]] = {}
         self._queued: dict[int, str] = {}
@@ -99,11 +100,11 @@ class _Streams:
             mine += sum(who == caller for who in self._queued.values())
             if mine >= CALLER_STREAMS and caller:  # "": this machine's own processes
                 return None
-            if len(self._open) >= GET_STREAMS and len(self._queued) >= QUEUED_GETS:
+            if len(self._open) >= self.streams and len(self._queued) >= QUEUED_GETS:
                 return None
             self._queued[id(context)] = caller
             try:
-                while len(self._open) >= GET_STREAMS:
+                while len(self._open) >= self.streams:
                     left = deadline - time.monotonic()
                     if left <= 0 or not context.is_active():
                         return None
@@ -149,10 +150,10 @@ class BlobServicer:
     request that does not decode or names no sha256 is INVALID_ARGUMENT, never an internal
     error."""
 
-    def __init__(self, store: LocalArtifactStore):
+    def __init__(self, store: LocalArtifactStore, streams: int | None = None):
         self.store = store
         self._checked: dict[bytes, tuple[int, int, int]] = {}  # digest: its file's stat, hashed
-        self._streams = _Streams()
+        self._streams = _Streams(streams)
 
     @staticmethod
     def _digest(request, context) -> bytes:
@@ -228,16 +229,19 @@ class BlobServicer:
         })  # fmt: skip
 
 
-def serve_blobs(store: LocalArtifactStore, address: str) -> tuple[grpc.Server, str]:
+def serve_blobs(
+    store: LocalArtifactStore, address: str, streams: int | None = None
+) -> tuple[grpc.Server, str]:
     """Start a blob server on ``address`` (``host:0`` picks a port); returns it and its address.
-    Its threads each stream one artifact (a few MiB of memory each), up to :data:`GET_STREAMS`
-    at once (a round's screening committees and replays) with :data:`QUEUED_GETS` waiting,
-    and :data:`HAS_THREADS` beside."""
+    Its threads each stream one artifact (a few MiB of memory each), up to ``streams`` (default
+    :data:`GET_STREAMS`: a round's screening committees and replays) at once with
+    :data:`QUEUED_GETS` waiting, and :data:`HAS_THREADS` beside."""
+    streams = GET_STREAMS if streams is None else streams
     server = grpc.server(
-        futures.ThreadPoolExecutor(max_workers=GET_STREAMS + QUEUED_GETS + HAS_THREADS),
+        futures.ThreadPoolExecutor(max_workers=streams + QUEUED_GETS + HAS_THREADS),
         options=[("grpc.so_reuseport", 0)],
     )
-    server.add_generic_rpc_handlers((BlobServicer(store).handler(),))
+    server.add_generic_rpc_handlers((BlobServicer(store, streams).handler(),))
     try:
         port = server.add_insecure_port(address)
     except RuntimeError:

@@ -392,7 +392,7 @@ def test_callers_that_never_read_cannot_lock_the_blob_service_out(tmp_path, monk
     monkeypatch.setattr(blob_service, "QUEUE_SECONDS", 120.0)
     monkeypatch.setattr(blob_service, "SEND_IDLE_SECONDS", 1000.0)  # nobody cut off yet
     made, real = [], blob_service._Streams
-    monkeypatch.setattr(blob_service, "_Streams", lambda: made.append(real()) or made[-1])
+    monkeypatch.setattr(blob_service, "_Streams", lambda *a: made.append(real(*a)) or made[-1])
     served = LocalArtifactStore(tmp_path / "a")
     big = os.urandom(96 << 20)  # more than any flow-control window takes unread
     digest = served.put(big)

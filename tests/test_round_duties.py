@@ -519,7 +519,9 @@ def test_a_verifier_that_left_stops_once_released_and_one_slashed_out_registers_
 
 
 @pytest.mark.integration
-def test_hosts_fetch_from_a_verifier_what_its_host_withholds_from_them(running_chain, tmp_path):
+def test_hosts_fetch_from_a_verifier_what_its_host_withholds_from_them(
+    running_chain, tmp_path, monkeypatch
+):
     """A verifier serves what it fetched and registers its blob service (again when it moves);
     a host that cannot get an accepted pseudo-gradient from the host that committed it, which
     served it to its screeners and to no host, fetches it from a screener."""
@@ -532,8 +534,14 @@ def test_hosts_fetch_from_a_verifier_what_its_host_withholds_from_them(running_c
 
     cfg = VerifierConfig(home=tmp_path / "v", key="k", chain=(running_chain.address,))
     service = VerifierService(cfg, running_chain.client, running_chain.wallets[3])
+    from dilochain.artifacts import blob_service
+    from dilochain.verifier.service import SERVED_STREAMS
+
     withholding, cheat = serve_blobs(LocalArtifactStore(tmp_path / "cheat"), "127.0.0.1:0")
+    made, real = [], blob_service._Streams
+    monkeypatch.setattr(blob_service, "_Streams", lambda *a: made.append(real(*a)) or made[-1])
     servers = [withholding, service._serve()]
+    assert [m.streams for m in made] == [SERVED_STREAMS]  # a backup duty: fewer than a host's
     try:
         service.ensure_registered()
         first = service.endpoint

@@ -75,6 +75,9 @@ UNSERVED = "hosts could not fetch from it what this verifier screened"
 # What a verifier fetched goes a round after its round is decided; the pseudo-gradients it
 # screened, which hosts that their own host does not serve fetch here, two rounds later still.
 RETENTION = Retention(pseudo_grad_rounds=2)
+# Its blob service streams this many artifacts at once (a host's 32): serving is a backup
+# duty that must not take the cores and the interpreter from screens and replays with windows.
+SERVED_STREAMS = 8
 
 
 @contextmanager
@@ -247,7 +250,7 @@ class VerifierService:
             log.warning("not serving hosts what this verifier fetches: %s", problem)
             return None
         try:
-            server, bound = serve_blobs(self.local, self.cfg.blob_address)
+            server, bound = serve_blobs(self.local, self.cfg.blob_address, SERVED_STREAMS)
         except ArtifactError as err:
             raise VerifierError(str(err)) from None
         self.endpoint = self.cfg.advertise_address or bound
