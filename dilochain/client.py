@@ -147,15 +147,15 @@ RESEND_BLOCKS = 3  # blocks without inclusion after which the same bytes are sen
 WINDOW_PATIENCE = 900.0  # seconds a tx for a window is waited for at most (the chain may halt)
 
 
-def _signed(
+def _prepared(
     client: LedgerClient, wallet: Wallet, msgs: tuple[Message, ...], memo=None, account=None
-) -> bytes:
+) -> Transaction:
     """``msgs`` in one tx, gas by simulation, fee at the chain's price, signed (at ``account``'s
     number and sequence; the chain's committed ones when None)."""
     tx = Transaction()
     for msg in msgs:
         tx.add_message(msg)
-    return prepare_basic_transaction(client, tx, wallet, account, memo=memo).tx.SerializeToString()
+    return prepare_basic_transaction(client, tx, wallet, account, memo=memo)
 
 
 def _broadcast_raw(client: LedgerClient, raw: bytes, msgs: tuple[Message, ...]) -> TxResponse:
@@ -173,7 +173,8 @@ def broadcast(
 ) -> SubmittedTx:
     """Sign ``msgs`` in one tx (gas by simulation, fee at the chain's price) and broadcast it;
     the tx's hash and CheckTx code are logged. Raises cosmpy's ``BroadcastError`` if refused."""
-    checked = _broadcast_raw(client, _signed(client, wallet, msgs, memo), msgs)
+    raw = _prepared(client, wallet, msgs, memo).tx.SerializeToString()
+    checked = _broadcast_raw(client, raw, msgs)
     if checked.code:
         raise BroadcastError(checked.txhash, checked.raw_log)
     return SubmittedTx(client, checked.txhash)
@@ -202,6 +203,7 @@ class Sender:
         self.client, self.wallet = client, wallet
         self._lock = threading.Lock()
         self._next: Account | None = None  # the account number and the next sequence to sign
+        self._gas: dict[str, int] = {}  # per kinds of messages: the gas last simulated
 
     def submit(
         self, *msgs: Message, timeout: float = 30, poll: float = 0.2,
@@ -267,7 +269,7 @@ class Sender:
                 account = self._next
                 try:
                     account = account or self.client.query_account(self.wallet.address())
-                    raw = _signed(self.client, self.wallet, msgs, account=account)
+                    raw = self._signed(msgs, account)
                     sent_at = _send(self.client, raw, msgs)
                 except grpc.RpcError as err:
                     self._simulation_refused(err, account, deadline)
@@ -279,6 +281,29 @@ class Sender:
                     sent_at = None  # a node took it, its answer was lost, and it is in a block
                 self._next = Account(account.address, account.number, account.sequence + 1)
                 return raw, sent_at, deadline
+
+    def _signed(self, msgs: tuple[Message, ...], account: Account) -> bytes:
+        """``msgs`` signed at ``account``, gas by simulation; where the node is too busy to
+        simulate (its simulation gate full: strangers' simulations are free to send), with
+        the gas this process last simulated for the same kinds of messages, half again: a
+        protocol tx's window does not wait on strangers."""
+        kinds = _kinds(msgs)
+        try:
+            tx = _prepared(self.client, self.wallet, msgs, account=account)
+        except grpc.RpcError as err:
+            known = self._gas.get(kinds)
+            if err.code() != grpc.StatusCode.RESOURCE_EXHAUSTED or not transient(err) or not known:
+                raise
+            gas = known * 3 // 2
+            log.warning("tx %s: simulation refused (%s); signed with %d gas, half again what "
+                        "it last took", kinds, err.details() or err.code().name, gas)  # fmt: skip
+            config = self.client.network_config
+            return sign_offline(self.wallet, list(msgs), sequence=account.sequence,
+                                account_number=account.number, chain_id=config.chain_id,
+                                gas_limit=gas,
+                                fee=math.ceil(gas * config.fee_minimum_gas_price))  # fmt: skip
+        self._gas[kinds] = tx.tx.auth_info.fee.gas_limit
+        return tx.tx.SerializeToString()
 
     def _simulation_refused(
         self, err: grpc.RpcError, account: Account | None, deadline: float

@@ -439,6 +439,17 @@ def test_amounts_are_ascii_digits_within_256_bits(chain, amount):
     assert chain.app.simulate(tx.SerializeToString()).code == codes.INVALID_COINS
 
 
+def test_a_send_of_a_zero_coin_is_refused_as_the_sdk_does(chain):
+    """Zero coins were dropped, so thousands of them (each its own denom) made a send's
+    CheckTx slow for nothing; a send's coins are all positive, a denom is given once."""
+    zeros = [Coin(denom=f"z{i:04d}", amount="0") for i in range(3)]
+    for coins, why in (([*zeros, Coin(denom=DENOM, amount="5")], "0z0000 is not positive"),
+                       ([Coin(denom=DENOM, amount="5")] * 2, "invalid coins")):  # fmt: skip
+        msg = MsgSend(from_address=A, to_address=B, amount=coins)
+        result = chain.broadcast(signed_tx(ALICE, [msg], sequence=0, account_number=0))
+        assert result.code == codes.INVALID_COINS and why in result.raw_log, result.raw_log
+
+
 def test_an_upper_case_address_is_refused_not_a_second_account(chain):
     """bech32 reads ``DILO1…`` too, but state is keyed by the address as written: a send there
     created an account no key signs for, and the coins were lost."""

@@ -254,6 +254,39 @@ def test_a_tx_waiting_for_its_block_holds_back_no_other_tx_of_the_key(running_ch
     assert client.query_account(alice.address()).sequence == before + 2
 
 
+class _Busy(grpc.RpcError):
+    """The simulation gate's answer while strangers' simulations fill it."""
+
+    def code(self):
+        return grpc.StatusCode.RESOURCE_EXHAUSTED
+
+    def details(self):
+        return "busy: too many simulations (ask again)"
+
+
+def test_a_flood_of_simulations_holds_back_no_protocol_tx(running_chain, monkeypatch):
+    """Simulation is free for anyone, so strangers can keep the gate full: a tx whose kinds of
+    messages this process simulated before is then signed with that gas, half again, and lands
+    in its window instead of waiting on strangers. One it never simulated waits as before."""
+    client, (alice, bob, *_) = running_chain.client, running_chain.wallets
+    sender = Sender(client, alice)
+    send = MsgSend(from_address=str(alice.address()), to_address=str(bob.address()),
+                   amount=[Coin(denom=DENOM, amount="3")])  # fmt: skip
+    first = sender.submit(send, timeout=60, poll=POLL)
+    simulated = first.gas_wanted
+    assert first.code == 0 and simulated > 0
+
+    def busy(*args, **kwargs):
+        raise _Busy()
+
+    monkeypatch.setattr(client_module, "prepare_basic_transaction", busy)
+    landed = sender.submit(send, timeout=60, poll=POLL)
+    assert landed.code == 0 and landed.gas_wanted == simulated * 3 // 2
+    deposit = MsgDepositCollateral(depositor=str(alice.address()), amount="1")
+    with pytest.raises(grpc.RpcError):  # never simulated: nothing to go by
+        sender.submit(deposit, timeout=3, poll=POLL)
+
+
 def test_the_queries_wallets_and_explorers_ask_at_start_up(running_chain):
     """What Keplr, cosmjs and explorers call first: auth and bank params, the address prefix,
     denom metadata, spendable balances, the node's minimum gas price, server reflection, and

@@ -88,13 +88,19 @@ def send(ctx: Context, sender: str, recipient: str, coins: dict[str, int]) -> No
 
 
 def coins_from_proto(coins: Iterable, field_name: str, positive: bool = True) -> dict[str, int]:
-    """Validate repeated ``cosmos.base.v1beta1.Coin`` into ``{denom: amount}`` (zero amounts
-    dropped); ``positive`` requires something left."""
+    """Validate repeated ``cosmos.base.v1beta1.Coin`` into ``{denom: amount}``; ``positive``
+    (an amount moved, as the SDK's ``IsAllPositive``) refuses a zero coin and requires one
+    coin at least, else zero amounts are dropped (a fee of 0). A denom given twice is refused
+    either way: thousands of zero coins were a way to make CheckTx slow for nothing."""
     result: dict[str, int] = {}
+    seen: set[str] = set()
     for coin in coins:
         amount = parse_uint(coin.amount)
-        if amount is None or not DENOM_RULE.match(coin.denom) or coin.denom in result:
+        if amount is None or not DENOM_RULE.match(coin.denom) or coin.denom in seen:
             raise TxError(codes.INVALID_COINS, f"{field_name}: invalid coins")
+        if positive and not amount:
+            raise TxError(codes.INVALID_COINS, f"{field_name}: 0{coin.denom} is not positive")
+        seen.add(coin.denom)
         if amount:
             result[coin.denom] = amount
     if positive and not result:
