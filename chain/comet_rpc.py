@@ -107,9 +107,9 @@ def _result(raw: bytes) -> dict:
     return reply["result"]
 
 
-# Blocks are parsed on threads of their own: as many as block reads run at once, whatever
-# the machine's cores (the loop's default executor is shared and sized by them).
-_PARSER = ThreadPoolExecutor(2, thread_name_prefix="block-parse")
+# Blocks and txs are parsed on threads of their own: as many as reads of a kind run at once,
+# whatever the machine's cores (the loop's default executor is shared and sized by them).
+PARSER = ThreadPoolExecutor(2, thread_name_prefix="block-parse")
 
 
 def _mempool_code(error: str) -> int:
@@ -176,11 +176,13 @@ class CometRpc:
         MB) is parsed and decoded on a thread, not on the loop that runs consensus."""
         raw = await self._call_bytes("block", {"height": str(height)})
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(_PARSER, lambda: block_from_json(_result(raw)))
+        return await loop.run_in_executor(PARSER, lambda: block_from_json(_result(raw)))
 
     async def tx(self, digest: bytes) -> dict:
-        """CometBFT's indexed record of the committed tx with hash ``digest``."""
-        return await self.call("tx", hash=base64.b64encode(digest).decode())
+        """CometBFT's indexed record of the committed tx with hash ``digest``, its JSON (a MB
+        for a large tx) parsed on a thread, not on the loop that runs consensus."""
+        raw = await self._call_bytes("tx", {"hash": base64.b64encode(digest).decode()})
+        return await asyncio.get_running_loop().run_in_executor(PARSER, _result, raw)
 
     async def mempool_size(self) -> int:
         """How many txs wait in the mempool."""

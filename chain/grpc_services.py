@@ -7,6 +7,7 @@ connections, so a query never sees a block half applied. Broadcasts and blocks g
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Callable, Iterator
 from importlib.metadata import version
@@ -43,8 +44,9 @@ from grpc_reflection.v1alpha import reflection
 from dilochain.chain.address import require_address
 from dilochain.chain.app import Application
 from dilochain.chain.block_feed import BlockFeed, EventsService
-from dilochain.chain.block_reads import BlockReads, Busy
+from dilochain.chain.block_reads import BoundedReads, Busy
 from dilochain.chain.comet_rpc import (
+    PARSER,
     CometRpc,
     CometRpcError,
     CometUnreachable,
@@ -107,7 +109,17 @@ class Services:
         self.simulate_gate = simulate_gate or SimulateGate()
         self.readiness = readiness or Readiness()
         self.feed = BlockFeed(app.height)  # told of each commit by the ABCI handler
-        self.blocks = BlockReads(lambda height: self.rpc.block(height))
+        self.blocks = BoundedReads(lambda height: self.rpc.block(height))
+        self.txs = BoundedReads(self._tx, "txs")
+
+    async def _tx(self, hash_hex: str) -> tuple:
+        """(TxResponse, Tx) of the committed tx ``hash_hex``, from CometBFT's tx index (as the
+        Cosmos SDK: the application keeps no copy of txs), decoded on a thread."""
+        found = await self.rpc.tx(bytes.fromhex(hash_hex))
+        block = self.app.store.block(int(found["height"]))
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(PARSER, tx_response_from_json, found,
+                                          block.time_ns if block else 0)  # fmt: skip
 
 
 class _UsesServices:
@@ -251,15 +263,14 @@ class TxService(_UsesServices, tx_grpc.ServiceServicer):
             shown = request.hash[:80]
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
                                 f"invalid tx hash {shown!r}: 64 hex digits")  # fmt: skip
-        # As the Cosmos SDK, from CometBFT's tx index: the application keeps no copy of txs.
         try:
-            found = await self.s.rpc.tx(bytes.fromhex(request.hash))
+            response, tx = await self.s.txs.get(request.hash.upper())
+        except Busy as err:
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(err))
         except CometUnreachable as err:
             await context.abort(grpc.StatusCode.UNAVAILABLE, str(err))
         except CometRpcError:
             await context.abort(grpc.StatusCode.NOT_FOUND, f"tx not found: {request.hash}")
-        block = self.s.app.store.block(int(found["height"]))
-        response, tx = tx_response_from_json(found, block.time_ns if block else 0)
         return tx_s.GetTxResponse(tx=tx, tx_response=response)
 
 

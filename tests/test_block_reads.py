@@ -11,7 +11,7 @@ from cosmpy.protos.tendermint.types.block_pb2 import Block
 from cosmpy.protos.tendermint.types.types_pb2 import BlockID
 
 from dilochain.chain import block_reads
-from dilochain.chain.block_reads import BlockReads, Busy
+from dilochain.chain.block_reads import BoundedReads, Busy
 
 
 async def _settle() -> None:
@@ -34,7 +34,7 @@ def _held(release: asyncio.Event, fetched: list[int]):
 def test_reads_past_the_limit_are_refused_and_a_block_read_is_kept():
     async def scenario() -> None:
         release, fetched = asyncio.Event(), []
-        reads = BlockReads(_held(release, fetched))
+        reads = BoundedReads(_held(release, fetched))
         limit = block_reads.RUNNING + block_reads.WAITING
         asked = [asyncio.create_task(reads.get(h)) for h in range(limit)]
         await _settle()  # every one has started: RUNNING fetch, the rest wait
@@ -59,7 +59,7 @@ def test_reads_past_the_limit_are_refused_and_a_block_read_is_kept():
 def test_a_block_asked_for_while_it_is_being_read_is_read_once():
     async def scenario() -> None:
         release, fetched = asyncio.Event(), []
-        reads = BlockReads(_held(release, fetched))
+        reads = BoundedReads(_held(release, fetched))
         asked = [asyncio.create_task(reads.get(7)) for _ in range(block_reads.RUNNING + 3)]
         await _settle()
         release.set()
@@ -75,7 +75,7 @@ def test_a_read_whose_caller_hangs_up_keeps_its_slot_to_its_end():
 
     async def scenario() -> None:
         release, fetched = asyncio.Event(), []
-        reads = BlockReads(_held(release, fetched))
+        reads = BoundedReads(_held(release, fetched))
         callers = [asyncio.create_task(reads.get(h)) for h in range(block_reads.RUNNING)]
         await _settle()
         for caller in callers:
