@@ -118,6 +118,9 @@ class Application:
         self.decoded = DecodedTxCache(self.registry, self.params.auth)
         self.check_state = CacheStore(store)
         self._partly_checked: set[str] = set()  # signers of a tx CheckTx cut short, till a block
+        # Those txs by hash, this block's and the last's (what a recheck looks them up in).
+        self._cut_short: dict[bytes, list[str]] = {}
+        self._cut_short_before: dict[bytes, list[str]] = {}
         self._pending: tuple[FinalizedBlock, CacheStore] | None = None
         self.tree = self._verified_tree()
 
@@ -240,6 +243,7 @@ class Application:
                     # Admitted on its ante checks, as the SDK admits every tx: the block runs
                     # its messages, and charges its fee and sequence should one fail there.
                     self._partly_checked.update(tx.signers)
+                    self._cut_short[tx.hash] = tx.signers
                     ante_store.write()
                     return TxResponse(code=0, gas_wanted=gas_wanted, gas_used=meter.consumed)
                 msg_ctx.emit(
@@ -278,6 +282,10 @@ class Application:
         """Mempool admission starts again from the committed state."""
         self.check_state = CacheStore(self.store)
         self._partly_checked.clear()
+        # A tx cut short that is still in the mempool after the block is rechecked (its ante
+        # alone): it keeps its signers' later txs waiting, or they would pass CheckTx against
+        # a balance it is about to spend, and take block space their fees never pay for.
+        self._cut_short_before, self._cut_short = self._cut_short, {}
 
     def check_tx(self, raw: bytes, recheck: bool = False) -> TxResponse:
         """Mempool admission against the check state (kept on success): the full tx, or
@@ -302,6 +310,9 @@ class Application:
             if result.code == 0:
                 layer.write()
                 self.decoded.keep(tx)
+                if recheck and (signers := self._cut_short_before.get(tx.hash)) is not None:
+                    self._cut_short[tx.hash] = signers  # still waiting: so do its signers'
+                    self._partly_checked.update(signers)
         result.txhash = tx_hash(raw).hex().upper()
         return result
 

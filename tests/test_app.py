@@ -217,6 +217,15 @@ def test_mempool_admission_runs_messages_only_for_so_long(chain, monkeypatch):
     follow_up = signed_tx(ALICE, [send(B, 10)], sequence=1, account_number=0)
     refused = chain.app.check_tx(follow_up)
     assert refused.code == codes.INVALID_REQUEST and "too long to check in full" in refused.raw_log
+    # A block without it (the proposer's choice): rechecked (its ante alone), it still holds
+    # its signer's later txs back (a review passed twelve 1 MB txs for free in the gap).
+    waiting = dict(chain.mempool)
+    chain.mempool.clear()
+    chain.block()
+    assert chain.app.check_tx(overdraws, recheck=True).code == 0
+    refused = chain.app.check_tx(follow_up)
+    assert refused.code == codes.INVALID_REQUEST and "too long to check in full" in refused.raw_log
+    chain.mempool.update(waiting)
     (result,) = chain.block()
     assert result.code == codes.INSUFFICIENT_FUNDS
     assert balance(chain, A) == 10_000_000 - FEE and balance(chain, B) == 1_000_000
