@@ -23,7 +23,8 @@ from cosmpy.aerial.wallet import Wallet
 from cosmpy.protos.cosmos.base.tendermint.v1beta1 import query_pb2 as tm_q
 from cosmpy.protos.cosmos.base.tendermint.v1beta1 import query_pb2_grpc as tm_grpc
 from cosmpy.protos.cosmos.tx.v1beta1.service_pb2 import BroadcastMode, BroadcastTxRequest
-from google.protobuf.message import Message
+from cosmpy.protos.cosmos.tx.v1beta1.tx_pb2 import AuthInfo, TxRaw
+from google.protobuf.message import DecodeError, Message
 
 from dilochain.chain.errors import codes
 from dilochain.endpoints import open_channel, shown, transient
@@ -147,15 +148,23 @@ RESEND_BLOCKS = 3  # blocks without inclusion after which the same bytes are sen
 WINDOW_PATIENCE = 900.0  # seconds a tx for a window is waited for at most (the chain may halt)
 
 
-def _prepared(
+def _signed(
     client: LedgerClient, wallet: Wallet, msgs: tuple[Message, ...], memo=None, account=None
-) -> Transaction:
+) -> bytes:
     """``msgs`` in one tx, gas by simulation, fee at the chain's price, signed (at ``account``'s
     number and sequence; the chain's committed ones when None)."""
     tx = Transaction()
     for msg in msgs:
         tx.add_message(msg)
-    return prepare_basic_transaction(client, tx, wallet, account, memo=memo)
+    return prepare_basic_transaction(client, tx, wallet, account, memo=memo).tx.SerializeToString()
+
+
+def _gas_of(raw: bytes) -> int | None:
+    """The gas limit signed tx ``raw`` names (None for bytes that are no tx)."""
+    try:
+        return AuthInfo.FromString(TxRaw.FromString(raw).auth_info_bytes).fee.gas_limit
+    except DecodeError:
+        return None
 
 
 def _broadcast_raw(client: LedgerClient, raw: bytes, msgs: tuple[Message, ...]) -> TxResponse:
@@ -173,8 +182,7 @@ def broadcast(
 ) -> SubmittedTx:
     """Sign ``msgs`` in one tx (gas by simulation, fee at the chain's price) and broadcast it;
     the tx's hash and CheckTx code are logged. Raises cosmpy's ``BroadcastError`` if refused."""
-    raw = _prepared(client, wallet, msgs, memo).tx.SerializeToString()
-    checked = _broadcast_raw(client, raw, msgs)
+    checked = _broadcast_raw(client, _signed(client, wallet, msgs, memo), msgs)
     if checked.code:
         raise BroadcastError(checked.txhash, checked.raw_log)
     return SubmittedTx(client, checked.txhash)
@@ -289,7 +297,7 @@ class Sender:
         protocol tx's window does not wait on strangers."""
         kinds = _kinds(msgs)
         try:
-            tx = _prepared(self.client, self.wallet, msgs, account=account)
+            raw = _signed(self.client, self.wallet, msgs, account=account)
         except grpc.RpcError as err:
             known = self._gas.get(kinds)
             if err.code() != grpc.StatusCode.RESOURCE_EXHAUSTED or not transient(err) or not known:
@@ -302,8 +310,9 @@ class Sender:
                                 account_number=account.number, chain_id=config.chain_id,
                                 gas_limit=gas,
                                 fee=math.ceil(gas * config.fee_minimum_gas_price))  # fmt: skip
-        self._gas[kinds] = tx.tx.auth_info.fee.gas_limit
-        return tx.tx.SerializeToString()
+        if gas := _gas_of(raw):
+            self._gas[kinds] = gas
+        return raw
 
     def _simulation_refused(
         self, err: grpc.RpcError, account: Account | None, deadline: float
