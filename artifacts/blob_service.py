@@ -41,6 +41,7 @@ log = logging.getLogger(__name__)
 CHUNK = 1 << 20
 LOCAL_STORAGE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)  # writing what was fetched
 ATTEMPTS = 3  # passes over a hash's peers before a fetch gives up
+SHARED_FETCH_WAIT = 5.0  # seconds a fetch waits for another thread's of the same artifact
 PROBE_SECONDS = 5.0  # an owner's endpoint that does not answer a Has within this is unreachable
 BACKOFF_SECONDS = 0.25  # before the second pass; doubled before each later one
 # A stream that sends nothing for this long is cut off as unreachable: a 1 MiB chunk takes
@@ -385,16 +386,20 @@ class PeerFetchingStore:
         """Remove the local copy."""
         self.local.delete(digest)
 
-    def warm(self, digest: bytes) -> None:
+    def warm(self, digest: bytes, attempts: int = ATTEMPTS) -> None:
         """Have ``digest`` in the local store: if absent, fetched from peers straight to disk
         (hash-checked as it streams; a local copy is checked when it is read), once however
-        many threads ask for it at once."""
+        many threads ask for it at once unless the first takes longer than
+        :data:`SHARED_FETCH_WAIT`."""
         self.touched.add(digest)
 
         def fetch(out: BinaryIO) -> None:
-            fetch_from_peers(self.peers(), digest, self.limit, out=out, owner=self.owner)
+            fetch_from_peers(self.peers(), digest, self.limit, attempts=attempts, out=out,
+                             owner=self.owner)  # fmt: skip
 
-        with self.local.writing(digest):  # another thread's fetch of it first
+        # Another thread's fetch of it first, for a while: past that, from this store's own
+        # sources (that one may be asking a host that drips it).
+        with self.local.writing(digest, wait=SHARED_FETCH_WAIT):
             if not self.local.has(digest):
                 self.local.put_stream(digest, fetch, sync=False)
 

@@ -167,8 +167,9 @@ class Ledger:
                 return sizes
             if published is not None:  # this run's own prefix
                 published.delete_all(bytes.fromhex(e.hash) for e in going)
-            for e in going:
-                if e.hash not in shared:
+            for e in going:  # never a link to a served dataset file: a commit of another
+                # run may name one (its hash is public) to have this host stop serving it
+                if e.hash not in shared and not store.linked(bytes.fromhex(e.hash)):
                     store.delete(bytes.fromhex(e.hash))
             left = set(going)
             tmp = self.path.with_suffix(".tmp")

@@ -126,16 +126,21 @@ class LocalArtifactStore:
         self._writers_lock = threading.Lock()
 
     @contextmanager
-    def writing(self, digest: bytes) -> Iterator[None]:
+    def writing(self, digest: bytes, wait: float | None = None) -> Iterator[None]:
         """Hold ``digest`` for one writer of this process at a time: screens fetching a
-        round's commits at once all name its global state, fetched once, not once each."""
+        round's commits at once all name its global state, fetched once, not once each. With
+        ``wait``, a writer waits that long at most, then goes on beside the holder (a holder
+        fetching from a host that serves at a drip must not hold every other screen of the
+        round; two writers of one file each write it atomically)."""
         with self._writers_lock:
             lock, holders = self._writers.get(digest, (threading.Lock(), 0))
             self._writers[digest] = (lock, holders + 1)
+        held = lock.acquire(timeout=-1 if wait is None else wait)
         try:
-            with lock:
-                yield
+            yield
         finally:
+            if held:
+                lock.release()
             with self._writers_lock:
                 lock, holders = self._writers.pop(digest)
                 if holders > 1:
@@ -244,6 +249,10 @@ class LocalArtifactStore:
     def delete(self, digest: bytes) -> None:
         """Remove the artifact (nothing if absent)."""
         self._path(digest).unlink(missing_ok=True)
+
+    def linked(self, digest: bytes) -> bool:
+        """Whether the artifact is a link to a file served from elsewhere (a dataset's)."""
+        return self._path(digest).is_symlink()
 
     def total_bytes(self) -> int:
         """Bytes of every artifact file (links to served files count as nothing)."""

@@ -167,8 +167,9 @@ class Aggregator:
         """Fetch the committed pseudo-gradients of ``rounds`` that are not here yet."""
         for c in (c for r in rounds for c in self.poc.commits(self.run_id, r)):
             if not self.store.has(c.pseudo_grad_hash):
-                try:  # one pass over the peers: this runs in the node's polling loops
-                    self.store.get(c.pseudo_grad_hash, attempts=1)
+                try:  # one pass over the peers, to disk (an artifact of up to the run's
+                    # largest size, whatever a stranger committed, is not held in memory)
+                    self.store.warm(c.pseudo_grad_hash, attempts=1)
                 except ArtifactError as err:
                     log.debug("prefetch of %s failed: %s", c.pseudo_grad_hash.hex()[:12], err)
 

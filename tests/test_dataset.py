@@ -351,3 +351,40 @@ def test_sizes_a_manifest_declares_are_bounded_before_anything_is_fetched(datase
         path.write_text(json_module.dumps(bad))
         with pytest.raises(DataError, match=what):
             read_manifest(path)
+
+
+def test_a_shard_that_arrives_at_a_drip_holds_no_other_file_of_the_run(dataset, tmp_path):
+    """A host serving one shard slowly held the dataset's one lock for the whole fetch: every
+    screen and replay of the run waited, on files checked long before. A fetch now holds its
+    own file's lock alone."""
+    source, pins = dataset
+    by_hash = {file_sha256(p): p.read_bytes() for p in source.iterdir()}
+    fetching, release = threading.Event(), threading.Event()
+    slow = {}
+
+    def fetch(digest: str, limit: int, out) -> None:
+        if digest == slow.get("shard"):
+            fetching.set()
+            assert release.wait(30)
+        out.write(by_hash[digest])
+
+    data = Dataset(tmp_path / "fetched", pins.manifest_hash, pins.tokenizer_hash, fetch)
+    data.prefetch((1,))  # shard 1 and the held-out shard: here and checked
+    slow["shard"] = data.manifest.shards[0].sha256
+    dripping = threading.Thread(target=data.prefetch, args=((0,),))
+    dripping.start()
+    try:
+        assert fetching.wait(30)
+        read = []
+        reader = threading.Thread(
+            target=lambda: read.append(
+                (data.heldout_sample(3, 2, 16).shape, data.batch((1,), 7, 3, 4, 16).shape[0])
+            )
+        )
+        reader.start()
+        reader.join(20)
+        assert read == [((2, 17), 4)]  # read while shard 0 still arrives
+    finally:
+        release.set()
+        dripping.join(30)
+    assert data.batch((0,), 7, 3, 4, 16).shape[0] == 4

@@ -315,7 +315,7 @@ def test_an_artifact_several_threads_warm_at_once_is_fetched_once(tmp_path, monk
     state: one fetch, the other threads wait for it and find it on disk."""
     fetches, started, release = [], threading.Event(), threading.Event()
 
-    def fetch(peers, digest, limit, out=None, owner=None):
+    def fetch(peers, digest, limit, attempts=3, out=None, owner=None):
         fetches.append(digest)
         if digest == state:
             started.set()
@@ -324,6 +324,7 @@ def test_an_artifact_several_threads_warm_at_once_is_fetched_once(tmp_path, monk
         return b""
 
     monkeypatch.setattr(blob_service, "fetch_from_peers", fetch)
+    monkeypatch.setattr(blob_service, "SHARED_FETCH_WAIT", 120.0)  # however slow the machine
     local = LocalArtifactStore(tmp_path / "v")
     digest = state = hashlib.sha256(b"global state").digest()
     other = bytes(32)

@@ -190,3 +190,45 @@ def test_a_prune_never_deletes_what_another_run_is_storing_and_has_not_recorded(
     b_thread.join(30)
     assert store.has(zeros) and [e.hash for e in b.entries()] == [zeros.hex()]
     assert a.entries() == []
+
+
+def test_a_prune_never_unlinks_a_dataset_file_another_run_s_commit_named(tmp_path):
+    """A home's runs share one artifact store; a commit of one run may name another run's
+    public shard hash: pruning it would have unlinked the file that run's data is served by."""
+    local = LocalArtifactStore(tmp_path / "artifacts")
+    (tmp_path / "shard.bin").write_bytes(b"another run's shard")
+    shard = local.put(b"another run's shard")
+    local.delete(shard)
+    local.link_file(tmp_path / "shard.bin", shard)
+    (tmp_path / "state").mkdir()
+    ledger = Ledger(tmp_path / "state")
+    ledger.record(0, "pseudo_grad", [shard, local.put(b"a real pseudo-gradient")])
+    gone = ledger.prune(local, 5, Retention())
+    assert len(gone) == 2 and local.linked(shard) and local.has(shard)
+    assert local.get(shard) == b"another run's shard"
+
+
+def test_a_writer_waits_for_another_s_fetch_of_the_same_artifact_only_so_long(tmp_path):
+    """Screens of a round all name its base state, fetched once: but the first fetch may be
+    from a host that serves it at a drip, so the others wait for it a while only."""
+    local = LocalArtifactStore(tmp_path / "artifacts")
+    digest = b"\x07" * 32
+    holding, release, beside = threading.Event(), threading.Event(), []
+
+    def first() -> None:
+        with local.writing(digest):
+            holding.set()
+            assert release.wait(30)
+
+    holder = threading.Thread(target=first)
+    holder.start()
+    try:
+        assert holding.wait(30)
+        with local.writing(digest, wait=0.1):  # the holder is still fetching
+            beside.append(holder.is_alive())
+    finally:
+        release.set()
+        holder.join(30)
+    assert beside == [True]
+    with local.writing(digest, wait=0.1):  # free again: held, and released
+        pass

@@ -57,7 +57,8 @@ class Dataset:
         self.fetch = fetch
         self._tokens: dict[str, np.ndarray] = {}
         self._broken: dict[str, DataError] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the dicts above; a file's fetch holds its own
+        self._file_locks: dict[str, threading.Lock] = {}
         remove_leftovers(root)
         manifest_path = root / MANIFEST
         self._ensure(manifest_path, manifest_hash, MAX_MANIFEST_BYTES)
@@ -109,17 +110,28 @@ class Dataset:
         """The shard's tokens by memory map, checked in full the first time (a shard found
         bad stays refused; one no peer served yet is tried again)."""
         with self._lock:
+            file_lock = self._file_locks.setdefault(entry.file, threading.Lock())
+        with file_lock:  # one fetch a file; the others' (and checked files) never wait on it
+            if (known := self._known(entry)) is not None:
+                return known
+            try:
+                tokens = self._checked(entry)
+            except DataUnavailable:
+                raise
+            except DataError as err:
+                with self._lock:
+                    self._broken[entry.file] = err
+                raise
+            with self._lock:
+                self._tokens[entry.file] = tokens
+            return tokens
+
+    def _known(self, entry: ShardEntry) -> np.ndarray | None:
+        """The shard's tokens if checked already (raises what it was refused for)."""
+        with self._lock:
             if entry.file in self._broken:
                 raise self._broken[entry.file]
-            if entry.file not in self._tokens:
-                try:
-                    self._tokens[entry.file] = self._checked(entry)
-                except DataUnavailable:
-                    raise
-                except DataError as err:
-                    self._broken[entry.file] = err
-                    raise
-            return self._tokens[entry.file]
+            return self._tokens.get(entry.file)
 
     def _checked(self, entry: ShardEntry) -> np.ndarray:
         path = self.root / entry.file
