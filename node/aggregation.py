@@ -152,7 +152,7 @@ class Aggregator:
         not a state of the run (most of a round's commits may name anything) are an
         :class:`ArtifactError`, which a host answers by resyncing or sitting the round out."""
         try:
-            state = decode_state(self.fetch(digest))
+            state = decode_state(self.fetch(digest), self.reference)
         except CodecError as err:
             raise ArtifactError(
                 f"global state {digest.hex()[:12]}… does not decode: {err}"

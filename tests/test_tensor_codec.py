@@ -59,3 +59,16 @@ def test_parts_view_the_tensors_without_copying_them():
 def test_a_dtype_it_does_not_encode_is_refused():
     with pytest.raises(CodecError, match="unsupported dtype"):
         encode_parts({"flag": torch.zeros(2, dtype=torch.bool)})
+
+
+def test_a_header_larger_than_the_model_s_state_needs_is_refused_before_it_is_parsed():
+    """A stranger's artifact of 600,000 empty tensors cost a verifier 6 s and a GB to decode,
+    before any name was compared with the model's: against the model, its header is refused
+    by its declared length alone; the model's own states decode as ever."""
+    like = {f"layer{i}.weight": torch.zeros(2, 2) for i in range(3)}
+    own = {**like, **{f"momentum/{n}": t for n, t in like.items()}}
+    assert decode_state(encode_state(own), like).keys() == own.keys()
+    crafted = encode_state({f"t{i:06d}": torch.zeros(0) for i in range(2000)})
+    assert len(decode_state(crafted)) == 2000  # without the model: nothing to bound it by
+    with pytest.raises(CodecError, match="more than a state of the model's 3 tensors needs"):
+        decode_state(crafted, like)

@@ -15,7 +15,7 @@ weights with its commit (what its screens read) and the moments only when a repl
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Sequence, Sized
 from dataclasses import dataclass
 
 import torch
@@ -108,17 +108,19 @@ def checkpoint_objects(fetch: Fetch, leaf: bytes, moments: bool = True) -> list[
     return _in_store_order(fetch(leaf), leaf, moments)
 
 
-def fetch_checkpoint(fetch: Fetch, leaf: bytes, moments: bool = True) -> dict[str, torch.Tensor]:
-    """Checkpoint ``leaf`` decoded (without ``moments``: only its steps and parameters);
-    raises what ``fetch`` raises, and :class:`CodecError` for objects that are not a
-    checkpoint's parts."""
+def fetch_checkpoint(
+    fetch: Fetch, leaf: bytes, moments: bool = True, like: Sized | None = None
+) -> dict[str, torch.Tensor]:
+    """Checkpoint ``leaf`` decoded (without ``moments``: only its steps and parameters; with
+    ``like``, headers bounded by the model's tensors); raises what ``fetch`` raises, and
+    :class:`CodecError` for objects that are not a checkpoint's parts."""
     weights_hash, moments_hash = index_objects(fetch(leaf))
-    weights = decode_state(fetch(weights_hash))
+    weights = decode_state(fetch(weights_hash), like)
     if any(_is_moment(k) for k in weights):
         raise CodecError("a checkpoint's weights hold moments")
     if not moments:
         return weights
-    rest = decode_state(fetch(moments_hash))
+    rest = decode_state(fetch(moments_hash), like)
     if not all(_is_moment(k) for k in rest):
         raise CodecError("a checkpoint's moments hold other tensors")
     return {**weights, **rest}

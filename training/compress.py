@@ -253,7 +253,7 @@ def decompress(data: bytes, like: Tensors | None = None) -> Tensors:
     tensors), the names and shapes the bytes declare must be exactly those before anything is
     decoded: a few megabytes declaring a billion values cost nothing."""
     try:
-        parts = decode_state(data)
+        parts = decode_state(data, like)
     except CodecError as err:
         raise CompressionError(f"not a compressed pseudo-gradient: {err}") from None
     names = {k[len(_SHAPE) :] for k in parts if k.startswith(_SHAPE)}

@@ -170,7 +170,7 @@ def _checked_base(
         if _last_base is not None and _last_base[0] == key:
             return _last_base[1]
         _last_base = None
-    base = decode_state(store.get(digest))  # no larger than the fetch limit
+    base = decode_state(store.get(digest), like)  # no larger than the fetch limit
     _refuse(global_state_problem(base, like), "base global state")
     with _last_base_lock:
         _last_base = (key, base)
@@ -210,13 +210,13 @@ class CommitArtifacts:
         residual_hash, delta_hash = commit.residual_in_hash, commit.start_delta_hash
         base = _checked_base(store, commit.base_hash, cfg.model_config, like)
         own = decompress(store.get(delta_hash), like) if delta_hash else None
-        final = fetch_checkpoint(store.get, commit.final_hash, moments=False)
+        final = fetch_checkpoint(store.get, commit.final_hash, moments=False, like=like)
         _refuse(checkpoint_problem(final, like, moments=False), "final checkpoint")
         return cls(
             start=round_start(base, own, cfg.outer_lr, cfg.outer_momentum),
             final=final,
             pseudo_grad=decompress(store.get(commit.pseudo_grad_hash), like),
-            residual_in=decode_state(store.get(residual_hash)) if residual_hash else None,
+            residual_in=decode_state(store.get(residual_hash), like) if residual_hash else None,
         )
 
     def final_mismatch(self, cfg: RunConfig) -> Verdict | None:
