@@ -14,6 +14,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import grpc
+from cosmpy.protos.cosmos.auth.v1beta1 import query_pb2 as auth_q
+from cosmpy.protos.cosmos.auth.v1beta1 import query_pb2_grpc as auth_grpc
+
 from dilochain.chain.home import genesis_path, init_home
 from dilochain.chain.server import ChainStartError
 from dilochain.chain.testnet import loopback_config, with_funds_and_params
@@ -262,6 +266,28 @@ class ChainProcess:
                 )
             time.sleep(0.05)
 
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        """Block until the node's gRPC answers queries: a node serves none while its CometBFT
+        says it is catching up, as a validator of a network just started may for a moment
+        after its first block."""
+        deadline = time.monotonic() + timeout
+        with grpc.insecure_channel(self.address) as channel:
+            stub = auth_grpc.QueryStub(channel)
+            while True:
+                try:
+                    stub.Params(auth_q.QueryParamsRequest(), timeout=5)
+                    return
+                except grpc.RpcError as err:
+                    if err.code() != grpc.StatusCode.UNAVAILABLE:
+                        raise
+                    if self.proc is not None and self.proc.poll() is not None:
+                        raise self._exited() from None
+                    if time.monotonic() > deadline:
+                        raise ChainStartError(f"{self.home.name}: not serving queries after "
+                                              f"{timeout:.0f} s ({err.details()}); see "
+                                              f"{self.log_path}") from None  # fmt: skip
+                    time.sleep(0.1)
+
     def _peers(self) -> str:
         """How many peers CometBFT has ("?" while its RPC does not answer)."""
         try:
@@ -310,11 +336,14 @@ class LocalNetwork:
                                    options=options) for home in homes]  # fmt: skip
 
     def start(self, timeout: float = 120.0) -> list[str]:
-        """Start every node, then wait for the network's first block; the gRPC addresses."""
+        """Start every node, then wait for the network's first block and for every node to
+        serve queries; the gRPC addresses."""
         for node in self.nodes:
             node.start(timeout, first_block=False)
         for node in self.nodes:
             node.wait_for_height(1, timeout)
+        for node in self.nodes:
+            node.wait_ready(timeout)
         return [node.address for node in self.nodes]
 
     def supervisor(self, say, restart: bool = True) -> Supervisor:
