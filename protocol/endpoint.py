@@ -81,10 +81,10 @@ def is_url(location: str) -> bool:
     return location.startswith(("http://", "https://"))
 
 
-def location_problem(text: str) -> str | None:
-    """Why ``text`` is not an artifact location: a blob service's ``host:port`` or an
-    object-store prefix's URL (None if it is)."""
-    problem = url_problem(text) if isinstance(text, str) and is_url(text) else (
+def location_problem(text: str, urls: bool = True) -> str | None:
+    """Why ``text`` is not an artifact location: a blob service's ``host:port`` or (with
+    ``urls``) an object-store prefix's URL (None if it is)."""
+    problem = url_problem(text) if urls and isinstance(text, str) and is_url(text) else (
         endpoint_problem(text))  # fmt: skip
     if problem is None and never_a_peer(location_host(text).rpartition(":")[0].strip("[]")):
         return ("a link-local, multicast, unspecified or reserved address: no peer is reached "

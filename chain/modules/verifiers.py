@@ -11,7 +11,7 @@ from dilochain.chain.errors import TxError, codes
 from dilochain.chain.modules import collateral, registry
 from dilochain.chain.pagination import page
 from dilochain.chain.state import CacheStore
-from dilochain.protocol.endpoint import endpoint_problem, never_a_peer
+from dilochain.protocol.endpoint import location_problem
 from dilochain.protocol.pb.poc.v1 import query_pb2 as q
 from dilochain.protocol.pb.poc.v1.tx_pb2 import (
     MsgLeaveVerifier,
@@ -70,20 +70,12 @@ def require_duty(store: CacheStore, address: str, window_start: int) -> None:
                       f"{record.left_height}, before this round began")  # fmt: skip
 
 
-def _endpoint_problem(endpoint: str) -> str | None:
-    """Why ``endpoint`` is not a blob service's ``host:port`` a host may dial (a verifier
-    serves from its own blob service, never from an object store's URL)."""
-    problem = endpoint_problem(endpoint)
-    if problem is None and never_a_peer(endpoint.rpartition(":")[0].strip("[]")):
-        problem = "a link-local, multicast, unspecified or reserved address: no host dials it"
-    return problem
-
-
 def _handle_register_verifier(
     ctx: Context, msg: MsgRegisterVerifier
 ) -> MsgRegisterVerifierResponse:
-    if msg.endpoint and (problem := _endpoint_problem(msg.endpoint)) is not None:
-        raise TxError(codes.INVALID_REQUEST, f"endpoint: {problem}")  # hosts dial it
+    # Hosts dial it: a blob service's host:port (a verifier serves no object store's URL).
+    if msg.endpoint and (problem := location_problem(msg.endpoint, urls=False)) is not None:
+        raise TxError(codes.INVALID_REQUEST, f"endpoint: {problem}")
     if (known := _get(ctx.store, msg.verifier)) is not None:
         if known.endpoint == msg.endpoint:
             if known.left_height:
