@@ -564,11 +564,16 @@ class HostNode:
     def _top_up(self) -> list:
         """The deposit a commit goes with when a slash (a validator's downtime, another run's)
         left this address less bonded than its runs and registrations reserve, which the
-        chain refuses commits for; none when the balance cannot pay it (the refusal says
-        so)."""
+        chain refuses commits for; none when the balance cannot pay it (the refusal says so)
+        or the chain does not answer the query (the commit's own send rides an outage out,
+        and a refusal says why)."""
         try:
             return ensure_bonded(self.client, self.poc, self.wallet, 0)
         except InsufficientFunds:
+            return []
+        except grpc.RpcError as err:
+            log.warning("collateral not checked before the commit: chain error %s",
+                        err.code().name)  # fmt: skip
             return []
 
     def _wait_for_height(

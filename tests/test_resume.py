@@ -136,3 +136,32 @@ def test_a_restarted_host_that_cannot_register_still_serves_what_it_owes(tmp_pat
         host._register_or_serve("127.0.0.1:7000")
     ResumeState(2, b"\x01" * 32, 2, {2: [b"\x02" * 32]}).save(tmp_path / "state.json")
     host._register_or_serve("127.0.0.1:7000")  # logged; the node goes on to run
+
+
+def test_a_commit_tops_collateral_up_and_a_chain_error_there_costs_no_round():
+    """A commit goes with the deposit a slash elsewhere left short; a chain node that does not
+    answer that query (down a moment, a failover under way) leaves the commit to its own send,
+    which rides the outage out, instead of losing the round."""
+    import grpc
+
+    from dilochain.node.host import HostNode
+    from dilochain.protocol.pb.poc.v1.types_pb2 import CollateralInfo
+    from dilochain.testutil import wallet
+
+    class Down(grpc.RpcError):
+        def code(self):
+            return grpc.StatusCode.UNAVAILABLE
+
+    def down(address):
+        raise Down()
+
+    held = CollateralInfo(bonded="2800", locked="3000")
+    host = SimpleNamespace(
+        poc=SimpleNamespace(collateral=lambda address: held),
+        wallet=wallet(1),
+        client=SimpleNamespace(query_bank_balance=lambda *a: 10**6),
+    )
+    (deposit,) = HostNode._top_up(host)  # type: ignore[arg-type]
+    assert deposit.amount == "200"
+    host.poc.collateral = down
+    assert HostNode._top_up(host) == []  # type: ignore[arg-type]
