@@ -14,11 +14,11 @@ from dilochain.logs import LogFormat
 from dilochain.metrics_http import MetricsAddress
 from dilochain.protocol.endpoint import (
     PRIVATE_SWITCH,
+    blob_service_problem,
     endpoint_problem,
     listen_problem,
     local_only,
     private_location_problem,
-    unreachable_endpoint,
     url_problem,
 )
 
@@ -82,9 +82,7 @@ class NodeConfig(BaseModel):
         chain = tuple(self.chain)
         switch = os.environ.get(PRIVATE_SWITCH, "")
         if not location:
-            endpoint = self.advertise_address or self.blob_address
-            return unreachable_endpoint(self.blob_address, self.advertise_address, chain) or (
-                private_location_problem(endpoint, chain, switch))  # fmt: skip
+            return blob_service_problem(self.blob_address, self.advertise_address, chain, switch)
         if all(local_only(node) for node in chain) or not local_only(location):
             return private_location_problem(location, chain, switch)
         return (f"the object store's public URL {location} is reachable from this machine "

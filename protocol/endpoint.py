@@ -282,6 +282,18 @@ def unreachable_endpoint(
             "dial (--advertise-address HOST:7000, e.g. the port your router forwards)")  # fmt: skip
 
 
+def blob_service_problem(
+    listen: str, advertised: str, chain: tuple[str, ...], switch: str,
+    cost: str = HOST_UNREACHABLE,
+) -> str | None:  # fmt: skip
+    """Why peers could not fetch from a blob service listening on ``listen`` and registered as
+    ``advertised`` (empty: ``listen``) on a chain reached at ``chain``: unreachable
+    (:func:`unreachable_endpoint`, ``cost`` saying what that costs), or at an address they
+    refuse under the private-addresses ``switch`` (:func:`private_location_problem`)."""
+    return unreachable_endpoint(listen, advertised, chain, cost) or (
+        private_location_problem(advertised or listen, chain, switch))  # fmt: skip
+
+
 def caller_address(peer: str) -> str:
     """Where a gRPC peer (``ipv4:1.2.3.4:5``, ``ipv6:%5B2001:db8::1%5D:5`` as gRPC writes it,
     ``unix:…``) calls from, as per-caller limits count it: an IPv4 address, an IPv6 /64 (one

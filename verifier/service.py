@@ -38,10 +38,9 @@ from dilochain.poc_client import InsufficientFunds, PocClient, ensure_bonded
 from dilochain.protocol import schedule
 from dilochain.protocol.endpoint import (
     PRIVATE_SWITCH,
+    blob_service_problem,
     endpoint_problem,
     listen_problem,
-    private_location_problem,
-    unreachable_endpoint,
 )
 from dilochain.protocol.model_config import ModelConfigError
 from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgRegisterVerifier, MsgSubmitVerdict, ScreenVote
@@ -127,11 +126,8 @@ class VerifierConfig(BaseModel):
         """Why hosts could not reach this verifier's blob service (None if they could): it
         then serves nothing and registers no endpoint (an advertised address that cannot work
         is refused at start instead, as a config error)."""
-        chain = tuple(self.chain)
-        return unreachable_endpoint(self.blob_address, self.advertise_address, chain,
-                                    UNSERVED) or private_location_problem(
-            self.advertise_address or self.blob_address, chain,
-            os.environ.get(PRIVATE_SWITCH, ""))  # fmt: skip
+        return blob_service_problem(self.blob_address, self.advertise_address, tuple(self.chain),
+                                    os.environ.get(PRIVATE_SWITCH, ""), UNSERVED)  # fmt: skip
 
 
 class VerifierService:
