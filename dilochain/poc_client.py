@@ -142,6 +142,11 @@ class PocClient:
         """Registered verifiers."""
         return self._all(self._stub.Verifiers, q.QueryVerifiersRequest(), "verifiers")
 
+    def verifier_endpoints(self) -> list[str]:
+        """The blob services registered verifiers serve what they fetched from (hosts fetch
+        accepted artifacts there that their own host does not serve)."""
+        return [v.endpoint for v in self.verifiers() if v.endpoint]
+
     def validators(self) -> list[ChainValidator]:
         """Every member (or past member) of the validator set."""
         return self._all(self._stub.Validators, q.QueryValidatorsRequest(), "validators")

@@ -261,7 +261,7 @@ class HostNode:
         screened (an accepted pseudo-gradient whose host serves it to its screeners and to no
         host would otherwise stall the run). Only there: a verifier is no source of what it
         never saw, and one that went silent would hold every other fetch for its timeout."""
-        return self._peer_endpoints() + [v.endpoint for v in self.poc.verifiers() if v.endpoint]
+        return self._peer_endpoints() + self.poc.verifier_endpoints()
 
     def _registered(self) -> bool:
         return any(h.address == self.address and not h.left_height

@@ -549,7 +549,7 @@ def test_hosts_fetch_from_a_verifier_what_its_host_withholds_from_them(
         pseudo_grad = service.local.put(b"an accepted pseudo-gradient, fetched to screen it")
         host = SimpleNamespace(
             poc=SimpleNamespace(hosts=lambda run_id: [Host(address="cheat", endpoint=cheat)],
-                                verifiers=service.poc.verifiers),
+                                verifier_endpoints=service.poc.verifier_endpoints),
             cfg=SimpleNamespace(run_id="r"), address="me",
         )  # fmt: skip
         host._peer_endpoints = lambda: HostNode._peer_endpoints(host)  # type: ignore[arg-type]

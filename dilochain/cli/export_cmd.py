@@ -115,7 +115,7 @@ def state_at(poc: PocClient, run, target: int, artifacts: Path):
     model = build_model(cfg.model_config, cfg.seed)
     reference = {n: p.detach() for n, p in model.named_parameters()}
     endpoints = [h.endpoint for h in poc.hosts(run_id=run.run_id)]  # then verifiers: what they
-    endpoints += [v.endpoint for v in poc.verifiers() if v.endpoint]  # screened of late rounds
+    endpoints += poc.verifier_endpoints()  # screened of late rounds
     store = PeerFetchingStore(LocalArtifactStore(artifacts), lambda: endpoints,
                               max_artifact_bytes(model))  # fmt: skip
     aggregator = Aggregator(poc, run.run_id, cfg, store, patience=10,
