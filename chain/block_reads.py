@@ -38,29 +38,30 @@ class BoundedReads(Generic[K, V]):
         self._reading: dict[K, asyncio.Task[V]] = {}  # under way or waiting for a slot
         self._cache: OrderedDict[K, V] = OrderedDict()
 
-    async def get(self, height: K) -> V:
-        """The result for key ``height``; raises :class:`Busy`, or what ``fetch`` raises."""
-        if (found := self._cache.get(height)) is not None:
-            self._cache.move_to_end(height)
+    async def get(self, key: K) -> V:
+        """The result for ``key`` (a height, a tx hash); raises :class:`Busy`, or what
+        ``fetch`` raises."""
+        if (found := self._cache.get(key)) is not None:
+            self._cache.move_to_end(key)
             return found
-        task = self._reading.get(height)
+        task = self._reading.get(key)
         if task is None:
             if len(self._reading) >= RUNNING + WAITING:
                 raise Busy(f"this node is reading {len(self._reading)} {self._what} already; "
                            "ask again shortly")  # fmt: skip
-            task = self._reading[height] = asyncio.ensure_future(self._read(height))
-            task.add_done_callback(lambda done: self._done(height, done))
+            task = self._reading[key] = asyncio.ensure_future(self._read(key))
+            task.add_done_callback(lambda done: self._done(key, done))
         return await asyncio.shield(task)  # a caller that hangs up leaves the read going
 
-    async def _read(self, height: K) -> V:
+    async def _read(self, key: K) -> V:
         async with self._slots:
-            found = await self._fetch(height)
-        self._cache[height] = found
+            found = await self._fetch(key)
+        self._cache[key] = found
         while len(self._cache) > CACHED:
             self._cache.popitem(last=False)
         return found
 
-    def _done(self, height: K, task: asyncio.Task[V]) -> None:
-        del self._reading[height]
+    def _done(self, key: K, task: asyncio.Task[V]) -> None:
+        del self._reading[key]
         if not task.cancelled():
             task.exception()  # retrieved: a read nobody waits for any more fails quietly

@@ -115,12 +115,10 @@ class CacheStore:
         self.meter.consume(GasMeter.DELETE, "Delete")
         self._record(key, None)
 
-    def delete_all(self, prefix: bytes) -> int:
-        """Buffer deletions of every key under ``prefix``; how many."""
-        keys = [key for key, _ in self.iterate(prefix)]
-        for key in keys:
+    def delete_all(self, prefix: bytes) -> None:
+        """Buffer deletions of every key under ``prefix``."""
+        for key in [key for key, _ in self.iterate(prefix)]:  # taken before any is deleted
             self.delete(key)
-        return len(keys)
 
     def iterate(self, prefix: bytes, start: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
         """(key, value) pairs under ``prefix`` in key order (from ``start`` on), every layer's
