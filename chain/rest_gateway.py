@@ -29,10 +29,22 @@ from google.protobuf.descriptor import FieldDescriptor, ServiceDescriptor
 from google.protobuf.message import Message
 from google.protobuf.message_factory import GetMessageClass
 
+from dilochain.chain.answer_budget import CallerBudget
+from dilochain.protocol.endpoint import caller_of
+
 MAX_BODY_BYTES = 2 << 20  # a POST's JSON (a tx of up to 1 MiB, base64)
 MAX_RESPONSE_BYTES = 64 << 20  # a large block or a long page, from the node's own gRPC
-MAX_IN_FLIGHT = 16  # requests answered at once; more are told to come back (429)
+# Requests answered at once, in all and from one caller's address (an IPv6 /64; this machine's
+# own callers are bounded by the first alone); more are told to come back (429). A request holds
+# its slot until its answer is written: a caller that never read its answers held them in the
+# gateway's memory, as many as it had connections.
+MAX_IN_FLIGHT = 16
+CALLER_IN_FLIGHT = 4
 READ_SECONDS = 10.0  # a body that takes longer to arrive is refused
+# An answer not taken by its caller within this, plus its bytes at SEND_RATE, closes the
+# connection (a slow reader holds a slot no longer).
+SEND_SECONDS = 10.0
+SEND_RATE = 1 << 20  # bytes a second
 _HTTP_STATUS = {  # grpc-gateway's mapping of gRPC codes
     grpc.StatusCode.INVALID_ARGUMENT: 400, grpc.StatusCode.FAILED_PRECONDITION: 400,
     grpc.StatusCode.OUT_OF_RANGE: 400, grpc.StatusCode.UNAUTHENTICATED: 401,
@@ -154,6 +166,23 @@ def _error(status: grpc.StatusCode, message: str, http_status: int = 0) -> web.R
     )
 
 
+async def _sent(response: web.Response, request: web.Request) -> web.StreamResponse:
+    """``response`` written to its caller, who must take it within :data:`SEND_SECONDS` and
+    its bytes at :data:`SEND_RATE`; else the connection is closed."""
+    allowed = SEND_SECONDS + (response.content_length or 0) / SEND_RATE
+    try:
+        await asyncio.wait_for(_write(response, request), allowed)
+    except TimeoutError:
+        if request.transport is not None:
+            request.transport.abort()
+    return response
+
+
+async def _write(response: web.Response, request: web.Request) -> None:
+    await response.prepare(request)
+    await response.write_eof()
+
+
 class RestGateway:
     """:func:`routes` onto the gRPC server at ``grpc_address``, served by aiohttp on a thread
     and event loop of its own: turning JSON into protobuf and back is pure Python, and a
@@ -164,7 +193,7 @@ class RestGateway:
         self.routes = routes(services)
         self._calls: dict[str, grpc.aio.UnaryUnaryMultiCallable] = {}
         self._channel: grpc.aio.Channel | None = None
-        self._slots: asyncio.Semaphore | None = None
+        self.slots = CallerBudget(MAX_IN_FLIGHT, CALLER_IN_FLIGHT)
         self._runner: web.AppRunner | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -176,13 +205,15 @@ class RestGateway:
                 self.app.router.add_route(route.verb, route.path, self._handler(route))
 
     def _handler(self, route: Route):
-        async def handle(request: web.Request) -> web.Response:
-            assert self._slots is not None
-            if self._slots.locked():
-                busy = f"{MAX_IN_FLIGHT} requests are being answered; try again"
+        async def handle(request: web.Request) -> web.StreamResponse:
+            who = caller_of(request.remote)
+            if not self.slots.take(who):
+                busy = "as many requests as the gateway answers at once; try again"
                 return _error(grpc.StatusCode.RESOURCE_EXHAUSTED, busy)
-            async with self._slots:
-                return await self._answer(route, request)
+            try:
+                return await _sent(await self._answer(route, request), request)
+            finally:
+                self.slots.give(who)
 
         return handle
 
@@ -222,7 +253,6 @@ class RestGateway:
                 request_serializer=route.request.SerializeToString,
                 response_deserializer=route.response.FromString,
             )
-        self._slots = asyncio.Semaphore(MAX_IN_FLIGHT)
         host, port = address.rsplit(":", 1)
         self._runner = web.AppRunner(self.app, access_log=None)
         await self._runner.setup()

@@ -21,6 +21,7 @@ import grpc
 
 from dilochain.chain import metrics
 from dilochain.chain.abci import AbciHandler, AbciServer
+from dilochain.chain.answer_budget import BoundedAnswers
 from dilochain.chain.app import Application, FinalizedBlock
 from dilochain.chain.comet_rpc import CometRpc, CometRpcError
 from dilochain.chain.cometbft import cometbft_binary, die_with_parent, port_free
@@ -147,7 +148,11 @@ class ChainNode:
         router = QueryRouter(lambda: self.app.height)
         readiness = Readiness()
         server = grpc.aio.server(
-            interceptors=[UnavailableUntilReady(readiness), DecodeErrorsAsInvalidArgument()],
+            interceptors=[
+                BoundedAnswers(),
+                UnavailableUntilReady(readiness),
+                DecodeErrorsAsInvalidArgument(),
+            ],
             options=[("grpc.so_reuseport", 0)],
         )
         services = Services(self.app, rpc, readiness=readiness)

@@ -7,6 +7,7 @@ import atexit
 import functools
 import json
 import shutil
+import socket
 import struct
 import tempfile
 from pathlib import Path
@@ -81,3 +82,67 @@ def shipped_data() -> tuple[Dataset, Pins]:
     folder = default_dataset(root)
     pins = pins_of(folder)
     return Dataset(folder, pins.manifest_hash, pins.tokenizer_hash), pins
+
+
+class NeverReads:
+    """An HTTP/2 gRPC caller that grants no window, so no answer's bytes ever reach it (a caller
+    that never reads), and still sees which calls were refused (a trailers-only answer: headers,
+    which flow control does not hold). Built on ``h2``."""
+
+    def __init__(self, address: str):
+        import h2.config
+        import h2.connection
+        import h2.settings
+
+        host, port = address.rsplit(":", 1)
+        self.sock = socket.create_connection((host, int(port)))
+        self.conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+        self.conn.initiate_connection()
+        self.conn.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 0})
+        self.sock.sendall(self.conn.data_to_send())
+        self.status: dict[int, str] = {}  # grpc-status by stream, of calls answered at all
+        self.started: set[int] = set()  # streams whose answer began (headers came)
+
+    def ask(self, path: str, request: bytes) -> None:
+        """Call ``path`` (``/package.Service/Method``) with ``request``'s encoding."""
+        stream = self.conn.get_next_available_stream_id()
+        self.conn.send_headers(stream, [
+            (":method", "POST"), (":scheme", "http"), (":path", path),
+            (":authority", "localhost"), ("content-type", "application/grpc"), ("te", "trailers"),
+        ])  # fmt: skip
+        self.conn.send_data(stream, b"\0" + struct.pack(">I", len(request)) + request,
+                            end_stream=True)  # fmt: skip
+        self.sock.sendall(self.conn.data_to_send())
+
+    def read(self, quiet: float = 0.5) -> None:
+        """Take the frames that came, until none comes for ``quiet`` seconds (acknowledging
+        settings and pings, granting no window)."""
+        import h2.events
+
+        self.sock.settimeout(quiet)
+        while True:
+            try:
+                data = self.sock.recv(65536)
+            except TimeoutError:
+                return
+            if not data:
+                return
+            for event in self.conn.receive_data(data):
+                if isinstance(event, h2.events.ResponseReceived | h2.events.TrailersReceived):
+                    self.started.add(event.stream_id)
+                    headers = dict(event.headers)
+                    if b"grpc-status" in headers:
+                        self.status[event.stream_id] = headers[b"grpc-status"].decode()
+            self.sock.sendall(self.conn.data_to_send())
+
+    def held(self) -> int:
+        """Calls whose answer began and never ended (what the node holds for this caller)."""
+        return len(self.started - self.status.keys())
+
+    def refused(self) -> int:
+        """Calls answered ``RESOURCE_EXHAUSTED`` so far (as :meth:`read` saw)."""
+        return sum(code == "8" for code in self.status.values())
+
+    def close(self) -> None:
+        """Go away with every answer unread."""
+        self.sock.close()

@@ -296,19 +296,31 @@ def blob_service_problem(
 
 def caller_address(peer: str) -> str:
     """Where a gRPC peer (``ipv4:1.2.3.4:5``, ``ipv6:%5B2001:db8::1%5D:5`` as gRPC writes it,
-    ``unix:…``) calls from, as per-caller limits count it: an IPv4 address, an IPv6 /64 (one
-    machine's addresses: a single host can take any of them), or "" for this machine's own
-    processes (loopback, unix sockets); the string itself for anything else."""
+    ``unix:…``) calls from, as per-caller limits count it: :func:`caller_of` its address, ""
+    for a unix socket, the string itself for anything else."""
     kind, _, rest = peer.partition(":")
     if kind in ("unix", "unix-abstract"):
         return ""
     if kind not in ("ipv4", "ipv6"):
         return peer
-    host = urllib.parse.unquote(rest).rpartition(":")[0].strip("[]")  # gRPC: "%5B::1%5D:5"
+    return caller_of(urllib.parse.unquote(rest).rpartition(":")[0])  # gRPC: "%5B::1%5D:5"
+
+
+def caller_of(host: str | None) -> str:
+    """A caller's address as per-caller limits count it: an IPv4 address, an IPv6 /64 (one
+    machine's addresses: a single host can take any of them; an IPv4-mapped one as its IPv4
+    address), or "" for this machine's own processes (loopback, or no address: a unix
+    socket); anything else as it is."""
+    if not host:
+        return ""
     try:
-        address = ipaddress.ip_address(host)
+        address = ipaddress.ip_address(host.strip("[]"))
     except ValueError:
-        return peer
+        return host
+    if address.version == 6 and address.ipv4_mapped:  # an IPv4 caller of a dual-stack listener
+        address = address.ipv4_mapped
     if address.is_loopback:
         return ""
-    return host if kind == "ipv4" else str(ipaddress.ip_network(f"{host}/64", strict=False))
+    if address.version == 4:
+        return str(address)
+    return str(ipaddress.ip_network(f"{address}/64", strict=False))

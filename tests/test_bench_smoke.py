@@ -41,6 +41,8 @@ CASES = {
     "chain_ceiling": (["--txs", "200", "--streams", "2", "--loaders", "1"],
                       r"txs accepted / included\s+│ 200 / 200\s+│ 200 / 200"),
     "state_sync": (["--height", "20", "--accounts", "10"], "state sync / block sync"),
+    "unread_answers": (["--txs", "20", "--answers", "30", "--per-connection", "10"],
+                       r"answers held / refused\s+│ 30 / 0"),
     "host_utilisation": (["--h", "4", "--rounds", "3", "--overlapped-only", "--window", "28"],
                          r"\b3 of 3\b"),
     "slow_links": (["--preset", "tiny", "--rates", "1gbit"], r"1gbit │\s+s3"),

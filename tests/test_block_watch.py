@@ -63,9 +63,13 @@ def test_follower_slots_are_bounded_per_node_and_per_address():
     assert [caller_address(p) for p in ("ipv4:127.0.0.1:5", "ipv6:[::1]:5", "unix:/tmp/s",
                                         "ipv4:203.0.113.5:443", "ipv6:[2001:db8::1]:9",
                                         "ipv6:[2001:db8::ffff:1]:7", "ipv6:[2001:db8:0:1::1]:7",
-                                        "ipv6:%5B::1%5D:54006", "ipv6:%5B2001:db8::2%5D:9")
+                                        "ipv6:%5B::1%5D:54006", "ipv6:%5B2001:db8::2%5D:9",
+                                        "ipv6:[::ffff:203.0.113.9]:5", "ipv6:[::ffff:127.0.0.1]:5")
             ] == ["", "", "", "203.0.113.5", "2001:db8::/64", "2001:db8::/64",
-                  "2001:db8:0:1::/64", "", "2001:db8::/64"]  # fmt: skip
+                  "2001:db8:0:1::/64", "", "2001:db8::/64",
+                  "203.0.113.9", ""]  # fmt: skip
+    # An IPv4 caller of a dual-stack listener ([::]) is named by its IPv4 address, not the
+    # /64 that every IPv4 address maps into (::ffff:0:0/96 lies in ::/64).
     # As a real gRPC server names an IPv6 caller (percent-encoded: a review found every IPv6
     # connection counted as a caller of its own).
     assert [caller_address(p) for p in _ipv6_peers(2)] == ["", ""]

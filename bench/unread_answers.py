@@ -1,0 +1,125 @@
+"""A chain node's memory under answers its caller never reads.
+
+Runs one chain process, fills a block with bank sends, then opens HTTP/2 connections that
+grant no window (``testutil.NeverReads``) and ask for that block (``GetBlockByHeight``) again and
+again, reading nothing. Prints the block's size, the app's resident memory before and after,
+how many answers the node held and refused (``chain/answer_budget.py``), and whether blocks and
+a reading caller's queries went on meanwhile.
+
+    .venv/bin/python -m bench.unread_answers [--txs 3000] [--answers 2000] [--per-connection 100]
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import grpc
+from cosmpy.protos.cosmos.bank.v1beta1.tx_pb2 import MsgSend
+from cosmpy.protos.cosmos.base.tendermint.v1beta1 import query_pb2 as tm_q
+from cosmpy.protos.cosmos.base.tendermint.v1beta1 import query_pb2_grpc as tm_grpc
+from cosmpy.protos.cosmos.base.v1beta1.coin_pb2 import Coin
+from cosmpy.protos.cosmos.tx.v1beta1 import service_pb2 as tx_s
+from cosmpy.protos.cosmos.tx.v1beta1 import service_pb2_grpc as tx_grpc
+from rich.console import Console
+from rich.table import Table
+
+from dilochain.localnet import ChainProcess, init_localnet
+from dilochain.protocol.params import DENOM
+from dilochain.testutil import CHAIN_ID, NeverReads, signed_tx, wallet
+
+BLOCK = "/cosmos.base.tendermint.v1beta1.Service/GetBlockByHeight"
+
+
+def _resident_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no VmRSS for {pid}")
+
+
+SENDERS = [wallet(seed) for seed in range(7, 15)]
+
+
+def _fill_blocks(chain: ChainProcess, txs: int) -> tuple[int, int]:
+    """Broadcast ``txs`` sends, shared by :data:`SENDERS` (genesis accounts 0…7), each on a
+    thread of its own;
+    (height, bytes) of the largest block they made."""
+    receiver = str(wallet(99).address())
+
+    def send_all(number: int, sender, count: int) -> None:
+        send = MsgSend(from_address=str(sender.address()), to_address=receiver,
+                       amount=[Coin(denom=DENOM, amount="1")])  # fmt: skip
+        signed = [signed_tx(sender, [send], sequence=s, account_number=number)
+                  for s in range(count)]  # fmt: skip
+        with grpc.insecure_channel(chain.address) as channel:
+            broadcast = tx_grpc.ServiceStub(channel).BroadcastTx
+            for raw in signed:
+                broadcast(tx_s.BroadcastTxRequest(tx_bytes=raw, mode=tx_s.BROADCAST_MODE_SYNC))
+
+    start = chain.height()
+    with ThreadPoolExecutor(len(SENDERS)) as pool:
+        share = -(-txs // len(SENDERS))
+        for found in [pool.submit(send_all, n, s, share) for n, s in enumerate(SENDERS)]:
+            found.result()
+    chain.wait_for_height(chain.height() + 2)
+    with grpc.insecure_channel(chain.address) as channel:
+        blocks = tm_grpc.ServiceStub(channel).GetBlockByHeight
+        sizes = {h: blocks(tm_q.GetBlockByHeightRequest(height=h)).ByteSize()
+                 for h in range(start, chain.height() + 1)}  # fmt: skip
+    height = max(sizes, key=sizes.__getitem__)
+    return height, sizes[height]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--txs", type=int, default=3000, help="bank sends to fill blocks with")
+    parser.add_argument("--answers", type=int, default=2000, help="block answers left unread")
+    parser.add_argument("--per-connection", type=int, default=100)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        home = Path(tmp) / "chain"
+        init_localnet(home, CHAIN_ID, {str(w.address()): {DENOM: 10**15} for w in SENDERS})
+        with ChainProcess(home, "3s") as chain:
+            assert chain.proc is not None
+            height, size = _fill_blocks(chain, args.txs)
+            before = _resident_mb(chain.proc.pid)
+            request = tm_q.GetBlockByHeightRequest(height=height).SerializeToString()
+            hogs = []
+            for first in range(0, args.answers, args.per_connection):
+                hog = NeverReads(chain.address)
+                for _ in range(min(args.per_connection, args.answers - first)):
+                    hog.ask(BLOCK, request)
+                hogs.append(hog)
+            for hog in hogs:  # what the node refused is said in headers, which need no window
+                hog.read(quiet=2.0)
+            time.sleep(2)  # what it holds is in its memory by now
+            after = _resident_mb(chain.proc.pid)
+            refused = sum(hog.refused() for hog in hogs)
+            held = sum(hog.held() for hog in hogs)
+            start, begun = chain.height(), time.monotonic()
+            with grpc.insecure_channel(chain.address) as channel:
+                latest = tm_grpc.ServiceStub(channel).GetLatestBlock
+                try:
+                    found = latest(tm_q.GetLatestBlockRequest(), timeout=10).block.header.height
+                    answered = f"answered (height {found})"
+                except grpc.RpcError as err:  # this machine's callers share the node's budget
+                    answered = f"refused: {err.code().name}"
+            chain.wait_for_height(start + 2, timeout=30)
+            blocks_s = (chain.height() - start) / (time.monotonic() - begun)
+            for hog in hogs:
+                hog.close()
+    table = Table("", "", title=f"{args.answers} unread answers of one block")
+    table.add_row("block", f"height {height}, {size:,} bytes")
+    table.add_row("app memory before / after", f"{before:.0f} MB / {after:.0f} MB")
+    table.add_row("answers held / refused", f"{held} / {refused}")
+    table.add_row("a reading caller's GetLatestBlock (same machine)", answered)
+    table.add_row("blocks/s while held", f"{blocks_s:.2f}")
+    Console().print(table)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,168 @@
+"""Callers that never read their answers: the node's gRPC answers are held within a budget of
+bytes, the REST gateway's within its slots and a send deadline, so a stranger cannot fill the
+node's memory or hold its answers for ever."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import threading
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+
+import grpc
+import pytest
+from cosmpy.protos.cosmos.base.tendermint.v1beta1 import query_pb2 as tm_q
+from google.protobuf import wrappers_pb2
+
+from dilochain.chain import rest_gateway
+from dilochain.chain.answer_budget import BoundedAnswers, CallerBudget
+from dilochain.chain.rest_gateway import RestGateway
+from dilochain.testutil import NeverReads
+
+MIB = 1 << 20
+BIG = "/dilochain.test.Big/Get"  # answers as many bytes as it is asked for
+
+
+def test_a_budget_bounds_each_caller_and_all_of_them():
+    budget = CallerBudget(total=10, per_caller=4)
+    assert budget.take("203.0.113.5", 4) and not budget.take("203.0.113.5", 1)
+    assert budget.take("2001:db8::/64", 3) and budget.take("", 3)  # "": bounded by the total
+    assert not budget.take("", 1) and not budget.take("198.51.100.7", 1)  # 10 of 10 held
+    budget.give("203.0.113.5", 4)
+    assert budget.take("", 4) and budget.held == 10
+    for who, units in [("", 7), ("2001:db8::/64", 3)]:
+        budget.give(who, units)
+    assert budget.held == 0 and budget.take("203.0.113.5", 4)
+
+
+def _serve_big(budget: CallerBudget):
+    """An aio gRPC server on 127.0.0.1 behind :class:`BoundedAnswers`, on a loop of its own;
+    (port, stop)."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+
+    async def answer(request, context):
+        return wrappers_pb2.BytesValue(value=b"x" * request.value)
+
+    async def start() -> tuple[grpc.aio.Server, int]:
+        server = grpc.aio.server(interceptors=[BoundedAnswers(budget)])
+        server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(
+            "dilochain.test.Big", {"Get": grpc.unary_unary_rpc_method_handler(
+                answer, wrappers_pb2.UInt64Value.FromString,
+                wrappers_pb2.BytesValue.SerializeToString)},
+        )])  # fmt: skip
+        port = server.add_insecure_port("127.0.0.1:0")
+        await server.start()
+        return server, port
+
+    server, port = asyncio.run_coroutine_threadsafe(start(), loop).result(30)
+
+    def stop() -> None:
+        asyncio.run_coroutine_threadsafe(server.stop(0), loop).result(30)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(30)
+
+    return port, stop
+
+
+def _until(condition, patience: float = 30.0) -> None:
+    deadline = time.monotonic() + patience
+    while not condition():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+
+
+def test_answers_a_caller_never_reads_are_held_only_within_the_node_s_budget():
+    budget = CallerBudget(total=4 * MIB, per_caller=MIB)  # a loopback caller: the total alone
+    port, stop = _serve_big(budget)
+    size = wrappers_pb2.BytesValue(value=b"x" * MIB).ByteSize()
+    try:
+        hog = NeverReads(f"127.0.0.1:{port}")
+        for _ in range(8):
+            hog.ask(BIG, wrappers_pb2.UInt64Value(value=MIB).SerializeToString())
+        # 3 answers of 1 MiB and a few bytes fit in 4 MiB; the other 5 are refused
+        _until(lambda: hog.read(quiet=0.1) or hog.refused() == 5)
+        assert budget.held == 3 * size and len(hog.status) == 5
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            get = channel.unary_unary(BIG, wrappers_pb2.UInt64Value.SerializeToString,
+                                      wrappers_pb2.BytesValue.FromString)  # fmt: skip
+            with pytest.raises(grpc.RpcError) as refused:
+                get(wrappers_pb2.UInt64Value(value=2 * MIB), timeout=10)
+            assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            assert "unread answers" in refused.value.details()
+            hog.sock.close()  # the caller gone: what it held is given back
+            _until(lambda: budget.held == 0)
+            for _ in range(6):  # answers that are read are given back as they are delivered
+                answer = get(wrappers_pb2.UInt64Value(value=3 * MIB), timeout=10)
+                assert len(answer.value) == 3 * MIB
+            _until(lambda: budget.held == 0)
+    finally:
+        stop()
+
+
+def _serve_block(txs: list[bytes]):
+    """A gRPC server answering ``GetBlockByHeight`` with a block of ``txs``; (server, address)."""
+    block = tm_q.GetBlockByHeightResponse()
+    block.block.data.txs.extend(txs)
+    server = grpc.server(ThreadPoolExecutor(8))
+    server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(
+        "cosmos.base.tendermint.v1beta1.Service", {"GetBlockByHeight":
+            grpc.unary_unary_rpc_method_handler(
+                lambda request, context: block, tm_q.GetBlockByHeightRequest.FromString,
+                tm_q.GetBlockByHeightResponse.SerializeToString)},
+    )])  # fmt: skip
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    return server, f"127.0.0.1:{port}"
+
+
+def _get(address: str, path: str) -> socket.socket:
+    host, port = address.rsplit(":", 1)
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # reads nothing, holds little
+    sock.connect((host, int(port)))
+    sock.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    return sock
+
+
+def _read_until_closed(sock: socket.socket) -> int:
+    """Bytes read from ``sock`` until its peer closed it (or reset it)."""
+    sock.settimeout(30)
+    received = 0
+    with contextlib.suppress(ConnectionResetError):
+        while chunk := sock.recv(1 << 16):
+            received += len(chunk)
+    return received
+
+
+def _status(sock: socket.socket) -> int:
+    sock.settimeout(30)
+    head = b""
+    while b"\r\n" not in head:
+        head += sock.recv(4096)
+    return int(head.split()[1])
+
+
+def test_a_rest_caller_that_never_reads_holds_a_slot_only_until_its_send_deadline(monkeypatch):
+    monkeypatch.setattr(rest_gateway, "MAX_IN_FLIGHT", 2)
+    monkeypatch.setattr(rest_gateway, "SEND_SECONDS", 3.0)
+    monkeypatch.setattr(rest_gateway, "SEND_RATE", 1 << 40)  # the deadline: 3 s whatever the size
+    server, address = _serve_block([b"t" * MIB] * 12)  # ~16 MB of JSON: more than socket buffers
+    gateway = RestGateway([tm_q.DESCRIPTOR.services_by_name["Service"]], address)
+    rest = gateway.start("127.0.0.1:0")
+    path = "/cosmos/base/tendermint/v1beta1/blocks/5"
+    try:
+        hogs = [_get(rest, path) for _ in range(2)]
+        _until(lambda: gateway.slots.held == 2)  # both are being answered (and not read)
+        assert _status(_get(rest, path)) == 429  # every slot held until its answer is written
+        _until(lambda: _status(_get(rest, path)) == 200)  # the slots were given back
+        length = len(urllib.request.urlopen(f"http://{rest}{path}", timeout=30).read())
+        for hog in hogs:  # past the deadline the gateway closed each reader that did not read
+            assert _read_until_closed(hog) < length
+    finally:
+        gateway.stop()
+        server.stop(None)
