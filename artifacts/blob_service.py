@@ -21,6 +21,7 @@ from dilochain.artifacts.object_store import MIN_RATE, fetch_object, probe_objec
 from dilochain.artifacts.store import (
     ArtifactError,
     LocalArtifactStore,
+    PeerSlow,
     PeerUnavailable,
     PeerUnreachable,
 )
@@ -49,6 +50,15 @@ BACKOFF_SECONDS = 0.25  # before the second pass; doubled before each later one
 # whole deadline its artifacts' size allows.
 IDLE_SECONDS = 30.0
 PROGRESS_BYTES = 64 << 10  # what counts as progress within IDLE_SECONDS (~2 KB/s at least)
+# A peer that sends less than SLOW_RATE over RATE_WINDOW is cut off as slow while a fetch has
+# passes left, so the next peer is asked; on the last pass every peer gets the whole allowance.
+# A peer that dripped (64 KiB every 30 s keeps a stream alive: ~17 bit/s) held a fetch for its
+# whole deadline, 60 s + a second a MiB of the run's largest artifact, on every pass, so a few
+# Sybil hosts or verifiers listed first held every fetch that reached them. Holding one now
+# costs 1 Mbit/s for the while; an honest stream that slow (a host's 32 streams sharing under
+# 32 Mbit/s) is only asked last.
+SLOW_RATE = 128 << 10  # bytes a second
+RATE_WINDOW = 10.0
 # Peers' names (other than the owner's) are looked up at once, for at most this long in all,
 # each at most once at a time, and what a lookup found is used for this long.
 RESOLVE_SECONDS = PROBE_SECONDS
@@ -259,13 +269,15 @@ _UNREACHABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
 
 
 def fetch_artifact(
-    location: str, digest: bytes, limit: int, out: BinaryIO, dial: Sequence[str] = ()
-) -> int:
+    location: str, digest: bytes, limit: int, out: BinaryIO, dial: Sequence[str] = (),
+    min_rate: float = 0.0,
+) -> int:  # fmt: skip
     """Fetch ``digest`` from a host's artifact location, its blob service (``host:port``,
-    dialled at ``dial`` where given: see :func:`checked_dial`) or its object-store prefix (a
-    URL), into ``out``; the bytes received (see :func:`fetch_blob`)."""
+    dialled at ``dial`` where given: see :func:`checked_dial`; cut off below ``min_rate``) or
+    its object-store prefix (a URL), into ``out``; the bytes received (see
+    :func:`fetch_blob`)."""
     if not is_url(location):
-        return fetch_blob(location, digest, limit, out, dial=dial)
+        return fetch_blob(location, digest, limit, out, dial=dial, min_rate=min_rate)
     received = fetch_object(location, digest, limit, out)
     FETCHED_BYTES.inc(received)
     return received
@@ -273,18 +285,22 @@ def fetch_artifact(
 
 class _IdleWatch:
     """Cancels a streaming call that makes no progress, :data:`PROGRESS_BYTES` received, for
-    ``seconds`` (checked once a second on a thread of its own, which :meth:`stop` ends): a
-    peer sending empty chunks, or a byte at a time, is as silent as one sending nothing."""
+    ``seconds``, or (given ``min_rate``) receives less than ``min_rate`` bytes a second over a
+    :data:`RATE_WINDOW` (checked once a second on a thread of its own, which :meth:`stop`
+    ends): a peer sending empty chunks, or a byte at a time, is as silent as one sending
+    nothing."""
 
-    def __init__(self, call: grpc.Future, seconds: float):
-        self.call, self.seconds = call, seconds
-        self.last, self.fired, self._since = time.monotonic(), False, 0
+    def __init__(self, call: grpc.Future, seconds: float, min_rate: float = 0.0):
+        self.call, self.seconds, self.min_rate = call, seconds, min_rate
+        self.last, self.fired, self.slow, self._since = time.monotonic(), "", False, 0
+        self._window, self._in_window = self.last, 0
         self._done = threading.Event()
         threading.Thread(target=self._watch, name="fetch-idle", daemon=True).start()
 
     def progress(self, received: int) -> None:
         """``received`` more bytes arrived."""
         self._since += received
+        self._in_window += received
         if self._since >= PROGRESS_BYTES:
             self.last, self._since = time.monotonic(), 0
 
@@ -294,29 +310,40 @@ class _IdleWatch:
 
     def _watch(self) -> None:
         while not self._done.wait(min(1.0, self.seconds)):
-            if time.monotonic() - self.last > self.seconds:
-                self.fired = True
+            now = time.monotonic()
+            if now - self.last > self.seconds:
+                self.fired = f"sent nothing for {self.seconds:g} s"
+            elif self.min_rate and now - self._window >= RATE_WINDOW:
+                if self._in_window < self.min_rate * RATE_WINDOW:
+                    self.slow = True
+                    self.fired = (f"sent {self._in_window} bytes in {RATE_WINDOW:g} s, slower "
+                                  f"than {self.min_rate:g} bytes a second")  # fmt: skip
+                self._window, self._in_window = now, 0
+            if self.fired:
                 self.call.cancel()
                 return
 
 
-def fetch_blob(endpoint: str, digest: bytes, limit: int, out: BinaryIO,
-               timeout: float = 60.0, dial: Sequence[str] = ()) -> int:  # fmt: skip
+def fetch_blob(
+    endpoint: str, digest: bytes, limit: int, out: BinaryIO, timeout: float = 60.0,
+    dial: Sequence[str] = (), min_rate: float = 0.0,
+) -> int:  # fmt: skip
     """Fetch an artifact from a host's blob service into ``out`` (emptied first), hashing while
     it streams and stopping as soon as it passes ``limit`` bytes (no artifact of the run can be
     larger); the bytes received. The whole call may take ``timeout`` plus ``limit`` at
     :data:`MIN_RATE` (a fixed deadline would make a large enough checkpoint unfetchable), and
-    :data:`IDLE_SECONDS` without a chunk ends it as unreachable. ``dial``: the gRPC targets
-    to connect to, in turn while none is reached (the addresses ``endpoint`` was checked at,
+    :data:`IDLE_SECONDS` without a chunk, or (given ``min_rate``) a :data:`RATE_WINDOW` below
+    ``min_rate`` bytes a second, ends it as unreachable. ``dial``: the gRPC targets to connect
+    to, in turn while none is reached (the addresses ``endpoint`` was checked at,
     :func:`checked_dial`)."""
     targets = list(dial) or [endpoint]
     for target in targets[:-1]:
         try:
-            return _fetch_blob_at(endpoint, target, digest, limit, out, timeout)
+            return _fetch_blob_at(endpoint, target, digest, limit, out, timeout, min_rate)
         except PeerUnreachable:
             if out.tell():  # it was reached, and then went silent
                 raise
-    return _fetch_blob_at(endpoint, targets[-1], digest, limit, out, timeout)
+    return _fetch_blob_at(endpoint, targets[-1], digest, limit, out, timeout, min_rate)
 
 
 def _channel(endpoint: str, target: str) -> grpc.Channel:
@@ -327,8 +354,9 @@ def _channel(endpoint: str, target: str) -> grpc.Channel:
 
 
 def _fetch_blob_at(
-    endpoint: str, target: str, digest: bytes, limit: int, out: BinaryIO, timeout: float
-) -> int:
+    endpoint: str, target: str, digest: bytes, limit: int, out: BinaryIO, timeout: float,
+    min_rate: float,
+) -> int:  # fmt: skip
     out.seek(0)
     out.truncate()
     received, hasher = 0, hashlib.sha256()
@@ -336,7 +364,7 @@ def _fetch_blob_at(
         chunks = blob_pb2_grpc.BlobStub(channel).Get(
             blob_pb2.GetBlobRequest(hash=digest), timeout=timeout + limit / MIN_RATE
         )
-        idle = _IdleWatch(chunks, IDLE_SECONDS)
+        idle = _IdleWatch(chunks, IDLE_SECONDS, min_rate)
         try:
             for chunk in chunks:
                 idle.progress(len(chunk.data))
@@ -348,8 +376,8 @@ def _fetch_blob_at(
                 received += len(chunk.data)
         except grpc.RpcError as err:
             if idle.fired:
-                silent = f"{endpoint}: sent nothing for {idle.seconds:g} s"
-                raise PeerUnreachable(silent) from None
+                kind = PeerSlow if idle.slow else PeerUnreachable
+                raise kind(f"{endpoint}: {idle.fired}") from None
             kind = PeerUnreachable if err.code() in _UNREACHABLE else PeerUnavailable
             raise kind(f"{endpoint}: {err.details() or err.code()}") from None
         finally:
@@ -530,7 +558,9 @@ def fetch_from_peers(
     """The first of ``endpoints`` that serves ``digest`` (hash-checked, at most ``limit``
     bytes): its bytes, or, given ``out`` (a file), streamed into it (then b"" is returned: a
     shard of a dataset need not fit in memory). Up to ``attempts`` passes over the peers, with
-    exponential backoff between them; a peer that sent bad bytes is not asked again.
+    exponential backoff between them; a peer that sent bad bytes is not asked again, and one
+    slower than :data:`SLOW_RATE` is cut off and asked again after the others, on every pass
+    but the last, which waits on each.
     :class:`ArtifactError` says why each failed: :class:`PeerUnreachable` when ``owner`` (the
     endpoint of the host whose artifact it is) could not be reached, or is an object store
     that does not have it yet, whatever other peers answered (they say nothing of the owner:
@@ -566,10 +596,13 @@ def fetch_from_peers(
             if endpoint not in left:  # refused, or its name did not resolve
                 continue
             try:
-                fetch_artifact(endpoint, digest, limit, sink, dial[endpoint])
+                fetch_artifact(endpoint, digest, limit, sink, dial[endpoint],
+                               min_rate=SLOW_RATE if attempt < attempts - 1 else 0.0)  # fmt: skip
                 return b"" if out is not None else sink.getvalue()
             except PeerUnavailable as err:
                 errors[endpoint] = err
+                if isinstance(err, PeerSlow):  # behind the others, in this pass and the next
+                    left.append(left.pop(left.index(endpoint)))
             except ArtifactError as err:
                 errors[endpoint] = err
                 left.remove(endpoint)

@@ -38,6 +38,11 @@ class PeerUnreachable(PeerUnavailable):
     not a peer that answered that it lacks the artifact."""
 
 
+class PeerSlow(PeerUnreachable):
+    """A peer that served an artifact slower than a fetch allowed while others were left to
+    ask: asked again after them."""
+
+
 def write_atomically(path: Path, fill: Callable[[BinaryIO], object], sync: bool = False) -> None:
     """Write ``path`` through a temporary file of its own beside it, renamed into place once
     ``fill`` has written it whole (with ``sync``, fsynced first): a reader never sees it half

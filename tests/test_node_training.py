@@ -725,6 +725,56 @@ def test_a_stream_that_goes_silent_is_cut_off_as_unreachable(tmp_path, monkeypat
         server.stop(grace=0)
 
 
+def test_a_peer_that_drips_is_passed_over_for_the_next_and_still_waited_on_when_alone(
+    tmp_path, monkeypatch
+):
+    """A peer that serves at a drip (here ~320 KiB/s against a floor of 2 MiB/s) is cut off
+    after a rate window while other peers are left, and asked after them; alone, it is waited
+    on in the last pass. Before, it held each fetch for the deadline the run's largest
+    artifact allows, on every pass, ahead of every honest peer listed after it."""
+    from concurrent import futures
+
+    served = LocalArtifactStore(tmp_path / "a")
+    data = os.urandom(3 << 20)
+    digest = served.put(data)
+    dripped: list[int] = []
+
+    class Dripping(blob_service.BlobServicer):
+        def Get(self, request, context):
+            for chunk in super().Get(request, context):
+                for start in range(0, len(chunk.data), 64 << 10):
+                    dripped.append(len(chunk.data[start : start + (64 << 10)]))
+                    time.sleep(0.2)
+                    yield blob_pb2.BlobChunk(data=chunk.data[start : start + (64 << 10)])
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+    server.add_generic_rpc_handlers((Dripping(served).handler(),))
+    drip = f"127.0.0.1:{server.add_insecure_port('127.0.0.1:0')}"
+    server.start()
+    honest, fair = serve_blobs(served, "127.0.0.1:0")
+    monkeypatch.setattr(blob_service, "SLOW_RATE", 2 << 20)
+    monkeypatch.setattr(blob_service, "RATE_WINDOW", 1.0)
+    asked = []
+    real = blob_service.fetch_blob
+
+    def counted(endpoint, *args, **kwargs):
+        asked.append(endpoint)
+        return real(endpoint, *args, **kwargs)
+
+    monkeypatch.setattr(blob_service, "fetch_blob", counted)
+    try:
+        began = time.monotonic()
+        assert fetch_from_peers([drip, fair], digest, 1 << 30) == data
+        assert asked == [drip, fair] and 0 < sum(dripped) < len(data)
+        assert time.monotonic() - began < 7  # a rate window or two, not the drip's 10 s
+        asked.clear()
+        assert fetch_from_peers([drip], digest, 1 << 30, attempts=2, backoff=0.01) == data
+        assert asked == [drip, drip]  # cut off in the first pass, waited on in the last
+    finally:
+        server.stop(grace=0)
+        honest.stop(grace=0)
+
+
 def test_a_round_that_diverged_says_so_and_an_honest_one_does_not():
     """A host commits no round whose parameters went to NaN or infinity (every verifier would
     fail it and the host be slashed for a broken optimiser, not a cheat): the round says so."""
