@@ -538,6 +538,19 @@ def test_the_blob_service_answers_garbage_and_malformed_hashes_in_kind(tmp_path)
         server.stop(grace=0)
 
 
+def _fetches_counted(monkeypatch) -> list[str]:
+    """The endpoints ``fetch_blob`` is called for, in order, from now on."""
+    asked: list[str] = []
+    real = blob_service.fetch_blob
+
+    def counted(endpoint, *args, **kwargs):
+        asked.append(endpoint)
+        return real(endpoint, *args, **kwargs)
+
+    monkeypatch.setattr(blob_service, "fetch_blob", counted)
+    return asked
+
+
 def test_peer_fetches_retry_with_backoff_and_drop_bad_peers(tmp_path, monkeypatch):
     served = LocalArtifactStore(tmp_path / "a")
     data = b"a pseudo-gradient" * 1000
@@ -559,14 +572,7 @@ def test_peer_fetches_retry_with_backoff_and_drop_bad_peers(tmp_path, monkeypatc
     # A hostile peer's server serves what it has (an honest one withholds a damaged file).
     monkeypatch.setattr(blob_service.BlobServicer, "_damaged", lambda self, digest, context: None)
     server, bad = serve_blobs(liar, "127.0.0.1:0")
-    asked = []
-    real = blob_service.fetch_blob
-
-    def counted(endpoint, *args, **kwargs):
-        asked.append(endpoint)
-        return real(endpoint, *args, **kwargs)
-
-    monkeypatch.setattr(blob_service, "fetch_blob", counted)
+    asked = _fetches_counted(monkeypatch)
     down = f"127.0.0.1:{free_port()}"
     try:
         with pytest.raises(ArtifactError, match=r"on no peer after 3 tries \(.*corrupt.*; 127"):
@@ -754,14 +760,7 @@ def test_a_peer_that_drips_is_passed_over_for_the_next_and_still_waited_on_when_
     honest, fair = serve_blobs(served, "127.0.0.1:0")
     monkeypatch.setattr(blob_service, "SLOW_RATE", 2 << 20)
     monkeypatch.setattr(blob_service, "RATE_WINDOW", 1.0)
-    asked = []
-    real = blob_service.fetch_blob
-
-    def counted(endpoint, *args, **kwargs):
-        asked.append(endpoint)
-        return real(endpoint, *args, **kwargs)
-
-    monkeypatch.setattr(blob_service, "fetch_blob", counted)
+    asked = _fetches_counted(monkeypatch)
     try:
         began = time.monotonic()
         assert fetch_from_peers([drip, fair], digest, 1 << 30) == data
