@@ -62,7 +62,9 @@ class CallerBudget:
 
 class BoundedAnswers(grpc.aio.ServerInterceptor):
     """Refuses, ``RESOURCE_EXHAUSTED``, a unary answer that ``budget`` (bytes; by default
-    :data:`NODE_ANSWER_BYTES` and :data:`CALLER_ANSWER_BYTES`) cannot hold until it is read."""
+    :data:`NODE_ANSWER_BYTES` and :data:`CALLER_ANSWER_BYTES`) cannot hold until it is read.
+    A handler may answer with bytes, its answer already encoded (a cached block's), which are
+    sent as they are."""
 
     def __init__(self, budget: CallerBudget | None = None):
         self.budget = budget or CallerBudget(NODE_ANSWER_BYTES, CALLER_ANSWER_BYTES)
@@ -75,7 +77,8 @@ class BoundedAnswers(grpc.aio.ServerInterceptor):
 
         async def bounded(request, context):
             answer = await behavior(request, context)
-            size = max(answer.ByteSize(), MIN_ANSWER_BYTES)
+            encoded = isinstance(answer, bytes)
+            size = max(len(answer) if encoded else answer.ByteSize(), MIN_ANSWER_BYTES)
             who = caller_address(context.peer())
             if not budget.take(who, size):
                 await context.abort(
@@ -89,5 +92,12 @@ class BoundedAnswers(grpc.aio.ServerInterceptor):
         return grpc.unary_unary_rpc_method_handler(
             bounded,
             request_deserializer=handler.request_deserializer,
-            response_serializer=handler.response_serializer,
+            response_serializer=_encoded_as_is(handler.response_serializer),
         )
+
+
+def _encoded_as_is(serialize):
+    """``serialize``, but an answer that is bytes already is sent as it is."""
+    if serialize is None:
+        return None
+    return lambda answer: answer if isinstance(answer, bytes) else serialize(answer)

@@ -90,3 +90,38 @@ def test_a_read_whose_caller_hangs_up_keeps_its_slot_to_its_end():
         assert sorted(fetched) == [*range(block_reads.RUNNING), 99]
 
     asyncio.run(scenario())
+
+
+def test_a_block_s_answer_is_encoded_once_on_a_thread_and_then_sent_as_it_is():
+    """A cached 21 MiB block's answer was built and encoded again for every caller, on the
+    loop that runs consensus (92 ms a call): the cache holds the encoded answer, which
+    ``GetLatestBlock`` shares (its fields are ``GetBlockByHeight``'s)."""
+    from types import SimpleNamespace
+
+    from cosmpy.protos.cosmos.base.tendermint.v1beta1 import query_pb2 as tm_q
+
+    from dilochain.chain.grpc_services import Services
+
+    block = Block()
+    block.data.txs.extend([b"t" * 1000] * 5)
+    fetched: list[int] = []
+
+    class Rpc:
+        async def block(self, height: int):
+            fetched.append(height)
+            return BlockID(hash=bytes([height])), block
+
+    services = Services(SimpleNamespace(height=7), Rpc())
+
+    async def scenario() -> list[bytes]:
+        return [await services.blocks.get(7) for _ in range(3)]
+
+    answers = asyncio.run(scenario())
+    assert fetched == [7] and answers[0] is answers[1] is answers[2]
+    assert tm_q.GetLatestBlockResponse.FromString(answers[0]).block == block
+    assert (
+        answers[0]
+        == tm_q.GetBlockByHeightResponse(
+            block_id=BlockID(hash=b"\x07"), block=block
+        ).SerializeToString()
+    )

@@ -1,12 +1,17 @@
-"""A chain node's memory under answers its caller never reads.
+"""A chain node answering one large block to callers that read it as fast as they can, and to
+callers that never read.
 
-Runs one chain process, fills a block with bank sends, then opens HTTP/2 connections that
-grant no window (``testutil.NeverReads``) and ask for that block (``GetBlockByHeight``) again and
-again, reading nothing. Prints the block's size, the app's resident memory before and after,
-how many answers the node held and refused (``chain/answer_budget.py``), and whether blocks and
-a reading caller's queries went on meanwhile.
+Runs one chain process and fills a block with bank sends. Then (1) ``--readers`` threads ask for
+that block (``GetBlockByHeight``, taken as bytes) for ``--seconds``, while one caller times a
+small query (``GetNodeInfo``) on the node's loop, against the same query's times when quiet;
+(2) HTTP/2 connections that grant no window (``testutil.NeverReads``) ask for the block
+``--answers`` times, reading nothing. Prints the block's size, block answers a second and the
+small query's latency under the readers, the app's resident memory before and after the unread
+answers, how many the node held and refused (``chain/answer_budget.py``), and whether blocks
+and a reading caller's query went on meanwhile.
 
-    .venv/bin/python -m bench.unread_answers [--txs 3000] [--answers 2000] [--per-connection 100]
+    .venv/bin/python -m bench.block_answers [--txs 3000] [--readers 4] [--seconds 5]
+        [--answers 2000] [--per-connection 100]
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from dilochain.protocol.params import DENOM
 from dilochain.testutil import CHAIN_ID, NeverReads, signed_tx, wallet
 
 BLOCK = "/cosmos.base.tendermint.v1beta1.Service/GetBlockByHeight"
+NODE_INFO = "/cosmos.base.tendermint.v1beta1.Service/GetNodeInfo"
 
 
 def _resident_mb(pid: int) -> float:
@@ -74,9 +80,41 @@ def _fill_blocks(chain: ChainProcess, txs: int) -> tuple[int, int]:
     return height, sizes[height]
 
 
+def _small_query_ms(address: str, until: float) -> list[float]:
+    """Milliseconds each ``GetNodeInfo`` took, asked one after another until ``until``."""
+    took = []
+    with grpc.insecure_channel(address) as channel:
+        ask = channel.unary_unary(NODE_INFO, lambda r: r, None)  # bytes in, bytes out
+        request = tm_q.GetNodeInfoRequest().SerializeToString()
+        while (now := time.monotonic()) < until:
+            ask(request, timeout=30)
+            took.append((time.monotonic() - now) * 1e3)
+            time.sleep(0.02)
+    return took
+
+
+def _read_hard(address: str, request: bytes, until: float) -> int:
+    """Block answers one caller took, asking again as each came, until ``until``."""
+    taken = 0
+    with grpc.insecure_channel(address) as channel:
+        ask = channel.unary_unary(BLOCK, lambda r: r, None)
+        while time.monotonic() < until:
+            ask(request, timeout=30)
+            taken += 1
+    return taken
+
+
+def _latency(took: list[float]) -> str:
+    ordered = sorted(took)
+    return (f"median {ordered[len(ordered) // 2]:.1f} ms, "
+            f"p95 {ordered[int(len(ordered) * 0.95)]:.1f} ms ({len(ordered)} asked)")  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--txs", type=int, default=3000, help="bank sends to fill blocks with")
+    parser.add_argument("--readers", type=int, default=4, help="callers reading the block")
+    parser.add_argument("--seconds", type=float, default=5.0, help="of reading, and of quiet")
     parser.add_argument("--answers", type=int, default=2000, help="block answers left unread")
     parser.add_argument("--per-connection", type=int, default=100)
     args = parser.parse_args()
@@ -86,8 +124,15 @@ def main() -> None:
         with ChainProcess(home, "3s") as chain:
             assert chain.proc is not None
             height, size = _fill_blocks(chain, args.txs)
-            before = _resident_mb(chain.proc.pid)
             request = tm_q.GetBlockByHeightRequest(height=height).SerializeToString()
+            quiet = _small_query_ms(chain.address, time.monotonic() + args.seconds)
+            until = time.monotonic() + args.seconds
+            with ThreadPoolExecutor(args.readers + 1) as pool:
+                readers = [pool.submit(_read_hard, chain.address, request, until)
+                           for _ in range(args.readers)]  # fmt: skip
+                loaded = _small_query_ms(chain.address, until)
+                read = sum(reader.result() for reader in readers)
+            before = _resident_mb(chain.proc.pid)
             hogs = []
             for first in range(0, args.answers, args.per_connection):
                 hog = NeverReads(chain.address)
@@ -112,8 +157,12 @@ def main() -> None:
             blocks_s = (chain.height() - start) / (time.monotonic() - begun)
             for hog in hogs:
                 hog.close()
-    table = Table("", "", title=f"{args.answers} unread answers of one block")
+    table = Table("", "", title="Answers of one large block")
     table.add_row("block", f"height {height}, {size:,} bytes")
+    table.add_row(f"block answers read by {args.readers} callers", f"{read / args.seconds:.0f}/s")
+    table.add_row("GetNodeInfo, quiet", _latency(quiet))
+    table.add_row("GetNodeInfo, while they read", _latency(loaded))
+    table.add_row("unread block answers asked", str(args.answers))
     table.add_row("app memory before / after", f"{before:.0f} MB / {after:.0f} MB")
     table.add_row("answers held / refused", f"{held} / {refused}")
     table.add_row("a reading caller's GetLatestBlock (same machine)", answered)
