@@ -12,10 +12,9 @@ asked before. The REST gateway bounds its own answers in flight with the same
 
 from __future__ import annotations
 
-import threading
-
 import grpc
 
+from dilochain.chain.caller_budget import CallerBudget
 from dilochain.protocol.endpoint import caller_address
 
 # Answer bytes held for all callers at once, and for one caller's address (an IPv6 /64). A held
@@ -26,38 +25,6 @@ CALLER_ANSWER_BYTES = 32 << 20
 # What an answer costs however small it is (the call's own state): a flood of tiny unread
 # answers is bounded too.
 MIN_ANSWER_BYTES = 1 << 10
-
-
-class CallerBudget:
-    """Units (bytes, requests) held at once, at most ``total`` in all and ``per_caller`` for one
-    caller address (:func:`caller_address`; "", this machine's own processes, which relay
-    strangers' REST calls, is bounded by ``total`` alone). Thread-safe and never waits."""
-
-    def __init__(self, total: int, per_caller: int):
-        self.total, self.per_caller = total, per_caller
-        self._lock = threading.Lock()
-        self.held = 0
-        self._by_caller: dict[str, int] = {}
-
-    def take(self, who: str, units: int = 1) -> bool:
-        """Hold ``units`` for ``who`` if both bounds allow it; whether it did."""
-        with self._lock:
-            mine = self._by_caller.get(who, 0)
-            if self.held + units > self.total or (who and mine + units > self.per_caller):
-                return False
-            self.held += units
-            self._by_caller[who] = mine + units
-            return True
-
-    def give(self, who: str, units: int = 1) -> None:
-        """Release ``units`` that :meth:`take` held for ``who``."""
-        with self._lock:
-            self.held -= units
-            left = self._by_caller[who] - units
-            if left:
-                self._by_caller[who] = left
-            else:
-                del self._by_caller[who]
 
 
 class BoundedAnswers(grpc.aio.ServerInterceptor):

@@ -82,6 +82,7 @@ from dilochain.chain.staking_query import (
 )
 from dilochain.chain.store_query import STORE_PATH, query_key
 from dilochain.protocol.address import ADDRESS_PREFIX, decode_address
+from dilochain.protocol.endpoint import caller_address
 from dilochain.protocol.hashing import tx_hash
 from dilochain.protocol.params import valid_denom
 from dilochain.protocol.pb.poc.v1 import events_pb2 as ev_pb
@@ -248,7 +249,8 @@ class TxService(_UsesServices, tx_grpc.ServiceServicer):
         try:
             # Through abci_query it holds CometBFT's query connection: never waits.
             waits = context.peer() != ABCI_QUERY_PEER
-            result = await self.s.simulate_gate.run(lambda: self.s.app.simulate(raw), waits)
+            result = await self.s.simulate_gate.run(lambda: self.s.app.simulate(raw), waits,
+                                                    caller_address(context.peer()))  # fmt: skip
         except SimulateBusy as err:
             await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(err))
         if result.code:

@@ -18,7 +18,8 @@ from cosmpy.protos.cosmos.base.tendermint.v1beta1 import query_pb2 as tm_q
 from google.protobuf import wrappers_pb2
 
 from dilochain.chain import rest_gateway
-from dilochain.chain.answer_budget import BoundedAnswers, CallerBudget
+from dilochain.chain.answer_budget import BoundedAnswers
+from dilochain.chain.caller_budget import CallerBudget
 from dilochain.chain.rest_gateway import RestGateway
 from dilochain.testutil import NeverReads
 

@@ -21,7 +21,20 @@ def test_a_full_queue_refuses_at_once():
     first, second, third, fourth = asyncio.run(main())
     assert (first, second) == (0, 1)
     assert isinstance(third, SimulateBusy) and isinstance(fourth, SimulateBusy)
-    assert "2 simulations are waiting" in str(third)
+    assert "2 simulations are waiting" in str(third)  # this machine's: the total alone
+
+
+def test_one_address_takes_a_few_places_in_the_queue_and_others_still_get_in():
+    async def main():
+        gate = SimulateGate(max_waiting=4, per_caller=2)
+        flood = [gate.run(lambda: "flood", caller="203.0.113.5") for _ in range(5)]
+        honest = [gate.run(lambda: "honest", caller=who) for who in ("198.51.100.7", "")]
+        return await asyncio.gather(*flood, *honest, return_exceptions=True)
+
+    *flood, honest, local = asyncio.run(main())
+    assert flood[:2] == ["flood", "flood"] and (honest, local) == ("honest", "honest")
+    assert all(isinstance(f, SimulateBusy) for f in flood[2:])
+    assert "as many as this node or your address may have" in str(flood[2])
 
 
 def test_blocks_run_between_simulations_and_simulations_take_a_bounded_share():
