@@ -64,24 +64,31 @@ def page(
 ) -> tuple[list[T], q.PageResponse]:
     """One page of the values under ``prefix``, in key order: from ``request.key`` (a
     ``next_key`` an earlier page returned) or ``request.offset``, at most ``request.limit``
-    values (``DEFAULT_LIMIT`` when 0, ``MAX_LIMIT`` at most) and ``MAX_PAGE_BYTES``."""
+    values (``DEFAULT_LIMIT`` when 0, ``MAX_LIMIT`` at most) and ``MAX_PAGE_BYTES``. Entries
+    walked past (an offset skipped, a total counted) are walked by key alone: their values,
+    up to a module's largest apiece, are never read."""
     limit = _limit(request)
-    items: list[T] = []
-    size, skipped, next_key, total = 0, 0, b"", 0
     counting = request.count_total and not request.key  # a total is of the whole list
-    for key, value in store.iterate(prefix, prefix + request.key if request.key else b""):
-        total += 1
-        if next_key:
-            if not counting:
-                break
-            _walked(total - skipped - len(items))
-            continue
-        if skipped < request.offset:
-            skipped += 1
-            continue
+    start, skipped = prefix + request.key if request.key else b"", 0
+    if request.offset:
+        keys = store.iterate(prefix, start, values=False)
+        skipped = sum(1 for _ in islice(keys, request.offset))
+        first = next(keys, None)
+        if first is None:
+            return [], q.PageResponse(total=skipped if counting else 0)
+        start = first[0]
+    items: list[T] = []
+    size, next_key = 0, b""
+    for key, value in store.iterate(prefix, start):
         if len(items) == limit or (items and size + len(value) > MAX_PAGE_BYTES):
             next_key = key[len(prefix) :]
-            continue
+            break
         items.append(decode(value))
         size += len(value)
+    total = skipped + len(items)
+    if counting and next_key:
+        rest = sum(1 for _ in islice(store.iterate(prefix, prefix + next_key, values=False),
+                                     MAX_WALK + 1))  # fmt: skip
+        _walked(rest)
+        total += rest
     return items, q.PageResponse(next_key=next_key, total=total if counting else 0)

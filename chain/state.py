@@ -21,7 +21,9 @@ class ReadableStore(Protocol):
 
     def get(self, key: bytes) -> bytes | None: ...
 
-    def iterate(self, prefix: bytes, start: bytes = b"") -> Iterator[tuple[bytes, bytes]]: ...
+    def iterate(
+        self, prefix: bytes, start: bytes = b"", values: bool = True
+    ) -> Iterator[tuple[bytes, bytes]]: ...
 
 
 class GasMeter:
@@ -120,18 +122,22 @@ class CacheStore:
         for key in [key for key, _ in self.iterate(prefix)]:  # taken before any is deleted
             self.delete(key)
 
-    def iterate(self, prefix: bytes, start: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
+    def iterate(
+        self, prefix: bytes, start: bytes = b"", values: bool = True
+    ) -> Iterator[tuple[bytes, bytes]]:
         """(key, value) pairs under ``prefix`` in key order (from ``start`` on), every layer's
         writes merged in. Lazy: committed rows are read as they are taken, so a caller that
         stops early (a page, a queue's due head) reads no further. The layers' writes are
-        taken when the first pair is: writes made while iterating are not seen."""
+        taken when the first pair is: writes made while iterating are not seen. Without
+        ``values``, committed rows' values are b"" and never read (a layer's writes keep
+        theirs)."""
         overlay: dict[bytes, bytes | None] = {}
         layer: ReadableStore = self
         while isinstance(layer, CacheStore):  # the nearest layer's write of a key wins
             for key, value in layer._written(prefix, max(prefix, start)):
                 overlay.setdefault(key, value)
             layer = layer.parent
-        rows = layer.iterate(prefix, start)
+        rows = layer.iterate(prefix, start, values)
         for key, value in _overlaid(rows, sorted(overlay.items())) if overlay else rows:
             self.meter.consume(GasMeter.ITER_NEXT, "IterNext")
             yield key, value

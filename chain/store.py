@@ -131,32 +131,38 @@ class ChainStore:
     # queue), then doubling, so what an iteration reads is about what its caller takes.
     _FIRST_CHUNK, _MAX_CHUNK = 16, 1024
 
-    def iterate(self, prefix: bytes, start: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
+    def iterate(
+        self, prefix: bytes, start: bytes = b"", values: bool = True
+    ) -> Iterator[tuple[bytes, bytes]]:
         """Committed (key, value) pairs whose key starts with ``prefix``, in key order, from
         ``start`` on (a page of a list query), read lazily in key-ordered chunks: a commit
         between two chunks shows in the later ones, so take them within one application
-        call."""
-        return self._chunks(max(prefix, start), _prefix_end(prefix))
+        call. Without ``values`` each value is b"" and none is read (a large value lies in
+        pages of its own, which walking past it then never touches)."""
+        return self._chunks(max(prefix, start), _prefix_end(prefix), values)
 
-    def _chunks(self, low: bytes, end: bytes | None) -> Iterator[tuple[bytes, bytes]]:
+    def _chunks(self, low: bytes, end: bytes | None, values: bool) -> Iterator[tuple[bytes, bytes]]:
         size = self._FIRST_CHUNK
-        while rows := self._read_chunk(low, end, size):
+        while rows := self._read_chunk(low, end, size, values):
             yield from rows
             if len(rows) < size:
                 return
             low = rows[-1][0] + b"\x00"  # the smallest key after the last one read
             size = min(2 * size, self._MAX_CHUNK)
 
-    def _read_chunk(self, low: bytes, end: bytes | None, size: int) -> list[tuple[bytes, bytes]]:
+    def _read_chunk(
+        self, low: bytes, end: bytes | None, size: int, values: bool
+    ) -> list[tuple[bytes, bytes]]:
         """At most ``size`` rows from ``low`` (inclusive) to ``end`` (exclusive; None: none)."""
+        taken = "value" if values else "x''"
         with self._lock:
             if end is None:
                 return self._db.execute(
-                    "SELECT key, value FROM state WHERE key >= ? ORDER BY key LIMIT ?",
+                    f"SELECT key, {taken} FROM state WHERE key >= ? ORDER BY key LIMIT ?",
                     (low, size),
                 ).fetchall()
             return self._db.execute(
-                "SELECT key, value FROM state WHERE key >= ? AND key < ? ORDER BY key LIMIT ?",
+                f"SELECT key, {taken} FROM state WHERE key >= ? AND key < ? ORDER BY key LIMIT ?",
                 (low, end, size),
             ).fetchall()
 
@@ -256,6 +262,8 @@ class QueryReads:
         """:meth:`ChainStore.peek`."""
         return self._store.peek(key)
 
-    def iterate(self, prefix: bytes, start: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
+    def iterate(
+        self, prefix: bytes, start: bytes = b"", values: bool = True
+    ) -> Iterator[tuple[bytes, bytes]]:
         """:meth:`ChainStore.iterate`."""
-        return self._store.iterate(prefix, start)
+        return self._store.iterate(prefix, start, values)

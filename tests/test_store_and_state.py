@@ -86,8 +86,8 @@ def test_cache_view_equals_applied_writes(base, writes):
         def get(self, key):
             return base.get(key)
 
-        def iterate(self, prefix, start=b""):
-            return iter(sorted((k, v) for k, v in base.items()
+        def iterate(self, prefix, start=b"", values=True):
+            return iter(sorted((k, v if values else b"") for k, v in base.items()
                                if k.startswith(prefix) and k >= start))  # fmt: skip
 
     cache = CacheStore(Dict())

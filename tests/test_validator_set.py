@@ -489,8 +489,8 @@ def _rows_read(chain: InProcessChain, ask) -> tuple[object, int]:
         counted[0] += 1
         return peek(key)
 
-    def counting_chunk(low, end, size):
-        rows = read_chunk(low, end, size)
+    def counting_chunk(low, end, size, values):
+        rows = read_chunk(low, end, size, values)
         counted[0] += len(rows)
         return rows
 
