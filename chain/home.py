@@ -193,6 +193,12 @@ def _two_at_least(servers: list[str]) -> list[str]:
     return servers * 2 if len(servers) == 1 else servers
 
 
+# A request body CometBFT's RPC takes: a tx goes to it base64-encoded in JSON, so its default
+# (1 MB) refused txs of 740 kB to 1 MiB that the app takes (`max_tx_bytes`, 1 MiB); room for
+# a genesis that raises it to 2 MiB.
+RPC_MAX_BODY_BYTES = 3 << 20
+
+
 def write_config(home: Path, config: NodeConfig) -> None:
     """Write ``config.toml`` (loopback-friendly p2p, kv tx index, fast blocks)."""
     sections: dict[str, dict[str, object]] = {
@@ -202,7 +208,11 @@ def write_config(home: Path, config: NodeConfig) -> None:
             "log_level": config.log_level,
             "proxy_app": "tcp://127.0.0.1:26658",  # replaced at start by the app's own address
         },
-        "rpc": {"laddr": f"tcp://{config.rpc_address}", "max_subscription_clients": 100},
+        "rpc": {
+            "laddr": f"tcp://{config.rpc_address}",
+            "max_subscription_clients": 100,
+            "max_body_bytes": RPC_MAX_BODY_BYTES,
+        },
         "p2p": {
             "laddr": f"tcp://{config.p2p_address}",
             "persistent_peers": ",".join(config.persistent_peers),

@@ -122,6 +122,25 @@ def test_rejections_keep_the_chain_serving(running_chain):
     assert tx_after.response.height > height - 1
 
 
+def test_a_tx_near_the_size_limit_reaches_the_application(running_chain):
+    """CometBFT's RPC took request bodies of 1 MB, and a tx goes to it base64-encoded, so
+    txs of 740 kB to 1 MiB that the app would take were refused before it saw them."""
+    from cosmpy.protos.cosmos.tx.v1beta1.tx_pb2 import TxBody, TxRaw
+    from google.protobuf.any_pb2 import Any
+
+    body = TxBody(non_critical_extension_options=[Any(type_url="/x", value=b"x" * 1_000_000)])
+    raw = TxRaw(body_bytes=body.SerializeToString(), auth_info_bytes=b"", signatures=[b""])
+    big = raw.SerializeToString()
+    assert 1_000_000 < len(big) < 1 << 20  # under the app's max_tx_bytes
+    response = _raw_broadcast(running_chain.client, big)
+    assert (response.code, response.raw_log) == (  # the app's own answer to it
+        codes.INVALID_REQUEST,
+        "must contain at least one message",
+    )
+    too_big = TxRaw(body_bytes=b"\x0a" + b"\x00" * (1 << 20)).SerializeToString()
+    assert _raw_broadcast(running_chain.client, too_big).code == codes.TX_TOO_LARGE
+
+
 def test_simulate_estimates_enough_gas(running_chain):
     client, alice, bob = running_chain.client, *running_chain.wallets[:2]
     tx = Transaction()
