@@ -583,7 +583,7 @@ def fetch_from_peers(
                 left.remove(endpoint)
 
     if owner in left:
-        admit({owner: checked_dial(owner)})
+        admit(_lookups.checked([owner]))  # bounded: its name's servers may never answer
     if owner in left and (silent := _unreachable(owner, digest, dial[owner])) is not None:
         errors[owner] = silent  # not asked again: a silent endpoint would hold every pass
         left.remove(owner)

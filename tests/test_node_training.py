@@ -667,6 +667,34 @@ def test_names_that_never_resolve_hold_no_other_lookup(tmp_path, monkeypatch):
         server.stop(None)
 
 
+def test_an_owner_whose_name_never_resolves_holds_a_fetch_only_so_long(tmp_path, monkeypatch):
+    """The owner's name was looked up on the fetching thread without a bound: a host whose
+    registered name's DNS servers never answer held every fetch of its artifacts for the
+    resolver's whole timeout before another peer was asked."""
+    real = socket.getaddrinfo
+
+    def resolver(host, *args, **kwargs):
+        if str(host).endswith(".hang.example"):
+            time.sleep(10)
+            raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+        return real(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", resolver)
+    monkeypatch.setattr(blob_service, "RESOLVE_SECONDS", 1.0)
+    monkeypatch.setattr(blob_service, "_lookups", blob_service._Lookups())
+    served = LocalArtifactStore(tmp_path / "a")
+    data = b"an artifact" * 100
+    digest = served.put(data)
+    server, address = serve_blobs(served, "127.0.0.1:0")
+    owner = "owner.hang.example:9000"
+    try:
+        began = time.monotonic()
+        assert fetch_from_peers([owner, address], digest, len(data), owner=owner) == data
+        assert time.monotonic() - began < 7  # its lookup's bound, not the resolver's 10 s
+    finally:
+        server.stop(None)
+
+
 def test_an_owner_that_accepts_connections_and_never_answers_is_passed_over(tmp_path, monkeypatch):
     """A host's endpoint that is black-holed (connections accepted, nothing answered) costs a
     fetch one short probe, not the stream's full deadline on every pass: its peers are asked,
