@@ -484,6 +484,51 @@ def test_a_slow_replay_holds_back_no_finished_vote_as_the_window_closes(
 
 
 @pytest.mark.integration
+def test_a_host_serving_its_checkpoints_slowly_holds_no_replay_slot(
+    running_chain, tmp_path, monkeypatch
+):
+    """A replay fetched its checkpoints inside its slot of the verifier's cores: a challenged
+    host that served them at a drip held that slot, and every other replay waited. They are
+    fetched first (``replay.warm_challenge``), and the slot is taken once they are on disk."""
+    from dilochain.protocol.pb.poc.v1.types_pb2 import Challenge
+    from dilochain.verifier import service as service_module
+    from dilochain.verifier.replay import Verdict
+    from dilochain.verifier.service import VerifierConfig, VerifierService
+
+    cfg = VerifierConfig(home=tmp_path / "v", key="k", chain=(running_chain.address,), jobs=1)
+    service = VerifierService(cfg, running_chain.client, running_chain.wallets[1])
+    fast, slow = (Challenge(run_id="r", round=0, host=h, segment=1) for h in ("fast", "slow"))
+    fetching, released, replayed = threading.Event(), threading.Event(), []
+
+    def warm(store, commit, challenge, policy):
+        if challenge.host == "slow":
+            fetching.set()
+            assert released.wait(30)
+
+    def check(run, data, challenge):
+        replayed.append(challenge.host)
+        return Verdict(True, "replayed")
+
+    monkeypatch.setattr(service_module, "warm_challenge", warm)
+    monkeypatch.setattr(service, "_check", check)
+    monkeypatch.setattr(service, "_store", lambda run, host, hosts: SimpleNamespace(touched=set()))
+    monkeypatch.setattr(service.poc, "hosts", lambda run_id: [])
+    commits = [RoundCommit(host=h) for h in ("slow", "fast")]
+    monkeypatch.setattr(service.poc, "commits", lambda run_id, round_: commits)
+    run = Run(run_id="r", config=make_run_config(FAKE_DATA, preset="tiny"))
+    slow_job = threading.Thread(target=service._timed_check, args=(run, None, slow, 10**6))
+    slow_job.start()
+    try:
+        assert fetching.wait(30)
+        assert service._timed_check(run, None, fast, 10**6).passed  # one slot: not held
+        assert replayed == ["fast"]
+    finally:
+        released.set()
+        slow_job.join(30)
+    assert replayed == ["fast", "slow"]
+
+
+@pytest.mark.integration
 def test_a_verifier_that_left_stops_once_released_and_one_slashed_out_registers_again(
     running_chain, tmp_path, monkeypatch
 ):

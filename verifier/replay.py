@@ -227,6 +227,23 @@ class CommitArtifacts:
 
 
 @host_fault_fails
+def warm_challenge(
+    store: ArtifactStore, commit: RoundCommit, challenge: Challenge, policy: Policy
+) -> None:
+    """Have on disk every object :func:`verify_challenge` reads, fetched without decoding
+    any: the revealed start checkpoint and (in tolerance mode) end, for a segment 0 the final
+    checkpoint its moments continue, and the commit's artifacts. Raises ArtifactError or
+    CodecError. Done before a replay takes a slot of the verifier's cores, so a host serving
+    its checkpoints slowly holds no slot another replay could use."""
+    leaves = [challenge.start_hash]
+    leaves += [] if policy.mode == "exact" else [challenge.end_hash]
+    leaves += [commit.inner_in_hash] if challenge.segment == 0 and commit.inner_in_hash else []
+    for leaf in leaves:
+        for digest in index_objects(store.get(leaf)):
+            store.warm(digest)
+    CommitArtifacts.warm(store, commit)
+
+
 def verify_challenge(
     cfg: RunConfig,
     data: Dataset,

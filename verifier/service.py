@@ -54,12 +54,19 @@ from dilochain.protocol.pb.poc.v1.types_pb2 import (
 from dilochain.training.dataset import DataError, Dataset, DataUnavailable, find_dataset
 from dilochain.training.model import build_checked_model, max_artifact_bytes
 from dilochain.training.prepare import default_dataset
+from dilochain.training.tensor_codec import CodecError
 from dilochain.training.train_step import set_deterministic
 from dilochain.verifier import metrics
 from dilochain.verifier.ballots import BallotBox
 from dilochain.verifier.errors import VerifierError
 from dilochain.verifier.lazy import CopyingBallots, lazy_verdict
-from dilochain.verifier.replay import Policy, Verdict, verify_challenge
+from dilochain.verifier.replay import (
+    Policy,
+    Verdict,
+    artifact_failure,
+    verify_challenge,
+    warm_challenge,
+)
 from dilochain.verifier.round_duties import RoundDuties, own_record, send_batched
 from dilochain.verifier.screening import screen_commit
 from dilochain.verifier.work_gate import WindowClosed, WorkGate
@@ -70,6 +77,9 @@ log = logging.getLogger(__name__)
 REGISTRATION_CHECK_PASSES = 50
 SEND_MARGIN_BLOCKS = 2  # a round's finished votes go out this close to its window's end
 SCREEN_FETCHES = 4  # commits of a round whose artifacts are fetched at once for its screens
+# Challenges of a run whose checkpoints are fetched at once, each replayed in a slot of the
+# verifier's --jobs once on disk: a host serving slowly holds a fetch, never a replay's slot.
+REPLAY_FETCHES = 4
 UNSERVED = "hosts could not fetch from it what this verifier screened"
 # What a verifier fetched goes a round after its round is decided; the pseudo-gradients it
 # screened, which hosts that their own host does not serve fetch here, two rounds later still.
@@ -229,9 +239,12 @@ class VerifierService:
         self._duties_loop(ended, functools.partial(self.duties.screen_step, run))
 
     def _replays_of(self, run: Run, ended: threading.Event) -> None:
-        """Replay ``run``'s challenges assigned to this verifier, ``--jobs`` at a time on a
-        pool of the run's own, until ``ended``."""
-        with ThreadPoolExecutor(self.cfg.jobs, thread_name_prefix=f"replay-{run.run_id}") as pool:
+        """Replay ``run``'s challenges assigned to this verifier until ``ended``: up to
+        :data:`REPLAY_FETCHES` (at least ``--jobs``) fetched at once on a pool of the run's own,
+        each replayed once fetched, ``--jobs`` at a time (the replays' gate, shared by the
+        runs)."""
+        threads = max(self.cfg.jobs, REPLAY_FETCHES)
+        with ThreadPoolExecutor(threads, thread_name_prefix=f"replay-{run.run_id}") as pool:
             step = functools.partial(self.replay_step, run, pool)
             self._duties_loop(ended, step, self.cfg.poll_seconds)
 
@@ -417,12 +430,33 @@ class VerifierService:
             log.info("%s: %s; asking again (a host may be restarting)", job, reason)
 
     def _timed_check(self, run: Run, data: Dataset, challenge: Challenge, deadline: int) -> Verdict:
+        """:meth:`_check` in a slot of the replays' gate, what it reads fetched before it."""
+        if (unavailable := self._warmed(run, challenge)) is not None:
+            return unavailable
         with self.replays_gate.slot(deadline):
             started = time.perf_counter()
             try:
                 return self._check(run, data, challenge)
             finally:
                 metrics.REPLAY_SECONDS.observe(time.perf_counter() - started)
+
+    def _warmed(self, run: Run, challenge: Challenge) -> Verdict | None:
+        """Fetch what an honest replay of ``challenge`` reads (``replay.warm_challenge``);
+        the verdict when it cannot be (as the replay would give it), else None."""
+        if self.cfg.behavior != "honest":
+            return None
+        store = self._store(run, challenge.host, self.poc.hosts(run_id=run.run_id))
+        try:
+            commit = next((c for c in self.poc.commits(run.run_id, challenge.round)
+                           if c.host == challenge.host), None)  # fmt: skip
+            if commit is not None:
+                policy = Policy.for_run(self.params, run.config.precision)
+                warm_challenge(store, commit, challenge, policy)
+        except (ArtifactError, CodecError) as err:
+            return artifact_failure(err)
+        finally:
+            self._ledger(run).record(challenge.round, "checkpoint", sorted(store.touched))
+        return None
 
     def screen(
         self, run: Run, round_: int, anchor: bytes, commits: list[RoundCommit],
