@@ -47,7 +47,7 @@ from dilochain.node.config import NodeConfig
 from dilochain.node.errors import NodeError
 from dilochain.node.pace import Pace
 from dilochain.node.ranks import HostRanks
-from dilochain.node.resume import PendingCommit, RecordDamaged, ResumeState
+from dilochain.node.resume import PendingCommit, RecordDamaged, ResumeState, run_instance
 from dilochain.poc_client import InsufficientFunds, PocClient, ensure_bonded
 from dilochain.protocol.hashing import content_hash
 from dilochain.protocol.merkle import merkle_proof, merkle_root
@@ -318,8 +318,12 @@ class HostNode:
         self._publish([view.hash], f"round {view.round}'s global state")
         for old in [r for r in self.checkpoint_hashes if r < attempted - 2]:  # all revealed
             del self.checkpoint_hashes[old]
-        record = ResumeState(view.round, view.hash, attempted, self.checkpoint_hashes)
+        record = ResumeState(view.round, view.hash, attempted, self.checkpoint_hashes,
+                             self._run_instance())  # fmt: skip
         record.save(self._state_file())
+
+    def _run_instance(self) -> str:
+        return run_instance(self.client.network_config.chain_id, self.run_)
 
     def _load(self) -> tuple[GlobalView, int]:
         """Resume from the state file, else from the chain's latest global checkpoint, else θ_0.
@@ -332,6 +336,8 @@ class HostNode:
             return self._rebuilt(err)
         if record is None:
             return self._latest(), -1
+        if record.run and record.run != self._run_instance():
+            return self._set_aside(record.run)
         self.checkpoint_hashes = record.checkpoint_hashes
         try:
             state = decode_state(self.store.get(record.global_hash))  # a damaged copy: peers'
@@ -340,6 +346,18 @@ class HostNode:
                         "starting from the chain's latest", record.round, err)  # fmt: skip
             return self._latest(), record.attempted
         return GlobalView(record.round, state), record.attempted
+
+    def _set_aside(self, other: str) -> tuple[GlobalView, int]:
+        """Start afresh from the chain's latest: the record (and a pending commit) is another
+        run's of the same id, a chain reset since or another chain of the same name (resuming
+        from its state stopped the host, the chain's record of the round differing)."""
+        aside = self._state_file().with_name(f"state.{other.replace('/', '_')}.json")
+        self._state_file().replace(aside)
+        self._pending_file().unlink(missing_ok=True)
+        log.warning("%s is a record of run %s, not of this chain's (%s): set aside as %s; "
+                    "starting from the chain's latest state", self._state_file().name, other,
+                    self._run_instance(), aside.name)  # fmt: skip
+        return self._latest(), -1
 
     def _rebuilt(self, err: RecordDamaged) -> tuple[GlobalView, int]:
         """Resume without a readable record: the node starts from the chain's latest, and the

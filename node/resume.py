@@ -15,6 +15,7 @@ from google.protobuf.message import DecodeError
 from dilochain.artifacts.store import write_atomically
 from dilochain.node.errors import NodeError
 from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgCommitRound
+from dilochain.protocol.pb.poc.v1.types_pb2 import Run
 
 
 def _save_json(path: Path, record: dict) -> None:
@@ -36,6 +37,8 @@ class ResumeState:
     attempted: int  # the last round the host trained (committed or not)
     # Per round it trained (the last few): its checkpoint hashes, for its reveals.
     checkpoint_hashes: dict[int, list[bytes]] = field(default_factory=dict)
+    # Which run this is a record of (:func:`run_instance`; empty in records written before).
+    run: str = ""
 
     def save(self, path: Path) -> None:
         """Write atomically (a crash leaves the old record or the new one)."""
@@ -65,9 +68,16 @@ class ResumeState:
                 checkpoint_hashes={
                     int(r): [bytes.fromhex(h) for h in found] for r, found in hashes.items()
                 },
+                run=str(record.get("run", "")),
             )
         except (ValueError, KeyError, TypeError, AttributeError) as err:
             raise RecordDamaged(f"{path} is unreadable ({err!r})") from None
+
+
+def run_instance(chain_id: str, run: Run) -> str:
+    """What tells a run from another of the same id (a chain reset, or another chain of the same
+    name): its chain's id, its creator and the height it was created at."""
+    return f"{chain_id}/{run.run_id}@{run.created_height}/{run.creator}"
 
 
 @dataclass

@@ -69,6 +69,44 @@ def test_a_saved_global_state_lost_everywhere_resumes_from_the_chain_s(tmp_path)
     assert (view.round, view.hash, attempted) == (5, saved.hash, 6)
 
 
+def test_a_record_of_another_run_of_the_same_id_is_set_aside(tmp_path):
+    """A host whose folder holds a record of run r on a chain since reset (or another chain of
+    the same name) resumed from it and stopped, the chain's state of the round differing
+    ("foreign global state"): the record names its run, and another run's is set aside."""
+    import torch
+
+    from dilochain.node.aggregation import GlobalView
+    from dilochain.node.host import HostNode
+    from dilochain.node.resume import run_instance
+    from dilochain.protocol.pb.poc.v1.types_pb2 import Run
+    from dilochain.training.tensor_codec import encode_state
+
+    old_run = Run(run_id="r", created_height=40, creator="dilo1old")
+    now_run = Run(run_id="r", created_height=12, creator="dilo1old")
+    saved = GlobalView(5, {"param/w": torch.ones(2), "momentum/w": torch.zeros(2)})
+    chain_s = GlobalView(3, {"param/w": torch.zeros(2), "momentum/w": torch.zeros(2)})
+    ResumeState(5, saved.hash, 6, {6: [b"\x02" * 32]}, run_instance("devnet", old_run)).save(
+        tmp_path / "state.json"
+    )
+    (tmp_path / "pending_commit.json").write_text("{}")
+    host = HostNode.__new__(HostNode)  # only what resuming uses
+    host.cfg = SimpleNamespace(state_dir=tmp_path, run_id="r")
+    host.client = SimpleNamespace(network_config=SimpleNamespace(chain_id="devnet"))
+    host.aggregator = SimpleNamespace(latest=lambda: chain_s)
+    host.store = SimpleNamespace(get=lambda digest: pytest.fail("the old state was read"))
+    host.run_ = now_run
+    host.checkpoint_hashes = {}
+    assert host._load() == (chain_s, -1) and host.checkpoint_hashes == {}
+    assert not (tmp_path / "state.json").exists()
+    assert not (tmp_path / "pending_commit.json").exists()
+    aside = ResumeState.load(tmp_path / "state.devnet_r@40_dilo1old.json")
+    assert aside is not None and aside.round == 5
+    host.run_ = old_run  # its own run's record is resumed from, as before
+    ResumeState(5, saved.hash, 6, {}, run_instance("devnet", old_run)).save(tmp_path / "state.json")
+    host.store = SimpleNamespace(get=lambda digest: encode_state(saved.state))
+    assert host._load()[0].hash == saved.hash
+
+
 def test_a_damaged_record_resumes_from_the_chain_with_the_reveals_the_ledger_names(tmp_path):
     """state.json unreadable (a damaged disk): the node does not stay down (the reveals it owes
     would be slashed). It starts from the chain's latest and finds the checkpoint names of its
