@@ -286,19 +286,24 @@ def fetch_artifact(
 class _IdleWatch:
     """Cancels a streaming call that makes no progress, :data:`PROGRESS_BYTES` received, for
     ``seconds``, or (given ``min_rate``) receives less than ``min_rate`` bytes a second over a
-    :data:`RATE_WINDOW` (checked once a second on a thread of its own, which :meth:`stop`
-    ends): a peer sending empty chunks, or a byte at a time, is as silent as one sending
-    nothing."""
+    :data:`RATE_WINDOW` from its first bytes on (checked once a second on a thread of its own,
+    which :meth:`stop` ends): a peer sending empty chunks, or a byte at a time, is as silent
+    as one sending nothing."""
 
     def __init__(self, call: grpc.Future, seconds: float, min_rate: float = 0.0):
         self.call, self.seconds, self.min_rate = call, seconds, min_rate
         self.last, self.fired, self.slow, self._since = time.monotonic(), "", False, 0
-        self._window, self._in_window = self.last, 0
+        # The rate's first window starts at the first bytes: the time before them (a busy
+        # host's queue, a connection) is IDLE_SECONDS' to judge.
+        self._window: float | None = None
+        self._in_window = 0
         self._done = threading.Event()
         threading.Thread(target=self._watch, name="fetch-idle", daemon=True).start()
 
     def progress(self, received: int) -> None:
         """``received`` more bytes arrived."""
+        if self._window is None and received:
+            self._window = time.monotonic()
         self._since += received
         self._in_window += received
         if self._since >= PROGRESS_BYTES:
@@ -313,7 +318,7 @@ class _IdleWatch:
             now = time.monotonic()
             if now - self.last > self.seconds:
                 self.fired = f"sent nothing for {self.seconds:g} s"
-            elif self.min_rate and now - self._window >= RATE_WINDOW:
+            elif self.min_rate and self._window is not None and now - self._window >= RATE_WINDOW:
                 if self._in_window < self.min_rate * RATE_WINDOW:
                     self.slow = True
                     self.fired = (f"sent {self._in_window} bytes in {RATE_WINDOW:g} s, slower "
@@ -449,8 +454,8 @@ class PeerFetchingStore:
         if last in peers:
             peers = [p for p in peers if p != last] + [last]
         try:
-            data = fetch_from_peers(peers, digest, self.limit, attempts,
-                                    owner=self.owner)  # fmt: skip
+            data = fetch_from_peers(peers, digest, self.limit, attempts, owner=self.owner,
+                                    last=last)  # fmt: skip
         except ArtifactError as err:
             raise type(err)(f"{damaged}{err}") from None
         self.local.put(data, digest)  # hash-checked by the fetch
@@ -554,13 +559,15 @@ def _unreachable(endpoint: str, digest: bytes, dial: Sequence[str]) -> PeerUnrea
 def fetch_from_peers(
     endpoints: list[str], digest: bytes, limit: int, attempts: int = ATTEMPTS,
     backoff: float = BACKOFF_SECONDS, out: BinaryIO | None = None, owner: str | None = None,
+    last: str | None = None,
 ) -> bytes:  # fmt: skip
     """The first of ``endpoints`` that serves ``digest`` (hash-checked, at most ``limit``
     bytes): its bytes, or, given ``out`` (a file), streamed into it (then b"" is returned: a
     shard of a dataset need not fit in memory). Up to ``attempts`` passes over the peers, with
     exponential backoff between them; a peer that sent bad bytes is not asked again, and one
-    slower than :data:`SLOW_RATE` is cut off and asked again after the others, on every pass
-    but the last, which waits on each.
+    slower than :data:`SLOW_RATE` is cut off and asked again after the others (but before
+    ``last``, a peer asked after every other: one that may withhold), on every pass but the
+    last, which waits on each.
     :class:`ArtifactError` says why each failed: :class:`PeerUnreachable` when ``owner`` (the
     endpoint of the host whose artifact it is) could not be reached, or is an object store
     that does not have it yet, whatever other peers answered (they say nothing of the owner:
@@ -601,8 +608,10 @@ def fetch_from_peers(
                 return b"" if out is not None else sink.getvalue()
             except PeerUnavailable as err:
                 errors[endpoint] = err
-                if isinstance(err, PeerSlow):  # behind the others, in this pass and the next
-                    left.append(left.pop(left.index(endpoint)))
+                if isinstance(err, PeerSlow):  # behind the others (but `last`) from now on
+                    left.remove(endpoint)
+                    before_last = last is not None and left[-1:] == [last]
+                    left.insert(len(left) - 1 if before_last else len(left), endpoint)
             except ArtifactError as err:
                 errors[endpoint] = err
                 left.remove(endpoint)

@@ -11,7 +11,7 @@ answers, how many the node held and refused (``chain/answer_budget.py``), and wh
 and a reading caller's query went on meanwhile.
 
     .venv/bin/python -m bench.block_answers [--txs 3000] [--readers 4] [--seconds 5]
-        [--answers 2000] [--per-connection 100]
+        [--answers 2000] [--per-connection 100] [--block-time 3s]
 """
 
 from __future__ import annotations
@@ -117,11 +117,12 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0, help="of reading, and of quiet")
     parser.add_argument("--answers", type=int, default=2000, help="block answers left unread")
     parser.add_argument("--per-connection", type=int, default=100)
+    parser.add_argument("--block-time", default="3s", help="long enough to fill one block")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp) / "chain"
         init_localnet(home, CHAIN_ID, {str(w.address()): {DENOM: 10**15} for w in SENDERS})
-        with ChainProcess(home, "3s") as chain:
+        with ChainProcess(home, args.block_time) as chain:
             assert chain.proc is not None
             height, size = _fill_blocks(chain, args.txs)
             request = tm_q.GetBlockByHeightRequest(height=height).SerializeToString()
@@ -140,8 +141,8 @@ def main() -> None:
                     hog.ask(BLOCK, request)
                 hogs.append(hog)
             for hog in hogs:  # what the node refused is said in headers, which need no window
-                hog.read(quiet=2.0)
-            time.sleep(2)  # what it holds is in its memory by now
+                hog.read(quiet=1.0)
+            time.sleep(1)  # what it holds is in its memory by now
             after = _resident_mb(chain.proc.pid)
             refused = sum(hog.refused() for hog in hogs)
             held = sum(hog.held() for hog in hogs)

@@ -18,15 +18,23 @@ class CallerBudget:
         self.held = 0
         self._by_caller: dict[str, int] = {}
 
+    def room(self, who: str, units: int = 1) -> bool:
+        """Whether :meth:`take` of ``units`` for ``who`` would hold them now."""
+        with self._lock:
+            return self._fits(who, units)
+
     def take(self, who: str, units: int = 1) -> bool:
         """Hold ``units`` for ``who`` if both bounds allow it; whether it did."""
         with self._lock:
-            mine = self._by_caller.get(who, 0)
-            if self.held + units > self.total or (who and mine + units > self.per_caller):
+            if not self._fits(who, units):
                 return False
             self.held += units
-            self._by_caller[who] = mine + units
+            self._by_caller[who] = self._by_caller.get(who, 0) + units
             return True
+
+    def _fits(self, who: str, units: int) -> bool:
+        mine = self._by_caller.get(who, 0)
+        return self.held + units <= self.total and not (who and mine + units > self.per_caller)
 
     def give(self, who: str, units: int = 1) -> None:
         """Release ``units`` that :meth:`take` held for ``who``."""

@@ -29,22 +29,23 @@ from google.protobuf.descriptor import FieldDescriptor, ServiceDescriptor
 from google.protobuf.message import Message
 from google.protobuf.message_factory import GetMessageClass
 
+from dilochain.chain.answer_budget import CALLER_ANSWER_BYTES, NODE_ANSWER_BYTES
 from dilochain.chain.caller_budget import CallerBudget
 from dilochain.protocol.endpoint import caller_of
 
 MAX_BODY_BYTES = 2 << 20  # a POST's JSON (a tx of up to 1 MiB, base64)
 MAX_RESPONSE_BYTES = 64 << 20  # a large block or a long page, from the node's own gRPC
 # Requests answered at once, in all and from one caller's address (an IPv6 /64; this machine's
-# own callers are bounded by the first alone); more are told to come back (429). A request holds
-# its slot until its answer is written: a caller that never read its answers held them in the
-# gateway's memory, as many as it had connections.
+# own callers are bounded by the first alone); more are told to come back (429).
 MAX_IN_FLIGHT = 16
 CALLER_IN_FLIGHT = 4
 READ_SECONDS = 10.0  # a body that takes longer to arrive is refused
-# An answer not taken by its caller within this, plus its bytes at SEND_RATE, closes the
-# connection (a slow reader holds a slot no longer).
+# Answers being written are held within the gRPC server's budgets of unread bytes
+# (``answer_budget``), and a caller that has not taken its answer within SEND_SECONDS plus its
+# bytes at SEND_RATE (1 Mbit/s) is cut off: a caller that never read held its answers in the
+# gateway's memory for ever, as many as it had connections.
 SEND_SECONDS = 10.0
-SEND_RATE = 1 << 20  # bytes a second
+SEND_RATE = 128 << 10  # bytes a second
 _HTTP_STATUS = {  # grpc-gateway's mapping of gRPC codes
     grpc.StatusCode.INVALID_ARGUMENT: 400, grpc.StatusCode.FAILED_PRECONDITION: 400,
     grpc.StatusCode.OUT_OF_RANGE: 400, grpc.StatusCode.UNAUTHENTICATED: 401,
@@ -168,11 +169,12 @@ def _error(status: grpc.StatusCode, message: str, http_status: int = 0) -> web.R
 
 async def _sent(response: web.Response, request: web.Request) -> web.StreamResponse:
     """``response`` written to its caller, who must take it within :data:`SEND_SECONDS` and
-    its bytes at :data:`SEND_RATE`; else the connection is closed."""
+    its bytes at :data:`SEND_RATE`; else, or if the caller went away, the connection is
+    closed."""
     allowed = SEND_SECONDS + (response.content_length or 0) / SEND_RATE
     try:
         await asyncio.wait_for(_write(response, request), allowed)
-    except TimeoutError:
+    except (TimeoutError, ConnectionError):
         if request.transport is not None:
             request.transport.abort()
     return response
@@ -193,7 +195,8 @@ class RestGateway:
         self.routes = routes(services)
         self._calls: dict[str, grpc.aio.UnaryUnaryMultiCallable] = {}
         self._channel: grpc.aio.Channel | None = None
-        self.slots = CallerBudget(MAX_IN_FLIGHT, CALLER_IN_FLIGHT)
+        self.slots = CallerBudget(MAX_IN_FLIGHT, CALLER_IN_FLIGHT)  # requests being answered
+        self.sending = CallerBudget(NODE_ANSWER_BYTES, CALLER_ANSWER_BYTES)  # bytes being sent
         self._runner: web.AppRunner | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -211,9 +214,17 @@ class RestGateway:
                 busy = "as many requests as the gateway answers at once; try again"
                 return _error(grpc.StatusCode.RESOURCE_EXHAUSTED, busy)
             try:
-                return await _sent(await self._answer(route, request), request)
+                response = await self._answer(route, request)
             finally:
                 self.slots.give(who)
+            size = response.content_length or 0
+            if not self.sending.take(who, size):
+                busy = "as many unread answers as the gateway holds; ask again once read"
+                return _error(grpc.StatusCode.RESOURCE_EXHAUSTED, busy)
+            try:
+                return await _sent(response, request)
+            finally:
+                self.sending.give(who, size)
 
         return handle
 
