@@ -821,9 +821,9 @@ def test_time_a_peer_keeps_a_fetch_waiting_before_its_first_bytes_is_no_slowness
     served = LocalArtifactStore(tmp_path / "a")
     data = os.urandom(1 << 20)
     digest = served.put(data)
-    server, queued, _ = _serve_slowly(served, pause=0.0, before=2.5)
-    monkeypatch.setattr(blob_service, "SLOW_RATE", 1 << 20)
-    monkeypatch.setattr(blob_service, "RATE_WINDOW", 1.0)
+    server, queued, _ = _serve_slowly(served, pause=0.0, before=4.0)
+    monkeypatch.setattr(blob_service, "SLOW_RATE", 32 << 10)  # one 64 KiB piece a window
+    monkeypatch.setattr(blob_service, "RATE_WINDOW", 2.0)
     asked = _fetches_counted(monkeypatch)
     try:
         assert fetch_from_peers([queued], digest, 1 << 30, attempts=2, backoff=0.01) == data
