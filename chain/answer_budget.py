@@ -14,6 +14,8 @@ no protocol tx of the node's own processes.
 
 from __future__ import annotations
 
+import logging
+
 import grpc
 
 from dilochain.chain.caller_budget import CallerBudget
@@ -73,6 +75,21 @@ async def _busy(context, size: int) -> None:
         f"busy: this node holds as many unread answers as it may (this one is counted as "
         f"{size} bytes); ask again once earlier answers are read",
     )
+
+
+class _CallerGone(logging.Filter):
+    """Drops grpcio's error, with its traceback, for an answer whose caller went away before
+    taking it: a stranger could write one to the node's log per call it leaves unread."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("ExecuteBatchError raised in core")
+
+
+def quiet_departed_callers() -> None:
+    """Install :class:`_CallerGone` on grpcio's logger (once)."""
+    logger = logging.getLogger("grpc._cython.cygrpc")
+    if not any(isinstance(f, _CallerGone) for f in logger.filters):
+        logger.addFilter(_CallerGone())
 
 
 def _encoded_as_is(serialize):

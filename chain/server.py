@@ -21,7 +21,7 @@ import grpc
 
 from dilochain.chain import metrics
 from dilochain.chain.abci import AbciHandler, AbciServer
-from dilochain.chain.answer_budget import BoundedAnswers
+from dilochain.chain.answer_budget import BoundedAnswers, quiet_departed_callers
 from dilochain.chain.app import Application, FinalizedBlock
 from dilochain.chain.comet_rpc import CometRpc, CometRpcError
 from dilochain.chain.cometbft import cometbft_binary, die_with_parent, port_free
@@ -147,6 +147,7 @@ class ChainNode:
         rpc = CometRpc(self.rpc_address)
         router = QueryRouter(lambda: self.app.height)
         readiness = Readiness()
+        quiet_departed_callers()
         server = grpc.aio.server(
             interceptors=[
                 BoundedAnswers(),
