@@ -63,6 +63,7 @@ RATE_WINDOW = 10.0
 # each at most once at a time, and what a lookup found is used for this long.
 RESOLVE_SECONDS = PROBE_SECONDS
 RESOLVED_SECONDS = 60.0
+SUSPECT_SECONDS = 3600.0  # a peer that sent bad bytes is asked after the others this long
 # Registered by the roles that move artifacts (node, verifier: metrics_http.role_registry).
 SERVED_BYTES = Counter("dilochain_artifact_served_bytes", "Artifact bytes sent to peers",
                        registry=None)  # fmt: skip
@@ -536,6 +537,36 @@ class _Lookups:
 _lookups = _Lookups()
 
 
+class _Suspects:
+    """Peers that sent bytes other than what they were asked for (a wrong hash, more than the
+    fetch allowed), each remembered :data:`SUSPECT_SECONDS`: asked after every other peer by
+    later fetches too. A peer that sent junk was dropped by the fetch it spoiled only, so a few
+    Sybil peers listed first made every later fetch download up to the run's largest artifact
+    size of junk from each of them before an honest peer was asked."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._since: dict[str, float] = {}
+
+    def add(self, endpoint: str) -> None:
+        """``endpoint`` sent bad bytes."""
+        with self._lock:
+            if len(self._since) >= CHECKED_FILES:  # a long-lived process's: forgiven early
+                self._since.clear()
+            self._since[endpoint] = time.monotonic()
+
+    def last(self, endpoints: list[str]) -> list[str]:
+        """``endpoints``, the suspects among them moved behind the others (in order)."""
+        now = time.monotonic()
+        with self._lock:
+            suspect = {e for e in endpoints
+                       if now - self._since.get(e, -SUSPECT_SECONDS) < SUSPECT_SECONDS}  # fmt: skip
+        return [e for e in endpoints if e not in suspect] + [e for e in endpoints if e in suspect]
+
+
+_suspects = _Suspects()
+
+
 def _unreachable(endpoint: str, digest: bytes, dial: Sequence[str]) -> PeerUnreachable | None:
     """A quick ``Has`` of ``endpoint`` (dialled at each of ``dial`` in turn; a ``HEAD`` of an
     object store's): the error if it cannot be reached within ``PROBE_SECONDS`` (down, or
@@ -575,6 +606,7 @@ def fetch_from_peers(
     sink = out if out is not None else io.BytesIO()
     errors: dict[str, ArtifactError] = {}
     left = [e for e in dict.fromkeys(endpoints) if location_problem(e) is None]  # never unix:…
+    left = _suspects.last(left)  # peers that lately sent bad bytes after the others
     if owner in left:  # the owner first: the others' names are looked up only if it fails
         left.insert(0, left.pop(left.index(owner)))
     dial: dict[str, tuple[str, ...]] = {}
@@ -615,6 +647,7 @@ def fetch_from_peers(
             except ArtifactError as err:
                 errors[endpoint] = err
                 left.remove(endpoint)
+                _suspects.add(endpoint)
             except Exception as err:  # one peer's oddity ends its part, not the fetch
                 if isinstance(err, OSError) and err.errno in LOCAL_STORAGE_ERRNOS:
                     raise  # this machine's disk, no peer's fault

@@ -62,6 +62,15 @@ def _private_peers_settled_per_test() -> Iterator[None]:
     allow_private_peers(None)
 
 
+@pytest.fixture(autouse=True)
+def _no_suspect_peers_between_tests(monkeypatch) -> None:
+    """Peers that sent bad bytes are remembered per process: each test starts with none (a
+    port one test's liar had may be another's honest peer)."""
+    from dilochain.artifacts import blob_service
+
+    monkeypatch.setattr(blob_service, "_suspects", blob_service._Suspects())
+
+
 @dataclass
 class RunningChain:
     """A chain process, its address, a cosmpy client and funded wallets."""

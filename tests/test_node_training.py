@@ -582,6 +582,31 @@ def test_peer_fetches_retry_with_backoff_and_drop_bad_peers(tmp_path, monkeypatc
     assert asked == [bad, down, down, down]
 
 
+def test_a_peer_that_sent_bad_bytes_is_asked_after_the_others_by_later_fetches(
+    tmp_path, monkeypatch
+):
+    """A peer that sent junk under a hash was dropped by the fetch it spoiled only: listed
+    first, it made every later fetch download junk from it before an honest peer was asked."""
+    served, liar = LocalArtifactStore(tmp_path / "a"), LocalArtifactStore(tmp_path / "liar")
+    data = b"a pseudo-gradient" * 1000
+    digest = served.put(data)
+    liar.put(b"junk" * 4000, digest)
+    monkeypatch.setattr(blob_service.BlobServicer, "_damaged", lambda self, digest, context: None)
+    lying, bad = serve_blobs(liar, "127.0.0.1:0")
+    honest, good = serve_blobs(served, "127.0.0.1:0")
+    asked = _fetches_counted(monkeypatch)
+    try:
+        for _ in range(3):
+            assert fetch_from_peers([bad, good], digest, 1 << 20) == data
+        assert asked == [bad, good, good, good]
+        monkeypatch.setattr(blob_service, "SUSPECT_SECONDS", 0.0)  # forgiven: asked first again
+        assert fetch_from_peers([bad, good], digest, 1 << 20) == data
+        assert asked[-2:] == [bad, good]
+    finally:
+        lying.stop(None)
+        honest.stop(None)
+
+
 def test_peers_names_are_looked_up_only_past_the_owner_and_all_at_once(tmp_path, monkeypatch):
     """Every registered host's name was resolved, one after another, before a fetch asked its
     owner: a stranger's name whose servers never answer cost every fetch the resolver's
