@@ -63,6 +63,7 @@ RATE_WINDOW = 10.0
 # each at most once at a time, and what a lookup found is used for this long.
 RESOLVE_SECONDS = PROBE_SECONDS
 RESOLVED_SECONDS = 60.0
+UNRESOLVED_SECONDS = 5.0  # ... and a name that did not resolve (a passing DNS failure), this long
 SUSPECT_SECONDS = 3600.0  # a peer that sent bad bytes is asked after the others this long
 # Registered by the roles that move artifacts (node, verifier: metrics_http.role_registry).
 SERVED_BYTES = Counter("dilochain_artifact_served_bytes", "Artifact bytes sent to peers",
@@ -493,8 +494,9 @@ def checked_dial(location: str) -> tuple[tuple[str, ...], str | None]:
 
 class _Lookups:
     """:func:`checked_dial` of peers' locations, each on a thread of its own, at most one at a
-    time a location, its answer kept :data:`RESOLVED_SECONDS`: a stranger's name whose DNS
-    servers never answer holds one thread, never a pool every other lookup waits behind."""
+    time a location, its answer kept :data:`RESOLVED_SECONDS` (one that did not resolve
+    :data:`UNRESOLVED_SECONDS`): a stranger's name whose DNS servers never answer holds one
+    thread, never a pool every other lookup waits behind."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -509,7 +511,7 @@ class _Lookups:
             for location in locations:
                 key = (location, private_peers_allowed())  # what the answer's checks depend on
                 kept = self._found.get(key)
-                if kept is not None and now - kept[0] < RESOLVED_SECONDS:
+                if kept is not None and now - kept[0] < _kept_for(kept[1]):
                     answers[location] = kept[1]
                     continue
                 if key not in self._pending:
@@ -532,6 +534,13 @@ class _Lookups:
             if len(self._found) > CHECKED_FILES:  # a long-lived process's: looked up again
                 self._found.clear()
             self._pending.pop(key).set_result(answer)
+
+
+def _kept_for(answer: tuple[tuple[str, ...], str | None]) -> float:
+    """How long a lookup's answer is used: a name that did not resolve briefly (a resolver's
+    passing failure would otherwise make its host look down for a minute)."""
+    targets, refused = answer
+    return RESOLVED_SECONDS if targets or refused else UNRESOLVED_SECONDS
 
 
 _lookups = _Lookups()

@@ -194,8 +194,8 @@ def _two_at_least(servers: list[str]) -> list[str]:
 
 
 # A request body CometBFT's RPC takes: a tx goes to it base64-encoded in JSON, so its default
-# (1 MB) refused txs of 740 kB to 1 MiB that the app takes (`max_tx_bytes`, 1 MiB); room for
-# a genesis that raises it to 2 MiB.
+# (1 MB) refused txs of 740 kB to 1 MiB that the app takes (`max_tx_bytes`, 1 MiB, which is
+# also CometBFT's mempool's own limit); a 1 MiB tx's body is ~1.4 MB.
 RPC_MAX_BODY_BYTES = 3 << 20
 
 

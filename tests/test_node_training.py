@@ -720,6 +720,34 @@ def test_an_owner_whose_name_never_resolves_holds_a_fetch_only_so_long(tmp_path,
         server.stop(None)
 
 
+def test_a_name_that_failed_to_resolve_once_is_looked_up_again_soon(tmp_path, monkeypatch):
+    """A resolver's passing failure is kept briefly, not the minute a found address is: the
+    owner's host would otherwise look down to every fetch for a minute (a review)."""
+    real, failures = socket.getaddrinfo, [1]
+
+    def resolver(host, *args, **kwargs):
+        if host == "flaky.example" and failures:
+            failures.pop()
+            raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+        return real("127.0.0.1" if host == "flaky.example" else host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", resolver)
+    monkeypatch.setattr(blob_service, "_lookups", blob_service._Lookups())
+    monkeypatch.setattr(blob_service, "UNRESOLVED_SECONDS", 0.2)
+    served = LocalArtifactStore(tmp_path / "a")
+    data = b"an artifact" * 100
+    digest = served.put(data)
+    server, address = serve_blobs(served, "127.0.0.1:0")
+    owner = f"flaky.example:{address.rsplit(':', 1)[1]}"
+    try:
+        with pytest.raises(PeerUnreachable, match="does not resolve"):
+            fetch_from_peers([owner], digest, len(data), attempts=1, owner=owner)
+        time.sleep(0.3)
+        assert fetch_from_peers([owner], digest, len(data), attempts=1, owner=owner) == data
+    finally:
+        server.stop(None)
+
+
 def test_an_owner_that_accepts_connections_and_never_answers_is_passed_over(tmp_path, monkeypatch):
     """A host's endpoint that is black-holed (connections accepted, nothing answered) costs a
     fetch one short probe, not the stream's full deadline on every pass: its peers are asked,

@@ -168,6 +168,22 @@ def test_crafted_checkpoints_fail_the_host_not_the_verifier(tmp_path, base):
         assert not verdict.passed and verdict.reason, verdict
 
 
+def test_a_replay_that_trips_on_a_host_s_bytes_fails_the_host(tmp_path, base, monkeypatch):
+    """Whatever the host's bytes make the replay raise (a ValueError from a tensor that does
+    not fit, beyond what the decoding checks catch) is a failed verdict, never an exception that
+    leaves the host unjudged (a review found the guard moved off ``verify_challenge``)."""
+    from dilochain.verifier import replay
+
+    store, commit, challenges = publish_round(tmp_path, CFG, base, honest(base), HOST)
+
+    def trips(*args, **kwargs):
+        raise ValueError("a tensor of the host's that does not fit")
+
+    monkeypatch.setattr(replay, "run_segment", trips)
+    verdict = verify_challenge(CFG, DATA, commit, challenges[1], store, TOLERANT)
+    assert not verdict.passed and "does not fit" in verdict.reason
+
+
 def test_bf16_runs_train_under_autocast_and_replay_with_the_run_s_precision(tmp_path, base):
     bf16 = make_run_config(PINS, "tiny", precision="bf16")
     result = train_round(

@@ -226,7 +226,6 @@ class CommitArtifacts:
         return None
 
 
-@host_fault_fails
 def warm_challenge(
     store: ArtifactStore, commit: RoundCommit, challenge: Challenge, policy: Policy
 ) -> None:
@@ -234,7 +233,10 @@ def warm_challenge(
     any: the revealed start checkpoint and (in tolerance mode) end, for a segment 0 the final
     checkpoint its moments continue, and the commit's artifacts. Raises ArtifactError or
     CodecError. Done before a replay takes a slot of the verifier's cores, so a host serving
-    its checkpoints slowly holds no slot another replay could use."""
+    its checkpoints slowly holds no slot another replay could use. Nothing for a challenge
+    that reveals another final checkpoint than its commit's: the replay fails it at once."""
+    if challenge.final_hash != commit.final_hash:
+        return
     leaves = [challenge.start_hash]
     leaves += [] if policy.mode == "exact" else [challenge.end_hash]
     leaves += [commit.inner_in_hash] if challenge.segment == 0 and commit.inner_in_hash else []
@@ -244,6 +246,7 @@ def warm_challenge(
     CommitArtifacts.warm(store, commit)
 
 
+@host_fault_fails
 def verify_challenge(
     cfg: RunConfig,
     data: Dataset,

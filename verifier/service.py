@@ -454,6 +454,10 @@ class VerifierService:
                 warm_challenge(store, commit, challenge, policy)
         except (ArtifactError, CodecError) as err:
             return artifact_failure(err)
+        except Exception as err:  # the replay itself judges the rest (a host's odd bytes)
+            log.warning("%s round %d: fetching before the replay: %s: %s; the replay fetches "
+                        "again", challenge.host, challenge.round, type(err).__name__,
+                        err)  # fmt: skip
         finally:
             self._ledger(run).record(challenge.round, "checkpoint", sorted(store.touched))
         return None
