@@ -10,6 +10,7 @@ import shutil
 import socket
 import struct
 import tempfile
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -134,6 +135,13 @@ class NeverReads:
                     if b"grpc-status" in headers:
                         self.status[event.stream_id] = headers[b"grpc-status"].decode()
             self.sock.sendall(self.conn.data_to_send())
+
+    def answered(self, count: int, patience: float = 60.0) -> None:
+        """:meth:`read` until ``count`` calls have had their answers begun (or been refused), or
+        ``patience`` seconds have passed."""
+        deadline = time.monotonic() + patience
+        while len(self.started) < count and time.monotonic() < deadline:
+            self.read(quiet=0.2)
 
     def held(self) -> int:
         """Calls whose answer began and never ended (what the node holds for this caller)."""
