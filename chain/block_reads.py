@@ -12,14 +12,10 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Generic, TypeVar
 
-from cosmpy.protos.tendermint.types.block_pb2 import Block
-from cosmpy.protos.tendermint.types.types_pb2 import BlockID
-
 RUNNING = 2
 WAITING = 8
 CACHED = 4
 
-Read = tuple[BlockID, Block]
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 

@@ -5,10 +5,9 @@ refused at once), a few of them from one caller's address, and after each one th
 closed for long enough that simulations use at most ``share`` of the loop's time: a flood of
 them slows itself, never the blocks, and one flooding address takes a few places in the
 queue, not all of them (32 strangers' streams used to leave 2 of 24 honest simulations
-admitted). The
-pause is taken by the next simulation, not by the caller of the last: a caller that must not
-wait (an ``abci_query`` holds CometBFT's query connection) is refused at once while the gate is
-busy or closed.
+admitted). The pause is taken by the next simulation, not by the caller of the last: a caller
+that must not wait (an ``abci_query`` holds CometBFT's query connection) is refused at once
+while the gate is busy or closed.
 """
 
 from __future__ import annotations
