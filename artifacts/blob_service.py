@@ -452,12 +452,9 @@ class PeerFetchingStore:
                 damaged = f"{err}, and "
                 log.warning("%s: fetching it again from the run's peers", err)
                 self.local.delete(digest)
-        peers = self.peers()
-        if last in peers:
-            peers = [p for p in peers if p != last] + [last]
         try:
-            data = fetch_from_peers(peers, digest, self.limit, attempts, owner=self.owner,
-                                    last=last)  # fmt: skip
+            data = fetch_from_peers(self.peers(), digest, self.limit, attempts,
+                                    owner=self.owner, last=last)  # fmt: skip
         except ArtifactError as err:
             raise type(err)(f"{damaged}{err}") from None
         self.local.put(data, digest)  # hash-checked by the fetch
@@ -606,8 +603,8 @@ def fetch_from_peers(
     shard of a dataset need not fit in memory). Up to ``attempts`` passes over the peers, with
     exponential backoff between them; a peer that sent bad bytes is not asked again, and one
     slower than :data:`SLOW_RATE` is cut off and asked again after the others (but before
-    ``last``, a peer asked after every other: one that may withhold), on every pass but the
-    last, which waits on each.
+    ``last``, a peer asked after every other, peers that lately sent bad bytes included: one
+    that may withhold), on every pass but the last, which waits on each.
     :class:`ArtifactError` says why each failed: :class:`PeerUnreachable` when ``owner`` (the
     endpoint of the host whose artifact it is) could not be reached, or is an object store
     that does not have it yet, whatever other peers answered (they say nothing of the owner:
@@ -616,6 +613,8 @@ def fetch_from_peers(
     errors: dict[str, ArtifactError] = {}
     left = [e for e in dict.fromkeys(endpoints) if location_problem(e) is None]  # never unix:…
     left = _suspects.last(left)  # peers that lately sent bad bytes after the others
+    if last in left:  # and after them, the one that may withhold
+        left.append(left.pop(left.index(last)))
     if owner in left:  # the owner first: the others' names are looked up only if it fails
         left.insert(0, left.pop(left.index(owner)))
     dial: dict[str, tuple[str, ...]] = {}

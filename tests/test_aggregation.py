@@ -115,17 +115,19 @@ def test_accepted_pseudo_gradients_come_also_from_the_sources_of_accepted_artifa
     assert not hosts.has(commits[0].pseudo_grad_hash)
     asked = []
 
-    def nobody_has_it(peers, *args, **kwargs):
-        asked.append(peers)
+    def nobody_has_it(peers, *args, last=None, **kwargs):
+        asked.append((peers, last))
         raise ArtifactError("on no peer")
 
     wide.peers = lambda: ["a.example:7000", "v.example:7001"]  # its own host, a verifier
     wide.local = LocalArtifactStore(tmp_path / "empty")
-    with monkeypatch.context() as m:  # its own host is asked after every other source
+    with monkeypatch.context() as m:  # its own host is asked after every other source (the
+        # fetch asks `last` after every other peer: test_node_training.py's
+        # test_the_peer_asked_last_stays_last_behind_peers_that_sent_bad_bytes)
         m.setattr(blob_service, "fetch_from_peers", nobody_has_it)
         with pytest.raises(ArtifactError):
             aggregator.advance(view)
-    assert asked[0] == ["v.example:7001", "a.example:7000"]
+    assert asked[0] == (["a.example:7000", "v.example:7001"], "a.example:7000")
     wide.local = screened
     assert aggregator.advance(view).hash != view.hash
     with pytest.raises(ArtifactError, match="on no peer"):

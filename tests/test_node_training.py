@@ -607,6 +607,20 @@ def test_a_peer_that_sent_bad_bytes_is_asked_after_the_others_by_later_fetches(
         honest.stop(None)
 
 
+def test_the_peer_asked_last_stays_last_behind_peers_that_sent_bad_bytes(tmp_path, monkeypatch):
+    """``last`` (a committing host that may withhold) is asked after every other peer, those
+    that lately sent bad bytes included: ordering it in the store and suspects in the fetch
+    put it before them, and a slow peer then went behind it."""
+    first, suspect, withholding = (f"127.0.0.1:{free_port()}" for _ in range(3))
+    blob_service._suspects.add(suspect)
+    store = PeerFetchingStore(LocalArtifactStore(tmp_path / "a"),
+                              lambda: [withholding, suspect, first], 1 << 20)  # fmt: skip
+    asked = _fetches_counted(monkeypatch)
+    with pytest.raises(ArtifactError):
+        store.get(b"\x01" * 32, attempts=1, last=withholding)
+    assert asked == [first, suspect, withholding]
+
+
 def test_peers_names_are_looked_up_only_past_the_owner_and_all_at_once(tmp_path, monkeypatch):
     """Every registered host's name was resolved, one after another, before a fetch asked its
     owner: a stranger's name whose servers never answer cost every fetch the resolver's
