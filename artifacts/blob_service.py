@@ -421,16 +421,20 @@ class PeerFetchingStore:
         """Remove the local copy."""
         self.local.delete(digest)
 
-    def warm(self, digest: bytes, attempts: int = ATTEMPTS) -> None:
+    def _limit(self, limit: int | None) -> int:
+        """What a fetch allows: ``limit`` (the kind's), never more than the run's largest."""
+        return self.limit if limit is None else min(limit, self.limit)
+
+    def warm(self, digest: bytes, limit: int | None = None, attempts: int = ATTEMPTS) -> None:
         """Have ``digest`` in the local store: if absent, fetched from peers straight to disk
-        (hash-checked as it streams; a local copy is checked when it is read), once however
-        many threads ask for it at once unless the first takes longer than
-        :data:`SHARED_FETCH_WAIT`."""
+        (hash-checked as it streams, stopped past ``limit`` bytes; a local copy is checked
+        when it is read), once however many threads ask for it at once unless the first
+        takes longer than :data:`SHARED_FETCH_WAIT`."""
         self.touched.add(digest)
 
         def fetch(out: BinaryIO) -> None:
-            fetch_from_peers(self.peers(), digest, self.limit, attempts=attempts, out=out,
-                             owner=self.owner)  # fmt: skip
+            fetch_from_peers(self.peers(), digest, self._limit(limit), attempts=attempts,
+                             out=out, owner=self.owner)  # fmt: skip
 
         # Another thread's fetch of it first, for a while: past that, from this store's own
         # sources (that one may be asking a host that drips it).
@@ -438,22 +442,25 @@ class PeerFetchingStore:
             if not self.local.has(digest):
                 self.local.put_stream(digest, fetch, sync=False)
 
-    def get(self, digest: bytes, attempts: int = ATTEMPTS, last: str | None = None) -> bytes:
-        """Local bytes, or the first peer's that hash right (see :func:`fetch_from_peers`),
-        ``last`` (a peer that may withhold it, slowly) asked after every other. A local copy
-        that no longer hashes right (a damaged disk, a bad restore) is replaced by a peer's;
-        if no peer has it, the error says both."""
+    def get(
+        self, digest: bytes, limit: int | None = None, attempts: int = ATTEMPTS,
+        last: str | None = None,
+    ) -> bytes:  # fmt: skip
+        """Local bytes, or the first peer's that hash right and are at most ``limit`` bytes
+        (see :func:`fetch_from_peers`), ``last`` (a peer that may withhold it, slowly) asked
+        after every other. A local copy that no longer hashes right (a damaged disk, a bad
+        restore) is replaced by a peer's; if no peer has it, the error says both."""
         self.touched.add(digest)
         damaged = ""
         if self.local.has(digest):
             try:
-                return self.local.get(digest)
+                return self.local.get(digest, limit)
             except ArtifactError as err:
                 damaged = f"{err}, and "
                 log.warning("%s: fetching it again from the run's peers", err)
                 self.local.delete(digest)
         try:
-            data = fetch_from_peers(self.peers(), digest, self.limit, attempts,
+            data = fetch_from_peers(self.peers(), digest, self._limit(limit), attempts,
                                     owner=self.owner, last=last)  # fmt: skip
         except ArtifactError as err:
             raise type(err)(f"{damaged}{err}") from None

@@ -93,22 +93,31 @@ class ArtifactStore(Protocol):
         its hash."""
         ...
 
-    def get(self, digest: bytes) -> bytes:
-        """The bytes with this hash (checked); raises :class:`ArtifactError`."""
+    def get(self, digest: bytes, limit: int | None = None) -> bytes:
+        """The bytes with this hash (checked), of at most ``limit`` bytes (what the kind of
+        artifact asked for can take: a fetch stops past it); raises :class:`ArtifactError`."""
         ...
 
     def has(self, digest: bytes) -> bool:
         """Whether the store holds ``digest``."""
         ...
 
-    def warm(self, digest: bytes) -> None:
-        """Have ``digest`` on this machine's disk, fetching it if it is elsewhere, without
-        holding its bytes in memory; raises :class:`ArtifactError`."""
+    def warm(self, digest: bytes, limit: int | None = None) -> None:
+        """Have ``digest`` (of at most ``limit`` bytes) on this machine's disk, fetching it if
+        it is elsewhere, without holding its bytes in memory; raises :class:`ArtifactError`."""
         ...
 
     def delete(self, digest: bytes) -> None:
         """Remove ``digest`` (nothing if absent)."""
         ...
+
+
+def over_limit(digest: bytes, size: int, limit: int | None, where: str) -> ArtifactError | None:
+    """The error for artifact ``digest`` of ``size`` bytes where at most ``limit`` may be."""
+    if limit is None or size <= limit:
+        return None
+    return ArtifactError(f"artifact {digest.hex()[:16]}… in {where} is {size} bytes, more than "
+                         f"the {limit} it can be")  # fmt: skip
 
 
 def check_digest(digest: bytes, data: bytes, where: str) -> bytes:
@@ -222,9 +231,11 @@ class LocalArtifactStore:
         tmp.symlink_to(path.resolve())
         os.replace(tmp, target)
 
-    def get(self, digest: bytes) -> bytes:
-        """Read and hash-check."""
+    def get(self, digest: bytes, limit: int | None = None) -> bytes:
+        """Read and hash-check (a file of more than ``limit`` bytes is not read)."""
         path = self._path(digest)
+        if (too_large := over_limit(digest, self.size(digest), limit, str(self.root))) is not None:
+            raise too_large
         try:
             data = path.read_bytes()
         except FileNotFoundError:
@@ -235,9 +246,9 @@ class LocalArtifactStore:
         """Whether the file exists."""
         return self._path(digest).exists()
 
-    def warm(self, digest: bytes) -> None:
+    def warm(self, digest: bytes, limit: int | None = None) -> None:
         """Everything this store holds is on disk: nothing to do (a read says what is
-        missing)."""
+        missing, or too large)."""
 
     def file(self, digest: bytes) -> Path | None:
         """The file holding artifact ``digest`` (None if absent), for streaming it elsewhere."""

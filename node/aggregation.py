@@ -22,6 +22,7 @@ from dilochain.protocol.pb.poc.v1.types_pb2 import (
     RunConfig,
 )
 from dilochain.protocol.schedule import base_round
+from dilochain.training.artifact_limits import ArtifactLimits
 from dilochain.training.compress import CompressionError, decompress
 from dilochain.training.diloco import (
     global_state_problem,
@@ -112,14 +113,14 @@ class Aggregator:
         """The chain's global checkpoint hash of every round so far."""
         return {g.round: g.hash for g in self.poc.global_checkpoints(self.run_id)}
 
-    def fetch(self, digest: bytes, last: str | None = None) -> bytes:
-        """An accepted artifact from the local store or a source of accepted ones (peers, then
-        verifiers; ``last``, the endpoint of the host that committed it, after them all),
-        waiting for one that is restarting."""
+    def fetch(self, digest: bytes, limit: int, last: str | None = None) -> bytes:
+        """An accepted artifact of at most ``limit`` bytes from the local store or a source of
+        accepted ones (peers, then verifiers; ``last``, the endpoint of the host that committed
+        it, after them all), waiting for one that is restarting."""
         deadline, logged = time.monotonic() + self.patience, False
         while True:
             try:
-                return self.accepted.get(digest, last=last)
+                return self.accepted.get(digest, limit=limit, last=last)
             except ArtifactError as err:
                 if time.monotonic() > deadline:
                     raise
@@ -152,7 +153,8 @@ class Aggregator:
         not a state of the run (most of a round's commits may name anything) are an
         :class:`ArtifactError`, which a host answers by resyncing or sitting the round out."""
         try:
-            state = decode_state(self.fetch(digest), self.reference)
+            state = decode_state(self.fetch(digest, ArtifactLimits.of(self.rc).state),
+                                 self.reference)  # fmt: skip
         except CodecError as err:
             raise ArtifactError(
                 f"global state {digest.hex()[:12]}… does not decode: {err}"
@@ -169,7 +171,8 @@ class Aggregator:
             if not self.store.has(c.pseudo_grad_hash):
                 try:  # one pass over the peers, to disk (an artifact of up to the run's
                     # largest size, whatever a stranger committed, is not held in memory)
-                    self.store.warm(c.pseudo_grad_hash, attempts=1)
+                    self.store.warm(c.pseudo_grad_hash, ArtifactLimits.of(self.rc).pseudo_grad,
+                                    attempts=1)  # fmt: skip
                 except ArtifactError as err:
                     log.debug("prefetch of %s failed: %s", c.pseudo_grad_hash.hex()[:12], err)
 
@@ -250,7 +253,8 @@ class Aggregator:
             # otherwise hold every host for the stream's whole allowance before the verifiers.
             owner = (owners or {}).get(c.host)
             try:
-                delta = decompress(self.fetch(c.pseudo_grad_hash, last=owner), params)
+                limit = ArtifactLimits.of(self.rc).pseudo_grad
+                delta = decompress(self.fetch(c.pseudo_grad_hash, limit, last=owner), params)
             except CompressionError as err:
                 problem = str(err)
             else:

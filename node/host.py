@@ -67,6 +67,7 @@ from dilochain.protocol.schedule import (
     round_window,
     window_at,
 )
+from dilochain.training.artifact_limits import ArtifactLimits
 from dilochain.training.checkpoint_codec import (
     INDEX_BYTES,
     CheckpointEncoding,
@@ -166,6 +167,8 @@ class HostNode:
         for path, digest in self.data.files():  # served by hash to peers (and `dilochain export`)
             self.local.link_file(path, bytes.fromhex(digest))
         limit = max_artifact_bytes(self.model)
+        self.limits = ArtifactLimits.of(self.rc)  # each kind's: a fetch stops past it
+        self.like = dict(self.model.named_parameters())
         log.info("run %s: %s model, %d parameters, config sha256 %s…", cfg.run_id,
                  self.model.config.model_type, parameter_count(self.model),
                  config_hash(self.rc.model_config)[:12])  # fmt: skip
@@ -176,7 +179,7 @@ class HostNode:
                                      PeerFetchingStore(self.local, self._accepted_sources, limit),
                                      min_hosts=params.min_hosts_per_round,
                                      fail_closed=params.fail_closed,
-                                     reference=dict(self.model.named_parameters()))  # fmt: skip
+                                     reference=self.like)  # fmt: skip
         cfg.state_dir.mkdir(parents=True, exist_ok=True)
         self.eval_losses: dict[int, float] = {}
         self._prefetching: threading.Thread | None = None  # fetching peers' pseudo-gradients
@@ -340,7 +343,8 @@ class HostNode:
             return self._set_aside(record.run)
         self.checkpoint_hashes = record.checkpoint_hashes
         try:
-            state = decode_state(self.store.get(record.global_hash))  # a damaged copy: peers'
+            # a damaged copy: peers'
+            state = decode_state(self.store.get(record.global_hash, limit=self.limits.state))
         except (ArtifactError, CodecError) as err:
             log.warning("round %d's global state, saved before the restart, is lost (%s); "
                         "starting from the chain's latest", record.round, err)  # fmt: skip
@@ -432,11 +436,15 @@ class HostNode:
         commit). Raises ArtifactError if one of them is lost."""
         residual = own = carried = None
         if previous is not None:
-            residual = decode_state(self.store.get(previous.residual_hash))
+            limits = self.limits
+            residual = decode_state(self.store.get(previous.residual_hash, limit=limits.residual))
             if self.rc.overlap:
-                own = decompress(self.store.get(previous.pseudo_grad_hash), params_of(view.state))
+                own = decompress(
+                    self.store.get(previous.pseudo_grad_hash, limit=limits.pseudo_grad),
+                    params_of(view.state),
+                )
             if self.rc.carry_inner_state:
-                carried = fetch_checkpoint(self.store.get, previous.final_hash)
+                carried = fetch_checkpoint(self.store.get, previous.final_hash, like=self.like)
         start = round_start(view.state, own, self.rc.outer_lr, self.rc.outer_momentum)
         return start, residual, carried
 
@@ -744,7 +752,7 @@ class HostNode:
             others = [c for c in self.poc.commits(self.cfg.run_id, round_)
                       if c.host != self.address]  # fmt: skip
             if others:
-                return self.store.get(others[0].pseudo_grad_hash)
+                return self.store.get(others[0].pseudo_grad_hash, limit=self.limits.pseudo_grad)
         return None
 
     def _roster(self, round_: int) -> list[str] | None:

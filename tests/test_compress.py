@@ -15,8 +15,9 @@ from dilochain.training.compress import (
     compress_with_feedback,
     dct_basis,
     decompress,
+    max_compressed_bytes,
 )
-from dilochain.training.tensor_codec import decode_state, encode_state
+from dilochain.training.tensor_codec import decode_state, encode_state, header_bound
 
 NAMES = ["int8", "int4", "dct-top4", "dct-top16", "dct-sign4", "dct-sign16"]
 
@@ -113,6 +114,19 @@ def test_any_tensor_round_trips_deterministically(name, shape, scale, seed):
     else:  # never adds energy beyond rounding: dropping coefficients of an orthonormal transform
         assert float((back["t"] - x["t"]).norm()) <= 1.01 * float(x["t"].norm()) + 1e-6
     assert torch.equal(decompress(data)["t"], back["t"])
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.sampled_from([*NAMES, "dct-top1", "dct-top32", "dct-sign1", "dct-sign32"]),
+    st.lists(st.lists(st.integers(1, 300), min_size=0, max_size=3), min_size=1, max_size=4),
+)
+def test_a_pseudo_gradient_of_any_model_fits_the_bound_its_fetch_allows(name, shapes):
+    """A fetch of a pseudo-gradient stops past :func:`max_compressed_bytes`: every honest one
+    must fit, and the bound is its size but for the header's room (the layout is fixed)."""
+    like = {f"layer{i}.w": torch.randn(shape) for i, shape in enumerate(shapes)}
+    size, bound = len(compress(like, name)), max_compressed_bytes(like, name)
+    assert size <= bound < size + header_bound(like)
 
 
 @pytest.mark.parametrize("name", NAMES)

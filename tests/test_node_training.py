@@ -10,6 +10,7 @@ import os
 import socket
 import threading
 import time
+from concurrent import futures
 
 import grpc
 import pytest
@@ -31,10 +32,16 @@ from dilochain.artifacts.store import ArtifactError, LocalArtifactStore
 from dilochain.chain.testnet import free_port
 from dilochain.protocol.pb.node.v1 import blob_pb2, blob_pb2_grpc
 from dilochain.testutil import shipped_data
-from dilochain.training.checkpoint_codec import checkpoint_leaf
+from dilochain.training.checkpoint_codec import (
+    CheckpointEncoding,
+    checkpoint_leaf,
+    fetch_checkpoint,
+    store_checkpoint,
+)
 from dilochain.training.diloco import (
     CLIP_MULTIPLE,
     FIXED_BITS,
+    PARAM,
     initial_global,
     outer_step,
     params_of,
@@ -46,7 +53,15 @@ from dilochain.training.model import build_model
 from dilochain.training.round_work import checkpoint_steps, train_round
 from dilochain.training.run_config import make_run_config
 from dilochain.training.tensor_codec import CodecError, decode_state, encode_state, state_hash
-from dilochain.training.train_step import load_inner_state, run_segment, set_deterministic
+from dilochain.training.train_step import (
+    ADAM_STEP,
+    EXP_AVG,
+    EXP_AVG_SQ,
+    STEP,
+    load_inner_state,
+    run_segment,
+    set_deterministic,
+)
 from dilochain.verifier.replay import artifact_failure
 
 DATA, PINS = shipped_data()
@@ -607,6 +622,45 @@ def test_a_peer_that_sent_bad_bytes_is_asked_after_the_others_by_later_fetches(
         honest.stop(None)
 
 
+def test_a_peer_answering_junk_for_an_index_sends_no_more_than_an_index_can_take(
+    tmp_path, monkeypatch
+):
+    """A peer (a Sybil host or verifier among the sources) that answers a checkpoint's 64-byte
+    index with junk was read up to the run's largest artifact before the hash was checked: 64
+    GB at 8B parameters, once an hour for each of its names and each fetcher. A fetch now
+    stops past what the kind of artifact asked for can take."""
+    checkpoint = {STEP: torch.tensor(4), ADAM_STEP: torch.tensor(4), PARAM + "w": torch.ones(999),
+                  EXP_AVG + "w": torch.zeros(999), EXP_AVG_SQ + "w": torch.ones(999)}  # fmt: skip
+    served, liar = LocalArtifactStore(tmp_path / "a"), LocalArtifactStore(tmp_path / "liar")
+    leaf = store_checkpoint(served.put_parts, CheckpointEncoding.of(checkpoint))
+    junk = 8 * blob_service.CHUNK
+    liar.put(b"junk" * (junk // 4), leaf)
+    sent: list[int] = []
+
+    class Lying(blob_service.BlobServicer):
+        def _damaged(self, digest, context):
+            return None  # it serves its junk as if it were the artifact
+
+        def Get(self, request, context):
+            for chunk in super().Get(request, context):
+                sent.append(len(chunk.data))
+                yield chunk
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+    server.add_generic_rpc_handlers((Lying(liar).handler(),))
+    bad = f"127.0.0.1:{server.add_insecure_port('127.0.0.1:0')}"
+    server.start()
+    honest, good = serve_blobs(served, "127.0.0.1:0")
+    store = PeerFetchingStore(LocalArtifactStore(tmp_path / "c"), lambda: [bad, good], 1 << 30)
+    try:
+        fetched = fetch_checkpoint(store.get, leaf, like={"w": torch.empty(999)})
+    finally:
+        server.stop(grace=0)
+        honest.stop(None)
+    assert all(torch.equal(fetched[k], v) for k, v in checkpoint.items())
+    assert 0 < sum(sent) <= 2 * blob_service.CHUNK < junk  # it was asked, and cut off at once
+
+
 def test_the_peer_asked_last_stays_last_behind_peers_that_sent_bad_bytes(tmp_path, monkeypatch):
     """``last`` (a committing host that may withhold) is asked after every other peer, those
     that lately sent bad bytes included: ordering it in the store and suspects in the fetch
@@ -795,7 +849,6 @@ def test_a_stream_that_goes_silent_is_cut_off_as_unreachable(tmp_path, monkeypat
     ``Get``, or empty chunks, holds a fetch for ``IDLE_SECONDS``, not the deadline its
     artifacts' size allows (60 s plus a second a MiB, on every pass)."""
     import time
-    from concurrent import futures
 
     served = LocalArtifactStore(tmp_path / "a")
     digest = served.put(b"x" * (3 << 20))
@@ -829,7 +882,6 @@ def test_a_stream_that_goes_silent_is_cut_off_as_unreachable(tmp_path, monkeypat
 def _serve_slowly(served: LocalArtifactStore, pause: float, before: float = 0.0):
     """A blob service that waits ``before`` seconds (a queue), then sends 64 KiB every
     ``pause`` seconds; (server, endpoint, bytes sent so far)."""
-    from concurrent import futures
 
     sent: list[int] = []
 

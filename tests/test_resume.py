@@ -57,14 +57,15 @@ def test_a_saved_global_state_lost_everywhere_resumes_from_the_chain_s(tmp_path)
     host = HostNode.__new__(HostNode)  # only what resuming uses
     host.cfg = SimpleNamespace(state_dir=tmp_path, run_id="r")
     host.aggregator = SimpleNamespace(latest=lambda: chain_s)
+    host.limits = SimpleNamespace(state=1 << 20)
 
-    def lost(digest):
+    def lost(digest, limit):
         raise ArtifactError(f"{digest.hex()[:8]} damaged here and on no peer")
 
     host.store = SimpleNamespace(get=lost)
     view, attempted = host._load()
     assert (view, attempted, host.checkpoint_hashes) == (chain_s, 6, owed)
-    host.store = SimpleNamespace(get=lambda digest: encode_state(saved.state))
+    host.store = SimpleNamespace(get=lambda digest, limit: encode_state(saved.state))
     view, attempted = host._load()
     assert (view.round, view.hash, attempted) == (5, saved.hash, 6)
 
@@ -93,7 +94,8 @@ def test_a_record_of_another_run_of_the_same_id_is_set_aside(tmp_path):
     host.cfg = SimpleNamespace(state_dir=tmp_path, run_id="r")
     host.client = SimpleNamespace(network_config=SimpleNamespace(chain_id="devnet"))
     host.aggregator = SimpleNamespace(latest=lambda: chain_s)
-    host.store = SimpleNamespace(get=lambda digest: pytest.fail("the old state was read"))
+    host.store = SimpleNamespace(get=lambda digest, limit: pytest.fail("the old state was read"))
+    host.limits = SimpleNamespace(state=1 << 20)
     host.run_ = now_run
     host.checkpoint_hashes = {}
     assert host._load() == (chain_s, -1) and host.checkpoint_hashes == {}
@@ -103,7 +105,7 @@ def test_a_record_of_another_run_of_the_same_id_is_set_aside(tmp_path):
     assert aside is not None and aside.round == 5
     host.run_ = old_run  # its own run's record is resumed from, as before
     ResumeState(5, saved.hash, 6, {}, run_instance("devnet", old_run)).save(tmp_path / "state.json")
-    host.store = SimpleNamespace(get=lambda digest: encode_state(saved.state))
+    host.store = SimpleNamespace(get=lambda digest, limit: encode_state(saved.state))
     assert host._load()[0].hash == saved.hash
 
 

@@ -500,7 +500,7 @@ def test_a_host_serving_its_checkpoints_slowly_holds_no_replay_slot(
     fast, slow = (Challenge(run_id="r", round=0, host=h, segment=1) for h in ("fast", "slow"))
     fetching, released, replayed = threading.Event(), threading.Event(), []
 
-    def warm(store, commit, challenge, policy):
+    def warm(cfg, store, commit, challenge, policy):
         if challenge.host == "slow":
             fetching.set()
             assert released.wait(30)

@@ -10,16 +10,18 @@ from collections import OrderedDict
 import pytest
 import torch
 
+from dilochain.artifacts.store import LocalArtifactStore
 from dilochain.node.behaviors import RoundJob
 from dilochain.node.cheats import CopyPseudoGrad, behavior
 from dilochain.protocol.params import PocParams
+from dilochain.training.artifact_limits import ArtifactLimits
 from dilochain.training.checkpoint_codec import CheckpointEncoding, index_objects
 from dilochain.training.compress import compress, decompress, residual_after
 from dilochain.training.diloco import PARAM, params_of
 from dilochain.training.model import build_model
 from dilochain.training.round_work import RoundResult, train_round
 from dilochain.training.tensor_codec import decode_state, encode_state
-from dilochain.verifier.replay import verify_challenge
+from dilochain.verifier.replay import verify_challenge, warm_challenge
 from dilochain.verifier.screening import screen_commit
 from dilochain.verifier.testing import publish_round
 from tests.test_checkpoint_codec import CountingStore
@@ -57,6 +59,44 @@ def test_a_screen_reads_no_checkpoint_s_moments(tmp_path, base):
     assert not read & others
 
 
+def test_a_screen_and_a_replay_ask_for_each_object_no_more_than_its_kind_can_take(tmp_path, base):
+    """Every object a verifier reads is fetched with its kind's limit (``ArtifactLimits``),
+    never the run's largest: a peer answering with junk costs no more than the object."""
+    result = honest(base)
+    _, commit, challenges = publish_round(tmp_path, CFG, base, result, "dilo1host", round_=2,
+                                          residual_in=decode_state(result.residual),
+                                          start_delta=result.pseudo_grad)  # fmt: skip
+
+    class Limited(LocalArtifactStore):
+        asked: dict[bytes, set] = {}
+
+        def get(self, digest, limit=None):
+            self.asked.setdefault(digest, set()).add(limit)
+            return super().get(digest, limit)
+
+        def warm(self, digest, limit=None):
+            self.asked.setdefault(digest, set()).add(limit)
+
+    store, plain, limits = Limited(tmp_path), LocalArtifactStore(tmp_path), ArtifactLimits.of(CFG)
+    screen_commit(CFG, DATA, commit, ANCHOR, store, TOLERANT, MARGIN)
+    weights = index_objects(plain.get(commit.final_hash))[0]
+    assert store.asked == {
+        commit.base_hash: {limits.state}, commit.start_delta_hash: {limits.pseudo_grad},
+        commit.pseudo_grad_hash: {limits.pseudo_grad}, commit.residual_in_hash: {limits.residual},
+        commit.final_hash: {limits.index}, weights: {limits.weights},
+    }  # fmt: skip
+    store.asked.clear()
+    challenge = challenges[1]
+    warm_challenge(CFG, store, commit, challenge, TOLERANT)
+    for leaf in (challenge.start_hash, challenge.end_hash):
+        leaf_weights, leaf_moments = index_objects(plain.get(leaf))
+        assert store.asked[leaf] == {limits.index}
+        assert store.asked[leaf_weights] == {limits.weights}
+        assert store.asked[leaf_moments] == {limits.moments}
+    verify_challenge(CFG, DATA, commit, challenge, store, TOLERANT)  # reads what it warmed
+    assert None not in set().union(*store.asked.values())
+
+
 def test_a_screen_fetches_everything_before_it_takes_a_slot_of_the_cores(tmp_path, base):
     """A host that serves its bytes slowly (or not at all) holds up its own screen only: the
     slot other screens wait for is taken once every artifact is on disk, and only then is
@@ -66,7 +106,7 @@ def test_a_screen_fetches_everything_before_it_takes_a_slot_of_the_cores(tmp_pat
     class Warming(CountingStore):
         warmed: list[bytes] = []
 
-        def warm(self, digest: bytes) -> None:
+        def warm(self, digest: bytes, limit: int | None = None) -> None:
             self.warmed.append(digest)
 
     store = Warming(tmp_path)
@@ -82,7 +122,8 @@ def test_a_screen_fetches_everything_before_it_takes_a_slot_of_the_cores(tmp_pat
     verdict = screen_commit(CFG, DATA, commit, ANCHOR, store, TOLERANT, MARGIN, "cpu", Slot())
     final = store.read[0]  # the final checkpoint's index, read to name its weights
     assert verdict.passed and entered == [(len(store.warmed), 1)] and final == commit.final_hash
-    assert {commit.base_hash, commit.pseudo_grad_hash, final} < set(store.warmed)
+    weights = index_objects(store.get(final))[0]
+    assert {commit.base_hash, commit.pseudo_grad_hash, weights} == set(store.warmed)
 
 
 def test_a_random_or_copied_pseudo_gradient_fails_the_consistency_check(tmp_path, base):

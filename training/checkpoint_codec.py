@@ -15,17 +15,18 @@ weights with its commit (what its screens read) and the moments only when a repl
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence, Sized
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
 
 from dilochain.protocol.hashing import HASH_BYTES, Buffer, content_hash
-from dilochain.training.tensor_codec import CodecError, Encoding, decode_state
+from dilochain.training.tensor_codec import CodecError, Encoding, decode_state, state_bound
 from dilochain.training.train_step import EXP_AVG, EXP_AVG_SQ
 
 INDEX_BYTES = 2 * HASH_BYTES
-Fetch = Callable[[bytes], bytes]  # an artifact's bytes by its hash, checked (a store's get)
+# An artifact's bytes by its hash, checked, of at most ``limit`` bytes (a store's get).
+Fetch = Callable[..., bytes]
 PutParts = Callable[[Sequence[Buffer], bytes], object]  # store bytes given as parts, by hash
 
 
@@ -105,22 +106,30 @@ def _in_store_order(index: bytes, leaf: bytes, moments: bool) -> list[bytes]:
 def checkpoint_objects(fetch: Fetch, leaf: bytes, moments: bool = True) -> list[bytes]:
     """The hashes of what the stored checkpoint ``leaf`` is stored as, in store order (as
     :meth:`CheckpointEncoding.hashes`)."""
-    return _in_store_order(fetch(leaf), leaf, moments)
+    return _in_store_order(fetch(leaf, limit=INDEX_BYTES), leaf, moments)
+
+
+def checkpoint_limits(like: dict[str, torch.Tensor]) -> tuple[int, int]:
+    """The most bytes a checkpoint's (weights, moments) of a model with tensors ``like`` can
+    take (the two step counts fit the header's room)."""
+    return state_bound(like), state_bound(like, copies=2)
 
 
 def fetch_checkpoint(
-    fetch: Fetch, leaf: bytes, moments: bool = True, like: Sized | None = None
+    fetch: Fetch, leaf: bytes, moments: bool = True, like: dict[str, torch.Tensor] | None = None
 ) -> dict[str, torch.Tensor]:
     """Checkpoint ``leaf`` decoded (without ``moments``: only its steps and parameters; with
-    ``like``, headers bounded by the model's tensors); raises what ``fetch`` raises, and
-    :class:`CodecError` for objects that are not a checkpoint's parts."""
-    weights_hash, moments_hash = index_objects(fetch(leaf))
-    weights = decode_state(fetch(weights_hash), like)
+    ``like``, the model's tensors, each object no larger than it can be and its header
+    bounded); raises what ``fetch`` raises, and :class:`CodecError` for objects that are not a
+    checkpoint's parts."""
+    weights_hash, moments_hash = index_objects(fetch(leaf, limit=INDEX_BYTES))
+    weights_limit, moments_limit = checkpoint_limits(like) if like is not None else (None, None)
+    weights = decode_state(fetch(weights_hash, limit=weights_limit), like)
     if any(_is_moment(k) for k in weights):
         raise CodecError("a checkpoint's weights hold moments")
     if not moments:
         return weights
-    rest = decode_state(fetch(moments_hash), like)
+    rest = decode_state(fetch(moments_hash, limit=moments_limit), like)
     if not all(_is_moment(k) for k in rest):
         raise CodecError("a checkpoint's moments hold other tensors")
     return {**weights, **rest}

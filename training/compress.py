@@ -51,7 +51,7 @@ from dilochain.protocol.compression import (
     dct_signs,
     dct_top_k,
 )
-from dilochain.training.tensor_codec import CodecError, decode_state, encode_state
+from dilochain.training.tensor_codec import CodecError, decode_state, encode_state, header_bound
 
 BLOCK = 128
 _QMAX = {8: 127, 4: 7}
@@ -158,6 +158,27 @@ def compress(delta: Tensors, name: str) -> bytes:
         out.update({prefix + key: part for prefix, part in parts.items()})
         out[_SHAPE + key] = torch.tensor(tensor.shape, dtype=torch.int64)
     return encode_state(out)
+
+
+def _payload_bytes(numel: int, name: str) -> int:
+    """The bytes :func:`compress` stores for a tensor of ``numel`` values (its scales
+    included, its shape not): a fixed layout, whatever the values."""
+    k = dct_top_k(name)
+    if k is None:
+        bits = _BITS[name]
+        return -(-numel * bits // 8) + 4 * -(-numel // BLOCK)
+    chunks = -(-numel // DCT_CHUNK)
+    if dct_signs(name):
+        return chunks * (DCT_CHUNK // 8 + 2) + -(-chunks * k // 8)
+    return chunks * (2 * k + 4)
+
+
+def max_compressed_bytes(like: Tensors, name: str) -> int:
+    """The most bytes a pseudo-gradient of a model with tensors ``like``, compressed by
+    ``name``, can take: what a fetch of one allows (a peer sending junk costs a fetcher no
+    more than the pseudo-gradient it asked for)."""
+    values = sum(_payload_bytes(t.numel(), name) + 8 * t.dim() for t in like.values())
+    return values + header_bound(like)
 
 
 def _unpack(packed: torch.Tensor, n: int) -> torch.Tensor:

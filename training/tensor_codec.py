@@ -100,13 +100,30 @@ def encode_state(state: dict[str, torch.Tensor]) -> bytes:
 HEADER_BYTES_PER_ENTRY = 256
 
 
+def header_bound(like: Sized) -> int:
+    """The most bytes the header of a state of a model with tensors ``like`` can need."""
+    return 4096 + HEADER_BYTES_PER_ENTRY * (4 * len(like) + 16)
+
+
+# A state's floats are at most float32: what models train in here (float32, bfloat16).
+MAX_VALUE_BYTES = 4
+
+
+def state_bound(like: dict[str, torch.Tensor], value_bytes: int = MAX_VALUE_BYTES,
+                copies: int = 1) -> int:  # fmt: skip
+    """The most bytes an encoding of ``copies`` values of each of ``like``'s tensors, of
+    ``value_bytes`` each, can take (a few scalars besides fit its header's room): what a fetch
+    of such a state allows, so a peer sending junk costs no more than the state itself."""
+    return copies * value_bytes * sum(t.numel() for t in like.values()) + header_bound(like)
+
+
 def decode_state(data: bytes | Encoding, like: Sized | None = None) -> dict[str, torch.Tensor]:
     """Inverse of :func:`encode_state`; raises :class:`CodecError` on malformed bytes. With
     ``like`` (the model's tensors), a header larger than a state of the model's can need is
     refused before it is parsed: 600,000 empty tensors in 33 MB cost 6 s and a GB to decode."""
     if like is not None and not isinstance(data, Encoding):  # a stranger's bytes
         declared = int.from_bytes(data[:8], "little")
-        bound = 4096 + HEADER_BYTES_PER_ENTRY * (4 * len(like) + 16)
+        bound = header_bound(like)
         if declared > bound:
             raise CodecError(f"a header of {declared} bytes, more than a state of the model's "
                              f"{len(like)} tensors needs ({bound})")  # fmt: skip

@@ -19,6 +19,7 @@ from dilochain.artifacts.store import ArtifactError, ArtifactStore, PeerUnreacha
 from dilochain.protocol.hashing import content_hash
 from dilochain.protocol.pb.poc.v1.types_pb2 import Challenge, RoundCommit, RunConfig
 from dilochain.protocol.verdict import fingerprint_step
+from dilochain.training.artifact_limits import ArtifactLimits
 from dilochain.training.checkpoint_codec import checkpoint_leaf, fetch_checkpoint, index_objects
 from dilochain.training.compress import (
     RESIDUAL_DTYPE,
@@ -147,8 +148,9 @@ def _refuse(problem: str | None, what: str) -> None:
 
 def fetch_fitting(store: ArtifactStore, leaf: bytes, cfg: RunConfig) -> dict[str, torch.Tensor]:
     """Checkpoint ``leaf`` whole, checked to fit the run's model (CodecError otherwise)."""
-    checkpoint = fetch_checkpoint(store.get, leaf)
-    _refuse(checkpoint_problem(checkpoint, reference_params(cfg.model_config)), "checkpoint")
+    like = reference_params(cfg.model_config)
+    checkpoint = fetch_checkpoint(store.get, leaf, like=like)
+    _refuse(checkpoint_problem(checkpoint, like), "checkpoint")
     return checkpoint
 
 
@@ -160,17 +162,17 @@ _last_base_lock = threading.Lock()
 
 
 def _checked_base(
-    store: ArtifactStore, digest: bytes, model_config: str, like: dict[str, torch.Tensor]
+    store: ArtifactStore, digest: bytes, cfg: RunConfig, like: dict[str, torch.Tensor]
 ) -> dict[str, torch.Tensor]:
     """Global state ``digest``, decoded and checked to fit the run's model (CodecError
     otherwise), from the last one kept if it is that one."""
     global _last_base
-    key = (digest, model_config)
+    key = (digest, cfg.model_config)
     with _last_base_lock:
         if _last_base is not None and _last_base[0] == key:
             return _last_base[1]
         _last_base = None
-    base = decode_state(store.get(digest), like)  # no larger than the fetch limit
+    base = decode_state(store.get(digest, limit=ArtifactLimits.of(cfg).state), like)
     _refuse(global_state_problem(base, like), "base global state")
     with _last_base_lock:
         _last_base = (key, base)
@@ -190,15 +192,19 @@ class CommitArtifacts:
     residual_in: dict[str, torch.Tensor] | None
 
     @staticmethod
-    def warm(store: ArtifactStore, commit: RoundCommit) -> None:
+    def warm(store: ArtifactStore, commit: RoundCommit, cfg: RunConfig) -> None:
         """Have every object :meth:`fetch` reads on disk, fetched without decoding any (the
-        final checkpoint's index is read to name its weights); raises ArtifactError or
-        CodecError."""
-        named = [commit.base_hash, commit.start_delta_hash, commit.final_hash,
-                 commit.pseudo_grad_hash, commit.residual_in_hash]  # fmt: skip
-        for digest in filter(None, named):
-            store.warm(digest)
-        store.warm(index_objects(store.get(commit.final_hash))[0])
+        final checkpoint's index is read to name its weights), each no larger than its kind
+        can be; raises ArtifactError or CodecError."""
+        limits = ArtifactLimits.of(cfg)
+        named = [(commit.base_hash, limits.state), (commit.start_delta_hash, limits.pseudo_grad),
+                 (commit.pseudo_grad_hash, limits.pseudo_grad),
+                 (commit.residual_in_hash, limits.residual)]  # fmt: skip
+        for digest, limit in named:
+            if digest:
+                store.warm(digest, limit=limit)
+        weights = index_objects(store.get(commit.final_hash, limit=limits.index))[0]
+        store.warm(weights, limit=limits.weights)
 
     @classmethod
     def fetch(cls, store: ArtifactStore, commit: RoundCommit, cfg: RunConfig) -> CommitArtifacts:
@@ -207,16 +213,22 @@ class CommitArtifacts:
         :func:`pseudo_grad_mismatch`, before it is used); raises ArtifactError, CodecError or
         CompressionError."""
         like = reference_params(cfg.model_config)  # names and shapes: what every state must fit
+        limits = ArtifactLimits.of(cfg)
+
+        def compressed(digest: bytes) -> dict[str, torch.Tensor]:
+            return decompress(store.get(digest, limit=limits.pseudo_grad), like)
+
         residual_hash, delta_hash = commit.residual_in_hash, commit.start_delta_hash
-        base = _checked_base(store, commit.base_hash, cfg.model_config, like)
-        own = decompress(store.get(delta_hash), like) if delta_hash else None
+        base = _checked_base(store, commit.base_hash, cfg, like)
+        own = compressed(delta_hash) if delta_hash else None
         final = fetch_checkpoint(store.get, commit.final_hash, moments=False, like=like)
         _refuse(checkpoint_problem(final, like, moments=False), "final checkpoint")
+        residual = store.get(residual_hash, limit=limits.residual) if residual_hash else None
         return cls(
             start=round_start(base, own, cfg.outer_lr, cfg.outer_momentum),
             final=final,
-            pseudo_grad=decompress(store.get(commit.pseudo_grad_hash), like),
-            residual_in=decode_state(store.get(residual_hash), like) if residual_hash else None,
+            pseudo_grad=compressed(commit.pseudo_grad_hash),
+            residual_in=decode_state(residual, like) if residual is not None else None,
         )
 
     def final_mismatch(self, cfg: RunConfig) -> Verdict | None:
@@ -227,8 +239,9 @@ class CommitArtifacts:
 
 
 def warm_challenge(
-    store: ArtifactStore, commit: RoundCommit, challenge: Challenge, policy: Policy
-) -> None:
+    cfg: RunConfig, store: ArtifactStore, commit: RoundCommit, challenge: Challenge,
+    policy: Policy,
+) -> None:  # fmt: skip
     """Have on disk every object :func:`verify_challenge` reads, fetched without decoding
     any: the revealed start checkpoint and (in tolerance mode) end, for a segment 0 the final
     checkpoint its moments continue, and the commit's artifacts. Raises ArtifactError or
@@ -240,10 +253,12 @@ def warm_challenge(
     leaves = [challenge.start_hash]
     leaves += [] if policy.mode == "exact" else [challenge.end_hash]
     leaves += [commit.inner_in_hash] if challenge.segment == 0 and commit.inner_in_hash else []
+    limits = ArtifactLimits.of(cfg)
     for leaf in leaves:
-        for digest in index_objects(store.get(leaf)):
-            store.warm(digest)
-    CommitArtifacts.warm(store, commit)
+        weights, moments = index_objects(store.get(leaf, limit=limits.index))
+        store.warm(weights, limit=limits.weights)
+        store.warm(moments, limit=limits.moments)
+    CommitArtifacts.warm(store, commit, cfg)
 
 
 @host_fault_fails

@@ -91,7 +91,7 @@ def screen_commit(
     cores and memory: a host that serves its bytes slowly holds no slot another screen could
     use, and a screen waiting for one holds no decoded state)."""
     try:
-        CommitArtifacts.warm(store, commit)
+        CommitArtifacts.warm(store, commit, cfg)
         with compute or nullcontext():
             artifacts = CommitArtifacts.fetch(store, commit, cfg)
             return _screened(cfg, data, commit, anchor, artifacts, policy, loss_margin, device)

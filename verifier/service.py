@@ -451,7 +451,7 @@ class VerifierService:
                            if c.host == challenge.host), None)  # fmt: skip
             if commit is not None:
                 policy = Policy.for_run(self.params, run.config.precision)
-                warm_challenge(store, commit, challenge, policy)
+                warm_challenge(run.config, store, commit, challenge, policy)
         except (ArtifactError, CodecError) as err:
             return artifact_failure(err)
         except Exception as err:  # the replay itself judges the rest (a host's odd bytes)
