@@ -20,6 +20,7 @@ from prometheus_client import Counter
 from dilochain.artifacts.object_store import MIN_RATE, fetch_object, probe_object
 from dilochain.artifacts.store import (
     ArtifactError,
+    ArtifactTooLarge,
     LocalArtifactStore,
     PeerSlow,
     PeerUnavailable,
@@ -40,6 +41,10 @@ from dilochain.protocol.pb.node.v1 import blob_pb2, blob_pb2_grpc
 log = logging.getLogger(__name__)
 
 CHUNK = 1 << 20
+CHUNK_OVERHEAD = 64  # a BlobChunk message's bytes besides its data
+# How gRPC says a message was larger than the channel takes (its status is RESOURCE_EXHAUSTED,
+# which a busy peer's refusal also is).
+_OVERSIZED_MESSAGE = "larger than max"
 LOCAL_STORAGE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)  # writing what was fetched
 ATTEMPTS = 3  # passes over a hash's peers before a fetch gives up
 SHARED_FETCH_WAIT = 5.0  # seconds a fetch waits for another thread's of the same artifact
@@ -185,11 +190,13 @@ class BlobServicer:
             context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
                           "busy: too many artifacts streaming (ask again)")  # fmt: skip
         try:
-            yield from self._stream(digest, context, clock)
+            yield from self._stream(digest, request.max_bytes, context, clock)
         finally:
             self._streams.close(context)
 
-    def _stream(self, digest: bytes, context, clock: list[float]) -> Iterator[blob_pb2.BlobChunk]:
+    def _stream(
+        self, digest: bytes, max_bytes: int, context, clock: list[float]
+    ) -> Iterator[blob_pb2.BlobChunk]:
         path = self.store.file(digest)
         try:
             served = path.open("rb") if path is not None else None
@@ -199,6 +206,10 @@ class BlobServicer:
             context.abort(grpc.StatusCode.NOT_FOUND, f"artifact {digest.hex()[:16]}… not here")
         with served:
             info = os.fstat(served.fileno())
+            if 0 < max_bytes < info.st_size:  # none of it sent: the asker would refuse it
+                context.abort(grpc.StatusCode.OUT_OF_RANGE,
+                              f"artifact {digest.hex()[:16]}… is {info.st_size} bytes, more "
+                              f"than the {max_bytes} asked for")  # fmt: skip
             seen = (info.st_ino, info.st_size, info.st_mtime_ns)
             hasher = hashlib.sha256() if self._checked.get(digest) != seen else None
             chunk = served.read(CHUNK)
@@ -353,10 +364,13 @@ def fetch_blob(
     return _fetch_blob_at(endpoint, targets[-1], digest, limit, out, timeout, min_rate)
 
 
-def _channel(endpoint: str, target: str) -> grpc.Channel:
+def _channel(endpoint: str, target: str, limit: int) -> grpc.Channel:
     """A channel to ``endpoint`` dialled at ``target``, naming ``endpoint`` as its authority
-    (a proxy in front of blob services routes by it)."""
-    options = [] if target == endpoint else [("grpc.default_authority", endpoint)]
+    (a proxy in front of blob services routes by it), that takes no message larger than a
+    chunk of an artifact of ``limit`` bytes (gRPC receives a message whole before it is
+    handed over: 4 MiB by default, where a 64-byte index was asked for)."""
+    options = [("grpc.max_receive_message_length", min(limit, CHUNK) + CHUNK_OVERHEAD)]
+    options += [] if target == endpoint else [("grpc.default_authority", endpoint)]
     return grpc.insecure_channel(target, options=options)
 
 
@@ -367,10 +381,9 @@ def _fetch_blob_at(
     out.seek(0)
     out.truncate()
     received, hasher = 0, hashlib.sha256()
-    with _channel(endpoint, target) as channel:
-        chunks = blob_pb2_grpc.BlobStub(channel).Get(
-            blob_pb2.GetBlobRequest(hash=digest), timeout=timeout + limit / MIN_RATE
-        )
+    with _channel(endpoint, target, limit) as channel:
+        asked = blob_pb2.GetBlobRequest(hash=digest, max_bytes=limit)
+        chunks = blob_pb2_grpc.BlobStub(channel).Get(asked, timeout=timeout + limit / MIN_RATE)
         idle = _IdleWatch(chunks, IDLE_SECONDS, min_rate)
         try:
             for chunk in chunks:
@@ -385,6 +398,11 @@ def _fetch_blob_at(
             if idle.fired:
                 kind = PeerSlow if idle.slow else PeerUnreachable
                 raise kind(f"{endpoint}: {idle.fired}") from None
+            if err.code() == grpc.StatusCode.OUT_OF_RANGE:  # its size said: nothing was sent
+                raise ArtifactTooLarge(f"{endpoint}: {err.details()}") from None
+            if _OVERSIZED_MESSAGE in (err.details() or ""):  # more than allowed, in one message
+                raise ArtifactError(f"{endpoint}: sent more than the {limit} bytes allowed, in "
+                                    "one message") from None  # fmt: skip
             kind = PeerUnreachable if err.code() in _UNREACHABLE else PeerUnavailable
             raise kind(f"{endpoint}: {err.details() or err.code()}") from None
         finally:
@@ -455,6 +473,8 @@ class PeerFetchingStore:
         if self.local.has(digest):
             try:
                 return self.local.get(digest, limit)
+            except ArtifactTooLarge:  # a peer's copy would be as large: kept, asked nowhere
+                raise
             except ArtifactError as err:
                 damaged = f"{err}, and "
                 log.warning("%s: fetching it again from the run's peers", err)
@@ -588,7 +608,7 @@ def _unreachable(endpoint: str, digest: bytes, dial: Sequence[str]) -> PeerUnrea
         return probe_object(endpoint, digest, PROBE_SECONDS)
     silent = None
     for target in dial or [endpoint]:
-        with _channel(endpoint, target) as channel:
+        with _channel(endpoint, target, 0) as channel:  # a Has answers no bytes
             try:
                 blob_pb2_grpc.BlobStub(channel).Has(blob_pb2.GetBlobRequest(hash=digest),
                                                     timeout=PROBE_SECONDS)  # fmt: skip
@@ -653,9 +673,11 @@ def fetch_from_peers(
                 fetch_artifact(endpoint, digest, limit, sink, dial[endpoint],
                                min_rate=SLOW_RATE if attempt < attempts - 1 else 0.0)  # fmt: skip
                 return b"" if out is not None else sink.getvalue()
-            except PeerUnavailable as err:
+            except (PeerUnavailable, ArtifactTooLarge) as err:  # too large: no junk was sent
                 errors[endpoint] = err
-                if isinstance(err, PeerSlow):  # behind the others (but `last`) from now on
+                if isinstance(err, ArtifactTooLarge):
+                    left.remove(endpoint)
+                elif isinstance(err, PeerSlow):  # behind the others (but `last`) from now on
                     left.remove(endpoint)
                     before_last = last is not None and left[-1:] == [last]
                     left.insert(len(left) - 1 if before_last else len(left), endpoint)
@@ -677,7 +699,8 @@ def fetch_from_peers(
     worth_waiting = isinstance(said, PeerUnreachable) or (
         owner is not None and is_url(owner) and isinstance(said, PeerUnavailable)
     )
-    raise (PeerUnreachable if worth_waiting else ArtifactError)(
+    too_large = any(isinstance(e, ArtifactTooLarge) for e in errors.values())
+    raise (PeerUnreachable if worth_waiting else ArtifactTooLarge if too_large else ArtifactError)(
         f"artifact {digest.hex()[:16]}… is on no peer{tries} "
         f"({'; '.join(map(str, errors.values())) or 'no peers'})"
     )

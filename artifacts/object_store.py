@@ -23,7 +23,12 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import BinaryIO
 
-from dilochain.artifacts.store import ArtifactError, PeerUnavailable, PeerUnreachable
+from dilochain.artifacts.store import (
+    ArtifactError,
+    ArtifactTooLarge,
+    PeerUnavailable,
+    PeerUnreachable,
+)
 from dilochain.protocol.endpoint import location_host, peer_refusal, url_problem
 from dilochain.protocol.hashing import content_hash
 
@@ -125,10 +130,15 @@ def fetch_object(location: str, digest: bytes, limit: int, out: BinaryIO,
     # http.client's parse of Content-Length (None when absent, malformed or chunked)
     declared = response.length
     try:
+        if exchange.expired:  # cut off in its headers: they may have ended anywhere
+            raise exchange.failed(ConnectionError("cut off in its headers"))
         if response.status != 200:
             raise _refused(url, response)
+        if declared is None and not response.chunked:  # a close would end it: junk or cut short?
+            raise ArtifactError(f"{url}: a body of no declared length (not an object store's "
+                                "answer)")  # fmt: skip
         if declared is not None and declared > limit:
-            raise ArtifactError(f"{url}: {declared} bytes, more than the {limit} allowed")
+            raise ArtifactTooLarge(f"{url}: {declared} bytes, more than the {limit} it can be")
         while chunk := _read(exchange, CHUNK):
             if received + len(chunk) > limit:
                 raise ArtifactError(f"{url}: sent more than the {limit} bytes allowed")
@@ -142,9 +152,6 @@ def fetch_object(location: str, digest: bytes, limit: int, out: BinaryIO,
     finally:
         exchange.close()
     if hasher.digest() != digest:
-        if declared is None and not response.chunked:  # ended by a close: maybe cut short
-            raise PeerUnreachable(f"{url}: a body of no declared length that does not hash "
-                                  f"to {digest.hex()[:16]}… (cut short?)")  # fmt: skip
         raise ArtifactError(f"artifact {digest.hex()[:16]}… from {location} is corrupt")
     return received
 

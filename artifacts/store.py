@@ -27,6 +27,12 @@ class ArtifactError(Exception):
     """An artifact that is missing or whose bytes do not match their hash."""
 
 
+class ArtifactTooLarge(ArtifactError):
+    """An artifact larger than the kind it was asked for can be. Its name fixes its bytes, so it
+    is that size on every disk and peer: neither damage nor a peer's fault (a commit may name
+    a large artifact where a small one belongs), and no other source is asked for it again."""
+
+
 class PeerUnavailable(ArtifactError):
     """A peer or object store did not serve an artifact (down, unreachable, slow, or without
     it yet): worth asking again. Any other :class:`ArtifactError` of a peer (corrupt bytes,
@@ -112,12 +118,12 @@ class ArtifactStore(Protocol):
         ...
 
 
-def over_limit(digest: bytes, size: int, limit: int | None, where: str) -> ArtifactError | None:
+def over_limit(digest: bytes, size: int, limit: int | None, where: str) -> ArtifactTooLarge | None:
     """The error for artifact ``digest`` of ``size`` bytes where at most ``limit`` may be."""
     if limit is None or size <= limit:
         return None
-    return ArtifactError(f"artifact {digest.hex()[:16]}… in {where} is {size} bytes, more than "
-                         f"the {limit} it can be")  # fmt: skip
+    return ArtifactTooLarge(f"artifact {digest.hex()[:16]}… {where} is {size} bytes, more than "
+                            f"the {limit} it can be")  # fmt: skip
 
 
 def check_digest(digest: bytes, data: bytes, where: str) -> bytes:
@@ -234,7 +240,8 @@ class LocalArtifactStore:
     def get(self, digest: bytes, limit: int | None = None) -> bytes:
         """Read and hash-check (a file of more than ``limit`` bytes is not read)."""
         path = self._path(digest)
-        if (too_large := over_limit(digest, self.size(digest), limit, str(self.root))) is not None:
+        too_large = over_limit(digest, self.size(digest), limit, f"in {self.root}")
+        if too_large is not None:
             raise too_large
         try:
             data = path.read_bytes()

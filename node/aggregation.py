@@ -254,7 +254,8 @@ class Aggregator:
             owner = (owners or {}).get(c.host)
             try:
                 limit = ArtifactLimits.of(self.rc).pseudo_grad
-                delta = decompress(self.fetch(c.pseudo_grad_hash, limit, last=owner), params)
+                data = self.fetch(c.pseudo_grad_hash, limit, last=owner)
+                delta = decompress(data, params, self.rc.compression)
             except CompressionError as err:
                 problem = str(err)
             else:

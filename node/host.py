@@ -442,6 +442,7 @@ class HostNode:
                 own = decompress(
                     self.store.get(previous.pseudo_grad_hash, limit=limits.pseudo_grad),
                     params_of(view.state),
+                    self.rc.compression,
                 )
             if self.rc.carry_inner_state:
                 carried = fetch_checkpoint(self.store.get, previous.final_hash, like=self.like)

@@ -123,10 +123,17 @@ def test_any_tensor_round_trips_deterministically(name, shape, scale, seed):
 )
 def test_a_pseudo_gradient_of_any_model_fits_the_bound_its_fetch_allows(name, shapes):
     """A fetch of a pseudo-gradient stops past :func:`max_compressed_bytes`: every honest one
-    must fit, and the bound is its size but for the header's room (the layout is fixed)."""
+    must fit, and the bound is its size but for the header's room (the layout is fixed). The
+    run's compressor's layout is required before decoding: another compressor's, though it
+    fit the bytes, could cost many times the decoding."""
     like = {f"layer{i}.w": torch.randn(shape) for i, shape in enumerate(shapes)}
-    size, bound = len(compress(like, name)), max_compressed_bytes(like, name)
+    data = compress(like, name)
+    size, bound = len(data), max_compressed_bytes(like, name)
     assert size <= bound < size + header_bound(like)
+    assert decompress(data, like, name).keys() == like.keys()
+    other = "dct-top31" if name != "dct-top31" else "int8"
+    with pytest.raises(CompressionError, match=f"not the layout of the run's compressor {other}"):
+        decompress(data, like, other)
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -622,19 +622,9 @@ def test_a_peer_that_sent_bad_bytes_is_asked_after_the_others_by_later_fetches(
         honest.stop(None)
 
 
-def test_a_peer_answering_junk_for_an_index_sends_no_more_than_an_index_can_take(
-    tmp_path, monkeypatch
-):
-    """A peer (a Sybil host or verifier among the sources) that answers a checkpoint's 64-byte
-    index with junk was read up to the run's largest artifact before the hash was checked: 64
-    GB at 8B parameters, once an hour for each of its names and each fetcher. A fetch now
-    stops past what the kind of artifact asked for can take."""
-    checkpoint = {STEP: torch.tensor(4), ADAM_STEP: torch.tensor(4), PARAM + "w": torch.ones(999),
-                  EXP_AVG + "w": torch.zeros(999), EXP_AVG_SQ + "w": torch.ones(999)}  # fmt: skip
-    served, liar = LocalArtifactStore(tmp_path / "a"), LocalArtifactStore(tmp_path / "liar")
-    leaf = store_checkpoint(served.put_parts, CheckpointEncoding.of(checkpoint))
-    junk = 8 * blob_service.CHUNK
-    liar.put(b"junk" * (junk // 4), leaf)
+def _lying_blobs(liar: LocalArtifactStore, one_message: bool = False):
+    """A blob service that serves whatever its store holds under a name, of any size it was
+    asked for (``one_message``: all in one message); (server, endpoint, bytes it sent)."""
     sent: list[int] = []
 
     class Lying(blob_service.BlobServicer):
@@ -642,23 +632,46 @@ def test_a_peer_answering_junk_for_an_index_sends_no_more_than_an_index_can_take
             return None  # it serves its junk as if it were the artifact
 
         def Get(self, request, context):
-            for chunk in super().Get(request, context):
-                sent.append(len(chunk.data))
-                yield chunk
+            unbounded = blob_pb2.GetBlobRequest(hash=request.hash)
+            chunks = [chunk.data for chunk in super().Get(unbounded, context)]
+            for data in [b"".join(chunks)] if one_message else chunks:
+                sent.append(len(data))
+                yield blob_pb2.BlobChunk(data=data)
 
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
     server.add_generic_rpc_handlers((Lying(liar).handler(),))
-    bad = f"127.0.0.1:{server.add_insecure_port('127.0.0.1:0')}"
+    endpoint = f"127.0.0.1:{server.add_insecure_port('127.0.0.1:0')}"
     server.start()
+    return server, endpoint, sent
+
+
+def test_a_peer_answering_junk_for_an_index_sends_no_more_than_an_index_can_take(tmp_path):
+    """A peer (a Sybil host or verifier among the sources) that answers a checkpoint's 64-byte
+    index with junk was read up to the run's largest artifact before the hash was checked: 64
+    GB at 8B parameters, once an hour for each of its names and each fetcher. A fetch now
+    stops past what the kind of artifact asked for can take, and a channel takes no message
+    larger than a chunk of it (gRPC receives a message whole, 4 MiB by default)."""
+    checkpoint = {STEP: torch.tensor(4), ADAM_STEP: torch.tensor(4), PARAM + "w": torch.ones(999),
+                  EXP_AVG + "w": torch.zeros(999), EXP_AVG_SQ + "w": torch.ones(999)}  # fmt: skip
+    served, liar = LocalArtifactStore(tmp_path / "a"), LocalArtifactStore(tmp_path / "liar")
+    leaf = store_checkpoint(served.put_parts, CheckpointEncoding.of(checkpoint))
+    junk = 3 * blob_service.CHUNK  # under gRPC's default largest message: whole in one
+    liar.put(b"junk" * (junk // 4), leaf)
+    server, bad, sent = _lying_blobs(liar)
     honest, good = serve_blobs(served, "127.0.0.1:0")
     store = PeerFetchingStore(LocalArtifactStore(tmp_path / "c"), lambda: [bad, good], 1 << 30)
     try:
         fetched = fetch_checkpoint(store.get, leaf, like={"w": torch.empty(999)})
+        whole, at_once, _ = _lying_blobs(liar, one_message=True)
+        with pytest.raises(ArtifactError, match="more than the 64 bytes allowed, in one message"):
+            fetch_blob(at_once, leaf, 64, io.BytesIO())
+        whole.stop(grace=0)
     finally:
         server.stop(grace=0)
         honest.stop(None)
     assert all(torch.equal(fetched[k], v) for k, v in checkpoint.items())
     assert 0 < sum(sent) <= 2 * blob_service.CHUNK < junk  # it was asked, and cut off at once
+    assert blob_service._suspects.last([bad, good]) == [good, bad]
 
 
 def test_the_peer_asked_last_stays_last_behind_peers_that_sent_bad_bytes(tmp_path, monkeypatch):

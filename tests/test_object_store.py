@@ -16,6 +16,7 @@ from dilochain.artifacts.blob_service import PeerFetchingStore, fetch_from_peers
 from dilochain.artifacts.object_store import ObjectStore, fetch_object, probe_object
 from dilochain.artifacts.store import (
     ArtifactError,
+    ArtifactTooLarge,
     LocalArtifactStore,
     PeerUnavailable,
     PeerUnreachable,
@@ -243,21 +244,29 @@ def test_a_connection_lost_mid_body_is_unreachable_not_corrupt():
         fetch_object(url, content_hash(b"anything"), 1 << 20, io.BytesIO(), timeout=5.0)
 
 
-def test_a_body_ended_by_a_close_or_a_malformed_length_is_not_corrupt():
-    """A body of no declared length ends when the connection closes, so one cut short cannot
-    be told from a wrong one: worth asking again, not a corrupt artifact that fails its host.
-    A Content-Length http.client cannot parse (a latin-1 superscript two) is no length, not
-    a ValueError that ended the fetch (and ``node start``'s check) with a traceback."""
+def test_a_body_of_no_declared_length_is_refused_before_it_is_read():
+    """A body of no declared length ends when the connection closes, so junk could not be told
+    from a body cut short: such a body from a Sybil's "object store" was asked again on every
+    fetch and every pass, never a suspect. Object stores declare a GET's length (or chunk it,
+    whose end is explicit): one that does not is refused before any byte is read. A
+    Content-Length http.client cannot parse (a latin-1 superscript two) is no length, not a
+    ValueError that ended the fetch (and ``node start``'s check) with a traceback."""
     data = b"y" * 1000
     close = b"HTTP/1.1 200 OK\r\nConnection: close\r\n"
     for head in (close + b"\r\n", close + b"Content-Length: \xb2\r\n\r\n"):
-        url, _ = _dribbling_server(head + data[:10], then_close=True)
-        with pytest.raises(PeerUnreachable, match="no declared length"):
-            fetch_object(url, content_hash(data), 1 << 20, io.BytesIO(), timeout=5.0)
-    url, _ = _dribbling_server(close + b"\r\n" + data, then_close=True)
+        url, _ = _dribbling_server(head + data, then_close=True)
+        out = io.BytesIO()
+        with pytest.raises(ArtifactError, match="no declared length") as refused:
+            fetch_object(url, content_hash(data), 1 << 20, out, timeout=5.0)
+        assert not isinstance(refused.value, PeerUnavailable) and out.getvalue() == b""
+    declared = close + f"Content-Length: {len(data)}\r\n\r\n".encode()
+    url, _ = _dribbling_server(declared + data, then_close=True)
     out = io.BytesIO()
     assert fetch_object(url, content_hash(data), 1 << 20, out, timeout=5.0) == len(data)
     assert out.getvalue() == data
+    url, _ = _dribbling_server(declared + data, then_close=True)
+    with pytest.raises(ArtifactTooLarge, match="1000 bytes, more than the 999 it can be"):
+        fetch_object(url, content_hash(data), 999, io.BytesIO(), timeout=5.0)
 
 
 def test_the_reader_s_full_disk_is_its_own_error_not_the_store_s(creds, tmp_path):

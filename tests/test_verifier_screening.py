@@ -10,10 +10,13 @@ from collections import OrderedDict
 import pytest
 import torch
 
-from dilochain.artifacts.store import LocalArtifactStore
+from dilochain.artifacts import blob_service
+from dilochain.artifacts.blob_service import SERVED_BYTES, PeerFetchingStore, serve_blobs
+from dilochain.artifacts.store import ArtifactTooLarge, LocalArtifactStore
 from dilochain.node.behaviors import RoundJob
 from dilochain.node.cheats import CopyPseudoGrad, behavior
 from dilochain.protocol.params import PocParams
+from dilochain.protocol.pb.poc.v1.types_pb2 import RoundCommit
 from dilochain.training.artifact_limits import ArtifactLimits
 from dilochain.training.checkpoint_codec import CheckpointEncoding, index_objects
 from dilochain.training.compress import compress, decompress, residual_after
@@ -95,6 +98,38 @@ def test_a_screen_and_a_replay_ask_for_each_object_no_more_than_its_kind_can_tak
         assert store.asked[leaf_moments] == {limits.moments}
     verify_challenge(CFG, DATA, commit, challenge, store, TOLERANT)  # reads what it warmed
     assert None not in set().union(*store.asked.values())
+
+
+def test_a_commit_naming_a_large_artifact_as_a_small_one_costs_its_screeners_nothing(
+    tmp_path, base
+):
+    """A hostile commit names the round's base global state (every verifier holds it) as its
+    final checkpoint's 64-byte index. Its screen fails, and that is all: the state, too large
+    for an index on any disk or peer, was deleted as "damaged" and fetched again from every
+    host, each then suspected for an hour of sending junk (a review of the per-kind limits)."""
+    _, commit, _ = publish_round(tmp_path / "host", CFG, base, honest(base), "dilo1host")
+    servers = [serve_blobs(LocalArtifactStore(tmp_path / "host"), "127.0.0.1:0") for _ in "abc"]
+    hosts = [endpoint for _, endpoint in servers]
+    local = LocalArtifactStore(tmp_path / "verifier")
+    verifier = PeerFetchingStore(local, lambda: hosts, 1 << 30, owner=hosts[0])
+    try:
+        assert screen_commit(CFG, DATA, commit, ANCHOR, verifier, TOLERANT, MARGIN).passed
+        hostile = RoundCommit()
+        hostile.CopyFrom(commit)
+        hostile.host, hostile.final_hash = "dilo1evil", commit.base_hash
+        served = SERVED_BYTES._value.get()
+        verdict = screen_commit(CFG, DATA, hostile, ANCHOR, verifier, TOLERANT, MARGIN)
+        assert not verdict.passed and "more than the 64 it can be" in verdict.reason
+        assert local.has(commit.base_hash) and SERVED_BYTES._value.get() == served
+        assert blob_service._suspects.last([*hosts, "next:1"])[-1] == "next:1"  # none suspect
+        fresh = PeerFetchingStore(LocalArtifactStore(tmp_path / "fresh"), lambda: hosts, 1 << 30)
+        size = local.size(commit.base_hash)
+        with pytest.raises(ArtifactTooLarge, match=f"{size} bytes, more than the 64 asked for"):
+            fresh.warm(commit.base_hash, limit=64)  # held nowhere here: each host says its size
+        assert SERVED_BYTES._value.get() == served and not fresh.has(commit.base_hash)
+    finally:
+        for server, _ in servers:
+            server.stop(None)
 
 
 def test_a_screen_fetches_everything_before_it_takes_a_slot_of_the_cores(tmp_path, base):

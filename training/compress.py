@@ -160,17 +160,27 @@ def compress(delta: Tensors, name: str) -> bytes:
     return encode_state(out)
 
 
-def _payload_bytes(numel: int, name: str) -> int:
-    """The bytes :func:`compress` stores for a tensor of ``numel`` values (its scales
-    included, its shape not): a fixed layout, whatever the values."""
+def _layout(numel: int, name: str) -> dict[str, tuple[torch.dtype, int]]:
+    """What :func:`compress` by ``name`` stores for a tensor of ``numel`` values, besides its
+    shape: each payload's (dtype, number of elements). A fixed layout, whatever the values."""
     k = dct_top_k(name)
     if k is None:
-        bits = _BITS[name]
-        return -(-numel * bits // 8) + 4 * -(-numel // BLOCK)
+        packed = torch.int8 if _BITS[name] == 8 else torch.uint8
+        return {_Q: (packed, -(-numel * _BITS[name] // 8)),
+                _SCALE: (torch.float32, -(-numel // BLOCK))}  # fmt: skip
     chunks = -(-numel // DCT_CHUNK)
     if dct_signs(name):
-        return chunks * (DCT_CHUNK // 8 + 2) + -(-chunks * k // 8)
-    return chunks * (2 * k + 4)
+        return {_MASK: (torch.uint8, chunks * DCT_CHUNK // 8),
+                _SIGN: (torch.uint8, -(-chunks * k // 8)),
+                _SCALE: (torch.bfloat16, chunks)}  # fmt: skip
+    return {_IDX: (torch.uint8, chunks * k), _COEF: (torch.int8, chunks * k),
+            _SCALE: (torch.float32, chunks)}  # fmt: skip
+
+
+def _payload_bytes(numel: int, name: str) -> int:
+    """The bytes :func:`compress` stores for a tensor of ``numel`` values (its scales
+    included, its shape not)."""
+    return sum(dtype.itemsize * count for dtype, count in _layout(numel, name).values())
 
 
 def max_compressed_bytes(like: Tensors, name: str) -> int:
@@ -269,10 +279,12 @@ def _tensor(parts: Tensors, key: str) -> torch.Tensor:
     return decoded[:numel].view(dims)
 
 
-def decompress(data: bytes, like: Tensors | None = None) -> Tensors:
+def decompress(data: bytes, like: Tensors | None = None, name: str | None = None) -> Tensors:
     """The float32 pseudo-gradient that compressed bytes stand for. With ``like`` (the model's
     tensors), the names and shapes the bytes declare must be exactly those before anything is
-    decoded: a few megabytes declaring a billion values cost nothing."""
+    decoded: a few megabytes declaring a billion values cost nothing. With ``name`` (the run's
+    compressor), so must every payload's dtype and size: another compressor's layout of the
+    same bytes can cost many times the decoding (DCT top-31 fits an int8 run's bytes, 16 times)."""
     try:
         parts = decode_state(data, like)
     except CodecError as err:
@@ -292,6 +304,12 @@ def decompress(data: bytes, like: Tensors | None = None) -> Tensors:
     if set(parts) != expected:
         raise CompressionError("tensors are not shape/, scale/ and q/ (or idx/ and coef/, or "
                                "mask/ and sign/) of the same names")  # fmt: skip
+    for n in names if name is not None else ():
+        numel = math.prod(int(d) for d in parts[_SHAPE + n])
+        for prefix, (dtype, count) in _layout(numel, name).items():
+            part = parts.get(prefix + n)
+            if part is None or part.dtype != dtype or part.numel() != count:
+                raise CompressionError(f"{n}: not the layout of the run's compressor {name}")
     try:
         return {name: _tensor(parts, name) for name in sorted(names)}
     except (RuntimeError, ValueError, OverflowError) as err:

@@ -15,6 +15,7 @@ from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedModel
 
 from dilochain.protocol import model_config
 from dilochain.protocol.model_config import ModelConfigError
+from dilochain.training.tensor_codec import state_bound
 
 CausalLM = PreTrainedModel
 
@@ -145,8 +146,8 @@ def lm_loss(model: nn.Module, tokens: torch.Tensor) -> torch.Tensor:
 def max_artifact_bytes(model: nn.Module) -> int:
     """An upper bound on any artifact of a run with this model: the largest are a global state
     (parameters and outer momentum) and a checkpoint's moments (two AdamW moments), float32,
-    plus room for names and headers. Fetches stop past it."""
-    return 2 * 4 * parameter_count(model) + (1 << 20)
+    plus the room their headers can need. Fetches stop past it (or past their kind's limit)."""
+    return state_bound(dict(model.named_parameters()), copies=2)
 
 
 def parameter_count(model: nn.Module) -> int:

@@ -216,7 +216,7 @@ class CommitArtifacts:
         limits = ArtifactLimits.of(cfg)
 
         def compressed(digest: bytes) -> dict[str, torch.Tensor]:
-            return decompress(store.get(digest, limit=limits.pseudo_grad), like)
+            return decompress(store.get(digest, limit=limits.pseudo_grad), like, cfg.compression)
 
         residual_hash, delta_hash = commit.residual_in_hash, commit.start_delta_hash
         base = _checked_base(store, commit.base_hash, cfg, like)

@@ -48,6 +48,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _export(args: argparse.Namespace) -> int:
     from dilochain.artifacts.store import ArtifactError
+    from dilochain.training.dataset import MAX_TOKENIZER_BYTES
     from dilochain.training.export import ExportNotes, export_pretrained, model_card
 
     artifacts = args.artifacts or args.home / "artifacts"
@@ -71,7 +72,8 @@ def _export(args: argparse.Namespace) -> int:
             model, view, store = state_at(poc, run, target, artifacts)
             with tempfile.TemporaryDirectory() as work:  # the run's tokenizer, by its hash
                 tokenizer = Path(work) / "tokenizer.json"
-                tokenizer.write_bytes(store.get(bytes.fromhex(cfg.tokenizer_hash)))
+                named = bytes.fromhex(cfg.tokenizer_hash)
+                tokenizer.write_bytes(store.get(named, MAX_TOKENIZER_BYTES))
                 differ = export_pretrained(model, view.state, tokenizer, args.out, cfg.seq_len)
         except ArtifactError as err:
             raise CliError(

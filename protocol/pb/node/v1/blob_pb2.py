@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n(dilochain/protocol/pb/node/v1/blob.proto\x12\x11\x64ilochain.node.v1\"\x1e\n\x0eGetBlobRequest\x12\x0c\n\x04hash\x18\x01 \x01(\x0c\"\x19\n\tBlobChunk\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\"\"\n\x0fHasBlobResponse\x12\x0f\n\x07present\x18\x01 \x01(\x08\x32\x9e\x01\n\x04\x42lob\x12H\n\x03Get\x12!.dilochain.node.v1.GetBlobRequest\x1a\x1c.dilochain.node.v1.BlobChunk0\x01\x12L\n\x03Has\x12!.dilochain.node.v1.GetBlobRequest\x1a\".dilochain.node.v1.HasBlobResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n(dilochain/protocol/pb/node/v1/blob.proto\x12\x11\x64ilochain.node.v1\"1\n\x0eGetBlobRequest\x12\x0c\n\x04hash\x18\x01 \x01(\x0c\x12\x11\n\tmax_bytes\x18\x02 \x01(\x04\"\x19\n\tBlobChunk\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\"\"\n\x0fHasBlobResponse\x12\x0f\n\x07present\x18\x01 \x01(\x08\x32\x9e\x01\n\x04\x42lob\x12H\n\x03Get\x12!.dilochain.node.v1.GetBlobRequest\x1a\x1c.dilochain.node.v1.BlobChunk0\x01\x12L\n\x03Has\x12!.dilochain.node.v1.GetBlobRequest\x1a\".dilochain.node.v1.HasBlobResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -32,11 +32,11 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'dilochain.protocol.pb.node.
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_GETBLOBREQUEST']._serialized_start=63
-  _globals['_GETBLOBREQUEST']._serialized_end=93
-  _globals['_BLOBCHUNK']._serialized_start=95
-  _globals['_BLOBCHUNK']._serialized_end=120
-  _globals['_HASBLOBRESPONSE']._serialized_start=122
-  _globals['_HASBLOBRESPONSE']._serialized_end=156
-  _globals['_BLOB']._serialized_start=159
-  _globals['_BLOB']._serialized_end=317
+  _globals['_GETBLOBREQUEST']._serialized_end=112
+  _globals['_BLOBCHUNK']._serialized_start=114
+  _globals['_BLOBCHUNK']._serialized_end=139
+  _globals['_HASBLOBRESPONSE']._serialized_start=141
+  _globals['_HASBLOBRESPONSE']._serialized_end=175
+  _globals['_BLOB']._serialized_start=178
+  _globals['_BLOB']._serialized_end=336
 # @@protoc_insertion_point(module_scope)

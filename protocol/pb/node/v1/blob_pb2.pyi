@@ -5,10 +5,12 @@ from typing import ClassVar as _ClassVar, Optional as _Optional
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class GetBlobRequest(_message.Message):
-    __slots__ = ("hash",)
+    __slots__ = ("hash", "max_bytes")
     HASH_FIELD_NUMBER: _ClassVar[int]
+    MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
     hash: bytes
-    def __init__(self, hash: _Optional[bytes] = ...) -> None: ...
+    max_bytes: int
+    def __init__(self, hash: _Optional[bytes] = ..., max_bytes: _Optional[int] = ...) -> None: ...
 
 class BlobChunk(_message.Message):
     __slots__ = ("data",)
