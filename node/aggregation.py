@@ -11,7 +11,7 @@ from functools import cached_property
 import torch
 
 from dilochain.artifacts.blob_service import PeerFetchingStore
-from dilochain.artifacts.store import ArtifactError
+from dilochain.artifacts.store import ArtifactError, ArtifactTooLarge
 from dilochain.node.errors import NodeError
 from dilochain.poc_client import PocClient
 from dilochain.protocol.hashing import content_hash
@@ -121,6 +121,8 @@ class Aggregator:
         while True:
             try:
                 return self.accepted.get(digest, limit=limit, last=last)
+            except ArtifactTooLarge:  # as large on every disk: waiting cannot change it
+                raise
             except ArtifactError as err:
                 if time.monotonic() > deadline:
                     raise

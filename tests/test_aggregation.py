@@ -4,6 +4,7 @@ and never crashes on a hostile commit."""
 from __future__ import annotations
 
 import threading
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -11,7 +12,7 @@ import torch
 
 from dilochain.artifacts import blob_service
 from dilochain.artifacts.blob_service import PeerFetchingStore
-from dilochain.artifacts.store import ArtifactError, LocalArtifactStore
+from dilochain.artifacts.store import ArtifactError, ArtifactTooLarge, LocalArtifactStore
 from dilochain.node.aggregation import (
     Aggregator,
     ForeignGlobalState,
@@ -22,6 +23,7 @@ from dilochain.node.aggregation import (
 from dilochain.node.host import HostNode
 from dilochain.protocol.pb.poc.v1.types_pb2 import CommitOutcome, GlobalCheckpoint, RoundCommit
 from dilochain.testutil import shipped_data
+from dilochain.training.artifact_limits import ArtifactLimits
 from dilochain.training.compress import compress, decompress
 from dilochain.training.diloco import initial_global, outer_step, params_of
 from dilochain.training.model import build_model
@@ -234,6 +236,22 @@ def test_a_global_state_that_is_not_one_of_the_run_is_an_artifact_error(tmp_path
             aggregator.advance(view)
         with pytest.raises(ArtifactError, match="global state"):
             aggregator.latest()
+
+
+def test_a_state_too_large_for_its_kind_is_refused_at_once_not_waited_for(tmp_path):
+    """An artifact too large for its kind is as large on every disk and peer: the aggregator
+    refuses it at once rather than asking again for its whole patience (a restarting peer is
+    what patience waits for)."""
+    params = {n: p.detach().clone() for n, p in build_model(CFG.model_config, 1).named_parameters()}
+    local = LocalArtifactStore(tmp_path)
+    huge = local.put(b"\x00" * (ArtifactLimits.of(CFG).state + 1))
+    store = PeerFetchingStore(local, lambda: [], limit=1 << 30)
+    aggregator = Aggregator(_History([], {0: huge}), "r", CFG, store, patience=60,
+                            reference=params)  # fmt: skip
+    began = time.monotonic()
+    with pytest.raises(ArtifactTooLarge, match="more than the"):
+        aggregator.latest()
+    assert time.monotonic() - began < 10 and local.has(huge)
 
 
 def _one_step_round(tmp_path):
