@@ -42,6 +42,10 @@ log = logging.getLogger(__name__)
 
 CHUNK = 1 << 20
 CHUNK_OVERHEAD = 64  # a BlobChunk message's bytes besides its data
+# What a blob service says before it sends any byte, never after: a peer that says it after
+# bytes sent them as junk (it is then suspect, as one that sent bad bytes).
+_BEFORE_ANY_BYTE = {grpc.StatusCode.OUT_OF_RANGE, grpc.StatusCode.NOT_FOUND,
+                    grpc.StatusCode.INVALID_ARGUMENT}  # fmt: skip
 # How gRPC says a message was larger than the channel takes (its status is RESOURCE_EXHAUSTED,
 # which a busy peer's refusal also is).
 _OVERSIZED_MESSAGE = "larger than max"
@@ -398,6 +402,9 @@ def _fetch_blob_at(
             if idle.fired:
                 kind = PeerSlow if idle.slow else PeerUnreachable
                 raise kind(f"{endpoint}: {idle.fired}") from None
+            if received and err.code() in _BEFORE_ANY_BYTE:  # junk, then an excuse
+                raise ArtifactError(f"{endpoint}: sent {received} bytes, then said "
+                                    f"{err.code().name}: {err.details()}") from None  # fmt: skip
             if err.code() == grpc.StatusCode.OUT_OF_RANGE:  # its size said: nothing was sent
                 raise ArtifactTooLarge(f"{endpoint}: {err.details()}") from None
             if _OVERSIZED_MESSAGE in (err.details() or ""):  # more than allowed, in one message
@@ -673,7 +680,9 @@ def fetch_from_peers(
                 fetch_artifact(endpoint, digest, limit, sink, dial[endpoint],
                                min_rate=SLOW_RATE if attempt < attempts - 1 else 0.0)  # fmt: skip
                 return b"" if out is not None else sink.getvalue()
-            except (PeerUnavailable, ArtifactTooLarge) as err:  # too large: no junk was sent
+            # Too large, in a peer's word: no junk was sent, and it proves nothing (only this
+            # machine's copy does: a hostile peer could say it of anything).
+            except (PeerUnavailable, ArtifactTooLarge) as err:
                 errors[endpoint] = err
                 if isinstance(err, ArtifactTooLarge):
                     left.remove(endpoint)
@@ -699,8 +708,7 @@ def fetch_from_peers(
     worth_waiting = isinstance(said, PeerUnreachable) or (
         owner is not None and is_url(owner) and isinstance(said, PeerUnavailable)
     )
-    too_large = any(isinstance(e, ArtifactTooLarge) for e in errors.values())
-    raise (PeerUnreachable if worth_waiting else ArtifactTooLarge if too_large else ArtifactError)(
+    raise (PeerUnreachable if worth_waiting else ArtifactError)(
         f"artifact {digest.hex()[:16]}… is on no peer{tries} "
         f"({'; '.join(map(str, errors.values())) or 'no peers'})"
     )

@@ -28,7 +28,7 @@ from dilochain.artifacts.blob_service import (
     fetch_from_peers,
     serve_blobs,
 )
-from dilochain.artifacts.store import ArtifactError, LocalArtifactStore
+from dilochain.artifacts.store import ArtifactError, ArtifactTooLarge, LocalArtifactStore
 from dilochain.chain.testnet import free_port
 from dilochain.protocol.pb.node.v1 import blob_pb2, blob_pb2_grpc
 from dilochain.testutil import shipped_data
@@ -622,9 +622,10 @@ def test_a_peer_that_sent_bad_bytes_is_asked_after_the_others_by_later_fetches(
         honest.stop(None)
 
 
-def _lying_blobs(liar: LocalArtifactStore, one_message: bool = False):
+def _lying_blobs(liar: LocalArtifactStore, one_message: bool = False, then=None):
     """A blob service that serves whatever its store holds under a name, of any size it was
-    asked for (``one_message``: all in one message); (server, endpoint, bytes it sent)."""
+    asked for (``one_message``: all in one message; ``then``: a status it ends with, as an
+    excuse); (server, endpoint, bytes it sent)."""
     sent: list[int] = []
 
     class Lying(blob_service.BlobServicer):
@@ -637,6 +638,8 @@ def _lying_blobs(liar: LocalArtifactStore, one_message: bool = False):
             for data in [b"".join(chunks)] if one_message else chunks:
                 sent.append(len(data))
                 yield blob_pb2.BlobChunk(data=data)
+            if then is not None:
+                context.abort(then, "it is 10**12 bytes, more than asked for")
 
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
     server.add_generic_rpc_handlers((Lying(liar).handler(),))
@@ -672,6 +675,38 @@ def test_a_peer_answering_junk_for_an_index_sends_no_more_than_an_index_can_take
     assert all(torch.equal(fetched[k], v) for k, v in checkpoint.items())
     assert 0 < sum(sent) <= 2 * blob_service.CHUNK < junk  # it was asked, and cut off at once
     assert blob_service._suspects.last([bad, good]) == [good, bad]
+
+
+def test_a_peer_s_word_that_an_artifact_is_too_large_proves_nothing(tmp_path):
+    """A blob service says an artifact is larger than asked for before sending any of it, and
+    is then no suspect (a commit may name a large artifact where a small one belongs). But
+    only this machine's copy proves it: a peer that says it while the owner is down does not
+    make the fetch give up as if it were so (a second review: a host's aggregation then
+    stopped waiting for a restarting owner), and one that says it after sending bytes sent
+    junk, and is a suspect."""
+    served, liar = LocalArtifactStore(tmp_path / "a"), LocalArtifactStore(tmp_path / "liar")
+    data = b"a pseudo-gradient" * 1000
+    digest = served.put(data)
+    liar.put(b"junk" * 4000, digest)
+    claims, claiming, _ = _lying_blobs(LocalArtifactStore(tmp_path / "empty"),
+                                       then=grpc.StatusCode.OUT_OF_RANGE)  # fmt: skip
+    excuses, excusing, sent = _lying_blobs(liar, then=grpc.StatusCode.OUT_OF_RANGE)
+    down = f"127.0.0.1:{free_port()}"
+    try:
+        with pytest.raises(ArtifactError) as raised:
+            fetch_from_peers([claiming, down], digest, 1 << 20, backoff=0.01, owner=down)
+        assert isinstance(raised.value, PeerUnreachable)  # worth waiting for the owner
+        with pytest.raises(ArtifactError) as raised:
+            fetch_from_peers([claiming, down], digest, 1 << 20, backoff=0.01)
+        assert not isinstance(raised.value, ArtifactTooLarge)
+        assert blob_service._suspects.last([claiming, down]) == [claiming, down]
+        honest, good = serve_blobs(served, "127.0.0.1:0")
+        assert fetch_from_peers([excusing, good], digest, 1 << 20) == data
+        honest.stop(None)
+    finally:
+        claims.stop(grace=0)
+        excuses.stop(grace=0)
+    assert sent and blob_service._suspects.last([excusing, good]) == [good, excusing]
 
 
 def test_the_peer_asked_last_stays_last_behind_peers_that_sent_bad_bytes(tmp_path, monkeypatch):

@@ -12,7 +12,7 @@ import torch
 
 from dilochain.artifacts import blob_service
 from dilochain.artifacts.blob_service import SERVED_BYTES, PeerFetchingStore, serve_blobs
-from dilochain.artifacts.store import ArtifactTooLarge, LocalArtifactStore
+from dilochain.artifacts.store import ArtifactError, LocalArtifactStore
 from dilochain.node.behaviors import RoundJob
 from dilochain.node.cheats import CopyPseudoGrad, behavior
 from dilochain.protocol.params import PocParams
@@ -124,7 +124,7 @@ def test_a_commit_naming_a_large_artifact_as_a_small_one_costs_its_screeners_not
         assert blob_service._suspects.last([*hosts, "next:1"])[-1] == "next:1"  # none suspect
         fresh = PeerFetchingStore(LocalArtifactStore(tmp_path / "fresh"), lambda: hosts, 1 << 30)
         size = local.size(commit.base_hash)
-        with pytest.raises(ArtifactTooLarge, match=f"{size} bytes, more than the 64 asked for"):
+        with pytest.raises(ArtifactError, match=f"{size} bytes, more than the 64 asked for"):
             fresh.warm(commit.base_hash, limit=64)  # held nowhere here: each host says its size
         assert SERVED_BYTES._value.get() == served and not fresh.has(commit.base_hash)
     finally:
