@@ -5,13 +5,16 @@ Runs one chain process and fills a block with bank sends. Then (1) ``--readers``
 that block (``GetBlockByHeight``, taken as bytes) for ``--seconds``, while one caller times a
 small query (``GetNodeInfo``) on the node's loop, against the same query's times when quiet;
 (2) HTTP/2 connections that grant no window (``testutil.NeverReads``) ask for the block
-``--answers`` times, reading nothing. Prints the block's size, block answers a second and the
-small query's latency under the readers, the app's resident memory before and after the unread
-answers, how many the node held and refused (``chain/answer_budget.py``), and whether blocks
-and a reading caller's query went on meanwhile.
+``--answers`` times, reading nothing; (3) such connections start ``--unfinished`` calls whose
+requests never end. Prints the block's size, block answers a second and the small query's
+latency under the readers, the app's resident memory before and after the unread answers, how
+many the node held and refused (``chain/answer_budget.py``), and whether blocks and a reading
+caller's query went on meanwhile; then the same for the unfinished calls
+(``chain/call_budget.py``; this machine's callers, as the bench's are, have a budget of 2,048
+calls, other machines' 512 and one address 32).
 
     .venv/bin/python -m bench.block_answers [--txs 3000] [--readers 4] [--seconds 5]
-        [--answers 2000] [--per-connection 100] [--block-time 3s]
+        [--answers 2000] [--unfinished 5000] [--per-connection 100] [--block-time 3s]
 """
 
 from __future__ import annotations
@@ -110,12 +113,36 @@ def _latency(took: list[float]) -> str:
             f"p95 {ordered[int(len(ordered) * 0.95)]:.1f} ms ({len(ordered)} asked)")  # fmt: skip
 
 
+def _unfinished(
+    chain: ChainProcess, request: bytes, calls: int, per_connection: int
+) -> tuple[float, float, int, int]:
+    """Start ``calls`` calls whose requests never end; (app memory before, after, calls held,
+    calls refused)."""
+    assert chain.proc is not None
+    before = _resident_mb(chain.proc.pid)
+    hogs = []
+    for first in range(0, calls, per_connection):
+        hogs.append(NeverReads(chain.address))
+        for _ in range(min(per_connection, calls - first)):
+            hogs[-1].ask(BLOCK, request, finished=False)
+    refused = -1  # ended: RESOURCE_EXHAUSTED, or CANCELLED by grpcio under the load
+    while refused != (refused := sum(len(hog.status) for hog in hogs)):  # until all are told
+        for hog in hogs:
+            hog.read(quiet=0.2)
+    after = _resident_mb(chain.proc.pid)
+    for hog in hogs:
+        hog.close()
+    return before, after, calls - refused, refused
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--txs", type=int, default=3000, help="bank sends to fill blocks with")
     parser.add_argument("--readers", type=int, default=4, help="callers reading the block")
     parser.add_argument("--seconds", type=float, default=5.0, help="of reading, and of quiet")
     parser.add_argument("--answers", type=int, default=2000, help="block answers left unread")
+    parser.add_argument("--unfinished", type=int, default=5000,
+                        help="calls whose request never ends")  # fmt: skip
     parser.add_argument("--per-connection", type=int, default=100)
     parser.add_argument("--block-time", default="3s", help="long enough to fill one block")
     args = parser.parse_args()
@@ -158,6 +185,8 @@ def main() -> None:
             blocks_s = (chain.height() - start) / (time.monotonic() - begun)
             for hog in hogs:
                 hog.close()
+            time.sleep(1)  # what the unread answers held is given back
+            unfinished = _unfinished(chain, request, args.unfinished, args.per_connection)
     table = Table("", "", title="Answers of one large block")
     table.add_row("block", f"height {height}, {size:,} bytes")
     table.add_row(f"block answers read by {args.readers} callers", f"{read / args.seconds:.0f}/s")
@@ -168,6 +197,9 @@ def main() -> None:
     table.add_row("answers held / refused", f"{held} / {refused}")
     table.add_row("a reading caller's GetLatestBlock (same machine)", answered)
     table.add_row("blocks/s while held", f"{blocks_s:.2f}")
+    table.add_row("calls whose request never ends", str(args.unfinished))
+    table.add_row("app memory before / after", f"{unfinished[0]:.0f} MB / {unfinished[1]:.0f} MB")
+    table.add_row("unfinished calls held / refused", f"{unfinished[2]} / {unfinished[3]}")
     Console().print(table)
 
 

@@ -23,6 +23,7 @@ from dilochain.chain import metrics
 from dilochain.chain.abci import AbciHandler, AbciServer
 from dilochain.chain.answer_budget import BoundedAnswers, quiet_departed_callers
 from dilochain.chain.app import Application, FinalizedBlock
+from dilochain.chain.call_budget import BoundedCalls
 from dilochain.chain.comet_rpc import CometRpc, CometRpcError
 from dilochain.chain.cometbft import cometbft_binary, die_with_parent, port_free
 from dilochain.chain.grpc_errors import (
@@ -150,6 +151,7 @@ class ChainNode:
         quiet_departed_callers()
         server = grpc.aio.server(
             interceptors=[
+                BoundedCalls(),  # outermost: it serves unary calls as request streams
                 BoundedAnswers(),
                 UnavailableUntilReady(readiness),
                 DecodeErrorsAsInvalidArgument(),

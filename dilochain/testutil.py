@@ -104,15 +104,17 @@ class NeverReads:
         self.status: dict[int, str] = {}  # grpc-status by stream, of calls answered at all
         self.started: set[int] = set()  # streams whose answer began (headers came)
 
-    def ask(self, path: str, request: bytes) -> None:
-        """Call ``path`` (``/package.Service/Method``) with ``request``'s encoding."""
+    def ask(self, path: str, request: bytes, finished: bool = True) -> None:
+        """Call ``path`` (``/package.Service/Method``) with ``request``'s encoding (not
+        ``finished``: its first half, the request never ended)."""
         stream = self.conn.get_next_available_stream_id()
         self.conn.send_headers(stream, [
             (":method", "POST"), (":scheme", "http"), (":path", path),
             (":authority", "localhost"), ("content-type", "application/grpc"), ("te", "trailers"),
         ])  # fmt: skip
-        self.conn.send_data(stream, b"\0" + struct.pack(">I", len(request)) + request,
-                            end_stream=True)  # fmt: skip
+        sent = request if finished else request[: len(request) // 2]
+        self.conn.send_data(stream, b"\0" + struct.pack(">I", len(request)) + sent,
+                            end_stream=finished)  # fmt: skip
         self.sock.sendall(self.conn.data_to_send())
 
     def read(self, quiet: float = 0.5) -> None:

@@ -19,6 +19,7 @@ from google.protobuf import wrappers_pb2
 
 from dilochain.chain import rest_gateway
 from dilochain.chain.answer_budget import BoundedAnswers, quiet_departed_callers
+from dilochain.chain.call_budget import BoundedCalls
 from dilochain.chain.caller_budget import CallerBudget
 from dilochain.chain.rest_gateway import RestGateway
 from dilochain.testutil import NeverReads
@@ -40,28 +41,33 @@ def test_a_budget_bounds_each_caller_and_all_of_them():
     assert budget.held == 0 and budget.take("203.0.113.5", 4)
 
 
+class Aborted(Exception):
+    """What :class:`Context`'s ``abort`` raises."""
+
+
+class Context:
+    """A servicer context of a caller at ``peer`` (gRPC's peer string), its done callbacks
+    kept to call."""
+
+    def __init__(self, peer: str):
+        self._peer, self.done = peer, []
+
+    def peer(self) -> str:
+        return self._peer
+
+    async def abort(self, code, details):
+        raise Aborted(code, details)
+
+    def add_done_callback(self, callback) -> None:
+        self.done.append(callback)
+
+
 def test_strangers_who_fill_their_budget_refuse_none_of_this_machine_s_callers():
     """Eight addresses that never read filled the node's one budget, and then every caller
     was refused, the node's own hosts and verifiers too (a review). This machine's callers
     have a budget of their own, and a stranger with no room left is refused before its call
     runs (a refused BroadcastTx still reached the mempool)."""
     ran: list[str] = []
-
-    class Aborted(Exception):
-        pass
-
-    class Context:
-        def __init__(self, peer: str):
-            self._peer, self.done = peer, []
-
-        def peer(self) -> str:
-            return self._peer
-
-        async def abort(self, code, details):
-            raise Aborted(code, details)
-
-        def add_done_callback(self, callback) -> None:
-            self.done.append(callback)
 
     async def answer(request, context):
         ran.append(context.peer())
@@ -89,8 +95,9 @@ def test_strangers_who_fill_their_budget_refuse_none_of_this_machine_s_callers()
     asyncio.run(scenario())
 
 
-def _serve_big(budget: CallerBudget):
-    """An aio gRPC server on 127.0.0.1 behind :class:`BoundedAnswers`, on a loop of its own;
+def _serve_big(budget: CallerBudget, calls: CallerBudget | None = None):
+    """An aio gRPC server on 127.0.0.1 behind :class:`BoundedCalls` (this machine's budget
+    ``calls``) and :class:`BoundedAnswers` (``budget``), as a node's, on a loop of its own;
     (port, stop)."""
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, daemon=True)
@@ -101,7 +108,8 @@ def _serve_big(budget: CallerBudget):
         return answer.SerializeToString() if request.value % 2 else answer  # encoded: as it is
 
     async def start() -> tuple[grpc.aio.Server, int]:
-        server = grpc.aio.server(interceptors=[BoundedAnswers(local=budget)])
+        server = grpc.aio.server(interceptors=[BoundedCalls(local=calls),
+                                               BoundedAnswers(local=budget)])  # fmt: skip
         server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(
             "dilochain.test.Big", {"Get": grpc.unary_unary_rpc_method_handler(
                 answer, wrappers_pb2.UInt64Value.FromString,
@@ -200,6 +208,62 @@ def _status(sock: socket.socket) -> int:
     while b"\r\n" not in head:
         head += sock.recv(4096)
     return int(head.split()[1])
+
+
+def test_calls_whose_request_never_ends_are_held_only_within_the_node_s_budget():
+    """A caller that never finishes its requests held a call each for ever, counted nowhere
+    (grpcio runs a unary method, and every interceptor's wrapper of it, once the request is
+    in): 5,000 of them took a server from 35 to 117 MB. Calls are counted from their first
+    frame now, those past the budget are refused at once, and a caller gone gives back what it
+    held."""
+    calls = CallerBudget(total=5, per_caller=5)  # this machine's: the total alone
+    port, stop = _serve_big(CallerBudget(64 * MIB, 64 * MIB), calls)
+    try:
+        hog = NeverReads(f"127.0.0.1:{port}")
+        for _ in range(8):
+            hog.ask(BIG, wrappers_pb2.UInt64Value(value=MIB).SerializeToString(), finished=False)
+        _until(lambda: hog.read(quiet=0.1) or hog.refused() == 3)
+        assert calls.held == 5
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            get = channel.unary_unary(BIG, wrappers_pb2.UInt64Value.SerializeToString,
+                                      wrappers_pb2.BytesValue.FromString)  # fmt: skip
+            with pytest.raises(grpc.RpcError) as refused:
+                get(wrappers_pb2.UInt64Value(value=10), timeout=10)
+            assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            assert "calls" in refused.value.details()
+            hog.close()  # the caller gone: what it held is given back
+            _until(lambda: calls.held == 0)
+            for size in (10, 11):  # an answer as a message, and one kept encoded
+                assert get(wrappers_pb2.UInt64Value(value=size), timeout=10).value == b"x" * size
+            _until(lambda: calls.held == 0)
+    finally:
+        stop()
+
+
+def test_strangers_calls_are_bounded_by_address_and_in_all():
+    """One address holds at most its share of the calls strangers may hold, and strangers
+    together at most theirs; this machine's callers count against a budget of their own."""
+
+    strangers, local = CallerBudget(3, 2), CallerBudget(8, 8)
+    calls = BoundedCalls(strangers, local)
+
+    async def scenario() -> None:
+        held = [Context("ipv4:203.0.113.5:1"), Context("ipv4:203.0.113.5:2")]
+        for context in held:
+            await calls._admit(context)
+        with pytest.raises(Aborted, match="calls"):
+            await calls._admit(Context("ipv4:203.0.113.5:3"))  # its address's share
+        await calls._admit(Context("ipv6:[2001:db8::1]:4"))
+        with pytest.raises(Aborted, match="calls"):
+            await calls._admit(Context("ipv4:198.51.100.7:5"))  # strangers' in all
+        mine = Context("ipv4:127.0.0.1:6")
+        await calls._admit(mine)
+        assert (strangers.held, local.held) == (3, 1)
+        for context in (*held, mine):
+            context.done[0](None)
+        assert (strangers.held, local.held) == (1, 0)
+
+    asyncio.run(scenario())
 
 
 def test_a_rest_caller_that_never_reads_holds_its_answers_bytes_only_until_its_deadline(

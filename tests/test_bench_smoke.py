@@ -42,8 +42,9 @@ CASES = {
                       r"txs accepted / included\s+│ 200 / 200\s+│ 200 / 200"),
     "state_sync": (["--height", "20", "--accounts", "10"], "state sync / block sync"),
     "block_answers": (["--txs", "16", "--readers", "1", "--seconds", "0.5", "--answers", "30",
-                       "--per-connection", "10", "--block-time", "300ms"],
-                      r"answers held / refused\s+│ 30 / 0"),
+                       "--unfinished", "30", "--per-connection", "10", "--block-time", "300ms"],
+                      r"(?s)answers held / refused\s+│ 30 / 0.*unfinished calls held / refused\s+│ "
+                      r"30 / 0"),
     "host_utilisation": (["--h", "4", "--rounds", "3", "--overlapped-only", "--window", "28"],
                          r"\b3 of 3\b"),
     "slow_links": (["--preset", "tiny", "--rates", "1gbit"], r"1gbit │\s+s3"),
