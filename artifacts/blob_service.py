@@ -26,6 +26,7 @@ from dilochain.artifacts.store import (
     PeerUnavailable,
     PeerUnreachable,
 )
+from dilochain.protocol.caller_budget import CallerBudget
 from dilochain.protocol.endpoint import (
     caller_address,
     is_url,
@@ -96,6 +97,11 @@ HAS_THREADS = 4
 # every verifier until it was slashed).
 SEND_IDLE_SECONDS = IDLE_SECONDS
 CHECKED_FILES = 65_536  # files whose hash a blob service remembers checking
+# Has probes waiting for their requests at once, in all and from one address (a probe's
+# request comes with its first frame: one that does not within PROBE_REQUEST_SECONDS is cut).
+PROBES = 16
+CALLER_PROBES = 2
+PROBE_REQUEST_SECONDS = 5.0
 
 
 class _Streams:
@@ -140,6 +146,11 @@ class _Streams:
                 threading.Thread(target=self._watch, name="blob-idle", daemon=True).start()
             return clock
 
+    def clock(self, context: grpc.ServicerContext) -> list[float]:
+        """The progress clock of the stream :meth:`admit` registered for ``context``."""
+        with self._cond:
+            return self._open[id(context)][2]
+
     def close(self, context: grpc.ServicerContext) -> None:
         """The stream ended."""
         with self._cond:
@@ -176,6 +187,7 @@ class BlobServicer:
         self.store = store
         self._checked: dict[bytes, tuple[int, int, int]] = {}  # digest: its file's stat, hashed
         self._streams = _Streams(streams)
+        self._probes = CallerBudget(PROBES, CALLER_PROBES)
 
     @staticmethod
     def _digest(request, context) -> bytes:
@@ -187,16 +199,29 @@ class BlobServicer:
                           f"a hash is {HASH_BYTES} bytes (sha256), not {size}")  # fmt: skip
         return request.hash
 
-    def Get(self, request, context) -> Iterator[blob_pb2.BlobChunk]:
-        digest = self._digest(request, context)
+    def _get(self, requests: Iterator, context) -> Iterator[blob_pb2.BlobChunk]:
+        """A Get admitted as a stream (its caller's share, :data:`CALLER_STREAMS`) from its
+        first frame, before its request is in: a caller that never finishes its request holds
+        a stream, and a thread, no longer than an idle one (:data:`SEND_IDLE_SECONDS`), and
+        one address no more of them than of streams. (Served as a unary method, a Get held a
+        thread from its first frame until its request came, counted nowhere: one connection
+        of unfinished Gets took every serving thread, and the host looked down to every
+        verifier.)"""
         clock = self._streams.admit(context)
         if clock is None:
             context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
                           "busy: too many artifacts streaming (ask again)")  # fmt: skip
         try:
-            yield from self._stream(digest, request.max_bytes, context, clock)
+            request = _first(requests)
+            if request is not None:
+                yield from self.Get(request, context)
         finally:
             self._streams.close(context)
+
+    def Get(self, request, context) -> Iterator[blob_pb2.BlobChunk]:
+        """Stream the artifact ``request`` names (on a stream :meth:`_get` admitted)."""
+        digest = self._digest(request, context)
+        yield from self._stream(digest, request.max_bytes, context, self._streams.clock(context))
 
     def _stream(
         self, digest: bytes, max_bytes: int, context, clock: list[float]
@@ -244,7 +269,27 @@ class BlobServicer:
         self._checked.pop(digest, None)
         context.abort(grpc.StatusCode.DATA_LOSS, f"artifact {digest.hex()[:16]}… is damaged here")
 
+    def _has(self, requests: Iterator, context) -> blob_pb2.HasBlobResponse:
+        """A Has admitted from its first frame (:data:`CALLER_PROBES` an address,
+        :data:`PROBES` in all) and given :data:`PROBE_REQUEST_SECONDS` for its request, as
+        :meth:`_get` is for the same reason."""
+        who = caller_address(context.peer())
+        if not self._probes.take(who):
+            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "busy: too many probes (ask again)")
+        timer = threading.Timer(PROBE_REQUEST_SECONDS, context.cancel)
+        timer.daemon = True
+        timer.start()
+        try:
+            request = _first(requests)
+        finally:
+            timer.cancel()
+            self._probes.give(who)
+        if request is None:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "no request")
+        return self.Has(request, context)
+
     def Has(self, request, context) -> blob_pb2.HasBlobResponse:
+        """Whether this service has the artifact ``request`` names."""
         return blob_pb2.HasBlobResponse(present=self.store.has(self._digest(request, context)))
 
     def handler(self) -> grpc.GenericRpcHandler:
@@ -252,9 +297,18 @@ class BlobServicer:
         decode = tolerant(blob_pb2.GetBlobRequest.FromString)
         encode = lambda message: message.SerializeToString()  # noqa: E731
         return grpc.method_handlers_generic_handler("dilochain.node.v1.Blob", {
-            "Get": grpc.unary_stream_rpc_method_handler(self.Get, decode, encode),
-            "Has": grpc.unary_unary_rpc_method_handler(self.Has, decode, encode),
+            "Get": grpc.stream_stream_rpc_method_handler(self._get, decode, encode),
+            "Has": grpc.stream_unary_rpc_method_handler(self._has, decode, encode),
         })  # fmt: skip
+
+
+def _first(requests: Iterator):
+    """The one request of a unary call served as a stream (None if it never came: the call
+    was cancelled, or ended without one)."""
+    try:
+        return next(requests, None)
+    except grpc.RpcError:  # cancelled while waiting for it
+        return None
 
 
 def serve_blobs(

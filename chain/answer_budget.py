@@ -18,7 +18,7 @@ import logging
 
 import grpc
 
-from dilochain.chain.caller_budget import CallerBudget
+from dilochain.protocol.caller_budget import CallerBudget
 from dilochain.protocol.endpoint import caller_address
 
 # Answer bytes held for other machines' callers at once, and for one caller's address (an IPv6

@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator
 
 import grpc
 
-from dilochain.chain.caller_budget import CallerBudget
+from dilochain.protocol.caller_budget import CallerBudget
 from dilochain.protocol.endpoint import caller_address
 
 # Calls held at once for other machines' callers and for one caller's address (an IPv4

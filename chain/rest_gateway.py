@@ -30,7 +30,7 @@ from google.protobuf.message import Message
 from google.protobuf.message_factory import GetMessageClass
 
 from dilochain.chain.answer_budget import CALLER_ANSWER_BYTES, NODE_ANSWER_BYTES
-from dilochain.chain.caller_budget import CallerBudget
+from dilochain.protocol.caller_budget import CallerBudget
 from dilochain.protocol.endpoint import caller_of
 
 MAX_BODY_BYTES = 2 << 20  # a POST's JSON (a tx of up to 1 MiB, base64)

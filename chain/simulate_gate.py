@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from dilochain.chain.caller_budget import CallerBudget
+from dilochain.protocol.caller_budget import CallerBudget
 
 T = TypeVar("T")
 

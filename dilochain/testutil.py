@@ -11,6 +11,7 @@ import socket
 import struct
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -83,6 +84,14 @@ def shipped_data() -> tuple[Dataset, Pins]:
     folder = default_dataset(root)
     pins = pins_of(folder)
     return Dataset(folder, pins.manifest_hash, pins.tokenizer_hash), pins
+
+
+def until(condition: Callable[[], object], patience: float = 30.0) -> None:
+    """Wait until ``condition()`` is true, failing (AssertionError) after ``patience`` seconds."""
+    deadline = time.monotonic() + patience
+    while not condition():
+        assert time.monotonic() < deadline, f"not so after {patience:g} s"
+        time.sleep(0.05)
 
 
 class NeverReads:

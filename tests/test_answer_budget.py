@@ -8,7 +8,6 @@ import asyncio
 import contextlib
 import socket
 import threading
-import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
@@ -20,9 +19,9 @@ from google.protobuf import wrappers_pb2
 from dilochain.chain import rest_gateway
 from dilochain.chain.answer_budget import BoundedAnswers, quiet_departed_callers
 from dilochain.chain.call_budget import BoundedCalls
-from dilochain.chain.caller_budget import CallerBudget
 from dilochain.chain.rest_gateway import RestGateway
-from dilochain.testutil import NeverReads
+from dilochain.protocol.caller_budget import CallerBudget
+from dilochain.testutil import NeverReads, until
 
 MIB = 1 << 20
 BIG = "/dilochain.test.Big/Get"  # answers as many bytes as it is asked for
@@ -129,13 +128,6 @@ def _serve_big(budget: CallerBudget, calls: CallerBudget | None = None):
     return port, stop
 
 
-def _until(condition, patience: float = 30.0) -> None:
-    deadline = time.monotonic() + patience
-    while not condition():
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-
-
 def test_answers_a_caller_never_reads_are_held_only_within_the_node_s_budget(caplog):
     budget = CallerBudget(total=4 * MIB, per_caller=MIB)  # this machine's: the total alone
     port, stop = _serve_big(budget)
@@ -145,7 +137,7 @@ def test_answers_a_caller_never_reads_are_held_only_within_the_node_s_budget(cap
         for _ in range(8):
             hog.ask(BIG, wrappers_pb2.UInt64Value(value=MIB).SerializeToString())
         # 3 answers of 1 MiB and a few bytes fit in 4 MiB; the other 5 are refused
-        _until(lambda: hog.read(quiet=0.1) or hog.refused() == 5)
+        until(lambda: hog.read(quiet=0.1) or hog.refused() == 5)
         assert budget.held == 3 * size and len(hog.status) == 5
         with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
             get = channel.unary_unary(BIG, wrappers_pb2.UInt64Value.SerializeToString,
@@ -156,13 +148,13 @@ def test_answers_a_caller_never_reads_are_held_only_within_the_node_s_budget(cap
             assert "unread answers" in refused.value.details()
             quiet_departed_callers()
             hog.sock.close()  # the caller gone: what it held is given back
-            _until(lambda: budget.held == 0)
+            until(lambda: budget.held == 0)
             # ... and grpcio's error for each answer it left is not in the node's log
             assert not [r for r in caplog.records if "ExecuteBatchError" in r.getMessage()]
             for extra in range(6):  # answers read are given back as they are delivered
                 answer = get(wrappers_pb2.UInt64Value(value=3 * MIB + extra), timeout=10)
                 assert answer.value == b"x" * (3 * MIB + extra)  # encoded ones sent as they are
-            _until(lambda: budget.held == 0)
+            until(lambda: budget.held == 0)
     finally:
         stop()
 
@@ -222,7 +214,7 @@ def test_calls_whose_request_never_ends_are_held_only_within_the_node_s_budget()
         hog = NeverReads(f"127.0.0.1:{port}")
         for _ in range(8):
             hog.ask(BIG, wrappers_pb2.UInt64Value(value=MIB).SerializeToString(), finished=False)
-        _until(lambda: hog.read(quiet=0.1) or hog.refused() == 3)
+        until(lambda: hog.read(quiet=0.1) or hog.refused() == 3)
         assert calls.held == 5
         with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
             get = channel.unary_unary(BIG, wrappers_pb2.UInt64Value.SerializeToString,
@@ -232,10 +224,10 @@ def test_calls_whose_request_never_ends_are_held_only_within_the_node_s_budget()
             assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
             assert "calls" in refused.value.details()
             hog.close()  # the caller gone: what it held is given back
-            _until(lambda: calls.held == 0)
+            until(lambda: calls.held == 0)
             for size in (10, 11):  # an answer as a message, and one kept encoded
                 assert get(wrappers_pb2.UInt64Value(value=size), timeout=10).value == b"x" * size
-            _until(lambda: calls.held == 0)
+            until(lambda: calls.held == 0)
     finally:
         stop()
 
@@ -283,11 +275,11 @@ def test_a_rest_caller_that_never_reads_holds_its_answers_bytes_only_until_its_d
     path = "/cosmos/base/tendermint/v1beta1/blocks/5"
     try:
         hogs = [_get(rest, path) for _ in range(2)]
-        _until(lambda: gateway.sending.held > 30 * MIB)  # both are being sent (and not read)
+        until(lambda: gateway.sending.held > 30 * MIB)  # both are being sent (and not read)
         assert gateway.slots.held == 0  # requests are not held while their answers go out
         assert _status(_get(rest, path)) == 429  # a third answer would pass the budget
-        _until(lambda: _status(_get(rest, path)) == 200)  # past the deadline: given back
-        _until(lambda: gateway.sending.held == 0)
+        until(lambda: _status(_get(rest, path)) == 200)  # past the deadline: given back
+        until(lambda: gateway.sending.held == 0)
         length = len(urllib.request.urlopen(f"http://{rest}{path}", timeout=30).read())
         for hog in hogs:  # the gateway closed each reader that did not read
             assert _read_until_closed(hog) < length

@@ -31,7 +31,7 @@ from dilochain.artifacts.blob_service import (
 from dilochain.artifacts.store import ArtifactError, ArtifactTooLarge, LocalArtifactStore
 from dilochain.chain.testnet import free_port
 from dilochain.protocol.pb.node.v1 import blob_pb2, blob_pb2_grpc
-from dilochain.testutil import shipped_data
+from dilochain.testutil import NeverReads, shipped_data, until
 from dilochain.training.checkpoint_codec import (
     CheckpointEncoding,
     checkpoint_leaf,
@@ -707,6 +707,51 @@ def test_a_peer_s_word_that_an_artifact_is_too_large_proves_nothing(tmp_path):
         claims.stop(grace=0)
         excuses.stop(grace=0)
     assert sent and blob_service._suspects.last([excusing, good]) == [good, excusing]
+
+
+def test_a_caller_that_never_finishes_its_requests_holds_no_more_than_its_share(
+    tmp_path, monkeypatch
+):
+    """Served as unary methods, Get and Has held a serving thread each from their first frame
+    until their request came, counted nowhere: one connection of unfinished calls took every
+    thread of an honest host's blob service, which then looked down to every verifier until
+    its patience ended and the host was failed. They are admitted from their first frame now,
+    an address's share at most (the rest refused at once), and cut off once idle."""
+    monkeypatch.setattr(blob_service, "SEND_IDLE_SECONDS", 1.0)
+    monkeypatch.setattr(blob_service, "PROBE_REQUEST_SECONDS", 1.0)
+    served = LocalArtifactStore(tmp_path)
+    data = b"an artifact" * 1000
+    digest = served.put(data)
+    server, endpoint = serve_blobs(served, "127.0.0.1:0", streams=4)  # 4 + 64 + 4 threads
+    hog = NeverReads(endpoint)
+    port = hog.sock.getsockname()[1]
+    monkeypatch.setattr(
+        blob_service,
+        "caller_address",  # the hog is a stranger, all else another
+        lambda peer: "203.0.113.5" if peer.endswith(f":{port}") else "192.0.2.9",
+    )
+    request = blob_pb2.GetBlobRequest(hash=digest).SerializeToString()
+    try:
+        for _ in range(100):
+            for method in ("Get", "Has"):
+                hog.ask(f"/dilochain.node.v1.Blob/{method}", request, finished=False)
+        until(lambda: hog.read(quiet=0.1) or hog.refused() == 200 - blob_service.CALLER_STREAMS
+               - blob_service.CALLER_PROBES)  # fmt: skip
+        began = time.monotonic()
+        assert fetch_blob(endpoint, digest, 1 << 20, io.BytesIO()) == len(data)
+        with grpc.insecure_channel(endpoint) as channel:
+            has = blob_pb2_grpc.BlobStub(channel).Has(blob_pb2.GetBlobRequest(hash=digest),
+                                                      timeout=10)  # fmt: skip
+        assert has.present and time.monotonic() - began < 10
+        time.sleep(3)  # the hog's unfinished calls are cut off once idle: its share is free
+        refused = hog.refused()
+        for _ in range(blob_service.CALLER_STREAMS):
+            hog.ask("/dilochain.node.v1.Blob/Get", request, finished=False)
+        hog.read(quiet=1.0)
+        assert hog.refused() == refused
+    finally:
+        hog.close()
+        server.stop(None)
 
 
 def test_the_peer_asked_last_stays_last_behind_peers_that_sent_bad_bytes(tmp_path, monkeypatch):
