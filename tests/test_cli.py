@@ -345,3 +345,14 @@ def test_an_out_folder_that_cannot_be_written_is_refused_before_any_work(tmp_pat
             err = capsys.readouterr().err
             assert "Traceback" not in err and needle in err, err
     assert (tmp_path / "afile").read_text() == "x"
+
+
+def test_export_never_writes_into_a_folder_of_other_files(tmp_path, capsys):
+    """``export --out .`` from a project would have overwritten its README.md: a folder that
+    holds files and is not an earlier export (no dilochain.json) is refused before any work."""
+    (tmp_path / "README.md").write_text("my project")
+    with pytest.raises(SystemExit) as stop:
+        main(["export", "--run", "r", "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and "holds other files" in err and "Traceback" not in err
+    assert (tmp_path / "README.md").read_text() == "my project"

@@ -45,6 +45,10 @@ def test_exported_model_opens_with_from_pretrained_and_matches(tmp_path):
     assert generated.shape == (1, prompt.shape[1] + 3)
     assert tokenizer.decode(generated[0]).startswith("Exceptions are raised")
     assert tokenizer.eos_token == "<|endoftext|>" and theirs.config.eos_token_id == 0
+    # generate() reads generation_config.json: the tokenizer's tokens, and the KV cache on
+    generation = json.loads((tmp_path / "generation_config.json").read_text())
+    assert generation["bos_token_id"] == generation["eos_token_id"] == tokenizer.eos_token_id
+    assert generation.get("use_cache", True) and theirs.config.use_cache
 
 
 @pytest.mark.parametrize("model_type", ["llama", "qwen2", "mistral"])

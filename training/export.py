@@ -44,14 +44,17 @@ def export_pretrained(model: CausalLM, state: dict[str, torch.Tensor], tokenizer
     ``seq_len`` (the run's) becomes the tokenizer's ``model_max_length``. Returns the probe
     texts whose ids ``AutoTokenizer`` on ``out`` does not reproduce (empty when it does)."""
     load_params(model, params_of(state))
-    model.config.use_cache = True  # for generation; training turned it off
     tokenizer = PreTrainedTokenizerFast(tokenizer_file=str(tokenizer_file))
     if seq_len is not None:
         tokenizer.model_max_length = seq_len
     if EOS in tokenizer.get_vocab():
         tokenizer.eos_token = tokenizer.bos_token = EOS
         model.config.eos_token_id = model.config.bos_token_id = tokenizer.eos_token_id
-        model.generation_config.eos_token_id = tokenizer.eos_token_id
+    # generate() reads generation_config.json, not config.json: the same tokens, and the KV
+    # cache that training turned off (a review found bos 1 where the tokenizer's was 0).
+    model.config.use_cache = model.generation_config.use_cache = True
+    for token in ("bos_token_id", "eos_token_id", "pad_token_id"):
+        setattr(model.generation_config, token, getattr(model.config, token, None))
     progress = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()  # a CLI's one line says what was written
     try:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import tempfile
 import time
@@ -196,6 +197,12 @@ def _genesis_params() -> dict:
     }  # fmt: skip
 
 
+def _interrupted(signum: int, frame) -> None:
+    """SIGTERM (``kill``, ``timeout``, a CI job cancelled) stops the devnet as Ctrl-C does:
+    Python's default ends the process at once, leaving the chain, hosts and verifiers running."""
+    raise KeyboardInterrupt
+
+
 def _up(args: argparse.Namespace) -> int:
     if not 1 <= args.rounds <= 100:
         raise CliError("--rounds must be between 1 and 100")
@@ -205,8 +212,12 @@ def _up(args: argparse.Namespace) -> int:
         raise CliError(f"--inner-steps must be a multiple of {SEGMENTS}, at least {2 * SEGMENTS}")
     if args.churn and args.rounds < MIN_ROUNDS:
         raise CliError(f"--churn needs --rounds {MIN_ROUNDS} or more")
+    if args.dir is not None and args.dir.is_dir() and any(args.dir.iterdir()):
+        raise CliError(f"--dir {args.dir} is not empty (a devnet's earlier folder?): give a new "
+                       "or empty folder")  # fmt: skip
     block_time = parse_duration(block_time_flag(args.block_time))
     console = wide_console()
+    signal.signal(signal.SIGTERM, _interrupted)  # stopped as by Ctrl-C: every process with it
     with tempfile.TemporaryDirectory(prefix="dilochain-devnet-") as tmp:
         root = (args.dir or Path(tmp)).resolve()
         # The plot outlives a temporary work directory: it then goes to the current directory.

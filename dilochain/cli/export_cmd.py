@@ -35,7 +35,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="the global state round R trained from; the run's total rounds "
                              "for the state its last round made (default: that final state "
                              "once the run has finished, else the latest recorded)")  # fmt: skip
-    export.add_argument("--out", type=output_folder, required=True, help="the folder to write")
+    export.add_argument("--out", type=_export_folder, required=True,
+                        help="the folder to write: new, empty or an earlier export's")  # fmt: skip
     add_chain_flag(export)
     export.add_argument("--home", type=Path, default=default_home(),
                         help="a node home of the run, whose artifacts are read first")  # fmt: skip
@@ -44,6 +45,19 @@ def register(sub: argparse._SubParsersAction) -> None:
                              "lacks comes from the run's hosts)")  # fmt: skip
     add_output_flag(export)
     export.set_defaults(func=_export)
+
+
+def _export_folder(text: str) -> Path:
+    """``--out`` (an argparse type): a folder to write (``output_folder``) that is new, empty or
+    an earlier export's, whose files are replaced; never one holding other files, which the
+    export's README.md and config.json would overwrite."""
+    path = output_folder(text)
+    if path.is_dir() and any(path.iterdir()) and not (path / "dilochain.json").exists():
+        raise argparse.ArgumentTypeError(
+            f"{text} holds other files (an export writes README.md, config.json, …): give a new "
+            "or empty folder, or an earlier export's"
+        )
+    return path
 
 
 def _export(args: argparse.Namespace) -> int:
