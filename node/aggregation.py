@@ -245,8 +245,9 @@ class Aggregator:
         if not base:  # overlapped, θ_{r-1} unrecorded and this view's parent forgotten
             raise ArtifactError(f"round {view.round}: the state its commits built on (round "
                                 f"{based_on}'s) is neither recorded nor known here")  # fmt: skip
-        deltas, owners = [], None
+        deltas, owners, undecided = [], None, 0
         for c in self._decided_commits(view.round):
+            undecided += c.outcome == CommitOutcome.COMMIT_OUTCOME_UNDECIDED
             if c.base_hash != base or not aggregated(c, self.fail_closed):
                 continue
             if owners is None and not self.accepted.has(c.pseudo_grad_hash):
@@ -272,6 +273,12 @@ class Aggregator:
                         "needs; the global state carries over", view.round, len(deltas),
                         self.min_hosts)  # fmt: skip
             deltas = []
+        if undecided and not deltas:  # what a run with too few verifiers meets, and nothing said
+            log.warning("round %d: %d commits undecided (their challenges had no quorum of "
+                        "verifier votes): neither paid nor aggregated, the model does not "
+                        "move; the run needs as many verifiers serving it as the chain's "
+                        "quorum (`dilochain query poc params`)", view.round,
+                        undecided)  # fmt: skip
         state = outer_step(view.state, deltas, self.rc.outer_lr, self.rc.outer_momentum)
         nxt = GlobalView(view.round + 1, state, view.hash)
         self.store.put(nxt.encoded)

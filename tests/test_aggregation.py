@@ -254,6 +254,17 @@ def test_a_state_too_large_for_its_kind_is_refused_at_once_not_waited_for(tmp_pa
     assert time.monotonic() - began < 10 and local.has(huge)
 
 
+def test_a_round_whose_commits_are_all_undecided_says_why_the_model_does_not_move(tmp_path, caplog):
+    """A run with fewer live verifiers than the quorum leaves every commit undecided: the node
+    aggregated nothing round after round and said only "aggregated 0 pseudo-gradients" (a
+    newcomer's trial). It now says why."""
+    _, view, _, commits, store = _one_step_round(tmp_path)
+    commits[0].outcome = CommitOutcome.COMMIT_OUTCOME_UNDECIDED
+    with caplog.at_level("WARNING"):
+        Aggregator(FakePoc(commits), "r", CFG, store, patience=0).advance(view)
+    assert "1 commits undecided (their challenges had no quorum of verifier votes)" in caplog.text
+
+
 def _one_step_round(tmp_path):
     """(params, θ_0's view, the local store, round 0's one accepted commit of a small uniform
     step, a store fetching from it)."""
