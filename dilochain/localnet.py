@@ -163,10 +163,12 @@ class ChainProcess:
         self.rest_address = ""  # host:port of its REST server
         self.metrics_url = ""  # once started with metrics
 
-    def start(self, timeout: float = 60.0, first_block: bool = True, wait: bool = True) -> str:
+    def start(self, timeout: float = 180.0, first_block: bool = True, wait: bool = True) -> str:
         """Start the process and return its gRPC address once it serves (and, with
         ``first_block``, once the chain has a block); without ``wait``, return at once (a
-        node started again keeps its address)."""
+        node started again keeps its address). ``timeout`` allows a start at nice 19 beside
+        busy processes, which gets a few percent of a core (the suite's second half: a bench's
+        chain once took more than 60 s to serve)."""
         # Started again, it listens where it did before: its clients know that address.
         cmd = [
             sys.executable, "-m", "dilochain.cli.main", "chain", "start",
