@@ -356,3 +356,42 @@ def test_export_never_writes_into_a_folder_of_other_files(tmp_path, capsys):
     err = capsys.readouterr().err
     assert stop.value.code == 2 and "holds other files" in err and "Traceback" not in err
     assert (tmp_path / "README.md").read_text() == "my project"
+
+
+def test_query_poc_shows_hashes_in_hex_as_everything_else_does():
+    """The protobuf JSON mapping writes bytes in base64, while logs, ``status`` and the
+    dashboard write hashes in hex: ``query poc`` showed a commit's hashes in a form a user
+    could not match with anything else. Bytes are hex at every depth now, in JSON and text."""
+    from dilochain.cli.poc_query_cmd import _plain, _text
+    from dilochain.protocol.pb.poc.v1.types_pb2 import Beacon, BeaconEntry, RoundCommit
+
+    root = bytes(range(32))
+    beacon = Beacon(run_id="r", anchor=b"\xab" * 32, entries=[
+        BeaconEntry(verifier="v1", commitment=root, secret=b""),
+        BeaconEntry(verifier="v2", commitment=b"\x01\x02", secret=b"\xff")])  # fmt: skip
+    shown = _plain([beacon, RoundCommit(run_id="r", ckpt_root=root)])
+    assert shown[0]["anchor"] == "ab" * 32 and shown[0]["seed"] == ""
+    assert shown[0]["entries"] == [
+        {"verifier": "v1", "commitment": root.hex(), "secret": ""},
+        {"verifier": "v2", "commitment": "0102", "secret": "ff"},
+    ]
+    assert shown[1]["ckpt_root"] == root.hex() and shown[1]["round"] == "0"
+    assert f"ckpt_root: {root.hex()}" in _text(shown)
+
+
+def test_a_usage_error_is_one_line_and_a_missing_subcommand_lists_them(capsys):
+    """A bad ``--preset`` printed ``run create``'s usage, 15 lines, above its error: the error
+    is one line now, naming ``--help``; a command given without its subcommand shows its help,
+    which lists them."""
+    with pytest.raises(SystemExit) as ended:
+        main(["run", "create", "--preset", "nope"])
+    assert ended.value.code == 2
+    assert capsys.readouterr().err == (
+        "dilochain run create: error: argument --preset: invalid choice: 'nope' (choose from "
+        "'demo', 'small', 'tiny') (see dilochain run create --help)\n"
+    )
+    with pytest.raises(SystemExit) as ended:
+        main(["query", "poc"])
+    err = capsys.readouterr().err
+    assert ended.value.code == 2 and "commits" in err and "a round's commits" in err
+    assert err.endswith("(see dilochain query poc --help)\n")

@@ -4,6 +4,8 @@ computes the same logits as the node's model."""
 from __future__ import annotations
 
 import json
+import os
+import stat
 
 import pytest
 import torch
@@ -14,7 +16,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from dilochain.protocol import model_config
 from dilochain.testutil import shipped_data
 from dilochain.training.diloco import initial_global
-from dilochain.training.export import PROBES, export_pretrained
+from dilochain.training.export import PROBES, ExportNotes, export_pretrained, model_card
 from dilochain.training.model import build_model, load_params
 from dilochain.training.run_config import make_run_config
 
@@ -49,6 +51,35 @@ def test_exported_model_opens_with_from_pretrained_and_matches(tmp_path):
     generation = json.loads((tmp_path / "generation_config.json").read_text())
     assert generation["bos_token_id"] == generation["eos_token_id"] == tokenizer.eos_token_id
     assert generation.get("use_cache", True) and theirs.config.use_cache
+    # safetensors writes through a temp file of its own: readable by the owner alone, where the
+    # folder is meant to be shared (or uploaded by another user's tool)
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in tmp_path.iterdir()}
+    assert modes["model.safetensors"] == modes["config.json"] == 0o666 & ~_umask()
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+@pytest.mark.parametrize(("round_", "derived", "says"), [
+    (10, False, "the final global state, after all 10 rounds (rounds 0-9 trained), as recorded"),
+    (10, True, "after all 10 rounds (rounds 0-9 trained), computed from the chain's last"),
+    (3, False, "the global state after 3 of the run's 10 rounds (rounds 0-2 trained), as"),
+    (1, False, "the global state after 1 of the run's 10 rounds (round 0 trained), as"),
+    (0, False, "the run's initial global state, before any round trained, as recorded"),
+])  # fmt: skip
+def test_the_model_card_counts_rounds_as_the_export_s_notes_do(round_, derived, says):
+    """An export of a finished 10-round run said "the state after round 9 of 10" beside a
+    dilochain.json saying round 10: rounds are numbered from 0, and the card now says how many
+    trained and which."""
+    hashes = dict.fromkeys(("global_state_sha256", "model_config_sha256",
+                            "data_manifest_sha256", "tokenizer_sha256"), "aa")  # fmt: skip
+    notes = ExportNotes(run_id="r", round=round_, total_rounds=10, losses={0: 7.6, 1: 6.1},
+                        derived=derived, **hashes)  # fmt: skip
+    card = " ".join(model_card(notes, "llama").split())
+    assert says in card and "| 1 | 6.1000 |" in card
 
 
 @pytest.mark.parametrize("model_type", ["llama", "qwen2", "mistral"])

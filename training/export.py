@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,7 +28,7 @@ class ExportNotes:
     """What the model card says about the run (all from the chain)."""
 
     run_id: str
-    round: int
+    round: int  # the state round ``round`` starts from: after rounds 0 to round - 1
     total_rounds: int
     global_state_sha256: str
     model_config_sha256: str
@@ -63,6 +64,8 @@ def export_pretrained(model: CausalLM, state: dict[str, torch.Tensor], tokenizer
         if progress:
             hf_logging.enable_progress_bar()
     tokenizer.save_pretrained(out)
+    for weights in out.glob("*.safetensors"):  # safetensors writes through a 0600 temp file
+        weights.chmod(stat.S_IMODE((out / "config.json").stat().st_mode))
     trained = Tokenizer.from_file(str(tokenizer_file))
     theirs = AutoTokenizer.from_pretrained(out)
     return [text for text in PROBES
@@ -72,11 +75,19 @@ def export_pretrained(model: CausalLM, state: dict[str, torch.Tensor], tokenizer
 
 def model_card(notes: ExportNotes, model_type: str) -> str:
     """A ``README.md`` for the exported folder: where the weights come from and how to check."""
-    recorded = f"the global state round {notes.round} trained from, as recorded on chain"
-    derived = (f"the state after round {notes.round - 1} of {notes.total_rounds}, computed "
-               "from the chain's last recorded state and the accepted pseudo-gradients after "
-               "it")  # fmt: skip
-    which = derived if notes.derived else recorded
+    done = (f"rounds 0-{notes.round - 1}" if notes.round > 1 else "round 0") + " trained"
+    if notes.round == 0:
+        which = "the run's initial global state, before any round trained"
+    elif notes.round == notes.total_rounds:
+        which = f"the final global state, after all {notes.total_rounds} rounds ({done})"
+    else:
+        which = (f"the global state after {notes.round} of the run's {notes.total_rounds} "
+                 f"rounds ({done})")  # fmt: skip
+    if notes.derived:
+        which += (", computed from the chain's last recorded state and the accepted "
+                  "pseudo-gradients after it")  # fmt: skip
+    else:
+        which += ", as recorded on chain"
     rows = "\n".join(f"| {r} | {loss:.4f} |" for r, loss in sorted(notes.losses.items()))
     table = ("| round | held-out loss of its starting state (median of hosts) |\n| --- | --- |\n"
              + rows) if rows else "No round reported a held-out loss."  # fmt: skip

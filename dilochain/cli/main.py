@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import NoReturn
 
 import grpc
 
@@ -43,7 +44,7 @@ from dilochain.verifier.errors import VerifierError
 
 def build_parser() -> argparse.ArgumentParser:
     """The full command tree."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="dilochain", description="DiLoCo training proven and paid on a Cosmos chain"
     )
     add_log_format(parser, top_level=True)
@@ -63,6 +64,23 @@ def build_parser() -> argparse.ArgumentParser:
     cosmos_cmd.register(sub)
     _show_defaults(parser)
     return parser
+
+
+class _Parser(argparse.ArgumentParser):
+    """A parser whose usage errors are one line (a subcommand's usage runs to a screen, and
+    hid the error under it), naming ``--help``; a command given without its subcommand shows
+    its help, the list of them. Its subcommands' parsers are of its class."""
+
+    commands = False
+
+    def add_subparsers(self, **kwargs):
+        self.commands = True
+        return super().add_subparsers(**kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        if self.commands and "arguments are required" in message:
+            self.print_help(sys.stderr)
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 class _DefaultsHelp(argparse.HelpFormatter):

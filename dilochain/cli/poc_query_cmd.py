@@ -1,7 +1,7 @@
 """``query poc …``: the chain's own objects (runs, hosts, rounds, commits, challenges, screens,
 beacons, global states, slashes, verifiers, collateral, epochs, vesting, params), one command
 each as a Cosmos SDK module's query CLI has them; ``--output json`` gives the protobuf JSON
-mapping (field names as in the .proto), text a YAML-like listing."""
+mapping (field names as in the .proto, bytes in hex), text a YAML-like listing."""
 
 from __future__ import annotations
 
@@ -78,16 +78,36 @@ def add_query(query: argparse._SubParsersAction) -> list[argparse.ArgumentParser
 
 
 def _plain(found: object) -> object:
-    """A query's answer as JSON-ready data (the protobuf JSON mapping, .proto field names)."""
+    """A query's answer as JSON-ready data: the protobuf JSON mapping with the .proto's field
+    names, but bytes (hashes, roots, secrets) in hex, as logs, ``status`` and the dashboard
+    show them, not the mapping's base64."""
     from google.protobuf.json_format import MessageToDict
     from google.protobuf.message import Message
 
     if isinstance(found, Message):
-        return MessageToDict(found, preserving_proto_field_name=True,
+        data = MessageToDict(found, preserving_proto_field_name=True,
                              always_print_fields_with_no_presence=True)  # fmt: skip
+        return _hex_bytes(found, data)
     if isinstance(found, list):
         return [_plain(item) for item in found]
     return found
+
+
+def _hex_bytes(message, data: dict) -> dict:
+    """``data`` (``message`` in the JSON mapping) with every bytes field, at any depth, in hex."""
+    from google.protobuf.descriptor import FieldDescriptor
+
+    for field in message.DESCRIPTOR.fields:
+        if field.name not in data:
+            continue
+        value, shown = getattr(message, field.name), data[field.name]
+        repeated = field.label == field.LABEL_REPEATED
+        if field.type == FieldDescriptor.TYPE_BYTES:
+            data[field.name] = [v.hex() for v in value] if repeated else value.hex()
+        elif field.type == FieldDescriptor.TYPE_MESSAGE:  # the module's messages have no maps
+            for item, its in zip(value, shown, strict=True) if repeated else [(value, shown)]:
+                _hex_bytes(item, its)
+    return data
 
 
 def _text(data: object, indent: str = "") -> str:
