@@ -38,6 +38,7 @@ from dilochain.protocol.endpoint import (
 from dilochain.protocol.grpc_decode import Undecodable, tolerant
 from dilochain.protocol.hashing import HASH_BYTES
 from dilochain.protocol.pb.node.v1 import blob_pb2, blob_pb2_grpc
+from dilochain.protocol.server_options import server_options
 
 log = logging.getLogger(__name__)
 
@@ -321,7 +322,7 @@ def serve_blobs(
     streams = GET_STREAMS if streams is None else streams
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=streams + QUEUED_GETS + HAS_THREADS),
-        options=[("grpc.so_reuseport", 0)],
+        options=server_options(),
     )
     server.add_generic_rpc_handlers((BlobServicer(store, streams).handler(),))
     try:

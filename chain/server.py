@@ -37,6 +37,7 @@ from dilochain.chain.query_router import QueryRouter
 from dilochain.chain.rest_gateway import RestGateway
 from dilochain.chain.snapshots import SnapshotStore
 from dilochain.chain.store import ChainStore, StoreError
+from dilochain.protocol.server_options import server_options
 
 log = logging.getLogger(__name__)
 STOP_GRACE_SECONDS = 15
@@ -156,7 +157,7 @@ class ChainNode:
                 UnavailableUntilReady(readiness),
                 DecodeErrorsAsInvalidArgument(),
             ],
-            options=[("grpc.so_reuseport", 0)],
+            options=server_options(),
         )
         services = Services(self.app, rpc, readiness=readiness)
         served = register_all(server, services, self.home.name, router)

@@ -21,6 +21,7 @@ from dilochain.chain.answer_budget import BoundedAnswers, quiet_departed_callers
 from dilochain.chain.call_budget import BoundedCalls
 from dilochain.chain.rest_gateway import RestGateway
 from dilochain.protocol.caller_budget import CallerBudget
+from dilochain.protocol.server_options import server_options
 from dilochain.testutil import NeverReads, until
 
 MIB = 1 << 20
@@ -94,10 +95,10 @@ def test_strangers_who_fill_their_budget_refuse_none_of_this_machine_s_callers()
     asyncio.run(scenario())
 
 
-def _serve_big(budget: CallerBudget, calls: CallerBudget | None = None):
+def _serve_big(budget: CallerBudget, calls: CallerBudget | None = None, options=None):
     """An aio gRPC server on 127.0.0.1 behind :class:`BoundedCalls` (this machine's budget
-    ``calls``) and :class:`BoundedAnswers` (``budget``), as a node's, on a loop of its own;
-    (port, stop)."""
+    ``calls``) and :class:`BoundedAnswers` (``budget``), as a node's, on a loop of its own
+    (with channel arguments ``options``); (port, stop)."""
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, daemon=True)
     thread.start()
@@ -108,7 +109,8 @@ def _serve_big(budget: CallerBudget, calls: CallerBudget | None = None):
 
     async def start() -> tuple[grpc.aio.Server, int]:
         server = grpc.aio.server(interceptors=[BoundedCalls(local=calls),
-                                               BoundedAnswers(local=budget)])  # fmt: skip
+                                               BoundedAnswers(local=budget)],
+                                 options=options)  # fmt: skip
         server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(
             "dilochain.test.Big", {"Get": grpc.unary_unary_rpc_method_handler(
                 answer, wrappers_pb2.UInt64Value.FromString,
@@ -229,6 +231,25 @@ def test_calls_whose_request_never_ends_are_held_only_within_the_node_s_budget()
                 assert get(wrappers_pb2.UInt64Value(value=size), timeout=10).value == b"x" * size
             until(lambda: calls.held == 0)
     finally:
+        stop()
+
+
+def test_a_caller_that_vanished_gives_back_its_calls_and_answers():
+    """A caller gone without closing its connection (its machine lost power, its NAT forgot
+    it; here, a client that stops reading its socket, as a stopped process) gave TCP nothing to
+    time out: its unfinished calls and its unread answers were held for ever. Servers ping a
+    quiet connection now and close it when the ping goes unanswered."""
+    calls, answers = CallerBudget(total=8, per_caller=8), CallerBudget(64 * MIB, 64 * MIB)
+    port, stop = _serve_big(answers, calls, server_options(keepalive=1.0, timeout=1.0))
+    try:
+        gone = NeverReads(f"127.0.0.1:{port}")
+        for finished in (False, False, True, True):
+            gone.ask(BIG, wrappers_pb2.UInt64Value(value=MIB).SerializeToString(), finished)
+        # while it answers pings (and grants no window) it holds them all
+        until(lambda: gone.read(quiet=0.1) or (calls.held == 4 and answers.held > 2 * MIB))
+        until(lambda: calls.held == 0 and answers.held == 0)  # its socket never read again
+    finally:
+        gone.close()
         stop()
 
 
