@@ -302,6 +302,33 @@ def test_testnet_init_and_chain_init_answer_in_json(tmp_path, capsys):
                                "state_sync": None}  # fmt: skip
 
 
+def test_testnet_init_funds_accounts_in_every_validator_s_genesis(tmp_path, capsys, monkeypatch):
+    """A testnet's genesis funded no one, and it is written four times (a home per validator)
+    before the first block: a newcomer had no way to get tokens for a host's collateral.
+    ``--account`` funds an address or a key of ``--home``'s keyring in the shared genesis."""
+    monkeypatch.setenv("DILOCHAIN_KEYRING_PASSWORD", "s3cret")
+    home, bob = str(tmp_path / "keys"), str(wallet(1).address())
+    code, out, _ = run(capsys, "keys", "add", "alice", "--home", home, "-o", "json")
+    alice = json.loads(out)["address"]
+    code, out, err = run(capsys, "testnet", "init", "--validators", "2", "--dir",
+                         str(tmp_path / "net"), "--home", home, "--account",
+                         "alice=5000000udlc", "--account", f"{bob}=7udlc", "--account",
+                         f"{bob}=3udlc")  # fmt: skip
+    assert code == 0, err
+    assert f"funded {alice}: 5000000udlc" in out and f"funded {bob}: 10udlc" in out
+    for node in ("node0", "node1"):
+        doc = load_genesis(genesis_path(tmp_path / "net" / node))
+        funded = {a.address: {c.denom: c.amount for c in a.coins} for a in doc.accounts}
+        assert (funded[alice], funded[bob]) == ({"udlc": 5000000}, {"udlc": 10})
+    code, _, err = run(capsys, "testnet", "init", "--dir", str(tmp_path / "other"),
+                       "--account", "alice5000000udlc")  # fmt: skip
+    assert_one_line_error(code, err, "give ADDRESS=COINS")
+    code, _, err = run(capsys, "testnet", "init", "--dir", str(tmp_path / "other"), "--home",
+                       home, "--account", "carol=1udlc")  # fmt: skip
+    assert_one_line_error(code, err, "no key named 'carol'")
+    assert not (tmp_path / "other").exists()  # nothing written
+
+
 def test_devnet_stops_every_member_and_kills_one_that_will_not():
     """Ctrl-C during ``devnet up`` left a verifier waiting for a chain that had already stopped,
     and ``proc.wait(30)`` ended the command with a TimeoutExpired traceback: members that do

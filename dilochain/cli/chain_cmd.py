@@ -193,6 +193,16 @@ def _trust_point(servers: str) -> dict:
                        "network node's RPC address, host:port") from None  # fmt: skip
 
 
+def genesis_account(home: Path, address_or_key: str, amount: str) -> tuple[str, dict[str, int]]:
+    """The bech32 address (as given, or that of the key of that name in ``home``'s keyring) and
+    the coins (``1000000udlc``) of an account to fund in genesis."""
+    try:
+        coins = parse_coins(amount)
+    except ValueError as err:
+        raise CliError(str(err)) from None
+    return _address(home, address_or_key), coins
+
+
 def _address(home: Path, address_or_key: str) -> str:
     """A bech32 address as given, or the address of that key in the home's keyring."""
     try:
@@ -206,11 +216,7 @@ def _add_genesis_account(args: argparse.Namespace) -> int:
     path = genesis_path(args.home)
     if not path.exists():
         raise CliError(f"no chain home at {args.home} (run `dilochain chain init` first)")
-    address = _address(args.home, args.address)
-    try:
-        coins = parse_coins(args.amount)
-    except ValueError as err:
-        raise CliError(str(err)) from None
+    address, coins = genesis_account(args.home, args.address, args.amount)
     save_genesis(load_genesis(path).with_account(address, coins), path)
     print_result(args, {"address": address, "amount": args.amount},
                  f"added {args.amount} to {address}")  # fmt: skip

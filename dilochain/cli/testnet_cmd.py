@@ -8,8 +8,9 @@ import threading
 from pathlib import Path
 
 from dilochain.chain.testnet import init_testnet, node_homes, rpc_address
-from dilochain.cli.chain_cmd import block_time_flag
-from dilochain.cli.common import CliError, add_output_flag, print_result
+from dilochain.cli.chain_cmd import block_time_flag, genesis_account
+from dilochain.cli.common import CliError, add_output_flag, default_home, print_result
+from dilochain.genesis.coins import format_coins
 from dilochain.localnet import LocalNetwork
 
 
@@ -22,6 +23,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     init.add_argument("--dir", type=Path, required=True)
     init.add_argument("--chain-id", default="dilochain-testnet")
     init.add_argument("--block-time", default="500ms", help="CometBFT's timeout_commit")
+    init.add_argument("--account", action="append", default=[], metavar="ADDRESS=COINS",
+                      help="fund an account in the shared genesis (repeatable): a bech32 "
+                           "address or a key name in --home's keyring and its coins, e.g. "
+                           "alice=1000000000udlc")  # fmt: skip
+    init.add_argument("--home", type=Path, default=default_home(),
+                      help="the keyring's home, for --account given a key name")  # fmt: skip
     add_output_flag(init)
     init.set_defaults(func=_init)
     up = cmds.add_parser("up", help="run every validator of DIR until interrupted, starting "
@@ -37,10 +44,22 @@ def _init(args: argparse.Namespace) -> int:
         raise CliError("--validators must be between 1 and 16")
     if node_homes(args.dir):
         raise CliError(f"{args.dir} already holds a testnet")
-    homes = init_testnet(args.dir, args.validators, args.chain_id, block_time=block_time_flag(
-        args.block_time))  # fmt: skip
+    accounts: dict[str, dict[str, int]] = {}
+    for given in args.account:
+        name, equals, amount = given.partition("=")
+        if not equals:
+            raise CliError(f"--account {given!r}: give ADDRESS=COINS (an address or a key "
+                           "name, e.g. alice=1000000000udlc)")  # fmt: skip
+        address, coins = genesis_account(args.home, name, amount)
+        for denom, units in coins.items():
+            funded = accounts.setdefault(address, {})
+            funded[denom] = funded.get(denom, 0) + units
+    homes = init_testnet(args.dir, args.validators, args.chain_id, accounts,
+                         block_time=block_time_flag(args.block_time))  # fmt: skip
     data = [{"name": h.name, "home": str(h), "rpc": rpc_address(h)} for h in homes]
-    print_result(args, data, "\n".join(f"{h.name}: {h} (RPC {rpc_address(h)})" for h in homes))
+    text = [f"{h.name}: {h} (RPC {rpc_address(h)})" for h in homes]
+    text += [f"funded {address}: {format_coins(coins)}" for address, coins in accounts.items()]
+    print_result(args, data, "\n".join(text))
     return 0
 
 
