@@ -216,6 +216,21 @@ def test_the_view_shows_progress_hosts_verifiers_and_rewards():
     assert list(table.columns[0].cells) == [V1, V2, V3]
 
 
+def test_a_log_file_gets_a_line_of_progress_a_few_times_a_round():
+    """``devnet up`` printed nothing for its minutes of training when its output was not a
+    terminal (rich's live tables are drawn on terminals only): it prints a run's round, last
+    held-out loss and pending challenges each time they change."""
+    from dilochain.cli.status_cmd import progress_lines
+
+    view = chain_view(FakeLedger(65), FakePoc())
+    (run,) = view["runs"]
+    assert progress_lines(view) == [
+        "run r1: round 1/4, held-out loss 2.5000 (round 1), 0 challenges pending"]  # fmt: skip
+    challenges = [{"status": "pending"}, {"status": "passed"}, {"status": "pending"}]
+    view["runs"] = [{**run, "phase": "finished", "loss_curve": [], "challenges": challenges}]
+    assert progress_lines(view) == ["run r1: round 1/4 (finished), 2 challenges pending"]
+
+
 def test_verification_shows_the_rounds_challenges_and_its_own_throughput():
     view = chain_view(FakeLedger(65), FakePoc())  # block 66: reveals and verdicts of round 1
     (run,) = view["runs"]

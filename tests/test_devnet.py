@@ -112,6 +112,7 @@ def test_devnet_up_catches_the_cheater_and_pays_everyone(tmp_path):
     text = "".join(out.lines)
     assert proc.returncode == 0, text[-5000:]
     assert "caught and slashed" in text
+    assert f"round 1/{ROUNDS}" in text and "pending" in text  # progress, though no terminal
     assert "dashboard at http://127.0.0.1:" in text
     assert "object store versitygw at http://127.0.0.1:" in text
     for name in MOVING:  # each process's counters moved while it ran

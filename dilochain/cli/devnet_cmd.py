@@ -61,7 +61,7 @@ from dilochain.cli.devnet_sizing import (
     size_rounds,
     usable_cores,
 )
-from dilochain.cli.status_cmd import tables
+from dilochain.cli.status_cmd import progress_lines, render, tables, view
 from dilochain.client import TxRefused, connect, submit
 from dilochain.dashboard.server import Dashboard
 from dilochain.genesis.document import load_genesis
@@ -342,10 +342,15 @@ def _run(
             submit(client, wallets["creator"], MsgCreateRun(creator=members[0].address,
                                                             run_id=RUN_ID, config=cfg))  # fmt: skip
             busy = _utilisation(PocClient(addresses), hosts, node_procs)
+            shown: list[str] = []
             with Live(console=console, refresh_per_second=1) as live:
                 while (any(p.poll() is None for p in node_procs.values())
                        or (scenario is not None and scenario.pending())):  # fmt: skip
-                    live.update(Group(*tables(addresses, RUN_ID)))
+                    now = view(addresses, RUN_ID)
+                    live.update(Group(*render(now)))
+                    if not console.is_terminal and (lines := progress_lines(now)) != shown:
+                        console.print(*lines, sep="\n")  # a log file sees progress too
+                        shown = lines
                     busy.tick(client.query_height())
                     if scenario is not None:
                         scenario.step(node_procs)

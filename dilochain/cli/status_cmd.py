@@ -77,6 +77,19 @@ def render(view: dict) -> list[Table]:
     return [*out, claims]
 
 
+def progress_lines(view: dict) -> list[str]:
+    """A line per run of a chain view, for output that is not a terminal (no live tables): its
+    round, the last held-out loss and the challenges pending; it changes a few times a round."""
+    lines = []
+    for run in view["runs"]:
+        curve, pending = run["loss_curve"], sum(c["status"] == "pending" for c in run["challenges"])
+        loss = f", held-out loss {curve[-1][1]:.4f} (round {curve[-1][0]})" if curve else ""
+        lines.append(f"run {run['run_id']}: round {run['round']}/{run['total_rounds']}"
+                     f"{' (finished)' if run['phase'] == 'finished' else ''}{loss}, "
+                     f"{pending} challenge{'' if pending == 1 else 's'} pending")  # fmt: skip
+    return lines
+
+
 def verifier_status(v: dict) -> str:
     """A verifier of the chain view in words, as the dashboard says it."""
     if v["left_height"]:
