@@ -484,6 +484,51 @@ def test_a_slow_replay_holds_back_no_finished_vote_as_the_window_closes(
 
 
 @pytest.mark.integration
+def test_a_stopping_verifier_begins_no_more_replays_of_its_pass(
+    running_chain, tmp_path, monkeypatch
+):
+    """A verifier asked to stop waited for every replay of its pass (and the fetches of each):
+    ~35 s on the devnet. The pass now ends once it is stopping, and replays not begun are
+    not begun (the one under way finishes; a restarted verifier replays what it did not
+    vote on while the window is open)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from dilochain.protocol.pb.poc.v1.types_pb2 import Challenge
+    from dilochain.verifier import service as service_module
+    from dilochain.verifier.replay import Verdict
+    from dilochain.verifier.service import VerifierConfig, VerifierService
+
+    cfg = VerifierConfig(home=tmp_path / "v", key="k", chain=(running_chain.address,))
+    service = VerifierService(cfg, running_chain.client, running_chain.wallets[1])
+    window = Window(0, start=10, end=13, selection=23, opening=40, resolution=42, handover=33)
+    jobs = [Challenge(run_id="r", round=0, host=f"h{i}", segment=1) for i in range(4)]
+    service.poc._blocks = SimpleNamespace(height=20)
+    started, release, ran = threading.Event(), threading.Event(), []
+
+    def check(run, data, c, deadline):
+        if c.host == "h0":
+            started.set()
+            release.wait(30)
+        ran.append(c.host)
+        return Verdict(True, "replayed")
+
+    monkeypatch.setattr(service_module.schedule, "in_flight", lambda run, params, h: [window])
+    monkeypatch.setattr(service.poc, "round_info", lambda run_id: SimpleNamespace(height=19))
+    monkeypatch.setattr(service, "_dataset", lambda run: object())
+    monkeypatch.setattr(service, "prune", lambda run, resolved: None)
+    monkeypatch.setattr(service, "pending", lambda run, round_: jobs)
+    monkeypatch.setattr(service, "_timed_check", check)
+    stopper = threading.Thread(target=lambda: started.wait(30) and service.stopping.set())
+    stopper.start()
+    with ThreadPoolExecutor(1) as pool:
+        assert service._work_on(Run(run_id="r"), pool) == 0  # returned with h0 still under way
+        assert ran == []
+        release.set()
+    stopper.join(30)
+    assert ran == ["h0"]  # the rest never began
+
+
+@pytest.mark.integration
 def test_a_host_serving_its_checkpoints_slowly_holds_no_replay_slot(
     running_chain, tmp_path, monkeypatch
 ):

@@ -89,3 +89,41 @@ def test_work_whose_window_closed_while_it_waited_is_not_done():
     with gate.slot(7):
         done.append(7)
     assert done == [6, 7]
+
+
+def test_a_closed_gate_gives_no_slot_and_work_in_one_finishes():
+    """A stopping verifier waited for every replay of its pass to get a slot and run (with the
+    fetches and screens queued behind them, ~35 s on the devnet): closing the gate ends the
+    waiting ones at once, lets the one in a slot finish, and gives later work no slot."""
+    gate = WorkGate(1, HEIGHT)
+    held, release, outcomes = threading.Event(), threading.Event(), []
+
+    def holder():
+        with gate.slot(100):
+            held.set()
+            release.wait(30)
+        outcomes.append("held one finished")
+
+    def waiter():
+        try:
+            with gate.slot(10):
+                outcomes.append("waiter ran")
+        except WindowClosed as err:
+            outcomes.append(str(err))
+
+    threads = [threading.Thread(target=holder)]
+    threads[0].start()
+    assert held.wait(30)
+    threads += [threading.Thread(target=waiter) for _ in range(2)]
+    for thread in threads[1:]:
+        thread.start()
+    _queued(gate, 2)
+    gate.close()
+    for thread in threads[1:]:
+        thread.join(30)
+    assert outcomes == ["the verifier is stopping"] * 2 and gate._waiting == []
+    release.set()
+    threads[0].join(30)
+    assert outcomes[-1] == "held one finished" and gate._running == 0
+    with pytest.raises(WindowClosed, match="stopping"), gate.slot(100):
+        pass

@@ -171,6 +171,7 @@ class VerifierService:
         # before runs had threads of their own): the earliest deadline first.
         height = lambda: self.poc.blocks.height  # noqa: E731
         self.replays_gate, self.screens_gate = WorkGate(cfg.jobs, height), WorkGate(1, height)
+        self.stopping = threading.Event()  # set when run() is asked to stop: work under way ends
         box = CopyingBallots if cfg.behavior == "copy" else BallotBox
         self.ballots = box(cfg.home / "ballots.sqlite", self.address)
         self.duties = RoundDuties(self.poc, wallet, self._send, self.screen, self.ballots)
@@ -488,7 +489,7 @@ class VerifierService:
                                    policy, _unless(given_up, self.screens_gate.slot(deadline))): c
                        for c in commits}  # fmt: skip
             pending = set(screens)
-            while pending:
+            while pending and not self.stopping.is_set():
                 done, pending = wait(pending, timeout=1.0, return_when=FIRST_COMPLETED)
                 for future in done:
                     commit = screens[future]
@@ -590,7 +591,7 @@ class VerifierService:
         left = Counter(c.round for c in jobs)  # per round: jobs not finished
         sealed: dict[int, list] = {r: [] for r in windows}  # per round: votes not yet sent
         pending = set(futures)
-        while pending:
+        while pending and not self.stopping.is_set():
             done, pending = wait(pending, timeout=1.0, return_when=FIRST_COMPLETED)
             for future in done:
                 c = futures[future]
@@ -603,6 +604,8 @@ class VerifierService:
                 if msgs and (not left[r] or now + SEND_MARGIN_BLOCKS >= last):
                     voted += len(msgs) - send_batched(self._send, msgs, "sealed verdict", last)
                     sealed[r] = []
+        for future in pending:  # stopping: replays not begun are not begun
+            future.cancel()
         return voted
 
     def _sealed_vote(
@@ -639,7 +642,7 @@ class VerifierService:
 
     def run(self, stop: threading.Event) -> int:
         """Watch and vote until ``stop``; returns verdicts submitted."""
-        done = threading.Event()
+        done = self.stopping
         duties = [
             threading.Thread(target=self._duties_loop, args=(done, self.duties.step),
                              name="round-duties"),
@@ -673,7 +676,9 @@ class VerifierService:
                 f"chain at {shown(self.cfg.chain)}: {err.details() or err.code()}"
             ) from None
         finally:
-            done.set()
+            done.set()  # and no heavy work starts: what waits for a slot gives up
+            self.replays_gate.close()
+            self.screens_gate.close()
             for thread in duties:
                 if thread.is_alive():
                     thread.join()

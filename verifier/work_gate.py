@@ -31,19 +31,31 @@ class WorkGate:
         self._running = 0
         self._waiting: list[tuple[int, int]] = []  # a heap of (deadline, arrival)
         self._arrivals = itertools.count()
+        self._closed = False
+
+    def close(self) -> None:
+        """Give no slot any more (the verifier is stopping): work waiting for one, and work
+        that comes later, raises :class:`WindowClosed`; work in a slot finishes."""
+        with self._changed:
+            self._closed = True
+            self._changed.notify_all()
 
     @contextmanager
     def slot(self, deadline: int) -> Iterator[None]:
         """Hold a slot for the work inside; wait while every slot is taken or work with an
         earlier deadline (or as early, arrived first) waits for one. Raises
         :class:`WindowClosed`, holding nothing, if the next block is past ``deadline`` once
-        it is this work's turn."""
+        it is this work's turn, or the gate is closed."""
         entry = (deadline, next(self._arrivals))
         with self._changed:
             heapq.heappush(self._waiting, entry)
             try:
                 while self._running >= self.capacity or self._waiting[0] != entry:
+                    if self._closed:
+                        raise WindowClosed("the verifier is stopping")
                     self._changed.wait()
+                if self._closed:
+                    raise WindowClosed("the verifier is stopping")
             except BaseException:  # never leave an entry at the head for the others to wait on
                 self._waiting.remove(entry)
                 heapq.heapify(self._waiting)
