@@ -20,22 +20,36 @@ def _queued(gate: WorkGate, count: int) -> None:
         time.sleep(0.001)
 
 
-def test_waiting_work_goes_by_deadline_then_arrival():
-    gate = WorkGate(1, HEIGHT)
-    held, release, order = threading.Event(), threading.Event(), []
+def _held(
+    gate: WorkGate, then: list[str] | None = None
+) -> tuple[threading.Thread, threading.Event]:
+    """A thread holding ``gate``'s slot (deadline 100) until the event is set (then it says so
+    in ``then``), once it holds it."""
+    held, release = threading.Event(), threading.Event()
 
     def holder():
         with gate.slot(100):
             held.set()
             release.wait(30)
+        if then is not None:
+            then.append("held one finished")
+
+    thread = threading.Thread(target=holder)
+    thread.start()
+    assert held.wait(30)
+    return thread, release
+
+
+def test_waiting_work_goes_by_deadline_then_arrival():
+    gate = WorkGate(1, HEIGHT)
+    order: list[str] = []
 
     def waiter(deadline: int, name: str):
         with gate.slot(deadline):
             order.append(name)
 
-    threads = [threading.Thread(target=holder)]
-    threads[0].start()
-    assert held.wait(30)
+    holder, release = _held(gate)
+    threads = [holder]
     for count, (deadline, name) in enumerate(
         [(30, "late"), (10, "first"), (20, "second"), (10, "first, arrived later")], 1
     ):
@@ -96,13 +110,7 @@ def test_a_closed_gate_gives_no_slot_and_work_in_one_finishes():
     fetches and screens queued behind them, ~35 s on the devnet): closing the gate ends the
     waiting ones at once, lets the one in a slot finish, and gives later work no slot."""
     gate = WorkGate(1, HEIGHT)
-    held, release, outcomes = threading.Event(), threading.Event(), []
-
-    def holder():
-        with gate.slot(100):
-            held.set()
-            release.wait(30)
-        outcomes.append("held one finished")
+    outcomes: list[str] = []
 
     def waiter():
         try:
@@ -111,9 +119,8 @@ def test_a_closed_gate_gives_no_slot_and_work_in_one_finishes():
         except WindowClosed as err:
             outcomes.append(str(err))
 
-    threads = [threading.Thread(target=holder)]
-    threads[0].start()
-    assert held.wait(30)
+    holder, release = _held(gate, outcomes)
+    threads = [holder]
     threads += [threading.Thread(target=waiter) for _ in range(2)]
     for thread in threads[1:]:
         thread.start()
