@@ -18,6 +18,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, ValidationError, field_validator, model_validator
 
+from dilochain.genesis.coins import MAX_AMOUNT
 from dilochain.protocol.address import decode_address
 from dilochain.protocol.params import MAX_VALIDATOR_POWER, Denom, Int64, Params, StrictModel
 
@@ -40,7 +41,7 @@ class Coin(StrictModel):
     """An amount of one denom."""
 
     denom: Denom
-    amount: int = Field(ge=0)
+    amount: int = Field(ge=0, le=MAX_AMOUNT)  # the SDK's Int bound, however it was summed
 
 
 class BlockParams(StrictModel):

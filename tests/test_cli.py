@@ -322,10 +322,20 @@ def test_testnet_init_funds_accounts_in_every_validator_s_genesis(tmp_path, caps
         assert (funded[alice], funded[bob]) == ({"udlc": 5000000}, {"udlc": 10})
     code, _, err = run(capsys, "testnet", "init", "--dir", str(tmp_path / "other"),
                        "--account", "alice5000000udlc")  # fmt: skip
-    assert_one_line_error(code, err, "give ADDRESS=COINS")
+    assert_one_line_error(code, err, "give ADDRESS_OR_KEY=COINS")
     code, _, err = run(capsys, "testnet", "init", "--dir", str(tmp_path / "other"), "--home",
                        home, "--account", "carol=1udlc")  # fmt: skip
     assert_one_line_error(code, err, "no key named 'carol'")
+    for given, needle in [  # an address wrong as one is not taken for a key's name
+        ("cosmos1w508d6qejxtdg4y5r3zarvary0c5xw7k6ah60c=1udlc", "has prefix 'cosmos'"),
+        ("DILO1W508D6QEJXTDG4Y5R3ZARVARY0C5XW7K8ARADH=1udlc", "not in lower case"),
+        (f"{bob}=0udlc", "coins are positive"),
+        (f"{bob}={2**256 - 1}udlc", "more than 2^256 - 1 udlc"),  # with the one below
+    ]:
+        accounts = ["--account", given, "--account", f"{bob}=1udlc"]
+        code, _, err = run(capsys, "testnet", "init", "--dir", str(tmp_path / "other"),
+                           "--home", home, *accounts)  # fmt: skip
+        assert_one_line_error(code, err, needle)
     assert not (tmp_path / "other").exists()  # nothing written
 
 
@@ -422,3 +432,8 @@ def test_a_usage_error_is_one_line_and_a_missing_subcommand_lists_them(capsys):
     err = capsys.readouterr().err
     assert ended.value.code == 2 and "commits" in err and "a round's commits" in err
     assert err.endswith("(see dilochain query poc --help)\n")
+    with pytest.raises(SystemExit) as ended:  # argparse reports these at the top level
+        main(["status", "--bogus", "x"])
+    assert capsys.readouterr().err == (
+        "dilochain status: error: unrecognized arguments: --bogus x (see dilochain status --help)\n"
+    )

@@ -8,6 +8,7 @@ import contextlib
 import signal
 from pathlib import Path
 
+from bech32 import bech32_decode
 from pydantic import TypeAdapter, ValidationError
 
 from dilochain.chain.home import NodeConfig, genesis_path, init_home
@@ -22,6 +23,7 @@ from dilochain.cli.common import (
 )
 from dilochain.genesis.coins import parse_coins
 from dilochain.genesis.document import GenesisError, load_genesis, save_genesis
+from dilochain.keyring import KeyringError
 from dilochain.localnet import LISTENING, REST_LISTENING, RPC_LISTENING
 from dilochain.metrics_http import METRICS_LISTENING, MetricsAddress, serve_metrics
 from dilochain.protocol.address import decode_address
@@ -200,15 +202,23 @@ def genesis_account(home: Path, address_or_key: str, amount: str) -> tuple[str, 
         coins = parse_coins(amount)
     except ValueError as err:
         raise CliError(str(err)) from None
+    if not all(coins.values()):
+        raise CliError(f"{amount!r}: a genesis account's coins are positive, as the SDK's")
     return _address(home, address_or_key), coins
 
 
 def _address(home: Path, address_or_key: str) -> str:
-    """A bech32 address as given, or the address of that key in the home's keyring."""
+    """A bech32 address as given, or the address of that key in the home's keyring; what is
+    wrong with an address (another chain's prefix, upper case) when it is one but no key."""
     try:
         decode_address(address_or_key)
-    except ValueError:
-        return keyring(home).show(address_or_key).address
+    except ValueError as bad:
+        try:
+            return keyring(home).show(address_or_key).address
+        except KeyringError:
+            if bech32_decode(address_or_key.lower())[0] is not None:  # an address, not a name
+                raise CliError(str(bad)) from None
+            raise
     return address_or_key
 
 

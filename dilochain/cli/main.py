@@ -82,6 +82,21 @@ class _Parser(argparse.ArgumentParser):
             self.print_help(sys.stderr)
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
+    def parse_known_args(self, args=None, namespace=None):
+        parsed, extras = super().parse_known_args(args, namespace)
+        if not hasattr(parsed, "_command"):  # set by the innermost subcommand's parser
+            parsed._command = self
+        return parsed, extras
+
+    def parse_args(self, args=None, namespace=None):
+        """The parsed arguments; arguments no parser took are the error of the subcommand
+        they were given to (argparse names the top-level command)."""
+        parsed, extras = self.parse_known_args(args, namespace)
+        command = vars(parsed).pop("_command")
+        if extras:
+            command.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed
+
 
 class _DefaultsHelp(argparse.HelpFormatter):
     """Help that ends each option's line with its default, where it has a telling one."""

@@ -10,7 +10,7 @@ from pathlib import Path
 from dilochain.chain.testnet import init_testnet, node_homes, rpc_address
 from dilochain.cli.chain_cmd import block_time_flag, genesis_account
 from dilochain.cli.common import CliError, add_output_flag, default_home, print_result
-from dilochain.genesis.coins import format_coins
+from dilochain.genesis.coins import MAX_AMOUNT, format_coins
 from dilochain.localnet import LocalNetwork
 
 
@@ -23,7 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     init.add_argument("--dir", type=Path, required=True)
     init.add_argument("--chain-id", default="dilochain-testnet")
     init.add_argument("--block-time", default="500ms", help="CometBFT's timeout_commit")
-    init.add_argument("--account", action="append", default=[], metavar="ADDRESS=COINS",
+    init.add_argument("--account", action="append", default=[], metavar="ADDRESS_OR_KEY=COINS",
                       help="fund an account in the shared genesis (repeatable): a bech32 "
                            "address or a key name in --home's keyring and its coins, e.g. "
                            "alice=1000000000udlc")  # fmt: skip
@@ -48,12 +48,14 @@ def _init(args: argparse.Namespace) -> int:
     for given in args.account:
         name, equals, amount = given.partition("=")
         if not equals:
-            raise CliError(f"--account {given!r}: give ADDRESS=COINS (an address or a key "
+            raise CliError(f"--account {given!r}: give ADDRESS_OR_KEY=COINS (an address or a key "
                            "name, e.g. alice=1000000000udlc)")  # fmt: skip
         address, coins = genesis_account(args.home, name, amount)
         for denom, units in coins.items():
             funded = accounts.setdefault(address, {})
             funded[denom] = funded.get(denom, 0) + units
+            if funded[denom] > MAX_AMOUNT:
+                raise CliError(f"--account: {address} would hold more than 2^256 - 1 {denom}")
     homes = init_testnet(args.dir, args.validators, args.chain_id, accounts,
                          block_time=block_time_flag(args.block_time))  # fmt: skip
     data = [{"name": h.name, "home": str(h), "rpc": rpc_address(h)} for h in homes]
