@@ -348,6 +348,14 @@ def test_a_screen_waits_for_an_unreachable_host_until_the_window_s_middle(tmp_pa
     assert ("r", 0, "screen") in duties._done
 
 
+def _no_chain_views(monkeypatch) -> None:
+    """A replay pass's views of its rounds without asking the chain (run "r" is no run)."""
+    from dilochain.verifier.service import RoundView
+
+    views = staticmethod(lambda poc, run_id, rounds: {r: RoundView([], {}, ()) for r in rounds})
+    monkeypatch.setattr(RoundView, "of_rounds", views)
+
+
 @pytest.mark.integration
 def test_a_replay_waits_for_an_unreachable_host_until_the_handover(
     running_chain, tmp_path, monkeypatch
@@ -373,8 +381,9 @@ def test_a_replay_waits_for_an_unreachable_host_until_the_handover(
                         lambda run_id: SimpleNamespace(height=height["now"]))  # fmt: skip
     monkeypatch.setattr(service, "_dataset", lambda run: object())
     monkeypatch.setattr(service, "prune", lambda run, resolved: None)
+    _no_chain_views(monkeypatch)
     monkeypatch.setattr(service, "pending", lambda run, round_: [challenge])
-    monkeypatch.setattr(service, "_timed_check", lambda run, data, c, deadline: Verdict(
+    monkeypatch.setattr(service, "_timed_check", lambda run, data, c, deadline, view: Verdict(
         False, "artifact unavailable or malformed: on no peer", unavailable=True))  # fmt: skip
     monkeypatch.setattr(service, "_send", lambda *msgs, until_height: sealed.extend(msgs))
     with ThreadPoolExecutor(1) as pool:
@@ -462,7 +471,7 @@ def test_a_slow_replay_holds_back_no_finished_vote_as_the_window_closes(
     sent_fast = threading.Event()
     sealed = []
 
-    def check(run, data, c, deadline):
+    def check(run, data, c, deadline, view):
         if c.host == "slow":
             assert sent_fast.wait(30), "the fast job's vote waited for the slow one"
         return Verdict(True, "replayed")
@@ -475,6 +484,7 @@ def test_a_slow_replay_holds_back_no_finished_vote_as_the_window_closes(
     monkeypatch.setattr(service.poc, "round_info", lambda run_id: SimpleNamespace(height=35))
     monkeypatch.setattr(service, "_dataset", lambda run: object())
     monkeypatch.setattr(service, "prune", lambda run, resolved: None)
+    _no_chain_views(monkeypatch)
     monkeypatch.setattr(service, "pending", lambda run, round_: [slow, fast])
     monkeypatch.setattr(service, "_timed_check", check)
     monkeypatch.setattr(service, "_send", send)
@@ -505,7 +515,7 @@ def test_a_stopping_verifier_begins_no_more_replays_of_its_pass(
     service.poc._blocks = SimpleNamespace(height=20)
     started, release, ran = threading.Event(), threading.Event(), []
 
-    def check(run, data, c, deadline):
+    def check(run, data, c, deadline, view):
         if c.host == "h0":
             started.set()
             release.wait(30)
@@ -516,6 +526,7 @@ def test_a_stopping_verifier_begins_no_more_replays_of_its_pass(
     monkeypatch.setattr(service.poc, "round_info", lambda run_id: SimpleNamespace(height=19))
     monkeypatch.setattr(service, "_dataset", lambda run: object())
     monkeypatch.setattr(service, "prune", lambda run, resolved: None)
+    _no_chain_views(monkeypatch)
     monkeypatch.setattr(service, "pending", lambda run, round_: jobs)
     monkeypatch.setattr(service, "_timed_check", check)
     stopper = threading.Thread(target=lambda: started.wait(30) and service.stopping.set())
@@ -538,7 +549,7 @@ def test_a_host_serving_its_checkpoints_slowly_holds_no_replay_slot(
     from dilochain.protocol.pb.poc.v1.types_pb2 import Challenge
     from dilochain.verifier import service as service_module
     from dilochain.verifier.replay import Verdict
-    from dilochain.verifier.service import VerifierConfig, VerifierService
+    from dilochain.verifier.service import RoundView, VerifierConfig, VerifierService
 
     cfg = VerifierConfig(home=tmp_path / "v", key="k", chain=(running_chain.address,), jobs=1)
     service = VerifierService(cfg, running_chain.client, running_chain.wallets[1])
@@ -550,22 +561,20 @@ def test_a_host_serving_its_checkpoints_slowly_holds_no_replay_slot(
             fetching.set()
             assert released.wait(30)
 
-    def check(run, data, challenge):
+    def check(run, data, challenge, view):
         replayed.append(challenge.host)
         return Verdict(True, "replayed")
 
     monkeypatch.setattr(service_module, "warm_challenge", warm)
     monkeypatch.setattr(service, "_check", check)
     monkeypatch.setattr(service, "_store", lambda run, host, hosts: SimpleNamespace(touched=set()))
-    monkeypatch.setattr(service.poc, "hosts", lambda run_id: [])
-    commits = [RoundCommit(host=h) for h in ("slow", "fast")]
-    monkeypatch.setattr(service.poc, "commits", lambda run_id, round_: commits)
+    view = RoundView([], {h: RoundCommit(host=h) for h in ("slow", "fast")}, ())
     run = Run(run_id="r", config=make_run_config(FAKE_DATA, preset="tiny"))
-    slow_job = threading.Thread(target=service._timed_check, args=(run, None, slow, 10**6))
+    slow_job = threading.Thread(target=service._timed_check, args=(run, None, slow, 10**6, view))
     slow_job.start()
     try:
         assert fetching.wait(30)
-        assert service._timed_check(run, None, fast, 10**6).passed  # one slot: not held
+        assert service._timed_check(run, None, fast, 10**6, view).passed  # one slot: not held
         assert replayed == ["fast"]
     finally:
         released.set()

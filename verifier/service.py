@@ -7,6 +7,7 @@ screens or replays, however long its model makes them, hold another run's or a b
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import os
@@ -87,6 +88,25 @@ RETENTION = Retention(pseudo_grad_rounds=2)
 # Its blob service streams this many artifacts at once (a host's 32): serving is a backup
 # duty that must not take the cores and the interpreter from screens and replays with windows.
 SERVED_STREAMS = 8
+
+
+@dataclasses.dataclass(frozen=True)
+class RoundView:
+    """What a pass's replays of one round read of the chain, asked once for all of them (each
+    replay asked for the run's hosts twice, its round's commits twice and its roster: at 1,000
+    hosts ~0.6 MB of answers a challenge): the run's hosts (their endpoints, read when the pass
+    began), the round's commits by host and its roster (fixed once its commit window closed)."""
+
+    hosts: list[Host]
+    commits: dict[str, RoundCommit]
+    roster: tuple[str, ...]
+
+    @classmethod
+    def of_rounds(cls, poc: PocClient, run_id: str, rounds: set[int]) -> dict[int, RoundView]:
+        """A view of each of ``rounds`` (the hosts asked once, if any round is)."""
+        hosts = poc.hosts(run_id=run_id) if rounds else []
+        return {r: cls(hosts, {c.host: c for c in poc.commits(run_id, r)},
+                       tuple(poc.roster(run_id, r) or ())) for r in rounds}  # fmt: skip
 
 
 @contextmanager
@@ -392,17 +412,17 @@ class VerifierService:
         return PeerFetchingStore(self.local, lambda: owner + [h.endpoint for h in hosts], limit,
                                  owner[0] if owner else None)  # fmt: skip
 
-    def _check(self, run: Run, data: Dataset, challenge: Challenge) -> Verdict:
-        store = self._store(run, challenge.host, self.poc.hosts(run_id=run.run_id))
+    def _check(self, run: Run, data: Dataset, challenge: Challenge, view: RoundView) -> Verdict:
+        store = self._store(run, challenge.host, view.hosts)
         policy = Policy.for_run(self.params, run.config.precision)
         try:
             if self.cfg.behavior != "honest":
                 return lazy_verdict(self.cfg.behavior, challenge, store, policy)
-            commits = self.poc.commits(run.run_id, challenge.round)
-            commit = next(c for c in commits if c.host == challenge.host)
-            roster = self.poc.roster(run.run_id, challenge.round) or ()
+            commit = view.commits.get(challenge.host)
+            if commit is None:
+                raise LookupError(f"no commit of {challenge.host} in round {challenge.round}")
             return verify_challenge(run.config, data, commit, challenge, store, policy,
-                                    self.cfg.device, roster)  # fmt: skip
+                                    self.cfg.device, view.roster)  # fmt: skip
         finally:
             self._ledger(run).record(challenge.round, "checkpoint", sorted(store.touched))
 
@@ -430,26 +450,27 @@ class VerifierService:
             self.skipped.add((job, "waiting"))
             log.info("%s: %s; asking again (a host may be restarting)", job, reason)
 
-    def _timed_check(self, run: Run, data: Dataset, challenge: Challenge, deadline: int) -> Verdict:
+    def _timed_check(
+        self, run: Run, data: Dataset, challenge: Challenge, deadline: int, view: RoundView
+    ) -> Verdict:
         """:meth:`_check` in a slot of the replays' gate, what it reads fetched before it."""
-        if (unavailable := self._warmed(run, challenge)) is not None:
+        if (unavailable := self._warmed(run, challenge, view)) is not None:
             return unavailable
         with self.replays_gate.slot(deadline):
             started = time.perf_counter()
             try:
-                return self._check(run, data, challenge)
+                return self._check(run, data, challenge, view)
             finally:
                 metrics.REPLAY_SECONDS.observe(time.perf_counter() - started)
 
-    def _warmed(self, run: Run, challenge: Challenge) -> Verdict | None:
+    def _warmed(self, run: Run, challenge: Challenge, view: RoundView) -> Verdict | None:
         """Fetch what an honest replay of ``challenge`` reads (``replay.warm_challenge``);
         the verdict when it cannot be (as the replay would give it), else None."""
         if self.cfg.behavior != "honest":
             return None
-        store = self._store(run, challenge.host, self.poc.hosts(run_id=run.run_id))
+        store = self._store(run, challenge.host, view.hosts)
         try:
-            commit = next((c for c in self.poc.commits(run.run_id, challenge.round)
-                           if c.host == challenge.host), None)  # fmt: skip
+            commit = view.commits.get(challenge.host)
             if commit is not None:
                 policy = Policy.for_run(self.params, run.config.precision)
                 warm_challenge(run.config, store, commit, challenge, policy)
@@ -586,8 +607,9 @@ class VerifierService:
             c for r, w in windows.items() if next_block < w.opening for c in self.pending(run, r)
         ]
         self.prune(run, min(windows) - 1)
-        futures = {pool.submit(self._timed_check, run, data, c, windows[c.round].opening - 1): c
-                   for c in jobs}  # fmt: skip
+        views = RoundView.of_rounds(self.poc, run.run_id, {c.round for c in jobs})
+        futures = {pool.submit(self._timed_check, run, data, c, windows[c.round].opening - 1,
+                               views[c.round]): c for c in jobs}  # fmt: skip
         left = Counter(c.round for c in jobs)  # per round: jobs not finished
         sealed: dict[int, list] = {r: [] for r in windows}  # per round: votes not yet sent
         pending = set(futures)
