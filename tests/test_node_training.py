@@ -759,6 +759,40 @@ def test_a_caller_that_never_finishes_its_requests_holds_no_more_than_its_share(
         server.stop(None)
 
 
+def test_a_caller_that_vanished_gives_back_its_streams_before_they_idle_out(tmp_path, monkeypatch):
+    """A blob service pings its callers too (``protocol.server_options``): a fetcher gone
+    without closing its connection held its address's streams until each idled out (30 s);
+    the connection is closed once a ping goes unanswered."""
+    from dilochain.protocol.server_options import server_options
+
+    monkeypatch.setattr(blob_service, "server_options", lambda: server_options(1.0, 1.0))
+    monkeypatch.setattr(blob_service, "caller_address", lambda peer: "203.0.113.5")  # one
+    served = LocalArtifactStore(tmp_path)
+    request = blob_pb2.GetBlobRequest(hash=served.put(b"an artifact")).SerializeToString()
+    server, endpoint = serve_blobs(served, "127.0.0.1:0", streams=4)
+    share, callers = blob_service.CALLER_STREAMS, []
+
+    def refused_of_a_full_share(then_silent: bool) -> int:
+        caller = NeverReads(endpoint)
+        callers.append(caller)
+        for _ in range(share + (2 if then_silent else 0)):
+            caller.ask("/dilochain.node.v1.Blob/Get", request, finished=False)
+        caller.read(quiet=0.5)  # answering pings meanwhile
+        if not then_silent:
+            caller.close()
+        return caller.refused()
+
+    try:
+        assert refused_of_a_full_share(then_silent=True) == 2  # it holds its share, and goes
+        began = time.monotonic()
+        until(lambda: refused_of_a_full_share(then_silent=False) == 0, patience=20)
+        assert time.monotonic() - began < blob_service.SEND_IDLE_SECONDS  # not idled out
+    finally:
+        for caller in callers:
+            caller.close()
+        server.stop(None)
+
+
 def test_the_peer_asked_last_stays_last_behind_peers_that_sent_bad_bytes(tmp_path, monkeypatch):
     """``last`` (a committing host that may withhold) is asked after every other peer, those
     that lately sent bad bytes included: ordering it in the store and suspects in the fetch
