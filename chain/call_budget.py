@@ -14,6 +14,7 @@ processes.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 from collections.abc import AsyncIterator
 
@@ -29,6 +30,10 @@ from dilochain.protocol.endpoint import caller_address
 NODE_CALLS = 512
 CALLER_CALLS = 32
 LOCAL_CALLS = 2048
+# Seconds a call's request has to arrive once its first frame has: the chain's largest tx
+# (1 MiB) at 280 kbit/s. A caller that drips its request (and answers the keepalive pings that
+# close a silent one) holds its place this long at most, then must call again.
+REQUEST_SECONDS = 30.0
 
 
 class BoundedCalls(grpc.aio.ServerInterceptor):
@@ -90,7 +95,12 @@ class BoundedCalls(grpc.aio.ServerInterceptor):
 
 
 async def _one(requests: AsyncIterator, context):
-    """The one request of a unary call."""
-    async for request in requests:
-        return request
+    """The one request of a unary call, if it arrives within :data:`REQUEST_SECONDS`."""
+    try:
+        async with asyncio.timeout(REQUEST_SECONDS):
+            async for request in requests:
+                return request
+    except TimeoutError:
+        await context.abort(grpc.StatusCode.DEADLINE_EXCEEDED,
+                            f"the request did not arrive within {REQUEST_SECONDS:g} s")  # fmt: skip
     await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "a unary call without a request")

@@ -16,7 +16,7 @@ import pytest
 from cosmpy.protos.cosmos.base.tendermint.v1beta1 import query_pb2 as tm_q
 from google.protobuf import wrappers_pb2
 
-from dilochain.chain import rest_gateway
+from dilochain.chain import call_budget, rest_gateway
 from dilochain.chain.answer_budget import BoundedAnswers, quiet_departed_callers
 from dilochain.chain.call_budget import BoundedCalls
 from dilochain.chain.rest_gateway import RestGateway
@@ -231,6 +231,25 @@ def test_calls_whose_request_never_ends_are_held_only_within_the_node_s_budget()
                 assert get(wrappers_pb2.UInt64Value(value=size), timeout=10).value == b"x" * size
             until(lambda: calls.held == 0)
     finally:
+        stop()
+
+
+def test_a_request_that_drips_holds_its_call_only_so_long(monkeypatch):
+    """A caller that never finishes its request, but stays (it answers the keepalive pings),
+    held its call for as long as it liked; the request now has ``REQUEST_SECONDS``."""
+    monkeypatch.setattr(call_budget, "REQUEST_SECONDS", 1.0)
+    calls = CallerBudget(total=8, per_caller=8)
+    port, stop = _serve_big(CallerBudget(64 * MIB, 64 * MIB), calls)
+    try:
+        dripping = NeverReads(f"127.0.0.1:{port}")
+        for _ in range(3):
+            dripping.ask(BIG, wrappers_pb2.UInt64Value(value=MIB).SerializeToString(), False)
+        until(lambda: dripping.read(quiet=0.1) or calls.held == 3)
+        until(lambda: dripping.read(quiet=0.1) or len(dripping.status) == 3)
+        assert set(dripping.status.values()) == {str(grpc.StatusCode.DEADLINE_EXCEEDED.value[0])}
+        assert calls.held == 0
+    finally:
+        dripping.close()
         stop()
 
 
