@@ -497,10 +497,10 @@ def test_a_slow_replay_holds_back_no_finished_vote_as_the_window_closes(
 def test_a_stopping_verifier_begins_no_more_replays_of_its_pass(
     running_chain, tmp_path, monkeypatch
 ):
-    """A verifier asked to stop waited for every replay of its pass (and the fetches of each):
-    ~35 s on the devnet. The pass now ends once it is stopping, and replays not begun are
-    not begun (the one under way finishes; a restarted verifier replays what it did not
-    vote on while the window is open)."""
+    """A verifier asked to stop waited for every replay of its pass (and the fetches of each).
+    The pass now ends once it is stopping: replays not begun are not begun, the votes finished
+    go out, and those under way finish (a restarted verifier replays what it did not vote on
+    while the window is open)."""
     from concurrent.futures import ThreadPoolExecutor
 
     from dilochain.protocol.pb.poc.v1.types_pb2 import Challenge
@@ -513,11 +513,12 @@ def test_a_stopping_verifier_begins_no_more_replays_of_its_pass(
     window = Window(0, start=10, end=13, selection=23, opening=40, resolution=42, handover=33)
     jobs = [Challenge(run_id="r", round=0, host=f"h{i}", segment=1) for i in range(4)]
     service.poc._blocks = SimpleNamespace(height=20)
-    started, release, ran = threading.Event(), threading.Event(), []
+    started, release, ran, sent = threading.Event(), threading.Event(), [], []
 
     def check(run, data, c, deadline, view):
-        if c.host == "h0":
+        if c.host == "h2":  # h0 holds one thread, h1 is done at once, then h2 takes it
             started.set()
+        if c.host != "h1":
             release.wait(30)
         ran.append(c.host)
         return Verdict(True, "replayed")
@@ -529,14 +530,15 @@ def test_a_stopping_verifier_begins_no_more_replays_of_its_pass(
     _no_chain_views(monkeypatch)
     monkeypatch.setattr(service, "pending", lambda run, round_: jobs)
     monkeypatch.setattr(service, "_timed_check", check)
+    monkeypatch.setattr(service, "_send", lambda *msgs, until_height: sent.extend(msgs))
     stopper = threading.Thread(target=lambda: started.wait(30) and service.stopping.set())
     stopper.start()
-    with ThreadPoolExecutor(1) as pool:
-        assert service._work_on(Run(run_id="r"), pool) == 0  # returned with h0 still under way
-        assert ran == []
+    with ThreadPoolExecutor(2) as pool:
+        assert service._work_on(Run(run_id="r"), pool) == 1  # with h0 and h2 under way
+        assert ran == ["h1"] and [m.host for m in sent] == ["h1"]
         release.set()
     stopper.join(30)
-    assert ran == ["h0"]  # the rest never began
+    assert sorted(ran) == ["h0", "h1", "h2"]  # h3 never began
 
 
 @pytest.mark.integration

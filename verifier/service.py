@@ -612,9 +612,19 @@ class VerifierService:
                                views[c.round]): c for c in jobs}  # fmt: skip
         left = Counter(c.round for c in jobs)  # per round: jobs not finished
         sealed: dict[int, list] = {r: [] for r in windows}  # per round: votes not yet sent
+
+        def send(r: int) -> int:
+            msgs, sealed[r] = sealed[r], []
+            return len(msgs) - send_batched(self._send, msgs, "sealed verdict",
+                                            windows[r].opening - 1)  # fmt: skip
+
         pending = set(futures)
-        while pending and not self.stopping.is_set():
-            done, pending = wait(pending, timeout=1.0, return_when=FIRST_COMPLETED)
+        while pending:
+            if self.stopping.is_set():  # replays not begun are not begun; those finished vote
+                done = {f for f in pending if not f.cancel() and f.done()}
+                pending = set()
+            else:
+                done, pending = wait(pending, timeout=1.0, return_when=FIRST_COMPLETED)
             for future in done:
                 c = futures[future]
                 left[c.round] -= 1
@@ -624,11 +634,8 @@ class VerifierService:
             for r, msgs in sealed.items():  # a round's votes go once its jobs are done, or
                 last = windows[r].opening - 1  # once its window is about to close
                 if msgs and (not left[r] or now + SEND_MARGIN_BLOCKS >= last):
-                    voted += len(msgs) - send_batched(self._send, msgs, "sealed verdict", last)
-                    sealed[r] = []
-        for future in pending:  # stopping: replays not begun are not begun
-            future.cancel()
-        return voted
+                    voted += send(r)
+        return voted + sum(send(r) for r, msgs in sealed.items() if msgs)  # a stop's last votes
 
     def _sealed_vote(
         self, run: Run, c: Challenge, future: Future, window: schedule.Window, next_block: int
