@@ -190,8 +190,10 @@ class ChainNode:
                               self.snapshots, self.retain_blocks)  # fmt: skip
         abci = AbciServer(handler)
         # A private folder (mode 0700) for the socket: a home's path may be longer than a unix
-        # socket's name may be.
-        sockets = Path(tempfile.mkdtemp(prefix="dilochain-abci-"))
+        # socket's name may be. It names this process, so a later node can tell it from a live
+        # node's once this one was killed (SIGKILL, OOM) before it could remove it.
+        _remove_stale_sockets()
+        sockets = Path(tempfile.mkdtemp(prefix=f"{SOCKETS_PREFIX}{os.getpid()}-"))
         abci_socket = sockets / "abci.sock"
         await abci.start(abci_socket)
         await server.start()
@@ -236,6 +238,25 @@ DIVERGENCE = re.compile(
     r"|CONSENSUS FAILURE|module=blocksync.*wrong Block\.Header\.AppHash"
     r"|wrong Block\.Header\.AppHash.*module=blocksync"
 )
+
+
+SOCKETS_PREFIX = "dilochain-abci-"
+
+
+def _remove_stale_sockets() -> None:
+    """Remove the socket folders of chain nodes that are gone: each names its process, and one
+    whose process no longer runs was left by a node killed before it could clean up (one a
+    crash otherwise, in the machine's temporary folder)."""
+    for folder in Path(tempfile.gettempdir()).glob(f"{SOCKETS_PREFIX}*-*"):
+        pid = folder.name.removeprefix(SOCKETS_PREFIX).split("-", 1)[0]
+        if not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:  # gone (a reused pid only keeps a stale folder a while)
+            shutil.rmtree(folder, ignore_errors=True)
+        except PermissionError:  # another user's live process
+            continue
 
 
 def _size(path: Path) -> int:

@@ -8,6 +8,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -91,10 +92,14 @@ def test_kill_9_loses_no_committed_tx(tmp_path, victim):
             committed[digest] = got.tx_response.height
         header = tm_stub.GetLatestBlock(tm_q.GetLatestBlockRequest(), timeout=5).block.header
         app_hashes[header.height] = header.app_hash
+    left: list[Path] = []  # the killed app's ABCI socket folder, which it could not remove
     if victim == "app":
         comet = first.cometbft_pid()
         first.kill()  # SIGKILL mid-stream; CometBFT follows its parent (PDEATHSIG)
         _wait_gone(comet)  # a loaded machine may take a while to stop it: its ports are held
+        assert first.proc is not None
+        left = list(Path(tempfile.gettempdir()).glob(f"dilochain-abci-{first.proc.pid}-*"))
+        assert len(left) == 1
     else:
         os.kill(first.cometbft_pid(), signal.SIGKILL)
         assert first.proc is not None
@@ -105,6 +110,7 @@ def test_kill_9_loses_no_committed_tx(tmp_path, victim):
     assert len(committed) > 20, "the stream should have committed txs before the crash"
 
     with ChainProcess(tmp_path, block_time="100ms") as second:
+        assert not any(folder.exists() for folder in left)  # the next node removed it
         channel = grpc.insecure_channel(second.address)
         txs_stub, tm_stub = tx_grpc.ServiceStub(channel), tm_grpc.ServiceStub(channel)
         for digest, height in committed.items():
