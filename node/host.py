@@ -272,15 +272,16 @@ class HostNode:
 
     def _round_info(self) -> q.QueryRoundInfoResponse:
         """The chain's height and the run's round. While no chain node answers it asks again
-        every two seconds until the node is told to stop: every loop of the node waits on the
-        chain's height anyway, and an outage must not end a loop."""
+        every half second until the node is told to stop: every loop of the node waits on the
+        chain's height anyway, an outage must not end a loop, and a chain back from one goes on
+        at once (a reveal window is a few blocks)."""
         while True:
             try:
                 info = self.poc.round_info(self.cfg.run_id)
             except grpc.RpcError as err:
                 if not transient(err) or self._stopping.is_set():
                     raise
-                self._stopping.wait(2.0)
+                self._stopping.wait(0.5)
                 continue
             self.pace.observe(info.height)
             return info

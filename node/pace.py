@@ -45,5 +45,8 @@ class Pace:
         """Whether to skip a round whose window ends at ``window_end``: at this pace, started
         after block ``height`` it misses its window, started after ``earliest`` (when its roster
         was drawn) it would not have — so a host that is late, not slow, catches up on the next
-        round. A host too slow for any window does not skip (its pace may change)."""
+        round. A host too slow for any window does not skip (its pace may change), unless the
+        window has closed: no pace lands a commit in it."""
+        if height + 1 > window_end:
+            return True
         return not self.fits(height, window_end) and self.fits(earliest, window_end)

@@ -42,3 +42,7 @@ def test_a_late_host_skips_a_round_but_a_slow_one_does_not():
     assert not pace.skip(100, 90, 151)  # it fits from now
     assert pace.skip(120, 90, 151)  # late: it would have fitted from its roster's block
     assert not pace.skip(120, 110, 151)  # slow: it fits no window; train and see
+    # ... but not once the window has closed: a host slowed by a long aggregation trained a
+    # round from block 877 whose window had closed at 873 (a fault probe), and missed it
+    assert pace.skip(151, 110, 151) and pace.skip(877, 860, 873)
+    assert Pace().skip(151, 100, 151) and not Pace().skip(150, 100, 151)  # pace unknown yet

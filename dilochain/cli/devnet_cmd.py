@@ -26,6 +26,7 @@ from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import grpc
 from rich.console import Console, Group
 from rich.live import Live
 from rich.table import Table
@@ -62,7 +63,7 @@ from dilochain.cli.devnet_sizing import (
     usable_cores,
 )
 from dilochain.cli.status_cmd import progress_lines, render, tables, view
-from dilochain.client import TxRefused, connect, submit
+from dilochain.client import ChainUnreachable, TxRefused, connect, submit
 from dilochain.dashboard.server import Dashboard
 from dilochain.genesis.document import load_genesis
 from dilochain.keyring import Keyring
@@ -343,18 +344,30 @@ def _run(
                                                             run_id=RUN_ID, config=cfg))  # fmt: skip
             busy = _utilisation(PocClient(addresses), hosts, node_procs)
             shown: list[str] = []
+            outage = False
             with Live(console=console, refresh_per_second=1) as live:
                 while (any(p.poll() is None for p in node_procs.values())
                        or (scenario is not None and scenario.pending())):  # fmt: skip
-                    now = view(addresses, RUN_ID)
+                    supervisor.check()  # first: the chain may be what stopped
+                    try:
+                        now = view(addresses, RUN_ID)
+                        busy.tick(client.query_height())
+                        if scenario is not None:
+                            scenario.step(node_procs)
+                    except (ChainUnreachable, grpc.RpcError) as err:  # its validator restarts
+                        if not outage:
+                            console.print(f"[yellow]chain unreachable ({_reason(err)}); "
+                                          "waiting for it to come back[/]")  # fmt: skip
+                        outage = True
+                        time.sleep(1)
+                        continue
+                    if outage:
+                        console.print("[green]chain reachable again[/]")
+                        outage = False
                     live.update(Group(*render(now)))
                     if not console.is_terminal and (lines := progress_lines(now)) != shown:
                         console.print(*lines, sep="\n")  # a log file sees progress too
                         shown = lines
-                    busy.tick(client.query_height())
-                    if scenario is not None:
-                        scenario.step(node_procs)
-                    supervisor.check()
                     time.sleep(1)
                 live.update(Group(*tables(addresses, RUN_ID)))
             _await_auto_claims(console, PocClient(addresses), verifiers)
@@ -452,6 +465,13 @@ def _final_loss(console: Console, poc: PocClient, data: Path, artifacts: Path) -
     load_params(model, params_of(view.state))
     corpus = Dataset(data, cfg.data_manifest_hash, cfg.tokenizer_hash)
     return eval_loss(model, corpus.heldout_batches(EVAL_BATCHES, cfg.batch_size, cfg.seq_len))
+
+
+def _reason(err: Exception) -> str:
+    """A chain error in a few words."""
+    if isinstance(err, grpc.RpcError):
+        return err.code().name
+    return str(err).split(":")[0]
 
 
 def _next_steps(console: Console, network: LocalNetwork, root: Path, keep: bool) -> None:
