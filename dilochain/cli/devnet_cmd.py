@@ -471,7 +471,7 @@ def _reason(err: Exception) -> str:
     """A chain error in a few words."""
     if isinstance(err, grpc.RpcError):
         return err.code().name
-    return str(err).split(":")[0]
+    return str(err).splitlines()[0].split(" (")[0]
 
 
 def _next_steps(console: Console, network: LocalNetwork, root: Path, keep: bool) -> None:
