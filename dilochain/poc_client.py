@@ -1,5 +1,5 @@
-"""A typed client of ``dilochain.poc.v1.Query``, in cosmpy's style, and the bonding path that
-hosts and verifiers share."""
+"""A typed client of ``dilochain.poc.v1.Query``, in cosmpy's style, and the bonding path (and
+the word on a slash) that hosts and verifiers share."""
 
 from __future__ import annotations
 
@@ -194,3 +194,14 @@ def ensure_bonded(
             f"{address} must bond {need}{DENOM} more collateral and holds {balance}{DENOM}"
         )
     return [MsgDepositCollateral(depositor=address, amount=str(need))]
+
+
+def last_slash(poc: PocClient, address: str, run_id: str | None = None) -> str:
+    """Why ``address`` was last slashed (in run ``run_id``, if given), for its operator's log
+    ("" if it never was): a host or verifier that bonds again after a slash says what for."""
+    slashes = [s for s in poc.slashes(address) if run_id is None or s.run_id == run_id]
+    if not slashes:
+        return ""
+    last = max(slashes, key=lambda s: s.height)
+    where = f" in run {last.run_id} round {last.round}" if last.run_id else ""
+    return f"slashed {last.amount}{DENOM} at block {last.height}{where}: {last.reason}"

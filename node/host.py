@@ -48,7 +48,7 @@ from dilochain.node.errors import NodeError
 from dilochain.node.pace import Pace
 from dilochain.node.ranks import HostRanks
 from dilochain.node.resume import PendingCommit, RecordDamaged, ResumeState, run_instance
-from dilochain.poc_client import InsufficientFunds, PocClient, ensure_bonded
+from dilochain.poc_client import InsufficientFunds, PocClient, ensure_bonded, last_slash
 from dilochain.protocol.hashing import content_hash
 from dilochain.protocol.merkle import merkle_proof, merkle_root
 from dilochain.protocol.model_config import ModelConfigError, config_hash
@@ -299,6 +299,15 @@ class HostNode:
         if member and mine.endpoint == endpoint:
             return
         msgs = []
+        if not member:  # back after leaving, or after a slash jailed it (its record gone)
+            why = (
+                "it left"
+                if mine is not None
+                else last_slash(self.poc, self.address, self.cfg.run_id)
+            )
+            if why:
+                log.warning("no longer a host of run %s (%s); bonding and registering again",
+                            self.cfg.run_id, why)  # fmt: skip
         if not member:  # new, or back after leaving: the run's collateral is held anew
             required = int(self.rc.min_collateral)
             try:
@@ -1049,9 +1058,9 @@ class HostNode:
                              self.rc.total_rounds)  # fmt: skip
                     break
                 if not self._registered():
-                    log.warning("no longer a host of run %s (it left, or failed a challenge "
-                                "and was jailed): stopping at round %d",
-                                self.cfg.run_id, info.round)  # fmt: skip
+                    why = last_slash(self.poc, self.address, self.cfg.run_id) or "it left"
+                    log.warning("no longer a host of run %s (%s): stopping at round %d",
+                                self.cfg.run_id, why, info.round)  # fmt: skip
                     break
                 round_ = self._next_round(info.height, done)
                 if round_ >= self.rc.total_rounds:

@@ -35,7 +35,7 @@ from dilochain.client import Sender, TxRefused
 from dilochain.endpoints import ChainAddresses, shown, transient
 from dilochain.logs import LogFormat
 from dilochain.metrics_http import MetricsAddress, set_standing
-from dilochain.poc_client import InsufficientFunds, PocClient, ensure_bonded
+from dilochain.poc_client import InsufficientFunds, PocClient, ensure_bonded, last_slash
 from dilochain.protocol import schedule
 from dilochain.protocol.endpoint import (
     PRIVATE_SWITCH,
@@ -333,8 +333,9 @@ class VerifierService:
             log.info("no longer in the verifier set: it left and was released (its free "
                      "collateral unbonds); stopping")  # fmt: skip
             return False
-        log.warning("no longer a registered verifier (a slash left less than the minimum "
-                    "bonded); bonding the minimum again and registering")  # fmt: skip
+        log.warning("no longer a registered verifier (%s, which left less than the minimum "
+                    "bonded); bonding the minimum again and registering",
+                    last_slash(self.poc, self.address) or "a slash")  # fmt: skip
         try:
             self.ensure_registered()
         except VerifierError as err:
