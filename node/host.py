@@ -299,16 +299,15 @@ class HostNode:
         if member and mine.endpoint == endpoint:
             return
         msgs = []
-        if not member:  # back after leaving, or after a slash jailed it (its record gone)
-            why = (
-                "it left"
-                if mine is not None
-                else last_slash(self.poc, self.address, self.cfg.run_id)
-            )
+        if not member:  # new, back after leaving, or back after a slash jailed it (its
+            # record gone): the run's collateral is held anew
+            if mine is not None:
+                why = "it left"
+            else:
+                why = last_slash(self.poc, self.address, self.cfg.run_id)
             if why:
                 log.warning("no longer a host of run %s (%s); bonding and registering again",
                             self.cfg.run_id, why)  # fmt: skip
-        if not member:  # new, or back after leaving: the run's collateral is held anew
             required = int(self.rc.min_collateral)
             try:
                 msgs = ensure_bonded(self.client, self.poc, self.wallet, required)

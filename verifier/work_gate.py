@@ -50,9 +50,9 @@ class WorkGate:
         with self._changed:
             heapq.heappush(self._waiting, entry)
             try:
-                while self._running >= self.capacity or self._waiting[0] != entry:
-                    if self._closed:
-                        raise WindowClosed("the verifier is stopping")
+                while not self._closed and (
+                    self._running >= self.capacity or self._waiting[0] != entry
+                ):
                     self._changed.wait()
                 if self._closed:
                     raise WindowClosed("the verifier is stopping")

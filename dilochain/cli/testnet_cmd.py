@@ -51,8 +51,8 @@ def _init(args: argparse.Namespace) -> int:
             raise CliError(f"--account {given!r}: give ADDRESS_OR_KEY=COINS (an address or a key "
                            "name, e.g. alice=1000000000udlc)")  # fmt: skip
         address, coins = genesis_account(args.home, name, amount)
+        funded = accounts.setdefault(address, {})
         for denom, units in coins.items():
-            funded = accounts.setdefault(address, {})
             funded[denom] = funded.get(denom, 0) + units
             if funded[denom] > MAX_AMOUNT:
                 raise CliError(f"--account: {address} would hold more than 2^256 - 1 {denom}")
