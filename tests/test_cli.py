@@ -293,8 +293,9 @@ def test_testnet_init_and_chain_init_answer_in_json(tmp_path, capsys):
                          str(tmp_path / "net"), "-o", "json")  # fmt: skip
     assert code == 0, err
     listed = json.loads(out)
-    assert [n["name"] for n in listed] == ["node0", "node1"]
-    assert listed[1]["rpc"] == rpc_address(tmp_path / "net" / "node1")
+    assert [n["name"] for n in listed["validators"]] == ["node0", "node1"]
+    assert listed["validators"][1]["rpc"] == rpc_address(tmp_path / "net" / "node1")
+    assert (listed["chain_id"], listed["accounts"]) == ("dilochain-testnet", [])
     code, out, err = run(capsys, "chain", "init", "--home", str(tmp_path / "h"), "--chain-id",
                          "net-2", "-o", "json")  # fmt: skip
     assert code == 0, err
@@ -316,6 +317,10 @@ def test_testnet_init_funds_accounts_in_every_validator_s_genesis(tmp_path, caps
                          f"{bob}=3udlc")  # fmt: skip
     assert code == 0, err
     assert f"funded {alice}: 5000000udlc" in out and f"funded {bob}: 10udlc" in out
+    code, out, err = run(capsys, "testnet", "init", "--validators", "1", "--dir",
+                         str(tmp_path / "json"), "--home", home, "--account",
+                         "alice=5udlc", "-o", "json")  # fmt: skip
+    assert json.loads(out)["accounts"] == [{"address": alice, "coins": "5udlc"}], err
     for node in ("node0", "node1"):
         doc = load_genesis(genesis_path(tmp_path / "net" / node))
         funded = {a.address: {c.denom: c.amount for c in a.coins} for a in doc.accounts}

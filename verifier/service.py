@@ -73,8 +73,9 @@ from dilochain.verifier.screening import screen_commit
 from dilochain.verifier.work_gate import WindowClosed, WorkGate
 
 log = logging.getLogger(__name__)
-# Every so many passes (a pass a block) a verifier checks it is still registered (a slash below
-# the minimum removes it) and whether it left and was released.
+# Every so many passes (a pass a block) a verifier checks whether it left and was released, and
+# brings its collateral metrics up to date; whether it is still listed (a slash below the minimum
+# removes it) it checks every pass.
 REGISTRATION_CHECK_PASSES = 50
 SEND_MARGIN_BLOCKS = 2  # a round's finished votes go out this close to its window's end
 SCREEN_FETCHES = 4  # commits of a round whose artifacts are fetched at once for its screens
@@ -183,6 +184,7 @@ class VerifierService:
         self.pruned: dict[str, int] = {}  # per run: the last decided round pruned for
         self.verdicts = 0
         self.left_height = self.release_height = 0  # once it is seen leaving the set
+        self._cannot_register = False  # its last try to register again failed (funds)
         self.sender = Sender(self.client, wallet)  # every run's duties sign with one key
         self._count_lock = threading.Lock()  # verdicts are counted by every run's thread
         self._dataset_locks: dict[str, threading.Lock] = {}  # a run's screens and replays ask
@@ -338,9 +340,22 @@ class VerifierService:
                     last_slash(self.poc, self.address) or "a slash")  # fmt: skip
         try:
             self.ensure_registered()
+            self._cannot_register = False
         except VerifierError as err:
             log.error("%s; checking again later", err)
+            self._cannot_register = True
         return True
+
+    def _registration_due(self, passes: int) -> bool:
+        """Whether this pass checks the registration (:meth:`_stay_registered`): every
+        ``REGISTRATION_CHECK_PASSES``, and at once when the chain no longer lists this verifier
+        (a slash left it below the minimum: every block out of the set is a block of screens
+        and votes it may not cast) unless it is leaving or could not register last time."""
+        if passes % REGISTRATION_CHECK_PASSES == 0:
+            return True
+        if self.left_height or self._cannot_register:
+            return False
+        return own_record(self.poc, self.address) is None
 
     def _dataset(self, run: Run) -> Dataset | None:
         """The run's dataset, if this verifier can work for the run (it has or can fetch the
@@ -694,7 +709,7 @@ class VerifierService:
                 if stopped := [t.name for t in duties if not t.is_alive()]:
                     raise VerifierError(f"the {stopped[0]} thread stopped; see the log above")
                 try:
-                    if passes % REGISTRATION_CHECK_PASSES == 0 and not self._stay_registered():
+                    if self._registration_due(passes) and not self._stay_registered():
                         break
                 except grpc.RpcError as err:  # an outage: try again, never exit on it
                     if not transient(err):

@@ -58,7 +58,11 @@ def _init(args: argparse.Namespace) -> int:
                 raise CliError(f"--account: {address} would hold more than 2^256 - 1 {denom}")
     homes = init_testnet(args.dir, args.validators, args.chain_id, accounts,
                          block_time=block_time_flag(args.block_time))  # fmt: skip
-    data = [{"name": h.name, "home": str(h), "rpc": rpc_address(h)} for h in homes]
+    data = {
+        "chain_id": args.chain_id,
+        "validators": [{"name": h.name, "home": str(h), "rpc": rpc_address(h)} for h in homes],
+        "accounts": [{"address": a, "coins": format_coins(c)} for a, c in accounts.items()],
+    }
     text = [f"{h.name}: {h} (RPC {rpc_address(h)})" for h in homes]
     text += [f"funded {address}: {format_coins(coins)}" for address, coins in accounts.items()]
     print_result(args, data, "\n".join(text))
