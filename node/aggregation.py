@@ -284,3 +284,29 @@ class Aggregator:
         self.store.put(nxt.encoded)
         log.info("round %d aggregated %d pseudo-gradients", view.round, len(deltas))
         return nxt
+
+
+def advance_or_resync(aggregator: Aggregator, view: GlobalView, round_: int) -> GlobalView | None:
+    """``view`` one aggregation on, for a host catching up to round ``round_``. If a
+    pseudo-gradient (or a global state) it needs is on no peer, it logs one line and takes the
+    chain's newest recorded global state instead, when there is a newer one that most of its
+    round's hosts named, but never past a recorded state that differs from its own and cannot
+    be checked: then None (the host sits the round out)."""
+    try:
+        return aggregator.advance(view)  # evaluated by the committer
+    except UncheckedGlobalState as err:  # never skipped for the chain's latest
+        log.warning("round %d: sitting it out: %s", round_, err)
+        return None
+    except ArtifactError as err:
+        log.warning("round %d: cannot aggregate round %d (%s); resyncing from the "
+                    "chain's global checkpoints", round_, view.round, err)  # fmt: skip
+    try:  # unchecked: only a state most of its round's hosts named
+        latest = aggregator.latest(vouched=True)
+    except ArtifactError as again:
+        log.warning("round %d: sitting it out: %s", round_, again)
+        return None
+    if latest is None or latest.round <= view.round:
+        log.warning("round %d: sitting it out: no newer global state recorded "
+                    "that most of its round's hosts named", round_)  # fmt: skip
+        return None
+    return latest

@@ -41,7 +41,7 @@ from dilochain.endpoints import shown, transient
 from dilochain.failpoints import armed, failpoint
 from dilochain.metrics_http import set_standing
 from dilochain.node import metrics
-from dilochain.node.aggregation import Aggregator, GlobalView, UncheckedGlobalState
+from dilochain.node.aggregation import Aggregator, GlobalView, advance_or_resync
 from dilochain.node.behaviors import Behavior, RoundJob
 from dilochain.node.config import NodeConfig
 from dilochain.node.errors import NodeError
@@ -471,32 +471,24 @@ class HostNode:
             return self.eval_losses[view.round]
 
     def catch_up(self, view: GlobalView, round_: int, attempted: int) -> GlobalView:
-        """``view`` advanced to ``round_``, saved after each step. If a pseudo-gradient (or a
-        global state) it needs is on no peer, it logs one line and takes the chain's newest
-        recorded global state instead, when there is a newer one that most of its round's
-        hosts named, but never past a recorded state that differs from its own and cannot be
-        checked; it returns a view short of ``round_`` when it could not get there (the node
-        then sits the round out)."""
+        """``view`` advanced to ``round_`` (``advance_or_resync``), saved after each step;
+        short of ``round_`` when it could not get there (the node then sits the round out). A
+        full disk (``OSError``) part of the way returns the view it reached, so that the node
+        prunes before it tries again instead of aggregating the same rounds into the same full
+        disk again and again; with no step made it raises."""
+        start = view.round
         while view.round < round_:
             try:
-                view = self.aggregator.advance(view)  # evaluated by the committer
-            except UncheckedGlobalState as err:  # never skipped for the chain's latest
-                log.warning("round %d: sitting it out: %s", round_, err)
+                reached = advance_or_resync(self.aggregator, view, round_)
+                if reached is None:
+                    return view
+                view = reached
+                self._save(view, attempted)
+            except OSError as err:
+                if view.round == start:
+                    raise
+                log.warning("round %d: sitting it out at round %d: %s", round_, view.round, err)
                 return view
-            except ArtifactError as err:
-                log.warning("round %d: cannot aggregate round %d (%s); resyncing from the "
-                            "chain's global checkpoints", round_, view.round, err)  # fmt: skip
-                try:  # unchecked: only a state most of its round's hosts named
-                    latest = self.aggregator.latest(vouched=True)
-                except ArtifactError as again:
-                    log.warning("round %d: sitting it out: %s", round_, again)
-                    return view
-                if latest is None or latest.round <= view.round:
-                    log.warning("round %d: sitting it out: no newer global state recorded "
-                                "that most of its round's hosts named", round_)  # fmt: skip
-                    return view
-                view = latest
-            self._save(view, attempted)
         return view
 
     def prune(self, aggregated: range, resolved: int) -> None:

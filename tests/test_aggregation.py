@@ -3,6 +3,7 @@ and never crashes on a hostile commit."""
 
 from __future__ import annotations
 
+import errno
 import threading
 import time
 from types import SimpleNamespace
@@ -137,15 +138,18 @@ def test_accepted_pseudo_gradients_come_also_from_the_sources_of_accepted_artifa
 
 
 class _Host:
-    """What HostNode.catch_up uses: an aggregator that fails for some rounds, and saves."""
+    """What HostNode.catch_up uses: an aggregator that fails for some rounds (the artifact on
+    no peer, or the disk full), and saves."""
 
-    def __init__(self, unreachable: set[int], latest: GlobalView | None):
+    def __init__(self, unreachable: set[int], latest: GlobalView | None, full: set[int] = ()):
         self.unreachable, self.recorded, self.saved = unreachable, latest, []
-        self.aggregator = self
+        self.full, self.aggregator = full, self
 
     def advance(self, view: GlobalView) -> GlobalView:
         if view.round in self.unreachable:
             raise ArtifactError(f"artifact of round {view.round} is on no peer after 3 tries")
+        if view.round in self.full:
+            raise OSError(errno.ENOSPC, "No space left on device")
         return GlobalView(view.round + 1, view.state)
 
     def latest(self, vouched: bool = False) -> GlobalView | None:
@@ -165,6 +169,20 @@ def test_a_host_that_cannot_aggregate_resyncs_from_the_chain_or_sits_out(caplog)
     host = _Host(unreachable={1}, latest=GlobalView(1, state))
     assert HostNode.catch_up(host, GlobalView(0, state), 3, attempted=0).round == 1
     assert "sitting it out: no newer global state recorded" in caplog.text
+
+
+def test_a_full_disk_part_of_the_way_keeps_the_rounds_aggregated(caplog):
+    """A host whose disk filled up while it aggregated lost every round it had aggregated
+    (the error unwound the whole catch-up), never pruned (that comes after it), and so filled
+    the disk again aggregating the same rounds: ~3 minutes to commit again after a full disk.
+    It now keeps the view it reached and sits the round out, so the node prunes first."""
+    state = {"w": torch.zeros(2)}
+    host = _Host(unreachable=set(), latest=None, full={2})
+    view = HostNode.catch_up(host, GlobalView(0, state), 4, attempted=0)
+    assert view.round == 2 and host.saved == [1, 2]
+    assert "round 4: sitting it out at round 2: [Errno 28] No space left" in caplog.text
+    with pytest.raises(OSError):  # no step made: the round loop's handler sits it out
+        HostNode.catch_up(host, view, 4, attempted=0)
 
 
 def test_overlapped_rounds_aggregate_the_commits_built_on_the_state_before(tmp_path):
