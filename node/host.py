@@ -47,7 +47,14 @@ from dilochain.node.config import NodeConfig
 from dilochain.node.errors import NodeError
 from dilochain.node.pace import Pace
 from dilochain.node.ranks import HostRanks
-from dilochain.node.resume import PendingCommit, RecordDamaged, ResumeState, run_instance
+from dilochain.node.resume import (
+    PendingCommit,
+    RecordDamaged,
+    ResumeState,
+    run_instance,
+    state_file,
+)
+from dilochain.node.reveals import Revealer
 from dilochain.poc_client import InsufficientFunds, PocClient, ensure_bonded, last_slash
 from dilochain.protocol.hashing import content_hash
 from dilochain.protocol.merkle import merkle_proof, merkle_root
@@ -56,13 +63,11 @@ from dilochain.protocol.pb.poc.v1 import query_pb2 as q
 from dilochain.protocol.pb.poc.v1.tx_pb2 import (
     MsgCommitRound,
     MsgRegisterHost,
-    MsgRevealCheckpoints,
 )
 from dilochain.protocol.pb.poc.v1.types_pb2 import Challenge, Run
 from dilochain.protocol.schedule import (
     Window,
     base_round,
-    in_flight,
     roster_height,
     round_window,
     window_at,
@@ -133,8 +138,11 @@ class HostNode:
 
     def __init__(
         self, cfg: NodeConfig, client: LedgerClient, wallet: Wallet, behavior: Behavior,
-        objects: ObjectStore | None = None,
+        objects: ObjectStore | None = None, sender: Sender | None = None,
+        revealer: Revealer | None = None,
     ):  # fmt: skip
+        """``sender`` and ``revealer``: those of an early revealer (``reveals.early_revealer``:
+        a restarted host reveals what it owes before it builds its model)."""
         self.cfg = cfg
         self.objects = objects  # where it publishes what others fetch (None: its blob service)
         self.client = client
@@ -189,11 +197,20 @@ class HostNode:
         self.pace = Pace()
         # Per round this node trained lately: its checkpoint hashes (for its reveals).
         self.checkpoint_hashes: dict[int, list[bytes]] = {}
-        self.sender = Sender(self.client, wallet)  # the auto-claimer signs with the same key
+        self.sender = sender or Sender(self.client, wallet)  # the auto-claimer's key too
         self.ledger = Ledger(cfg.state_dir)
         self.retention = Retention(cfg.keep_global_states, cfg.archive_every,
                                    cfg.keep_decided_rounds)  # fmt: skip
         self._stopping = threading.Event()  # the run's stop, once it runs
+        self.revealer = revealer or Revealer(
+            self.poc,
+            self.run_,
+            params,
+            self.address,
+            self._send,
+            cfg.poll_seconds,
+            self._stopping,
+        )
 
     # ---- chain -------------------------------------------------------------------------------
     def _query_run(self) -> Run:
@@ -322,7 +339,7 @@ class HostNode:
 
     # ---- resume ------------------------------------------------------------------------------
     def _state_file(self):
-        return self.cfg.state_dir / "state.json"
+        return state_file(self.cfg.state_dir)
 
     def _save(self, view: GlobalView, attempted: int) -> None:
         with self.ledger.storing(view.round, "global", [view.hash]):
@@ -630,45 +647,6 @@ class HostNode:
         ``poll_seconds`` while it cannot push)."""
         return self.poc.blocks.passes(stop, self.cfg.poll_seconds)
 
-    def reveal(self, round_: int, last_height: int) -> bool:
-        """Reveal every challenged segment of this host's round ``round_`` (with Merkle proofs),
-        waiting for the tx no longer than ``last_height``; whether nothing is left to reveal
-        (False: the tx was refused or not included, and the next poll tries again)."""
-        leaves = self.checkpoint_hashes.get(round_)
-        mine = [c for c in self.poc.challenges(self.cfg.run_id, round_)
-                if c.host == self.address and not c.revealed]  # fmt: skip
-        if not leaves:
-            if mine:
-                log.error("round %d: segments %s are challenged, and this node has no names "
-                          "of the round's checkpoints to reveal", round_,
-                          [c.segment for c in mine])  # fmt: skip
-            return True
-        if not mine:  # believed of a node that has drawn the round's challenges (a failover
-            # between the height asked and this query may have reached one that has not)
-            return self._round_info().height >= round_window(
-                self.run_, self.chain_params, round_).selection  # fmt: skip
-        msgs = []
-        for c in mine:
-            end = self.behavior.reveal(leaves[c.segment + 1])
-            if end is None:
-                continue
-            msgs.append(MsgRevealCheckpoints(
-                host=self.address, run_id=self.cfg.run_id, round=round_, segment=c.segment,
-                start_hash=leaves[c.segment], end_hash=end, final_hash=leaves[-1],
-                start_proof=merkle_proof(leaves, c.segment),
-                end_proof=merkle_proof(leaves, c.segment + 1),
-                final_proof=merkle_proof(leaves, len(leaves) - 1),
-            ))  # fmt: skip
-        if not msgs:
-            return True
-        try:
-            self._send(*msgs, until_height=last_height)
-        except TxRefused as err:
-            log.warning("round %d reveal refused: %s; trying again", round_, err)
-            return False
-        log.info("round %d: revealed segments %s", round_, [c.segment for c in mine])
-        return True
-
     def _upload_loop(self, done: threading.Event) -> None:
         """With an object store: upload the checkpoints of each challenged segment of this
         host's recent rounds as soon as the challenge is drawn, and what it revealed once
@@ -681,7 +659,7 @@ class HostNode:
             try:
                 height = self._round_info().height
                 for round_, leaves in list(self.checkpoint_hashes.items()):
-                    window = self._reveal_window(round_)
+                    window = self.revealer.window(round_)
                     if round_ in finished or height + 1 < window.start:
                         continue
                     if height > self._decided(round_):  # verifiers are done with it
@@ -718,32 +696,6 @@ class HostNode:
             except (ArtifactError, CodecError):
                 objects.append(leaf)
         return objects
-
-    def _reveal_window(self, round_: int) -> range:
-        """The blocks in which round ``round_``'s challenged segments are revealed."""
-        selection = round_window(self.run_, self.chain_params, round_).selection
-        return range(selection + 1, selection + 1 + self.chain_params.reveal_window_blocks)
-
-    def _reveal_loop(self, done: threading.Event) -> None:
-        """Reveal this host's challenged segments of every round in flight once its reveal
-        window opens (whether it committed is the chain's to say: a commit sent before a crash
-        may be included after the restart), until ``done``. It never dies of an error: a
-        reveal it misses is a slash, so it logs the error and tries again."""
-        revealed: set[int] = set()  # rounds with nothing left to reveal
-        for _ in self._blocks(done):
-            try:
-                next_block = self._round_info().height + 1
-                for window in in_flight(self.run_, self.chain_params, next_block):
-                    last = self._reveal_window(window.round)
-                    if next_block in last and window.round not in revealed:
-                        if self.reveal(window.round, last[-1]):
-                            revealed.add(window.round)
-                        else:
-                            done.wait(1.0)  # refused: again at the next poll, not at once
-            except grpc.RpcError as err:
-                log.warning("reveals: chain error %s; retrying", err.code())
-            except Exception:  # logged; the next block tries again
-                log.exception("reveals: unexpected error; retrying")
 
     def _peer_pseudo_grad(self, round_: int) -> bytes | None:
         """Another host's pseudo-gradient of this round once one is committed in the window."""
@@ -976,10 +928,10 @@ class HostNode:
         self._stopping = stop
         view, attempted = self._load()
         self._committer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="commits")
+        self.revealer.take_over(lambda: self.checkpoint_hashes, self.behavior.reveal,
+                                self._round_info)  # fmt: skip
+        self.revealer.start()
         revealing = threading.Event()
-        revealer = threading.Thread(target=self._reveal_loop, args=(revealing,),
-                                    name="reveals", daemon=True)  # fmt: skip
-        revealer.start()
         uploader = None
         if self.objects is not None:
             uploader = threading.Thread(target=self._upload_loop, args=(revealing,),
@@ -1010,7 +962,7 @@ class HostNode:
         finally:
             self._committer.shutdown(wait=True)
             revealing.set()
-            revealer.join()
+            self.revealer.close()
             if uploader is not None:
                 uploader.join()
 

@@ -18,6 +18,11 @@ from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgCommitRound
 from dilochain.protocol.pb.poc.v1.types_pb2 import Run
 
 
+def state_file(state_dir: Path) -> Path:
+    """Where a node keeps its resume record (:class:`ResumeState`)."""
+    return state_dir / "state.json"
+
+
 def _save_json(path: Path, record: dict) -> None:
     """Write ``record`` to ``path`` atomically and durably (a crash or a power loss leaves the
     old record or the new one)."""

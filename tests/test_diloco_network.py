@@ -149,6 +149,10 @@ def test_hosts_train_rounds_and_agree_on_global_checkpoints(tmp_path):
                 _wait(lambda i=i, n=log_size: "parameters, config sha256" in
                       (homes[i] / "node.log").read_text()[n:], 120, f"host {i} to restart",
                       [procs[i]])  # fmt: skip
+                # What it owes it reveals from its record before torch loads and the model
+                # builds (minutes at 8B, against a reveal window of a few blocks).
+                restarted = (homes[i] / "node.log").read_text()[log_size:]
+                assert restarted.index("revealing what rounds") < restarted.index("config sha256")
         # A host that joins late syncs to the chain's latest global checkpoint via its peers.
         _wait(lambda: 2 in recorded(), 90, "round 2's global checkpoint", procs)
         # It listens on one address and registers another (as behind NAT): peers and

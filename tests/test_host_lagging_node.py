@@ -5,6 +5,7 @@ the round's challenges yet does not mark done. Each once got an honest host slas
 
 from __future__ import annotations
 
+import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import astuple
 from types import SimpleNamespace
@@ -13,6 +14,7 @@ import pytest
 
 from dilochain.node.host import Chained, HostNode, Sent
 from dilochain.node.resume import PendingCommit
+from dilochain.node.reveals import Revealer
 from dilochain.protocol.params import PocParams
 from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgCommitRound
 from dilochain.protocol.pb.poc.v1.types_pb2 import Run, RunConfig
@@ -117,13 +119,11 @@ def test_no_challenge_on_a_node_that_has_not_drawn_them_is_not_nothing_to_reveal
     run = Run(run_id="r", start_height=10, config=RunConfig(round_blocks=20, total_rounds=4))
     params = PocParams()
     selection = round_window(run, params, 1).selection
-    host = HostNode.__new__(HostNode)  # only what a reveal with no challenge of its own uses
-    host.run_, host.chain_params, host.address = run, params, "dilo1me"
-    host.cfg = SimpleNamespace(run_id="r")
-    host.checkpoint_hashes = {1: [b"\x01" * 32] * 5}
-    host.poc = SimpleNamespace(challenges=lambda run_id, round_: [])
+    poc = SimpleNamespace(challenges=lambda run_id, round_: [])
+    host = Revealer(poc, run, params, "dilo1me", None, 1.0, threading.Event())
     height = [selection - 1]  # the node answering now is a block behind the draw
-    host._round_info = lambda: SimpleNamespace(height=height[0])
+    host.take_over(lambda: {1: [b"\x01" * 32] * 5}, lambda end: end,
+                   lambda: SimpleNamespace(height=height[0]))  # fmt: skip
     assert not host.reveal(1, selection + 5)  # asked again at the next block
     height[0] = selection
     assert host.reveal(1, selection + 5)  # drawn there, and none is this host's

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import signal
@@ -32,10 +33,11 @@ from dilochain.cli.config_file import (
     resolve,
     service_settings,
 )
-from dilochain.client import connect
+from dilochain.client import Sender, connect
 from dilochain.logs import setup_logging
 from dilochain.metrics_http import serve_metrics
 from dilochain.node.config import BEHAVIOR_NAMES
+from dilochain.node.reveals import early_revealer
 from dilochain.poc_client import PocClient
 from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgLeaveRun
 
@@ -216,9 +218,7 @@ COLUMNS = [
 
 
 def _start(args: argparse.Namespace) -> int:
-    from dilochain.node.cheats import behavior
     from dilochain.node.config import NodeConfig
-    from dilochain.node.host import HostNode
 
     cfg = resolve(NodeConfig, config_path(args, CONFIG_NAME), SETTINGS, args, home=args.home,
                   behavior=args.behavior, compile=args.compile)  # fmt: skip
@@ -237,7 +237,17 @@ def _start(args: argparse.Namespace) -> int:
     try:
         if args.wait_for_run and not _wait_for_run(cfg.chain, cfg.run_id, stop, cfg.poll_seconds):
             return 0
-        node = HostNode(cfg, client, wallet, behavior(cfg.behavior), objects)
+        sender = Sender(client, wallet)
+        early = None  # what a restart owes is revealed while torch loads and the model builds
+        if cfg.behavior == "honest":  # (a cheat's reveals are its own: the node's, later)
+            send = functools.partial(sender.submit, poll=cfg.poll_seconds)
+            early = early_revealer(PocClient(cfg.chain), cfg.run_id,
+                                   client.network_config.chain_id, cfg.state_dir,
+                                   str(wallet.address()), send, cfg.poll_seconds, stop)  # fmt: skip
+        from dilochain.node.cheats import behavior
+        from dilochain.node.host import HostNode
+
+        node = HostNode(cfg, client, wallet, behavior(cfg.behavior), objects, sender, early)
         if cfg.log_format == "json":  # log collectors get no progress bars
             committed = node.serve_and_run(stop)
         else:

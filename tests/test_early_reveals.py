@@ -1,0 +1,98 @@
+"""A restarted host reveals what its resume record owes before it builds its model: importing
+torch alone took 5 s here and a model's build takes minutes at 8B, against a reveal window of a
+few blocks (0.6 s in the devnet) whose miss is a slash."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+from types import SimpleNamespace
+
+from dilochain.node.resume import ResumeState, run_instance, state_file
+from dilochain.node.reveals import early_revealer
+from dilochain.protocol.merkle import merkle_root, verify_merkle_proof
+from dilochain.protocol.params import PocParams
+from dilochain.protocol.pb.poc.v1.types_pb2 import Challenge, Run, RunConfig
+from dilochain.protocol.schedule import round_window
+
+RUN = Run(run_id="r", start_height=10, created_height=9, creator="dilo1creator",
+          config=RunConfig(round_blocks=20, total_rounds=6))  # fmt: skip
+LEAVES = [bytes([i]) * 32 for i in range(1, 6)]
+
+
+def test_the_revealer_and_node_start_import_no_torch():
+    code = ("import sys, dilochain.node.reveals, dilochain.cli.node_cmd; "
+            "sys.exit('torch' in sys.modules)")  # fmt: skip
+    assert subprocess.run([sys.executable, "-c", code], timeout=60).returncode == 0
+
+
+class _Chain:
+    """A chain at round 3's reveal window with one of the host's segments challenged."""
+
+    def __init__(self):
+        self.height = round_window(RUN, PocParams(), 3).selection
+        self.sent: list = []
+
+    def run(self, run_id):
+        return RUN if run_id == "r" else None
+
+    def params(self):
+        return PocParams()
+
+    def challenges(self, run_id, round_):
+        return [Challenge(host="dilo1me", segment=1)] if round_ == 3 else []
+
+    def round_info(self, run_id):
+        return SimpleNamespace(height=self.height)
+
+    def passes(self, done, poll):
+        while not done.is_set():
+            yield
+            done.wait(0.01)
+
+    def send(self, *msgs, until_height):
+        self.sent.append((msgs, until_height))
+
+
+def _early(chain: _Chain, state_dir, chain_id="chain-x"):
+    chain.blocks = SimpleNamespace(passes=chain.passes)
+    return early_revealer(chain, "r", chain_id, state_dir, "dilo1me", chain.send, 0.01,
+                          threading.Event())  # fmt: skip
+
+
+def test_a_restart_reveals_from_its_record_before_the_node_exists(tmp_path):
+    ResumeState(3, b"\x09" * 32, 3, {3: LEAVES}, run_instance("chain-x", RUN)).save(
+        state_file(tmp_path)
+    )
+    chain = _Chain()
+    revealer = _early(chain, tmp_path)
+    try:
+        for _ in range(500):
+            if chain.sent:
+                break
+            threading.Event().wait(0.01)
+    finally:
+        revealer.close()
+    (msgs, until), *again = chain.sent
+    window = revealer.window(3)
+    assert not again and until == window[-1] and chain.height + 1 in window
+    (msg,) = msgs
+    assert (msg.round, msg.segment, msg.start_hash, msg.end_hash, msg.final_hash) == (
+        3, 1, LEAVES[1], LEAVES[2], LEAVES[-1])  # fmt: skip
+    root = merkle_root(LEAVES)
+    assert verify_merkle_proof(root, msg.end_hash, 2, 5, list(msg.end_proof))
+    assert verify_merkle_proof(root, msg.start_hash, 1, 5, list(msg.start_proof))
+    assert 3 in revealer.revealed  # the node that takes over does not reveal it again
+
+
+def test_no_early_revealer_without_a_record_of_this_chain_s_run(tmp_path):
+    chain = _Chain()
+    assert _early(chain, tmp_path) is None  # no record
+    ResumeState(3, b"\x09" * 32, 3, {3: LEAVES}, run_instance("chain-x", RUN)).save(
+        state_file(tmp_path)
+    )
+    assert _early(chain, tmp_path, chain_id="another-chain") is None  # another run's record
+    state_file(tmp_path).write_text("{not json")
+    assert _early(chain, tmp_path) is None  # damaged: the node rebuilds it from its ledger
+    assert not chain.sent
