@@ -12,7 +12,7 @@ from dilochain.protocol import verdict as sealing
 from dilochain.protocol.pb.poc.v1.types_pb2 import Challenge, SealedVote
 from dilochain.verifier.ballots import BallotBox
 from dilochain.verifier.lazy import CopyingBallots
-from dilochain.verifier.replay import Verdict
+from dilochain.verifier.verdicts import Verdict
 
 ME, OTHER = "dilo1me", "dilo1other"
 

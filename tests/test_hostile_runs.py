@@ -16,7 +16,8 @@ from dilochain.protocol import model_config
 from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgCreateRun
 from dilochain.testutil import shipped_data
 from dilochain.training.run_config import make_run_config
-from dilochain.verifier.service import VerifierConfig, VerifierService
+from dilochain.verifier.config import VerifierConfig
+from dilochain.verifier.service import VerifierService
 from tests.conftest import cli
 
 pytestmark = pytest.mark.integration

@@ -143,7 +143,7 @@ def test_a_verifier_s_blob_service_is_refused_only_where_it_advertises_in_vain(t
     """A verifier's blob service only backs hosts up (an accepted pseudo-gradient its host
     withholds): one no host can reach is served to nobody, with a warning; an advertised
     address it cannot listen behind is a config error, refused at start."""
-    from dilochain.verifier.service import VerifierConfig
+    from dilochain.verifier.config import VerifierConfig
 
     remote = ["verifier", "run", "--home", str(tmp_path), "--key", "op", "--chain", "10.0.0.5:9090"]
     code, _, err = run(capsys, *remote, "--advertise-address", "203.0.113.8:7001")

@@ -367,8 +367,9 @@ def test_a_replay_waits_for_an_unreachable_host_until_the_handover(
 
     from dilochain.protocol.pb.poc.v1.types_pb2 import Challenge
     from dilochain.verifier import service as service_module
-    from dilochain.verifier.replay import Verdict
-    from dilochain.verifier.service import VerifierConfig, VerifierService
+    from dilochain.verifier.config import VerifierConfig
+    from dilochain.verifier.service import VerifierService
+    from dilochain.verifier.verdicts import Verdict
 
     cfg = VerifierConfig(home=tmp_path / "v", key="k", chain=(running_chain.address,))
     service = VerifierService(cfg, running_chain.client, running_chain.wallets[1])
@@ -404,8 +405,9 @@ def test_a_host_serving_slowly_holds_back_no_other_host_s_screen(
     other host's vote, and once the window is about to close the votes finished go out
     without waiting for it (its commit is replayed in full, as one nobody screened)."""
     from dilochain.verifier import service as service_module
-    from dilochain.verifier.replay import Verdict
-    from dilochain.verifier.service import VerifierConfig, VerifierService
+    from dilochain.verifier.config import VerifierConfig
+    from dilochain.verifier.service import VerifierService
+    from dilochain.verifier.verdicts import Verdict
 
     cfg = VerifierConfig(home=tmp_path / "v", key="k", chain=(running_chain.address,))
     service = VerifierService(cfg, running_chain.client, running_chain.wallets[1])
@@ -460,8 +462,9 @@ def test_a_slow_replay_holds_back_no_finished_vote_as_the_window_closes(
 
     from dilochain.protocol.pb.poc.v1.types_pb2 import Challenge
     from dilochain.verifier import service as service_module
-    from dilochain.verifier.replay import Verdict
-    from dilochain.verifier.service import VerifierConfig, VerifierService
+    from dilochain.verifier.config import VerifierConfig
+    from dilochain.verifier.service import VerifierService
+    from dilochain.verifier.verdicts import Verdict
 
     cfg = VerifierConfig(home=tmp_path / "v", key="k", chain=(running_chain.address,))
     service = VerifierService(cfg, running_chain.client, running_chain.wallets[1])
@@ -505,8 +508,9 @@ def test_a_stopping_verifier_begins_no_more_replays_of_its_pass(
 
     from dilochain.protocol.pb.poc.v1.types_pb2 import Challenge
     from dilochain.verifier import service as service_module
-    from dilochain.verifier.replay import Verdict
-    from dilochain.verifier.service import VerifierConfig, VerifierService
+    from dilochain.verifier.config import VerifierConfig
+    from dilochain.verifier.service import VerifierService
+    from dilochain.verifier.verdicts import Verdict
 
     cfg = VerifierConfig(home=tmp_path / "v", key="k", chain=(running_chain.address,))
     service = VerifierService(cfg, running_chain.client, running_chain.wallets[1])
@@ -550,8 +554,9 @@ def test_a_host_serving_its_checkpoints_slowly_holds_no_replay_slot(
     fetched first (``replay.warm_challenge``), and the slot is taken once they are on disk."""
     from dilochain.protocol.pb.poc.v1.types_pb2 import Challenge
     from dilochain.verifier import service as service_module
-    from dilochain.verifier.replay import Verdict
-    from dilochain.verifier.service import RoundView, VerifierConfig, VerifierService
+    from dilochain.verifier.config import VerifierConfig
+    from dilochain.verifier.service import RoundView, VerifierService
+    from dilochain.verifier.verdicts import Verdict
 
     cfg = VerifierConfig(home=tmp_path / "v", key="k", chain=(running_chain.address,), jobs=1)
     service = VerifierService(cfg, running_chain.client, running_chain.wallets[1])
@@ -593,7 +598,8 @@ def test_a_verifier_that_left_stops_once_released_and_one_slashed_out_registers_
     minimum, it registers again; slashed out while leaving, it does what it owes until its
     release."""
     from dilochain.protocol.pb.poc.v1.types_pb2 import CollateralInfo
-    from dilochain.verifier.service import VerifierConfig, VerifierService
+    from dilochain.verifier.config import VerifierConfig
+    from dilochain.verifier.service import VerifierService
 
     cfg = VerifierConfig(home=tmp_path / "v", key="k", chain=(running_chain.address,))
     service = VerifierService(cfg, running_chain.client, running_chain.wallets[1])
@@ -651,8 +657,9 @@ def test_hosts_fetch_from_a_verifier_what_its_host_withholds_from_them(
     from dilochain.artifacts.store import ArtifactError, LocalArtifactStore
     from dilochain.node.host import HostNode
     from dilochain.protocol.pb.poc.v1.types_pb2 import Host
+    from dilochain.verifier.config import VerifierConfig
     from dilochain.verifier.round_duties import own_record
-    from dilochain.verifier.service import VerifierConfig, VerifierService
+    from dilochain.verifier.service import VerifierService
 
     cfg = VerifierConfig(home=tmp_path / "v", key="k", chain=(running_chain.address,))
     service = VerifierService(cfg, running_chain.client, running_chain.wallets[3])
@@ -696,3 +703,45 @@ def test_hosts_fetch_from_a_verifier_what_its_host_withholds_from_them(
         for server in servers:
             server.stop(grace=None)
         service.poc.close()
+
+
+def test_a_restarted_verifier_opens_its_beacon_secret_before_the_service_exists(tmp_path):
+    """``verifier run`` begins its round duties before torch loads (5 s here, against a beacon
+    window of a few blocks whose miss is a slash): the early thread opens the secret it
+    committed to, and the service it hands over to does not open it again."""
+    import subprocess
+    import sys
+
+    from dilochain.verifier.round_duties import EarlyDuties
+
+    code = "import sys, dilochain.cli.verifier_cmd; sys.exit('torch' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], timeout=60).returncode == 0
+    me = wallet(77)
+    address = str(me.address())
+    cfg = make_run_config(FAKE_DATA, "tiny", round_blocks=4, total_rounds=2)
+    run = Run(run_id="r", start_height=10, config=cfg)
+    committed = Beacon(entries=[BeaconEntry(verifier=address, commitment=b"\x02" * 32)])
+    sent, stop = [], threading.Event()
+
+    def passes(done, poll):
+        while not done.is_set():
+            yield
+            done.wait(0.01)
+
+    poc = SimpleNamespace(
+        params=lambda: PocParams(screeners_per_commit=0), runs=lambda active: [run],
+        round_info=lambda run_id: SimpleNamespace(height=14),  # round 0's beacon window
+        beacon=lambda run_id, round_: committed, blocks=SimpleNamespace(passes=passes),
+    )  # fmt: skip
+    early = EarlyDuties.start(poc, me, lambda *msgs, until_height: sent.extend(msgs), tmp_path,
+                              0.01)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while not sent and time.monotonic() < deadline:
+            stop.wait(0.01)
+    finally:
+        duties = early.hand_over()
+    assert [(m.run_id, m.round, type(m).__name__) for m in sent] == [("r", 0, "MsgRevealBeacon")]
+    assert sent[0].secret == beacon_secret(me, "r", 0)
+    assert ("r", 0, "reveal") in duties._done  # the service's thread finds it done
+    assert duties.ballots.path == tmp_path / "ballots.sqlite" and duties.screener is None

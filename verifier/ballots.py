@@ -16,7 +16,7 @@ from pathlib import Path
 from dilochain.protocol import verdict as sealing
 from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgOpenVerdict, MsgSubmitVerdict
 from dilochain.protocol.pb.poc.v1.types_pb2 import Challenge
-from dilochain.verifier.replay import Verdict
+from dilochain.verifier.verdicts import Verdict
 
 log = logging.getLogger(__name__)
 _SCHEMA = """CREATE TABLE IF NOT EXISTS ballots (

@@ -15,7 +15,8 @@ from dilochain.training.checkpoint_codec import fetch_checkpoint
 from dilochain.training.tensor_codec import CodecError
 from dilochain.verifier.ballots import BallotBox
 from dilochain.verifier.fingerprint import fingerprint
-from dilochain.verifier.replay import Policy, Verdict
+from dilochain.verifier.replay import Policy
+from dilochain.verifier.verdicts import Verdict
 
 
 def lazy_verdict(behavior: str, c: Challenge, store: ArtifactStore, policy: Policy) -> Verdict:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import hashlib
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -54,27 +53,7 @@ from dilochain.training.train_step import (
     start_checkpoint,
 )
 from dilochain.verifier.fingerprint import fingerprint
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """A verifier's finding on one challenge."""
-
-    passed: bool
-    reason: str
-    distance: float = 0.0  # of the parameters (relative L2), in tolerance mode
-    moment_distance: float = 0.0  # of the furthest AdamW moment, in tolerance mode
-    fingerprint: bytes = b""  # of the replay's middle state; empty when no replay ran
-    # Failed on artifacts that contradict each other, which any replay of the commit finds.
-    inconsistent: bool = False
-    # Failed because a peer could not be reached for an artifact: worth asking again while
-    # time allows.
-    unavailable: bool = False
-
-    @property
-    def evidence_hash(self) -> bytes:
-        """sha256 of the report, submitted with the vote."""
-        return hashlib.sha256(f"{self.passed}|{self.reason}|{self.distance:.3e}".encode()).digest()
+from dilochain.verifier.verdicts import Verdict
 
 
 def artifact_failure(err: Exception) -> Verdict:

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import hmac
 import logging
+import threading
 from collections.abc import Callable
+from pathlib import Path
 
 import grpc
 from cosmpy.aerial.wallet import Wallet
@@ -75,8 +77,8 @@ class RoundDuties:
     time."""
 
     def __init__(
-        self, poc: PocClient, wallet: Wallet, send: Callable[..., object], screener: Screener,
-        ballots: BallotBox,
+        self, poc: PocClient, wallet: Wallet, send: Callable[..., object],
+        screener: Screener | None, ballots: BallotBox,
     ):  # fmt: skip
         self.poc = poc
         self.wallet = wallet
@@ -256,3 +258,66 @@ class RoundDuties:
         openings = [m for m in map(self.ballots.opening, sealed) if m is not None]
         send_batched(self.send, openings, f"vote openings of {run.run_id} round {round_}",
                      window.resolution)  # fmt: skip
+
+
+def ballots_file(home: Path) -> Path:
+    """Where a verifier keeps its sealed votes (:class:`BallotBox`)."""
+    return home / "ballots.sqlite"
+
+
+def run_duties(
+    poc: PocClient, stop: threading.Event, step: Callable[[], object], poll: float
+) -> None:
+    """Duties (``step``: the beacon's and openings, a run's screens or replays) until ``stop``,
+    a pass a block (``poll`` seconds at most without pushed blocks); an error is logged and
+    the next pass tries again (a duty missed is a slash or a lost vote, so the loop never ends
+    on one)."""
+    for _ in poc.blocks.passes(stop, poll):
+        try:
+            step()
+        except grpc.RpcError as err:
+            log.warning("%s: chain error %s; retrying", threading.current_thread().name,
+                        err.code().name)  # fmt: skip
+            stop.wait(1.0)
+        except Exception:
+            log.exception("%s failed; retrying", threading.current_thread().name)
+            stop.wait(1.0)
+
+
+class EarlyDuties:
+    """A verifier's beacon and vote openings from the moment ``verifier run`` starts, before
+    torch loads (5 s here) and the service exists: a restart within a beacon window of a few
+    blocks otherwise withheld its secret (a slash) and left its sealed votes unopened. The
+    service takes the duties over (:meth:`hand_over`) before it starts its own thread."""
+
+    def __init__(self, duties: RoundDuties, poll: float):
+        self.duties = duties
+        self._done = threading.Event()
+        self._thread = threading.Thread(
+            target=run_duties,
+            args=(duties.poc, self._done, duties.step, poll),
+            name="round-duties",
+            daemon=True,
+        )
+        self._thread.start()
+
+    @classmethod
+    def start(
+        cls, poc: PocClient, wallet: Wallet, send: Callable[..., object], home: Path,
+        poll: float,
+    ) -> EarlyDuties | None:  # fmt: skip
+        """The duties of ``wallet``'s verifier, begun on a thread (None while no chain node
+        answers: the service says so)."""
+        try:
+            box = BallotBox(ballots_file(home), str(wallet.address()))
+            duties = RoundDuties(poc, wallet, send, None, box)
+        except grpc.RpcError:
+            return None
+        return cls(duties, poll)
+
+    def hand_over(self) -> RoundDuties:
+        """Stop the thread (it ends within a pass) and give its duties (what they did, the
+        ballots they opened) to the service."""
+        self._done.set()
+        self._thread.join()
+        return self.duties

@@ -25,11 +25,11 @@ from dilochain.training.tensor_codec import CodecError
 from dilochain.verifier.replay import (
     CommitArtifacts,
     Policy,
-    Verdict,
     artifact_failure,
     host_fault_fails,
     pseudo_grad_mismatch,
 )
+from dilochain.verifier.verdicts import Verdict
 
 # Held-out windows per loss test, in training batches: enough that an honest round's
 # improvement is not lost in sampling noise.

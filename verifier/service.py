@@ -10,39 +10,28 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
-import os
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import AbstractContextManager, contextmanager
-from pathlib import Path
-from typing import Literal
 
 import grpc
 import torch
 from cosmpy.aerial.client import LedgerClient
 from cosmpy.aerial.tx_helpers import TxResponse
 from cosmpy.aerial.wallet import Wallet
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from dilochain.artifacts.blob_service import PeerFetchingStore, fetch_from_peers, serve_blobs
 from dilochain.artifacts.pruning import Ledger, Retention
 from dilochain.artifacts.store import ArtifactError, LocalArtifactStore
 from dilochain.auto_claim import AutoClaimer
 from dilochain.client import Sender, TxRefused
-from dilochain.endpoints import ChainAddresses, shown, transient
-from dilochain.logs import LogFormat
-from dilochain.metrics_http import MetricsAddress, set_standing
+from dilochain.endpoints import shown, transient
+from dilochain.metrics_http import set_standing
 from dilochain.poc_client import InsufficientFunds, PocClient, ensure_bonded, last_slash
 from dilochain.protocol import schedule
-from dilochain.protocol.endpoint import (
-    PRIVATE_SWITCH,
-    blob_service_problem,
-    endpoint_problem,
-    listen_problem,
-)
 from dilochain.protocol.model_config import ModelConfigError
 from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgRegisterVerifier, MsgSubmitVerdict, ScreenVote
 from dilochain.protocol.pb.poc.v1.types_pb2 import (
@@ -59,17 +48,25 @@ from dilochain.training.tensor_codec import CodecError
 from dilochain.training.train_step import set_deterministic
 from dilochain.verifier import metrics
 from dilochain.verifier.ballots import BallotBox
+from dilochain.verifier.config import VerifierConfig
 from dilochain.verifier.errors import VerifierError
 from dilochain.verifier.lazy import CopyingBallots, lazy_verdict
 from dilochain.verifier.replay import (
     Policy,
-    Verdict,
     artifact_failure,
     verify_challenge,
     warm_challenge,
 )
-from dilochain.verifier.round_duties import RoundDuties, own_record, send_batched
+from dilochain.verifier.round_duties import (
+    EarlyDuties,
+    RoundDuties,
+    ballots_file,
+    own_record,
+    run_duties,
+    send_batched,
+)
 from dilochain.verifier.screening import screen_commit
+from dilochain.verifier.verdicts import Verdict
 from dilochain.verifier.work_gate import WindowClosed, WorkGate
 
 log = logging.getLogger(__name__)
@@ -82,7 +79,6 @@ SCREEN_FETCHES = 4  # commits of a round whose artifacts are fetched at once for
 # Challenges of a run whose checkpoints are fetched at once, each replayed in a slot of the
 # verifier's --jobs once on disk: a host serving slowly holds a fetch, never a replay's slot.
 REPLAY_FETCHES = 4
-UNSERVED = "hosts could not fetch from it what this verifier screened"
 # What a verifier fetched goes a round after its round is decided; the pseudo-gradients it
 # screened, which hosts that their own host does not serve fetch here, two rounds later still.
 RETENTION = Retention(pseudo_grad_rounds=2)
@@ -122,49 +118,15 @@ def _unless(given_up: threading.Event, slot: AbstractContextManager) -> Iterator
         yield
 
 
-class VerifierConfig(BaseModel):
-    """Where the verifier's chain, key, data and artifacts are, and how it runs."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    home: Path
-    key: str = Field(min_length=1)
-    chain: ChainAddresses = ("127.0.0.1:9090",)  # one node, or several to fail over between
-    data: tuple[Path, ...] = ()  # dataset folders (or folders of them); the default one besides
-    device: Literal["cpu", "cuda"] = "cpu"  # where replays and screens run
-    jobs: int = Field(default=2, ge=1, le=64)
-    # Its blob service: hosts fetch there what it screened and replayed (an accepted
-    # pseudo-gradient its host serves to screeners only); advertised as the node's setting is.
-    blob_address: str = "127.0.0.1:0"
-    advertise_address: str = ""
-    metrics_address: MetricsAddress = ""  # Prometheus metrics (empty: none)
-    auto_claim: bool = True  # claim every claimable epoch and what has vested
-    log_format: LogFormat = "text"
-    behavior: Literal["honest", "always-fail", "always-pass", "copy"] = "honest"  # lazy: tests
-    # Loops wake at each block the chain pushes; these are their intervals while it cannot.
-    poll_seconds: float = 0.3
-    duties_poll_seconds: float = 0.1
-
-    @field_validator("blob_address", "advertise_address")
-    @classmethod
-    def _well_formed(cls, value: str, info: ValidationInfo) -> str:
-        check = listen_problem if info.field_name == "blob_address" else endpoint_problem
-        if value and (problem := check(value)) is not None:
-            raise ValueError(problem)
-        return value
-
-    def unreachable_blob_service(self) -> str | None:
-        """Why hosts could not reach this verifier's blob service (None if they could): it
-        then serves nothing and registers no endpoint (an advertised address that cannot work
-        is refused at start instead, as a config error)."""
-        return blob_service_problem(self.blob_address, self.advertise_address, tuple(self.chain),
-                                    os.environ.get(PRIVATE_SWITCH, ""), UNSERVED)  # fmt: skip
-
-
 class VerifierService:
     """One verifier's watch-replay-vote loop."""
 
-    def __init__(self, cfg: VerifierConfig, client: LedgerClient, wallet: Wallet):
+    def __init__(
+        self, cfg: VerifierConfig, client: LedgerClient, wallet: Wallet,
+        sender: Sender | None = None, early: EarlyDuties | None = None,
+    ):  # fmt: skip
+        """``sender`` and ``early``: those ``verifier run`` began the round duties with
+        before torch loaded (:class:`~dilochain.verifier.round_duties.EarlyDuties`)."""
         self.cfg = cfg
         self.client = client
         self.wallet = wallet
@@ -172,7 +134,7 @@ class VerifierService:
         metrics.INFO.labels(self.address).set(1)
         if cfg.device == "cuda" and not torch.cuda.is_available():
             raise VerifierError("--device cuda: no CUDA device is available")
-        self.poc = PocClient(cfg.chain)
+        self.poc = early.duties.poc if early is not None else PocClient(cfg.chain)
         params = self.poc.params()
         self.params = params
         self.datasets: dict[str, Dataset | None] = {}  # None: a run it cannot verify
@@ -185,7 +147,7 @@ class VerifierService:
         self.verdicts = 0
         self.left_height = self.release_height = 0  # once it is seen leaving the set
         self._cannot_register = False  # its last try to register again failed (funds)
-        self.sender = Sender(self.client, wallet)  # every run's duties sign with one key
+        self.sender = sender or Sender(self.client, wallet)  # every run's duties: one key
         self._count_lock = threading.Lock()  # verdicts are counted by every run's thread
         self._dataset_locks: dict[str, threading.Lock] = {}  # a run's screens and replays ask
         self._locks_lock = threading.Lock()
@@ -194,9 +156,14 @@ class VerifierService:
         height = lambda: self.poc.blocks.height  # noqa: E731
         self.replays_gate, self.screens_gate = WorkGate(cfg.jobs, height), WorkGate(1, height)
         self.stopping = threading.Event()  # set when run() is asked to stop: work under way ends
-        box = CopyingBallots if cfg.behavior == "copy" else BallotBox
-        self.ballots = box(cfg.home / "ballots.sqlite", self.address)
-        self.duties = RoundDuties(self.poc, wallet, self._send, self.screen, self.ballots)
+        self._early = early
+        if early is not None:
+            self.duties = early.duties
+            self.duties.screener, self.ballots = self.screen, self.duties.ballots
+        else:
+            box = CopyingBallots if cfg.behavior == "copy" else BallotBox
+            self.ballots = box(ballots_file(cfg.home), self.address)
+            self.duties = RoundDuties(self.poc, wallet, self._send, self.screen, self.ballots)
         set_deterministic(1)
 
     def _send(self, *msgs, until_height: int | None = None) -> TxResponse:
@@ -208,20 +175,8 @@ class VerifierService:
     def _duties_loop(
         self, stop: threading.Event, step: Callable[[], object], poll: float | None = None
     ) -> None:
-        """Duties (``step``: the beacon's and openings, a run's screens or replays) until
-        ``stop``, a pass a block (``poll`` seconds at most without pushed blocks); an error is
-        logged and the next pass tries again (a duty missed is a slash or a lost vote, so the
-        thread never ends on one)."""
-        for _ in self.poc.blocks.passes(stop, poll or self.cfg.duties_poll_seconds):
-            try:
-                step()
-            except grpc.RpcError as err:
-                log.warning("%s: chain error %s; retrying", threading.current_thread().name,
-                            err.code().name)  # fmt: skip
-                stop.wait(1.0)
-            except Exception:
-                log.exception("%s failed; retrying", threading.current_thread().name)
-                stop.wait(1.0)
+        """:func:`~dilochain.verifier.round_duties.run_duties` at this verifier's pace."""
+        run_duties(self.poc, stop, step, poll or self.cfg.duties_poll_seconds)
 
     def _per_run(
         self, stop: threading.Event, kind: str, work: Callable[[Run, threading.Event], None]
@@ -700,6 +655,8 @@ class VerifierService:
         try:
             self.ensure_registered()
             self._stay_registered()  # a verifier that left goes on until released
+            if self._early is not None:  # its thread ends before this one's starts
+                self._early.hand_over()
             for thread in duties:
                 thread.start()
             if self.cfg.auto_claim:
@@ -721,6 +678,8 @@ class VerifierService:
                 f"chain at {shown(self.cfg.chain)}: {err.details() or err.code()}"
             ) from None
         finally:
+            if self._early is not None:
+                self._early.hand_over()  # (a start that failed before it was handed over)
             done.set()  # and no heavy work starts: what waits for a slot gives up
             self.replays_gate.close()
             self.screens_gate.close()

@@ -235,8 +235,6 @@ def _start(args: argparse.Namespace) -> int:
 
     metrics = serve_metrics(cfg.metrics_address, REGISTRY)
     try:
-        if args.wait_for_run and not _wait_for_run(cfg.chain, cfg.run_id, stop, cfg.poll_seconds):
-            return 0
         sender = Sender(client, wallet)
         early = None  # what a restart owes is revealed while torch loads and the model builds
         if cfg.behavior == "honest":  # (a cheat's reveals are its own: the node's, later)
@@ -244,9 +242,11 @@ def _start(args: argparse.Namespace) -> int:
             early = early_revealer(PocClient(cfg.chain), cfg.run_id,
                                    client.network_config.chain_id, cfg.state_dir,
                                    str(wallet.address()), send, cfg.poll_seconds, stop)  # fmt: skip
-        from dilochain.node.cheats import behavior
-        from dilochain.node.host import HostNode
+        from dilochain.node.cheats import behavior  # torch: loaded before a run it waits for
+        from dilochain.node.host import HostNode  # begins, as every host would load it at once
 
+        if args.wait_for_run and not _wait_for_run(cfg.chain, cfg.run_id, stop, cfg.poll_seconds):
+            return 0
         node = HostNode(cfg, client, wallet, behavior(cfg.behavior), objects, sender, early)
         if cfg.log_format == "json":  # log collectors get no progress bars
             committed = node.serve_and_run(stop)

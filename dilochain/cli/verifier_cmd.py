@@ -24,10 +24,13 @@ from dilochain.cli.config_file import (
     resolve,
     service_settings,
 )
-from dilochain.client import connect
+from dilochain.client import Sender, connect
 from dilochain.logs import setup_logging
 from dilochain.metrics_http import serve_metrics
+from dilochain.poc_client import PocClient
 from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgLeaveVerifier
+from dilochain.verifier.config import VerifierConfig
+from dilochain.verifier.round_duties import EarlyDuties
 
 CONFIG_NAME = "verifier.toml"
 DEFAULT_BLOB_ADDRESS = "127.0.0.1:0"
@@ -97,14 +100,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _model() -> type:
-    from dilochain.verifier.service import VerifierConfig  # imports torch: only when needed
-
     return VerifierConfig
 
 
 def _run(args: argparse.Namespace) -> int:
-    from dilochain.verifier.service import VerifierConfig, VerifierService
-
     cfg = resolve(
         VerifierConfig,
         config_path(args, CONFIG_NAME),
@@ -128,7 +127,14 @@ def _run(args: argparse.Namespace) -> int:
 
     metrics = serve_metrics(cfg.metrics_address, REGISTRY)
     try:
-        verdicts = VerifierService(cfg, client, wallet).run(stop)
+        sender = Sender(client, wallet)
+        early = None  # its beacon and vote openings go on while torch loads (a restart's)
+        if cfg.behavior == "honest":  # (a lazy verifier's ballots are its own: the service's)
+            early = EarlyDuties.start(PocClient(cfg.chain), wallet, sender.submit, cfg.home,
+                                      cfg.duties_poll_seconds)  # fmt: skip
+        from dilochain.verifier.service import VerifierService
+
+        verdicts = VerifierService(cfg, client, wallet, sender, early).run(stop)
     finally:
         if metrics is not None:
             metrics.close()
@@ -137,8 +143,6 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _leave(args: argparse.Namespace) -> int:
-    from dilochain.verifier.service import VerifierConfig
-
     cfg = resolve(VerifierConfig, config_path(args, CONFIG_NAME), SETTINGS, args, home=args.home)
     wallet = signing_wallet(args.home, cfg.key)
     verifier = str(wallet.address())
