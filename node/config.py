@@ -26,6 +26,9 @@ from dilochain.protocol.endpoint import (
 BEHAVIOR_NAMES = ("honest", "random-pg", "no-training", "fewer-steps", "wrong-data", "bad-reveal",
                   "no-reveal", "copy-pg", "noisy")  # fmt: skip
 BehaviorName = Literal[BEHAVIOR_NAMES]
+# Those whose reveals are not what they committed: a restart reveals for them only once the
+# behaviour (torch) is loaded; every other one reveals honestly from the resume record at once.
+OWN_REVEALS = ("bad-reveal", "no-reveal")
 
 
 # What an address or URL setting must be (empty: not set): why a value is not, by setting.

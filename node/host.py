@@ -150,7 +150,7 @@ class HostNode:
         self.behavior = behavior
         self.address = str(wallet.address())
         metrics.INFO.labels(cfg.run_id, self.address).set(1)
-        self.poc = PocClient(cfg.chain)
+        self.poc = revealer.poc if revealer is not None else PocClient(cfg.chain)
         self.run_ = self._query_run()
         self.rc = self.run_.config
         params = self.chain_params = self.poc.params()
@@ -499,8 +499,8 @@ class HostNode:
                 reached = advance_or_resync(self.aggregator, view, round_)
                 if reached is None:
                     return view
+                self._save(reached, attempted)
                 view = reached
-                self._save(view, attempted)
             except OSError as err:
                 if view.round == start:
                     raise
@@ -1079,8 +1079,8 @@ class HostNode:
         besides the rounds' setup: commits, evaluations and reveals run in threads beside)."""
         before = view.round
         view = self.catch_up(view, based_on, attempted)
-        if view.round > before:
-            self.prune(range(before, view.round), based_on - 1)
+        if view.round > before:  # (short of based_on: nothing a later step needs goes)
+            self.prune(range(before, view.round), view.round - 1)
         return view
 
     def _serve(self) -> tuple[grpc.Server | None, str]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import grpc
@@ -143,24 +143,26 @@ class Revealer:
 
 
 def early_revealer(
-    poc: PocClient, run_id: str, chain_id: str, state_dir: Path, address: str,
+    chain: Sequence[str], run_id: str, chain_id: str, state_dir: Path, address: str,
     send: Callable[..., TxResponse], poll_seconds: float, stop: threading.Event,
 ) -> Revealer | None:  # fmt: skip
     """A revealer of the rounds this host's resume record owes reveals for, started, before
-    the node builds its model (which the node then hands its rounds: :meth:`Revealer.take_over`);
-    None when the record names none of this chain's run (no record, a damaged one, which the
-    node rebuilds from its ledger, or another run's)."""
+    the node builds its model (which the node then hands its rounds, and whose chain client it
+    uses: :meth:`Revealer.take_over`); None when the record names none of this chain's run
+    (no record, a damaged one, which the node rebuilds from its ledger, or another run's)."""
     try:
         record = ResumeState.load(state_file(state_dir))
-    except RecordDamaged:
+    except (RecordDamaged, OSError):  # the node says what is wrong with it
         return None
     if record is None or not record.checkpoint_hashes:
         return None
+    poc = PocClient(chain)
     try:
         run, params = poc.run(run_id), poc.params()
     except grpc.RpcError:  # the node says what is wrong with the chain
-        return None
+        run = None
     if run is None or (record.run and record.run != run_instance(chain_id, run)):
+        poc.close()
         return None
     revealer = Revealer(poc, run, params, address, send, poll_seconds, stop)
     owed = record.checkpoint_hashes

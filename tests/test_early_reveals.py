@@ -9,6 +9,7 @@ import sys
 import threading
 from types import SimpleNamespace
 
+from dilochain.node import reveals
 from dilochain.node.resume import ResumeState, run_instance, state_file
 from dilochain.node.reveals import early_revealer
 from dilochain.protocol.merkle import merkle_root, verify_merkle_proof
@@ -54,19 +55,23 @@ class _Chain:
     def send(self, *msgs, until_height):
         self.sent.append((msgs, until_height))
 
-
-def _early(chain: _Chain, state_dir, chain_id="chain-x"):
-    chain.blocks = SimpleNamespace(passes=chain.passes)
-    return early_revealer(chain, "r", chain_id, state_dir, "dilo1me", chain.send, 0.01,
-                          threading.Event())  # fmt: skip
+    def close(self):
+        self.closed = True
 
 
-def test_a_restart_reveals_from_its_record_before_the_node_exists(tmp_path):
+def _early(chain: _Chain, state_dir, monkeypatch, chain_id="chain-x"):
+    chain.blocks, chain.closed = SimpleNamespace(passes=chain.passes), False
+    monkeypatch.setattr(reveals, "PocClient", lambda addresses: chain)
+    return early_revealer(("127.0.0.1:9090",), "r", chain_id, state_dir, "dilo1me", chain.send,
+                          0.01, threading.Event())  # fmt: skip
+
+
+def test_a_restart_reveals_from_its_record_before_the_node_exists(tmp_path, monkeypatch):
     ResumeState(3, b"\x09" * 32, 3, {3: LEAVES}, run_instance("chain-x", RUN)).save(
         state_file(tmp_path)
     )
     chain = _Chain()
-    revealer = _early(chain, tmp_path)
+    revealer = _early(chain, tmp_path, monkeypatch)
     try:
         for _ in range(500):
             if chain.sent:
@@ -86,13 +91,16 @@ def test_a_restart_reveals_from_its_record_before_the_node_exists(tmp_path):
     assert 3 in revealer.revealed  # the node that takes over does not reveal it again
 
 
-def test_no_early_revealer_without_a_record_of_this_chain_s_run(tmp_path):
+def test_no_early_revealer_without_a_record_of_this_chain_s_run(tmp_path, monkeypatch):
     chain = _Chain()
-    assert _early(chain, tmp_path) is None  # no record
+    assert _early(chain, tmp_path, monkeypatch) is None  # no record
     ResumeState(3, b"\x09" * 32, 3, {3: LEAVES}, run_instance("chain-x", RUN)).save(
         state_file(tmp_path)
     )
-    assert _early(chain, tmp_path, chain_id="another-chain") is None  # another run's record
+    assert _early(chain, tmp_path, monkeypatch, chain_id="other") is None  # another run's
+    assert chain.closed  # its chain client with it
+    ResumeState(3, b"\x09" * 32, 3, {3: LEAVES}, "").save(state_file(tmp_path))
+    legacy = _early(chain, tmp_path, monkeypatch, chain_id="other")  # a record before runs
+    legacy.close()  # were named in it is taken, as the node takes it (the chain checks proofs)
     state_file(tmp_path).write_text("{not json")
-    assert _early(chain, tmp_path) is None  # damaged: the node rebuilds it from its ledger
-    assert not chain.sent
+    assert _early(chain, tmp_path, monkeypatch) is None  # damaged: the node rebuilds it

@@ -625,25 +625,25 @@ def test_a_verifier_that_left_stops_once_released_and_one_slashed_out_registers_
     assert not service._stay_registered() and registered == [me]
 
 
-def test_a_verifier_slashed_out_of_the_set_registers_again_at_the_next_block(tmp_path):
-    """Whether it is listed is checked every pass (a block out of the set is a block of screens
-    and votes it may not cast), the rest every REGISTRATION_CHECK_PASSES; not while leaving,
-    nor after a try to register again failed (then at the slow pace: no error every block)."""
+def test_a_verifier_slashed_out_of_the_set_registers_again_at_the_next_block():
+    """Its own slashes are asked for every pass (a slash below the minimum removes it, and a
+    block out of the set is a block of screens and votes it may not cast), the rest every
+    REGISTRATION_CHECK_PASSES; not while leaving (its release comes at the slow pace)."""
     from dilochain.verifier.service import REGISTRATION_CHECK_PASSES, VerifierService
 
     service = VerifierService.__new__(VerifierService)
-    service.address, service.left_height, service._cannot_register = "me", 0, False
-    listed = [Verifier(address="me")]
-    service.poc = SimpleNamespace(verifiers=lambda: listed)
-    assert not service._registration_due(1)
+    service.address, service.left_height, service._slashes_seen = "me", 0, None
+    slashes = []
+    service.poc = SimpleNamespace(slashes=lambda address: list(slashes))
+    assert not service._registration_due(1)  # the first pass learns the count
+    assert not service._registration_due(2)
     assert service._registration_due(REGISTRATION_CHECK_PASSES)
-    listed.clear()  # slashed below the minimum: the next pass registers again
-    assert service._registration_due(1)
-    service._cannot_register = True  # its balance could not bond the minimum
-    assert not service._registration_due(1)
-    assert service._registration_due(2 * REGISTRATION_CHECK_PASSES)
-    service._cannot_register, service.left_height = False, 7  # leaving: its release is slow
-    assert not service._registration_due(1)
+    slashes.append("withheld its beacon secret")  # the next pass checks, once
+    assert service._registration_due(REGISTRATION_CHECK_PASSES + 1)
+    assert not service._registration_due(REGISTRATION_CHECK_PASSES + 2)
+    slashes.append("a vote left sealed")
+    service.left_height = 7  # leaving: its release is checked at the slow pace
+    assert not service._registration_due(REGISTRATION_CHECK_PASSES + 3)
 
 
 @pytest.mark.integration

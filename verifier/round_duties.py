@@ -312,6 +312,7 @@ class EarlyDuties:
             box = BallotBox(ballots_file(home), str(wallet.address()))
             duties = RoundDuties(poc, wallet, send, None, box)
         except grpc.RpcError:
+            poc.close()
             return None
         return cls(duties, poll)
 

@@ -146,7 +146,7 @@ class VerifierService:
         self.pruned: dict[str, int] = {}  # per run: the last decided round pruned for
         self.verdicts = 0
         self.left_height = self.release_height = 0  # once it is seen leaving the set
-        self._cannot_register = False  # its last try to register again failed (funds)
+        self._slashes_seen: int | None = None  # its slashes at the last pass (None: unknown)
         self.sender = sender or Sender(self.client, wallet)  # every run's duties: one key
         self._count_lock = threading.Lock()  # verdicts are counted by every run's thread
         self._dataset_locks: dict[str, threading.Lock] = {}  # a run's screens and replays ask
@@ -295,22 +295,23 @@ class VerifierService:
                     last_slash(self.poc, self.address) or "a slash")  # fmt: skip
         try:
             self.ensure_registered()
-            self._cannot_register = False
         except VerifierError as err:
             log.error("%s; checking again later", err)
-            self._cannot_register = True
         return True
 
     def _registration_due(self, passes: int) -> bool:
         """Whether this pass checks the registration (:meth:`_stay_registered`): every
-        ``REGISTRATION_CHECK_PASSES``, and at once when the chain no longer lists this verifier
-        (a slash left it below the minimum: every block out of the set is a block of screens
-        and votes it may not cast) unless it is leaving or could not register last time."""
+        ``REGISTRATION_CHECK_PASSES``, and at once when the chain has slashed this verifier
+        since the last pass (a slash below the minimum removes it: every block out of the set
+        is a block of screens and votes it may not cast), unless it is leaving. One query of
+        its own slashes a block, not the whole verifier set's."""
         if passes % REGISTRATION_CHECK_PASSES == 0:
             return True
-        if self.left_height or self._cannot_register:
+        if self.left_height:
             return False
-        return own_record(self.poc, self.address) is None
+        slashed = len(self.poc.slashes(self.address))
+        seen, self._slashes_seen = self._slashes_seen, slashed
+        return seen is not None and slashed != seen
 
     def _dataset(self, run: Run) -> Dataset | None:
         """The run's dataset, if this verifier can work for the run (it has or can fetch the
@@ -655,10 +656,11 @@ class VerifierService:
         try:
             self.ensure_registered()
             self._stay_registered()  # a verifier that left goes on until released
-            if self._early is not None:  # its thread ends before this one's starts
+            for thread in duties[1:]:  # screens and replays at once; the round duties once
+                thread.start()  # the early thread's pass (maybe waiting on a tx) has ended
+            if self._early is not None:
                 self._early.hand_over()
-            for thread in duties:
-                thread.start()
+            duties[0].start()
             if self.cfg.auto_claim:
                 AutoClaimer(self.poc, self.address, self._send).start(done)
             blocks = self.poc.blocks.passes(stop, self.cfg.poll_seconds)

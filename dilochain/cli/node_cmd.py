@@ -36,7 +36,7 @@ from dilochain.cli.config_file import (
 from dilochain.client import Sender, connect
 from dilochain.logs import setup_logging
 from dilochain.metrics_http import serve_metrics
-from dilochain.node.config import BEHAVIOR_NAMES
+from dilochain.node.config import BEHAVIOR_NAMES, OWN_REVEALS
 from dilochain.node.reveals import early_revealer
 from dilochain.poc_client import PocClient
 from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgLeaveRun
@@ -237,9 +237,9 @@ def _start(args: argparse.Namespace) -> int:
     try:
         sender = Sender(client, wallet)
         early = None  # what a restart owes is revealed while torch loads and the model builds
-        if cfg.behavior == "honest":  # (a cheat's reveals are its own: the node's, later)
+        if cfg.behavior not in OWN_REVEALS:  # (those cheats reveal as the node does, later)
             send = functools.partial(sender.submit, poll=cfg.poll_seconds)
-            early = early_revealer(PocClient(cfg.chain), cfg.run_id,
+            early = early_revealer(cfg.chain, cfg.run_id,
                                    client.network_config.chain_id, cfg.state_dir,
                                    str(wallet.address()), send, cfg.poll_seconds, stop)  # fmt: skip
         from dilochain.node.cheats import behavior  # torch: loaded before a run it waits for
