@@ -112,6 +112,7 @@ class NeverReads:
         self.sock.sendall(self.conn.data_to_send())
         self.status: dict[int, str] = {}  # grpc-status by stream, of calls answered at all
         self.started: set[int] = set()  # streams whose answer began (headers came)
+        self.gone = False  # the server closed the connection (its pings went unanswered)
 
     def ask(self, path: str, request: bytes, finished: bool = True) -> None:
         """Call ``path`` (``/package.Service/Method``) with ``request``'s encoding (not
@@ -128,35 +129,52 @@ class NeverReads:
 
     def read(self, quiet: float = 0.5) -> None:
         """Take the frames that came, until none comes for ``quiet`` seconds (acknowledging
-        settings and pings, granting no window)."""
+        settings and pings, granting no window), or the server closed the connection (it
+        pings a quiet one and closes it when the ack is late: a caller read too seldom, as
+        one of many read in turn on a busy machine, is a vanished one)."""
         import h2.events
+        import h2.exceptions
 
         self.sock.settimeout(quiet)
-        while True:
+        while not self.gone:
             try:
                 data = self.sock.recv(65536)
             except TimeoutError:
                 return
+            except OSError:  # reset
+                data = b""
             if not data:
+                self.gone = True
                 return
-            for event in self.conn.receive_data(data):
+            try:
+                events = self.conn.receive_data(data)
+            except h2.exceptions.ProtocolError:  # frames after the server's GOAWAY
+                self.gone = True
+                return
+            for event in events:
+                if isinstance(event, h2.events.ConnectionTerminated):
+                    self.gone = True
                 if isinstance(event, h2.events.ResponseReceived | h2.events.TrailersReceived):
                     self.started.add(event.stream_id)
                     headers = dict(event.headers)
                     if b"grpc-status" in headers:
                         self.status[event.stream_id] = headers[b"grpc-status"].decode()
-            self.sock.sendall(self.conn.data_to_send())
+            try:
+                self.sock.sendall(self.conn.data_to_send())
+            except OSError:
+                self.gone = True
 
     def answered(self, count: int, patience: float = 60.0) -> None:
         """:meth:`read` until ``count`` calls have had their answers begun (or been refused), or
         ``patience`` seconds have passed."""
         deadline = time.monotonic() + patience
-        while len(self.started) < count and time.monotonic() < deadline:
+        while len(self.started) < count and not self.gone and time.monotonic() < deadline:
             self.read(quiet=0.2)
 
     def held(self) -> int:
-        """Calls whose answer began and never ended (what the node holds for this caller)."""
-        return len(self.started - self.status.keys())
+        """Calls whose answer began and never ended (what the node holds for this caller;
+        none once it closed the connection)."""
+        return 0 if self.gone else len(self.started - self.status.keys())
 
     def refused(self) -> int:
         """Calls answered ``RESOURCE_EXHAUSTED`` so far (as :meth:`read` saw)."""

@@ -54,7 +54,7 @@ from dilochain.node.resume import (
     run_instance,
     state_file,
 )
-from dilochain.node.reveals import Revealer
+from dilochain.node.reveals import Revealer, Served
 from dilochain.poc_client import InsufficientFunds, PocClient, ensure_bonded, last_slash
 from dilochain.protocol.hashing import content_hash
 from dilochain.protocol.merkle import merkle_proof, merkle_root
@@ -139,10 +139,11 @@ class HostNode:
     def __init__(
         self, cfg: NodeConfig, client: LedgerClient, wallet: Wallet, behavior: Behavior,
         objects: ObjectStore | None = None, sender: Sender | None = None,
-        revealer: Revealer | None = None,
+        revealer: Revealer | None = None, served: Served | None = None,
     ):  # fmt: skip
-        """``sender`` and ``revealer``: those of an early revealer (``reveals.early_revealer``:
-        a restarted host reveals what it owes before it builds its model)."""
+        """``sender``, ``revealer`` and ``served``: what ``node start`` began before torch
+        loaded (``reveals.early_revealer``, ``reveals.serve_early``): a restarted host reveals
+        what it owes, and serves what its reveals name, before it builds its model."""
         self.cfg = cfg
         self.objects = objects  # where it publishes what others fetch (None: its blob service)
         self.client = client
@@ -171,7 +172,8 @@ class HostNode:
         self.heldout = self.data.heldout_batches(EVAL_BATCHES, self.rc.batch_size,
                                                  self.rc.seq_len)  # fmt: skip
         self.ranks = self._ranks(params.verification_mode)
-        self.local = LocalArtifactStore(cfg.artifact_dir)
+        self._served = served
+        self.local = served.store if served is not None else LocalArtifactStore(cfg.artifact_dir)
         for path, digest in self.data.files():  # served by hash to peers (and `dilochain export`)
             self.local.link_file(path, bytes.fromhex(digest))
         limit = max_artifact_bytes(self.model)
@@ -1094,6 +1096,8 @@ class HostNode:
             log.info("artifacts published to %s (%d of %d data files uploaded now)",
                      self.objects.location, sum(published), len(data))  # fmt: skip
             return None, self.objects.location
+        if self._served is not None:
+            return self._served.server, self._served.endpoint
         server, endpoint = serve_blobs(self.local, self.cfg.blob_address)
         return server, self.cfg.advertise_address or endpoint
 

@@ -1,18 +1,22 @@
 """A host's reveals of its challenged segments, apart from its training and without torch: a
 restarted host reveals what its last rounds owe within a second or two of starting (from its
-resume record, :func:`early_revealer`), not once its model is built — seconds here, minutes at
-8B, against a reveal window of a few blocks that a host misses at the price of a slash."""
+resume record, :func:`early_revealer`) and serves what they name (:func:`serve_early`), not once
+its model is built — seconds here, minutes at 8B, against a reveal window of a few blocks that
+a host misses at the price of a slash."""
 
 from __future__ import annotations
 
 import logging
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
 from cosmpy.aerial.tx_helpers import TxResponse
 
+from dilochain.artifacts.blob_service import serve_blobs
+from dilochain.artifacts.store import LocalArtifactStore
 from dilochain.client import TxRefused
 from dilochain.endpoints import transient
 from dilochain.node.resume import RecordDamaged, ResumeState, run_instance, state_file
@@ -170,3 +174,22 @@ def early_revealer(
     revealer.start()
     log.info("revealing what rounds %s owe while the node starts", sorted(owed))
     return revealer
+
+
+@dataclass(frozen=True)
+class Served:
+    """A host's blob service, begun before its model is built (:func:`serve_early`)."""
+
+    server: grpc.Server
+    endpoint: str  # what it registers (the advertised address, else the one it listens on)
+    store: LocalArtifactStore
+
+
+def serve_early(artifact_dir: Path, blob_address: str, advertise_address: str) -> Served:
+    """Serve the host's artifact store from the moment ``node start`` begins: what a
+    restart's early reveals name must be fetchable before the verifiers' patience (a few
+    blocks after the reveal window) runs out, and a model of 8B takes minutes to build. Raises
+    :class:`ArtifactError` when it cannot listen there."""
+    store = LocalArtifactStore(artifact_dir)
+    server, endpoint = serve_blobs(store, blob_address)
+    return Served(server, advertise_address or endpoint, store)

@@ -267,6 +267,8 @@ def test_a_caller_that_vanished_gives_back_its_calls_and_answers():
         # while it answers pings (and grants no window) it holds them all
         until(lambda: gone.read(quiet=0.1) or (calls.held == 4 and answers.held > 2 * MIB))
         until(lambda: calls.held == 0 and answers.held == 0)  # its socket never read again
+        gone.read(quiet=0.1)  # what it then reads is the server's goodbye, not an error
+        assert gone.gone and gone.held() == 0
     finally:
         gone.close()
         stop()

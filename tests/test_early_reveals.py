@@ -104,3 +104,34 @@ def test_no_early_revealer_without_a_record_of_this_chain_s_run(tmp_path, monkey
     legacy.close()  # were named in it is taken, as the node takes it (the chain checks proofs)
     state_file(tmp_path).write_text("{not json")
     assert _early(chain, tmp_path, monkeypatch) is None  # damaged: the node rebuilds it
+
+
+def test_a_restart_serves_what_it_reveals_before_the_node_exists(tmp_path):
+    """Its blob service starts with ``node start``: what an early reveal names is fetchable
+    before the model is built (the verifiers wait a few blocks past the reveal window); a
+    blob address in use is one line, as before."""
+    import socket
+
+    import pytest
+
+    from dilochain.artifacts.blob_service import fetch_from_peers
+    from dilochain.cli.common import CliError
+    from dilochain.cli.node_cmd import _serve_early
+    from dilochain.node.reveals import serve_early
+
+    served = serve_early(tmp_path / "artifacts", "127.0.0.1:0", "")
+    try:
+        digest = served.store.put(b"a revealed checkpoint")
+        assert fetch_from_peers([served.endpoint], digest, 1 << 20) == b"a revealed checkpoint"
+    finally:
+        served.server.stop(grace=None)
+    advertised = serve_early(tmp_path / "a", "127.0.0.1:0", "host.example:7000")
+    advertised.server.stop(grace=None)
+    assert advertised.endpoint == "host.example:7000"
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        cfg = SimpleNamespace(artifact_dir=tmp_path / "b", advertise_address="",
+                              blob_address=f"127.0.0.1:{taken.getsockname()[1]}")  # fmt: skip
+        with pytest.raises(CliError, match=r"cannot serve blobs on 127\.0\.0\.1"):
+            _serve_early(cfg)

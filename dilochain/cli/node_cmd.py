@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
+from dilochain.artifacts.store import ArtifactError
 from dilochain.cli.common import (
     CliError,
     add_output_flag,
@@ -37,7 +38,7 @@ from dilochain.client import Sender, connect
 from dilochain.logs import setup_logging
 from dilochain.metrics_http import serve_metrics
 from dilochain.node.config import BEHAVIOR_NAMES, OWN_REVEALS
-from dilochain.node.reveals import early_revealer
+from dilochain.node.reveals import Served, early_revealer, serve_early
 from dilochain.poc_client import PocClient
 from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgLeaveRun
 
@@ -235,6 +236,7 @@ def _start(args: argparse.Namespace) -> int:
 
     metrics = serve_metrics(cfg.metrics_address, REGISTRY)
     try:
+        served = None if objects is not None else _serve_early(cfg)
         sender = Sender(client, wallet)
         early = None  # what a restart owes is revealed while torch loads and the model builds
         if cfg.behavior not in OWN_REVEALS:  # (those cheats reveal as the node does, later)
@@ -245,9 +247,16 @@ def _start(args: argparse.Namespace) -> int:
         from dilochain.node.cheats import behavior  # torch: loaded before a run it waits for
         from dilochain.node.host import HostNode  # begins, as every host would load it at once
 
-        if args.wait_for_run and not _wait_for_run(cfg.chain, cfg.run_id, stop, cfg.poll_seconds):
-            return 0
-        node = HostNode(cfg, client, wallet, behavior(cfg.behavior), objects, sender, early)
+        try:
+            if args.wait_for_run and not _wait_for_run(cfg.chain, cfg.run_id, stop,
+                                                       cfg.poll_seconds):  # fmt: skip
+                return 0
+            node = HostNode(cfg, client, wallet, behavior(cfg.behavior), objects, sender,
+                            early, served)  # fmt: skip
+        except BaseException:  # (once the node runs, it stops the server itself)
+            if served is not None:
+                served.server.stop(grace=None)
+            raise
         if cfg.log_format == "json":  # log collectors get no progress bars
             committed = node.serve_and_run(stop)
         else:
@@ -262,6 +271,14 @@ def _start(args: argparse.Namespace) -> int:
     return 0
 
 
+def _serve_early(cfg) -> Served:
+    """The host's blob service, serving before the node is built (:func:`serve_early`)."""
+    try:
+        return serve_early(cfg.artifact_dir, cfg.blob_address, cfg.advertise_address)
+    except ArtifactError as err:
+        raise CliError(str(err)) from None
+
+
 def _object_store(cfg, host: str, check: bool = True):
     """The object store ``host`` publishes to (None without one), checked (unless not
     ``check``): reachable by the chain's other machines, written to and read back from its
@@ -269,7 +286,6 @@ def _object_store(cfg, host: str, check: bool = True):
     if not cfg.object_store:
         return None
     from dilochain.artifacts.object_store import ObjectStore
-    from dilochain.artifacts.store import ArtifactError
 
     try:
         store = ObjectStore(cfg.object_store, cfg.run_id, host, cfg.object_store_endpoint,
@@ -305,7 +321,7 @@ def _prune(args: argparse.Namespace) -> int:
     from typing import get_args
 
     from dilochain.artifacts.pruning import Kind, Ledger, Retention
-    from dilochain.artifacts.store import ArtifactError, LocalArtifactStore
+    from dilochain.artifacts.store import LocalArtifactStore
     from dilochain.node.config import NodeConfig
 
     cfg = resolve(NodeConfig, config_path(args, CONFIG_NAME), SETTINGS, args, home=args.home)
