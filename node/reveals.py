@@ -23,7 +23,7 @@ from dilochain.node.resume import RecordDamaged, ResumeState, run_instance, stat
 from dilochain.poc_client import PocClient
 from dilochain.protocol.merkle import merkle_proof
 from dilochain.protocol.pb.poc.v1 import query_pb2 as q
-from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgRevealCheckpoints
+from dilochain.protocol.pb.poc.v1.tx_pb2 import MsgRegisterHost, MsgRevealCheckpoints
 from dilochain.protocol.pb.poc.v1.types_pb2 import Params, Run
 from dilochain.protocol.schedule import in_flight, round_window
 
@@ -70,6 +70,23 @@ class Revealer:
         self._done.set()
         if self._thread is not None:
             self._thread.join()
+
+    def point_to(self, endpoint: str) -> None:
+        """Register ``endpoint`` as this host's blob service where the chain names another (a
+        restart listening on a new port): the verifiers fetch what its reveals name there, not
+        at the dead one's. Left to the node, which registers once its model is built, when the
+        host is no member or the tx fails."""
+        try:
+            mine = next((h for h in self.poc.hosts(self.run.run_id)
+                         if h.address == self.address), None)  # fmt: skip
+            if mine is None or mine.left_height or mine.endpoint == endpoint:
+                return
+            self.send(MsgRegisterHost(host=self.address, run_id=self.run.run_id,
+                                      endpoint=endpoint))  # fmt: skip
+        except (TxRefused, grpc.RpcError) as err:
+            log.warning("blob endpoint not moved to %s yet: %s", endpoint, err)
+            return
+        log.info("blob endpoint moved to %s", endpoint)
 
     def window(self, round_: int) -> range:
         """The blocks in which round ``round_``'s challenged segments are revealed."""

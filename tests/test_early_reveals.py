@@ -52,7 +52,7 @@ class _Chain:
             yield
             done.wait(0.01)
 
-    def send(self, *msgs, until_height):
+    def send(self, *msgs, until_height=None):
         self.sent.append((msgs, until_height))
 
     def close(self):
@@ -135,3 +135,34 @@ def test_a_restart_serves_what_it_reveals_before_the_node_exists(tmp_path):
                               blob_address=f"127.0.0.1:{taken.getsockname()[1]}")  # fmt: skip
         with pytest.raises(CliError, match=r"cannot serve blobs on 127\.0\.0\.1"):
             _serve_early(cfg)
+
+
+def test_a_restart_on_a_new_port_points_the_chain_there_before_the_node_exists(
+    tmp_path, monkeypatch
+):
+    """A host listening on port 0 serves on another port after a restart, and registered it
+    only once its model was built: the verifiers dialled the dead port, found its revealed
+    checkpoints on no peer, and it was slashed for them (a devnet probe, kill -9 right after a
+    commit). The early revealer moves the endpoint at once."""
+    from dilochain.protocol.pb.poc.v1.types_pb2 import Host
+
+    ResumeState(3, b"\x09" * 32, 3, {3: LEAVES}, run_instance("chain-x", RUN)).save(
+        state_file(tmp_path)
+    )
+    chain = _Chain()
+    members = [Host(address="dilo1me", endpoint="127.0.0.1:4000")]
+    chain.hosts = lambda run_id: members
+    chain.challenges = lambda run_id, round_: []  # nothing to reveal: only the move is sent
+    revealer = _early(chain, tmp_path, monkeypatch)
+    try:
+        revealer.point_to("127.0.0.1:4000")  # the same port: nothing to move
+        assert not chain.sent
+        revealer.point_to("127.0.0.1:5000")
+        ((msg,), until), *more = chain.sent
+        assert (msg.host, msg.run_id, msg.endpoint, until, more) == (
+            "dilo1me", "r", "127.0.0.1:5000", None, [])  # fmt: skip
+        members[0].left_height = 9  # it left: the node decides what to do
+        revealer.point_to("127.0.0.1:6000")
+        assert len(chain.sent) == 1
+    finally:
+        revealer.close()
