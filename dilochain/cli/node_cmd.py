@@ -245,7 +245,9 @@ def _start(args: argparse.Namespace) -> int:
                                    client.network_config.chain_id, cfg.state_dir,
                                    str(wallet.address()), send, cfg.poll_seconds, stop)  # fmt: skip
             if early is not None and served is not None:  # what it reveals is served there
-                early.point_to(served.endpoint)
+                threading.Thread(
+                    target=early.point_to, args=(served.endpoint,), daemon=True, name="endpoint"
+                ).start()  # a halted chain holds no start
         from dilochain.node.cheats import behavior  # torch: loaded before a run it waits for
         from dilochain.node.host import HostNode  # begins, as every host would load it at once
 
