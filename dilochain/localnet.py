@@ -72,17 +72,22 @@ def rpc_status(rpc_address: str, timeout: float = 5.0) -> dict:
     return rpc_call(rpc_address, "status", timeout)
 
 
+SPAWNED: list[subprocess.Popen] = []  # every child :func:`spawn_cli` started (tests end theirs)
+
+
 def spawn_cli(
     args: list[str], log_path: Path, env: dict[str, str] | None = None
 ) -> subprocess.Popen:
     """Run ``dilochain ARGS`` as a child process, stdout and stderr appended to ``log_path``."""
     log = log_path.open("ab")
-    return subprocess.Popen(
+    child = subprocess.Popen(
         [sys.executable, "-m", "dilochain.cli.main", *args],
         stdout=log,
         stderr=subprocess.STDOUT,
         env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
     )
+    SPAWNED.append(child)
+    return child
 
 
 def spawn_node(

@@ -63,6 +63,21 @@ def _private_peers_settled_per_test() -> Iterator[None]:
 
 
 @pytest.fixture(autouse=True)
+def _no_child_outlives_its_test() -> Iterator[None]:
+    """Hosts and verifiers never exit on a chain error: those a failed network test left
+    running went on retrying beside the rest of the suite. Each test's own are killed."""
+    from dilochain.localnet import SPAWNED
+
+    before = len(SPAWNED)
+    yield
+    for child in SPAWNED[before:]:
+        if child.poll() is None:
+            child.kill()
+            child.wait(30)
+    del SPAWNED[before:]
+
+
+@pytest.fixture(autouse=True)
 def _no_suspect_peers_between_tests(monkeypatch) -> None:
     """Peers that sent bad bytes are remembered per process: each test starts with none (a
     port one test's liar had may be another's honest peer)."""
