@@ -54,7 +54,7 @@ from dilochain.node.resume import (
     run_instance,
     state_file,
 )
-from dilochain.node.reveals import Revealer, Served
+from dilochain.node.reveals import Revealer, Served, patient_round_info
 from dilochain.poc_client import InsufficientFunds, PocClient, ensure_bonded, last_slash
 from dilochain.protocol.hashing import content_hash
 from dilochain.protocol.merkle import merkle_proof, merkle_root
@@ -290,20 +290,10 @@ class HostNode:
                    for h in self.poc.hosts(self.cfg.run_id))  # fmt: skip
 
     def _round_info(self) -> q.QueryRoundInfoResponse:
-        """The chain's height and the run's round. While no chain node answers it asks again
-        every half second until the node is told to stop: every loop of the node waits on the
-        chain's height anyway, an outage must not end a loop, and a chain back from one goes on
-        at once (a reveal window is a few blocks)."""
-        while True:
-            try:
-                info = self.poc.round_info(self.cfg.run_id)
-            except grpc.RpcError as err:
-                if not transient(err) or self._stopping.is_set():
-                    raise
-                self._stopping.wait(0.5)
-                continue
-            self.pace.observe(info.height)
-            return info
+        """:func:`~dilochain.node.reveals.patient_round_info`, noting the height for the pace."""
+        info = patient_round_info(self.poc, self.cfg.run_id, self._stopping)
+        self.pace.observe(info.height)
+        return info
 
     def _send(self, *msgs, until_height: int | None = None) -> TxResponse:
         """Send one tx; with ``until_height``, stop waiting for it once the chain is past that

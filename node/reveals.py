@@ -152,15 +152,23 @@ class Revealer:
                 log.exception("reveals: unexpected error; retrying")
 
     def _round_info(self) -> q.QueryRoundInfoResponse:
-        """The chain's height and the run's round, asked again every half second while no
-        chain node answers (until the node is told to stop)."""
-        while True:
-            try:
-                return self.poc.round_info(self.run.run_id)
-            except grpc.RpcError as err:
-                if not transient(err) or self.stop.is_set():
-                    raise
-                self.stop.wait(0.5)
+        return patient_round_info(self.poc, self.run.run_id, self.stop)
+
+
+def patient_round_info(
+    poc: PocClient, run_id: str, stop: threading.Event
+) -> q.QueryRoundInfoResponse:
+    """The chain's height and run ``run_id``'s round. While no chain node answers it asks
+    again every half second until ``stop``: every loop of a host waits on the chain's height
+    anyway, an outage must not end a loop, and a chain back from one goes on at once (a reveal
+    window is a few blocks)."""
+    while True:
+        try:
+            return poc.round_info(run_id)
+        except grpc.RpcError as err:
+            if not transient(err) or stop.is_set():
+                raise
+            stop.wait(0.5)
 
 
 def early_revealer(
